@@ -1,0 +1,536 @@
+package issuer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/verifier"
+)
+
+// State is what a client can see of its entry (DESIGN.md vocabulary).
+type State string
+
+// Entry states.
+const (
+	StateWaiting   State = "WAITING"
+	StateActive    State = "ACTIVE"
+	StateExpired   State = "EXPIRED"
+	StateCompleted State = "COMPLETED"
+	StateRevoked   State = "REVOKED"
+	StateNotFound  State = "NOT_FOUND"
+)
+
+// Signer signs an admission token's claims (JSON) as a compact JWS with
+// header {"alg":"EdDSA","kid":…,"typ":verifier.Type}. keys.Ring and
+// keys.FileRing implement it.
+type Signer interface {
+	Sign(payload []byte) (string, error)
+}
+
+// Config configures an Issuer. Zero values are safe defaults except Redis.
+type Config struct {
+	// Redis is the queue store. Required.
+	Redis Redis
+	// Signer mints admission tokens. Required for Exchange only.
+	Signer Signer
+	// Issuer is the admission token's iss (default "flashgate").
+	Issuer string
+	// Audience is the admission token's aud (default "orders").
+	Audience string
+	// WaitingSecret keys the waiting-token MAC; at least 32 bytes, the same on
+	// every replica. Required for Enter, Status, Leave and Exchange (see
+	// LoadOrCreateSecret).
+	WaitingSecret []byte
+	// DefaultRoom, when non-nil, creates unknown rooms on first Enter with
+	// this policy. Nil: unknown rooms are refused with ErrUnknownRoom.
+	DefaultRoom *RoomConfig
+	// Now, when set, is the clock used for queue scores and expiries (tests).
+	// Nil means Redis TIME: one clock for every replica (DESIGN.md).
+	Now func() time.Time
+	// Logger receives tick-loop errors; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Issuer is the domain core: enter, status, leave, tick, exchange, complete,
+// revoke and room administration, over Redis. It is safe for concurrent use,
+// and any number of Issuers (replicas) may share one Redis.
+type Issuer struct {
+	cfg    Config
+	policy string
+	log    *slog.Logger
+}
+
+// New returns an Issuer, or a CodeInvalidInput error for a bad Config.
+func New(cfg Config) (*Issuer, error) {
+	if cfg.Redis == nil {
+		return nil, errorf(CodeInvalidInput, "issuer: Config.Redis is required")
+	}
+	if cfg.WaitingSecret != nil && len(cfg.WaitingSecret) < 32 {
+		return nil, errorf(CodeInvalidInput, "issuer: WaitingSecret must be at least 32 bytes")
+	}
+	if cfg.Issuer == "" {
+		cfg.Issuer = "flashgate"
+	}
+	if cfg.Audience == "" {
+		cfg.Audience = "orders"
+	}
+	is := &Issuer{cfg: cfg, log: cfg.Logger}
+	if is.log == nil {
+		is.log = slog.Default()
+	}
+	if cfg.DefaultRoom != nil {
+		d := cfg.DefaultRoom.WithDefaults()
+		if err := d.Validate(); err != nil {
+			return nil, err
+		}
+		is.policy = d.policy()
+	}
+	return is, nil
+}
+
+// LoadOrCreateSecret returns the waiting-token secret shared through Redis
+// (key fg:waiting-secret), creating a random 32-byte one with SETNX if none
+// exists, so every replica agrees without configuration.
+func LoadOrCreateSecret(ctx context.Context, rdb Redis) ([]byte, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	if err := rdb.SetNX(ctx, keySecret, base64.StdEncoding.EncodeToString(b[:]), 0).Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	s, err := rdb.Get(ctx, keySecret).Result()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	secret, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(secret) < 32 {
+		return nil, errorf(CodeInternal, "stored waiting secret %s is corrupt", keySecret)
+	}
+	return secret, nil
+}
+
+func unavailable(err error) error {
+	return &Error{Code: CodeUnavailable, Message: "queue store unavailable", Err: err}
+}
+
+func (is *Issuer) nowArg() string {
+	if is.cfg.Now == nil {
+		return ""
+	}
+	return strconv.FormatInt(is.cfg.Now().UnixMilli(), 10)
+}
+
+// run executes a script for room and returns its reply, mapping
+// {'ERROR', code} replies to domain errors and Redis failures to ErrUnavailable.
+func (is *Issuer) run(ctx context.Context, s *redis.Script, room string, args ...any) ([]any, error) {
+	argv := append([]any{is.nowArg(), is.policy}, args...)
+	res, err := s.Run(ctx, is.cfg.Redis, RoomKeys(room), argv...).Slice()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if len(res) == 2 && res[0] == "ERROR" {
+		code, _ := res[1].(string)
+		return nil, scriptError(code, room)
+	}
+	return res, nil
+}
+
+// Entry is a client's view of its place: the answer of Enter and Status.
+type Entry struct {
+	Room         string
+	User         string
+	State        State
+	WaitingToken string
+	// Arrival is the entry's arrival number in its room (1, 2, …): FIFO order.
+	Arrival int64
+	// Position is the 1-based place in line (WAITING only); Ahead = Position − 1.
+	Position     int64
+	Ahead        int64
+	TotalWaiting int64
+	// EstimatedWait is Ahead at the room's admission rate (seed 002:
+	// ahead × 60 s / rate); −1 while the room is paused or closed.
+	EstimatedWait time.Duration
+	// PollAfter is when the client should ask again, with ±20 % jitter so
+	// waiting clients do not poll in lock-step (seed 001, adaptive polling).
+	PollAfter time.Duration
+	// AdmissionID is the jti (ACTIVE, EXPIRED; COMPLETED/REVOKED when known).
+	AdmissionID string
+	// Admission is the admission order number (1, 2, …) in the room.
+	Admission  int64
+	AdmittedAt time.Time
+	// ExpiresAt is the admission's expiry (ACTIVE, EXPIRED), millisecond precision.
+	ExpiresAt time.Time
+	// EndedAt is when the entry was completed, revoked or found expired.
+	EndedAt   time.Time
+	RoomState RoomState
+	// Created is true when this Enter created the room from the default policy.
+	Created bool
+}
+
+func asInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func asString(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// parseJTI splits "<seq>.<admno>.<admitted_ms>".
+func parseJTI(jti string) (seq, admno, admittedMs int64, ok bool) {
+	parts := strings.Split(jti, ".")
+	if len(parts) != 3 {
+		return 0, 0, 0, false
+	}
+	var err1, err2, err3 error
+	seq, err1 = strconv.ParseInt(parts[0], 10, 64)
+	admno, err2 = strconv.ParseInt(parts[1], 10, 64)
+	admittedMs, err3 = strconv.ParseInt(parts[2], 10, 64)
+	return seq, admno, admittedMs, err1 == nil && err2 == nil && err3 == nil
+}
+
+func (is *Issuer) entry(room, user string, r []any) *Entry {
+	e := &Entry{
+		Room: room, User: user,
+		State:        State(asString(r[0])),
+		Arrival:      asInt(r[1]),
+		Position:     asInt(r[2]),
+		TotalWaiting: asInt(r[3]),
+		AdmissionID:  asString(r[4]),
+		Created:      asInt(r[6]) == 1,
+		RoomState:    RoomState(asString(r[8])),
+	}
+	at := asInt(r[5])
+	if e.AdmissionID != "" {
+		if _, admno, ms, ok := parseJTI(e.AdmissionID); ok {
+			e.Admission, e.AdmittedAt = admno, time.UnixMilli(ms)
+		}
+	}
+	switch e.State {
+	case StateActive:
+		e.ExpiresAt = time.UnixMilli(at)
+	case StateExpired, StateCompleted, StateRevoked:
+		e.EndedAt = time.UnixMilli(at)
+	}
+	rate := asInt(r[7])
+	if e.State == StateWaiting {
+		e.Ahead = e.Position - 1
+		e.EstimatedWait = -1
+		if e.RoomState == RoomOpen && rate > 0 {
+			e.EstimatedWait = time.Duration(float64(e.Ahead) * float64(time.Minute) / float64(rate))
+		}
+		e.PollAfter = pollAfter(e.EstimatedWait)
+	}
+	if is.cfg.WaitingSecret != nil && e.Arrival > 0 {
+		e.WaitingToken = makeWaitingToken(is.cfg.WaitingSecret, room, user, e.Arrival)
+	}
+	return e
+}
+
+// pollAfter chooses the next poll: half the estimated wait, clamped to
+// 1 s … 30 s (10 s while paused), times a uniform jitter in [0.8, 1.2).
+func pollAfter(eta time.Duration) time.Duration {
+	base := 10 * time.Second
+	if eta >= 0 {
+		base = min(max(eta/2, time.Second), 30*time.Second)
+	}
+	return time.Duration(float64(base) * (0.8 + 0.4*mrand.Float64())).Round(time.Millisecond)
+}
+
+func (is *Issuer) needSecret() error {
+	if is.cfg.WaitingSecret == nil {
+		return errorf(CodeInternal, "issuer: Config.WaitingSecret is not set")
+	}
+	return nil
+}
+
+// Enter puts user in room's line, or returns the entry the user already has
+// (WAITING or ACTIVE) — idempotent, so refreshes and retries never create a
+// second place (invariant 1). When nobody waits and capacity and rate allow,
+// the user is admitted at once (fast track, seed 000).
+//
+// Errors: ErrInvalidInput (ids), ErrUnknownRoom, ErrRoomClosed, ErrUnavailable.
+func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) {
+	if err := checkRoom(room); err != nil {
+		return nil, err
+	}
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	if err := is.needSecret(); err != nil {
+		return nil, err
+	}
+	r, err := is.run(ctx, enterScript, room, user)
+	if err != nil {
+		return nil, err
+	}
+	e := is.entry(room, user, r)
+	if e.Created {
+		if err := is.cfg.Redis.SAdd(ctx, keyRooms, room).Err(); err != nil {
+			return nil, unavailable(err)
+		}
+	}
+	return e, nil
+}
+
+// Status reports the entry behind a waiting token: WAITING (position, ahead,
+// estimate, poll hint), ACTIVE (expiry), EXPIRED, COMPLETED, REVOKED or
+// NOT_FOUND (left, or superseded by a newer entry).
+//
+// Errors: ErrInvalidInput, ErrBadWaiting (not a waiting token),
+// ErrOwnerMismatch (another user's token), ErrUnknownRoom, ErrUnavailable.
+func (is *Issuer) Status(ctx context.Context, room, user, waitingToken string) (*Entry, error) {
+	seq, err := is.checkWaiting(room, user, waitingToken)
+	if err != nil {
+		return nil, err
+	}
+	r, err := is.run(ctx, statusScript, room, user, seq)
+	if err != nil {
+		return nil, err
+	}
+	return is.entry(room, user, r), nil
+}
+
+func (is *Issuer) checkWaiting(room, user, tok string) (int64, error) {
+	if err := checkRoom(room); err != nil {
+		return 0, err
+	}
+	if err := checkUser(user); err != nil {
+		return 0, err
+	}
+	if err := is.needSecret(); err != nil {
+		return 0, err
+	}
+	return parseWaitingToken(is.cfg.WaitingSecret, room, user, tok)
+}
+
+// Leave removes the waiting entry, or ends the live admission, behind a
+// waiting token, and the user index. Errors as Status, plus ErrNotFound when
+// there is nothing to leave (a repeated leave).
+func (is *Issuer) Leave(ctx context.Context, room, user, waitingToken string) error {
+	seq, err := is.checkWaiting(room, user, waitingToken)
+	if err != nil {
+		return err
+	}
+	r, err := is.run(ctx, leaveScript, room, user, seq)
+	if err != nil {
+		return err
+	}
+	if asString(r[0]) != "LEFT" {
+		return errorf(CodeNotFound, "no live entry to leave")
+	}
+	return nil
+}
+
+// Admission is a minted admission token and what it carries.
+type Admission struct {
+	Token     string    // compact JWS
+	ID        string    // jti
+	Room      string    // product claim
+	User      string    // sub
+	Admission int64     // admission order number
+	IssuedAt  time.Time // iat (second precision)
+	ExpiresAt time.Time // exp (second precision, = the active entry's expiry, floored)
+}
+
+// claims is the admission token payload; field order is fixed so the same
+// admission always serialises, and so signs, to the same bytes.
+type claims struct {
+	Iss     string `json:"iss"`
+	Aud     string `json:"aud"`
+	Sub     string `json:"sub"`
+	Product string `json:"product"`
+	Jti     string `json:"jti"`
+	Iat     int64  `json:"iat"`
+	Exp     int64  `json:"exp"`
+}
+
+// Exchange trades an ACTIVE entry's waiting token for an admission token
+// (EdDSA JWT, exp = the active entry's expiry). Re-minting the same admission
+// gives the same jti and exp (and, with the same key, the same token).
+//
+// Errors: those of Status, plus ErrNotAdmitted (still waiting), ErrExpired,
+// ErrCompleted, ErrRevoked, ErrNotFound, ErrInternal (no signer, sign failure).
+func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string) (*Admission, error) {
+	e, err := is.Status(ctx, room, user, waitingToken)
+	if err != nil {
+		return nil, err
+	}
+	switch e.State {
+	case StateActive:
+	case StateWaiting:
+		return nil, errorf(CodeNotAdmitted, "not admitted yet: position %d of %d", e.Position, e.TotalWaiting)
+	case StateExpired:
+		return nil, errorf(CodeExpired, "admission expired")
+	case StateCompleted:
+		return nil, errorf(CodeCompleted, "admission already completed")
+	case StateRevoked:
+		return nil, errorf(CodeRevoked, "admission revoked")
+	default:
+		return nil, errorf(CodeNotFound, "no entry for this waiting token")
+	}
+	if is.cfg.Signer == nil {
+		return nil, errorf(CodeInternal, "issuer: Config.Signer is not set")
+	}
+	a := &Admission{ID: e.AdmissionID, Room: room, User: user, Admission: e.Admission,
+		IssuedAt:  time.Unix(e.AdmittedAt.Unix(), 0),
+		ExpiresAt: time.Unix(e.ExpiresAt.Unix(), 0)}
+	payload, err := json.Marshal(claims{Iss: is.cfg.Issuer, Aud: is.cfg.Audience, Sub: user,
+		Product: room, Jti: a.ID, Iat: a.IssuedAt.Unix(), Exp: a.ExpiresAt.Unix()})
+	if err != nil {
+		return nil, &Error{Code: CodeInternal, Message: "encode claims", Err: err}
+	}
+	if a.Token, err = is.cfg.Signer.Sign(payload); err != nil {
+		return nil, &Error{Code: CodeInternal, Message: "sign admission token", Err: err}
+	}
+	return a, nil
+}
+
+// Completion is the result of Complete.
+type Completion struct {
+	AdmissionID string
+	CompletedAt time.Time
+	// Repeated is true when the admission had already been completed: the
+	// first completion's time is returned (idempotent under retries).
+	Repeated bool
+}
+
+// Complete consumes an admission atomically: still active and unexpired →
+// consumed, and the user may queue again. Callers pass the claims of an
+// admission token they have verified (verifier.Verify): room = product,
+// user = sub, admissionID = jti. Replay protection keys on jti, never on the
+// token string.
+//
+// Errors: ErrInvalidInput, ErrUnknownRoom, ErrExpired, ErrRevoked,
+// ErrNotFound (unknown, left), ErrOwnerMismatch, ErrUnavailable.
+func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) (*Completion, error) {
+	if err := checkRoom(room); err != nil {
+		return nil, err
+	}
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	if _, _, _, ok := parseJTI(admissionID); !ok {
+		return nil, errorf(CodeNotFound, "unknown admission id %q", clip(admissionID))
+	}
+	r, err := is.run(ctx, completeScript, room, user, admissionID)
+	if err != nil {
+		return nil, err
+	}
+	return &Completion{AdmissionID: admissionID, CompletedAt: time.UnixMilli(asInt(r[1])), Repeated: asInt(r[2]) == 1}, nil
+}
+
+// CompleteToken is Complete for a verified admission token.
+func (is *Issuer) CompleteToken(ctx context.Context, t *verifier.Token) (*Completion, error) {
+	return is.Complete(ctx, t.Product, t.User, t.ID)
+}
+
+// CheckActive asks Redis (one ZSCORE) whether a verified admission is still
+// live: nil if so; ErrNotFound when it is no longer in the active set
+// (revoked, completed, left or expired and cleaned up), ErrExpired when it
+// has lapsed, ErrUnavailable when Redis cannot answer (fail closed).
+func (is *Issuer) CheckActive(ctx context.Context, t *verifier.Token) error {
+	if !ValidID(t.Product) {
+		return errorf(CodeInvalidInput, "invalid product %q", clip(t.Product))
+	}
+	score, err := is.cfg.Redis.ZScore(ctx, activeKey(t.Product), t.ID).Result()
+	if errors.Is(err, redis.Nil) {
+		return errorf(CodeNotFound, "admission %q is no longer active", clip(t.ID))
+	}
+	if err != nil {
+		return unavailable(err)
+	}
+	now := time.Now()
+	if is.cfg.Now != nil {
+		now = is.cfg.Now()
+	}
+	if int64(score) <= now.UnixMilli() {
+		return errorf(CodeExpired, "admission expired")
+	}
+	return nil
+}
+
+// Revocation is the result of Revoke.
+type Revocation struct {
+	AdmissionID string
+	RevokedAt   time.Time
+	Repeated    bool
+}
+
+// Revoke ends an admission early, named by admission id (jti) or by user
+// (their current admission). Later completions of its token are refused;
+// the user may queue again. Errors: ErrInvalidInput, ErrUnknownRoom,
+// ErrNotFound, ErrCompleted, ErrUnavailable.
+func (is *Issuer) Revoke(ctx context.Context, room, user, admissionID string) (*Revocation, error) {
+	if err := checkRoom(room); err != nil {
+		return nil, err
+	}
+	if user == "" && admissionID == "" {
+		return nil, errorf(CodeInvalidInput, "revoke needs a user or an admission id")
+	}
+	if user != "" {
+		if err := checkUser(user); err != nil {
+			return nil, err
+		}
+	}
+	if admissionID != "" {
+		if _, _, _, ok := parseJTI(admissionID); !ok {
+			return nil, errorf(CodeNotFound, "unknown admission id %q", clip(admissionID))
+		}
+	}
+	r, err := is.run(ctx, revokeScript, room, user, admissionID)
+	if err != nil {
+		return nil, err
+	}
+	return &Revocation{AdmissionID: asString(r[3]), RevokedAt: time.UnixMilli(asInt(r[1])), Repeated: asInt(r[2]) == 1}, nil
+}
+
+// TickResult is what one admission step did.
+type TickResult struct {
+	Admitted int           // moved from waiting to active
+	Expired  int           // lapsed admissions dropped
+	Live     int           // live admissions after the step
+	Waiting  int           // entries still waiting
+	Tick     time.Duration // the room's configured tick
+}
+
+// Tick runs one bounded admission step for room: drop lapsed admissions,
+// then admit min(capacity − live, rate budget, batch) from the head of the
+// line. Any number of replicas may tick the same room concurrently.
+func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
+	if err := checkRoom(room); err != nil {
+		return TickResult{}, err
+	}
+	r, err := is.run(ctx, tickScript, room)
+	if err != nil {
+		return TickResult{}, err
+	}
+	return TickResult{Admitted: int(asInt(r[0])), Expired: int(asInt(r[1])), Live: int(asInt(r[2])),
+		Waiting: int(asInt(r[3])), Tick: time.Duration(asInt(r[4])) * time.Millisecond}, nil
+}
+
+// Ping checks that Redis answers (readiness).
+func (is *Issuer) Ping(ctx context.Context) error {
+	if err := is.cfg.Redis.Ping(ctx).Err(); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}

@@ -1,0 +1,605 @@
+package issuer_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/verifier"
+)
+
+// clock is a fake clock shared by several issuer replicas.
+type clock struct{ ms atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ms.Store(time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC).UnixMilli())
+	return c
+}
+func (c *clock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
+func (c *clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+
+// testSigner signs like keys.Ring: header {"alg":"EdDSA","kid":"k1","typ":verifier.Type}.
+type testSigner struct{ priv ed25519.PrivateKey }
+
+func newSigner() *testSigner {
+	return &testSigner{ed25519.NewKeyFromSeed(make([]byte, 32))}
+}
+
+func (s *testSigner) Sign(payload []byte) (string, error) {
+	h := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"EdDSA","kid":"k1","typ":"` + verifier.Type + `"}`))
+	in := h + "." + base64.RawURLEncoding.EncodeToString(payload)
+	return in + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(s.priv, []byte(in))), nil
+}
+
+var secret = []byte("0123456789abcdef0123456789abcdef")
+
+func newIssuer(t testing.TB, rdb issuer.Redis, clk *clock) *issuer.Issuer {
+	t.Helper()
+	cfg := issuer.Config{Redis: rdb, WaitingSecret: secret, Signer: newSigner(), Issuer: "https://issuer.test", Audience: "orders"}
+	if clk != nil {
+		cfg.Now = clk.Now
+	}
+	is, err := issuer.New(cfg)
+	require.NoError(t, err)
+	return is
+}
+
+func setup(t testing.TB, c issuer.RoomConfig) (*issuer.Issuer, *clock, string, *redis.Client) {
+	t.Helper()
+	rdb := redistest.Client(t)
+	clk := newClock()
+	is := newIssuer(t, rdb, clk)
+	room := redistest.Room("room")
+	_, err := is.SetRoom(context.Background(), room, c)
+	require.NoError(t, err)
+	return is, clk, room, rdb
+}
+
+func TestEnterIsIdempotentAndFastTracks(t *testing.T) {
+	ctx := context.Background()
+	is, _, room, _ := setup(t, issuer.RoomConfig{Capacity: 1, RatePerMinute: 600})
+
+	a, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	assert.Equal(t, issuer.StateActive, a.State, "empty room, free capacity: fast track")
+	assert.NotEmpty(t, a.AdmissionID)
+
+	b, err := is.Enter(ctx, room, "bob")
+	require.NoError(t, err)
+	assert.Equal(t, issuer.StateWaiting, b.State, "capacity 1 is taken")
+	assert.EqualValues(t, 1, b.Position)
+	assert.EqualValues(t, 0, b.Ahead)
+
+	c, err := is.Enter(ctx, room, "carol")
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, c.Position)
+	assert.EqualValues(t, 2, c.TotalWaiting)
+	assert.Equal(t, 100*time.Millisecond, c.EstimatedWait, "1 ahead at 600/min")
+	assert.True(t, c.PollAfter >= 800*time.Millisecond && c.PollAfter <= 1200*time.Millisecond, "poll hint %s", c.PollAfter)
+
+	again, err := is.Enter(ctx, room, "bob")
+	require.NoError(t, err)
+	assert.Equal(t, b.WaitingToken, again.WaitingToken, "a refresh returns the same waiting token")
+	assert.Equal(t, b.Position, again.Position)
+
+	a2, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	assert.Equal(t, a.AdmissionID, a2.AdmissionID, "an admitted user keeps the admission")
+}
+
+func TestStatusOwnershipAndBadTokens(t *testing.T) {
+	ctx := context.Background()
+	is, _, room, _ := setup(t, issuer.RoomConfig{Capacity: 1})
+	_, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	bob, err := is.Enter(ctx, room, "bob")
+	require.NoError(t, err)
+
+	st, err := is.Status(ctx, room, "bob", bob.WaitingToken)
+	require.NoError(t, err)
+	assert.Equal(t, issuer.StateWaiting, st.State)
+
+	_, err = is.Status(ctx, room, "mallory", bob.WaitingToken)
+	assert.ErrorIs(t, err, issuer.ErrOwnerMismatch, "another user's waiting token")
+	assert.Contains(t, err.Error(), "token owner mismatch")
+
+	other := redistest.Room("other")
+	_, err = is.SetRoom(ctx, other, issuer.RoomConfig{})
+	require.NoError(t, err)
+	_, err = is.Status(ctx, other, "bob", bob.WaitingToken)
+	assert.ErrorIs(t, err, issuer.ErrOwnerMismatch, "a token of another room")
+
+	for _, tok := range []string{"", "garbage", "fgw1_", "fgw1_0_AAAAAAAAAAAAAAAAAAAAAA", "fgw1_01_AAAAAAAAAAAAAAAAAAAAAA",
+		"fgw1_1_AAAA", strings.Repeat("x", 5000), "eyJhbGciOiJFZERTQSJ9.e30.AAAA"} {
+		_, err = is.Status(ctx, room, "bob", tok)
+		assert.ErrorIs(t, err, issuer.ErrBadWaiting, "token %q", tok)
+	}
+	_, err = is.Status(ctx, "bad{room}", "bob", bob.WaitingToken)
+	assert.ErrorIs(t, err, issuer.ErrInvalidInput)
+	_, err = is.Enter(ctx, room, "bad user")
+	assert.ErrorIs(t, err, issuer.ErrInvalidInput)
+	_, err = is.Enter(ctx, "nope-"+room, "bob")
+	assert.ErrorIs(t, err, issuer.ErrUnknownRoom)
+}
+
+func TestLeave(t *testing.T) {
+	ctx := context.Background()
+	is, _, room, _ := setup(t, issuer.RoomConfig{Capacity: 1})
+	alice, _ := is.Enter(ctx, room, "alice")
+	bob, _ := is.Enter(ctx, room, "bob")
+	carol, _ := is.Enter(ctx, room, "carol")
+
+	require.NoError(t, is.Leave(ctx, room, "bob", bob.WaitingToken))
+	assert.ErrorIs(t, is.Leave(ctx, room, "bob", bob.WaitingToken), issuer.ErrNotFound, "repeated leave")
+	st, err := is.Status(ctx, room, "bob", bob.WaitingToken)
+	require.NoError(t, err)
+	assert.Equal(t, issuer.StateNotFound, st.State)
+	st, _ = is.Status(ctx, room, "carol", carol.WaitingToken)
+	assert.EqualValues(t, 1, st.Position, "carol moved up")
+
+	// Leaving an admission frees its capacity for the next tick.
+	require.NoError(t, is.Leave(ctx, room, "alice", alice.WaitingToken))
+	res, err := is.Tick(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Admitted)
+	st, _ = is.Status(ctx, room, "carol", carol.WaitingToken)
+	assert.Equal(t, issuer.StateActive, st.State)
+
+	// bob may enter again, at the back.
+	again, err := is.Enter(ctx, room, "bob")
+	require.NoError(t, err)
+	assert.NotEqual(t, bob.WaitingToken, again.WaitingToken)
+}
+
+func TestExpiryAndLazyCleanup(t *testing.T) {
+	ctx := context.Background()
+	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 2, Session: 10 * time.Second})
+	a, _ := is.Enter(ctx, room, "alice")
+	require.Equal(t, issuer.StateActive, a.State)
+	assert.Equal(t, clk.Now().Add(10*time.Second), a.ExpiresAt)
+
+	clk.Advance(10*time.Second - time.Millisecond)
+	st, _ := is.Status(ctx, room, "alice", a.WaitingToken)
+	assert.Equal(t, issuer.StateActive, st.State, "1 ms before expiry")
+
+	clk.Advance(time.Millisecond)
+	st, _ = is.Status(ctx, room, "alice", a.WaitingToken)
+	assert.Equal(t, issuer.StateExpired, st.State, "expiry == now is expired")
+	_, err := is.Exchange(ctx, room, "alice", a.WaitingToken)
+	assert.ErrorIs(t, err, issuer.ErrExpired)
+
+	// The entry is still in the active ZSET until a tick drops it lazily.
+	n, _ := rdb.ZCard(ctx, issuer.RoomKeys(room)[2]).Result()
+	assert.EqualValues(t, 1, n)
+	res, err := is.Tick(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Expired)
+	n, _ = rdb.ZCard(ctx, issuer.RoomKeys(room)[2]).Result()
+	assert.EqualValues(t, 0, n)
+	st, _ = is.Status(ctx, room, "alice", a.WaitingToken)
+	assert.Equal(t, issuer.StateExpired, st.State, "still EXPIRED after cleanup")
+
+	// The user may queue again after expiry.
+	again, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	assert.Equal(t, issuer.StateActive, again.State)
+	assert.NotEqual(t, a.AdmissionID, again.AdmissionID)
+	st, _ = is.Status(ctx, room, "alice", a.WaitingToken)
+	assert.Equal(t, issuer.StateExpired, st.State, "the old token stays EXPIRED")
+}
+
+func TestZombieIndexIsCleanedUp(t *testing.T) {
+	ctx := context.Background()
+	is, _, room, rdb := setup(t, issuer.RoomConfig{Capacity: 5})
+	// A user index pointing at an admission that exists nowhere (e.g. a
+	// half-applied manual cleanup): invariant 5.
+	require.NoError(t, rdb.HSet(ctx, issuer.RoomKeys(room)[3], "zed", "77.3.1700000000000").Err())
+	e, err := is.Enter(ctx, room, "zed")
+	require.NoError(t, err)
+	assert.Equal(t, issuer.StateActive, e.State)
+	assert.NotEqual(t, "77.3.1700000000000", e.AdmissionID)
+	st, err := is.Stats(ctx, room)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, st.Zombies)
+}
+
+func TestPauseAndClose(t *testing.T) {
+	ctx := context.Background()
+	is, _, room, _ := setup(t, issuer.RoomConfig{Capacity: 5, State: issuer.RoomPaused})
+	e, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	assert.Equal(t, issuer.StateWaiting, e.State, "paused: no fast track")
+	assert.Equal(t, time.Duration(-1), e.EstimatedWait)
+	res, _ := is.Tick(ctx, room)
+	assert.Equal(t, 0, res.Admitted, "paused: no admissions")
+
+	_, err = is.SetState(ctx, room, issuer.RoomOpen)
+	require.NoError(t, err)
+	res, _ = is.Tick(ctx, room)
+	assert.Equal(t, 1, res.Admitted)
+
+	_, err = is.SetState(ctx, room, issuer.RoomClosed)
+	require.NoError(t, err)
+	_, err = is.Enter(ctx, room, "bob")
+	assert.ErrorIs(t, err, issuer.ErrRoomClosed)
+	st, err := is.Status(ctx, room, "alice", e.WaitingToken)
+	require.NoError(t, err)
+	assert.Equal(t, issuer.StateActive, st.State, "closing keeps existing admissions")
+}
+
+func TestExchangeMintsStableTokens(t *testing.T) {
+	ctx := context.Background()
+	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 1, Session: time.Minute})
+	a, _ := is.Enter(ctx, room, "alice")
+	b, _ := is.Enter(ctx, room, "bob")
+	_, err := is.Exchange(ctx, room, "bob", b.WaitingToken)
+	assert.ErrorIs(t, err, issuer.ErrNotAdmitted)
+
+	adm, err := is.Exchange(ctx, room, "alice", a.WaitingToken)
+	require.NoError(t, err)
+	clk.Advance(5 * time.Second)
+	adm2, err := is.Exchange(ctx, room, "alice", a.WaitingToken)
+	require.NoError(t, err)
+	assert.Equal(t, adm.Token, adm2.Token, "re-minting gives the same token")
+	assert.Equal(t, a.ExpiresAt.Unix(), adm.ExpiresAt.Unix(), "exp = the active entry's expiry")
+
+	keys := verifier.NewStaticKeys(map[string]ed25519.PublicKey{"k1": newSigner().priv.Public().(ed25519.PublicKey)})
+	v, err := verifier.New(keys, verifier.Config{Issuer: "https://issuer.test", Audience: "orders", Now: clk.Now})
+	require.NoError(t, err)
+	tok, err := v.Verify(ctx, adm.Token, verifier.Expect{Product: room, User: "alice"})
+	require.NoError(t, err)
+	assert.Equal(t, adm.ID, tok.ID)
+	assert.Equal(t, time.Minute, tok.ExpiresAt.Sub(tok.IssuedAt))
+
+	var claims map[string]any
+	payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(adm.Token, ".")[1])
+	require.NoError(t, json.Unmarshal(payload, &claims))
+	assert.Equal(t, room, claims["product"])
+}
+
+func TestCompletion(t *testing.T) {
+	ctx := context.Background()
+	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 10, Session: time.Minute})
+	enterAdmitted := func(user string) *issuer.Entry {
+		e, err := is.Enter(ctx, room, user)
+		require.NoError(t, err)
+		require.Equal(t, issuer.StateActive, e.State)
+		return e
+	}
+
+	a := enterAdmitted("alice")
+	c, err := is.Complete(ctx, room, "alice", a.AdmissionID)
+	require.NoError(t, err)
+	assert.False(t, c.Repeated)
+	clk.Advance(time.Second)
+	c2, err := is.Complete(ctx, room, "alice", a.AdmissionID)
+	require.NoError(t, err, "a repeated completion returns the first result")
+	assert.True(t, c2.Repeated)
+	assert.Equal(t, c.CompletedAt, c2.CompletedAt)
+	st, _ := is.Status(ctx, room, "alice", a.WaitingToken)
+	assert.Equal(t, issuer.StateCompleted, st.State)
+	_, err = is.Exchange(ctx, room, "alice", a.WaitingToken)
+	assert.ErrorIs(t, err, issuer.ErrCompleted, "no token for a completed admission")
+
+	// After completion the user may queue (and buy) again; the old admission stays consumed.
+	a2 := enterAdmitted("alice")
+	assert.NotEqual(t, a.AdmissionID, a2.AdmissionID)
+	_, err = is.Complete(ctx, room, "alice", a2.AdmissionID)
+	require.NoError(t, err)
+
+	// Completion after expiry.
+	b := enterAdmitted("bob")
+	clk.Advance(time.Minute)
+	_, err = is.Complete(ctx, room, "bob", b.AdmissionID)
+	assert.ErrorIs(t, err, issuer.ErrExpired)
+	_, err = is.Complete(ctx, room, "bob", b.AdmissionID)
+	assert.ErrorIs(t, err, issuer.ErrExpired, "and stays refused")
+
+	// Completion after revocation.
+	d := enterAdmitted("dave")
+	r, err := is.Revoke(ctx, room, "", d.AdmissionID)
+	require.NoError(t, err)
+	assert.Equal(t, d.AdmissionID, r.AdmissionID)
+	r2, err := is.Revoke(ctx, room, "", d.AdmissionID)
+	require.NoError(t, err)
+	assert.True(t, r2.Repeated)
+	_, err = is.Complete(ctx, room, "dave", d.AdmissionID)
+	assert.ErrorIs(t, err, issuer.ErrRevoked)
+	st, _ = is.Status(ctx, room, "dave", d.WaitingToken)
+	assert.Equal(t, issuer.StateRevoked, st.State)
+
+	// Revoke by user; the index is cleared so the user may queue again.
+	e := enterAdmitted("erin")
+	_, err = is.Revoke(ctx, room, "erin", "")
+	require.NoError(t, err)
+	_, err = is.Complete(ctx, room, "erin", e.AdmissionID)
+	assert.ErrorIs(t, err, issuer.ErrRevoked)
+	_, err = is.Revoke(ctx, room, "erin", "")
+	assert.ErrorIs(t, err, issuer.ErrNotFound)
+
+	// Unknown ids, a token of another user, and revoking a completed admission.
+	_, err = is.Complete(ctx, room, "alice", "999.1.1")
+	assert.ErrorIs(t, err, issuer.ErrNotFound)
+	_, err = is.Complete(ctx, room, "alice", "not-a-jti")
+	assert.ErrorIs(t, err, issuer.ErrNotFound)
+	f := enterAdmitted("frank")
+	_, err = is.Complete(ctx, room, "gina", f.AdmissionID)
+	assert.ErrorIs(t, err, issuer.ErrOwnerMismatch)
+	_, err = is.Revoke(ctx, room, "", a.AdmissionID)
+	assert.ErrorIs(t, err, issuer.ErrCompleted)
+
+	st2, err := is.Stats(ctx, room)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, st2.Completed)
+	assert.EqualValues(t, 2, st2.Revoked)
+}
+
+func TestCheckActive(t *testing.T) {
+	ctx := context.Background()
+	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 10, Session: time.Minute})
+	a, _ := is.Enter(ctx, room, "alice")
+	tok := &verifier.Token{Product: room, User: "alice", ID: a.AdmissionID}
+	require.NoError(t, is.CheckActive(ctx, tok))
+	_, err := is.Revoke(ctx, room, "", a.AdmissionID)
+	require.NoError(t, err)
+	assert.ErrorIs(t, is.CheckActive(ctx, tok), issuer.ErrNotFound)
+
+	b, _ := is.Enter(ctx, room, "bob")
+	clk.Advance(time.Minute)
+	assert.ErrorIs(t, is.CheckActive(ctx, &verifier.Token{Product: room, User: "bob", ID: b.AdmissionID}), issuer.ErrExpired)
+}
+
+func TestDefaultRoomPolicy(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: secret,
+		DefaultRoom: &issuer.RoomConfig{Capacity: 3}})
+	require.NoError(t, err)
+	room := redistest.Room("auto")
+	e, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	assert.True(t, e.Created)
+	cfg, err := is.Room(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, 3, cfg.Capacity)
+	assert.Equal(t, issuer.DefaultRatePerMinute, cfg.RatePerMinute)
+	rooms, err := is.Rooms(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, rooms, room)
+}
+
+func TestRoomConfigValidation(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	is := newIssuer(t, rdb, nil)
+	for _, c := range []issuer.RoomConfig{
+		{Capacity: -1}, {RatePerMinute: -5}, {Session: 1500 * time.Millisecond}, {Session: time.Hour},
+		{Tick: time.Millisecond}, {Batch: 20000}, {State: "sleepy"},
+	} {
+		_, err := is.SetRoom(ctx, redistest.Room("bad"), c)
+		assert.ErrorIs(t, err, issuer.ErrInvalidInput, "%+v", c)
+	}
+}
+
+// TestInvariantsUnderConcurrency runs three issuer replicas ticking one room
+// while thousands of users enter (one of them 100 times at once) and a
+// consumer completes admissions, then checks DESIGN.md's invariants 1-3 from
+// the admissions themselves.
+func TestInvariantsUnderConcurrency(t *testing.T) {
+	t.Run("rate binds", func(t *testing.T) { invariantRun(t, 1500, 300, 30*time.Second, 10, "rate") })
+	t.Run("capacity binds", func(t *testing.T) { invariantRun(t, 1000, 3000, 5*time.Second, 1, "capacity") })
+}
+
+// invariantRun completes admissions whose admission number is not a
+// multiple of keepEvery (keepEvery 1: none) and lets the others expire.
+func invariantRun(t *testing.T, users, rate int, session time.Duration, keepEvery int64, binding string) {
+	const capacity = 25
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rdb := redistest.Client(t)
+	clk := newClock()
+	replicas := []*issuer.Issuer{newIssuer(t, rdb, clk), newIssuer(t, rdb, clk), newIssuer(t, rdb, clk)}
+	room := redistest.Room("surge")
+	_, err := replicas[0].SetRoom(ctx, room, issuer.RoomConfig{Capacity: capacity, RatePerMinute: rate,
+		Session: session, Tick: 200 * time.Millisecond, Batch: 50})
+	require.NoError(t, err)
+
+	// Enters: users in parallel across replicas; "hot" enters 100 times at once.
+	var wg sync.WaitGroup
+	hotTokens := make([]string, 100)
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := replicas[i%3].Enter(ctx, room, "hot")
+			if assert.NoError(t, err) {
+				hotTokens[i] = e.WaitingToken
+			}
+		}()
+	}
+	sem := make(chan struct{}, 64)
+	for i := range users - 1 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_, err := replicas[i%3].Enter(ctx, room, "u"+strconv.Itoa(i))
+			assert.NoError(t, err)
+		}()
+	}
+
+	// Ticks from three replicas while the clock runs 50× fast; a consumer
+	// completes 90 % of the admissions and lets the rest expire.
+	type adm struct {
+		seq, admno, at int64
+		user           string
+		end            int64
+	}
+	var mu sync.Mutex
+	seen := map[string]*adm{}
+	done := make(chan struct{})
+	var tickers sync.WaitGroup
+	for _, r := range replicas {
+		tickers.Add(1)
+		go func() {
+			defer tickers.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				_, err := r.Tick(ctx, room)
+				assert.NoError(t, err)
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	tickers.Add(1)
+	go func() { // the clock
+		defer tickers.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+				clk.Advance(100 * time.Millisecond)
+			}
+		}
+	}()
+	consume := func() int {
+		m, err := rdb.HGetAll(ctx, issuer.RoomKeys(room)[3]).Result()
+		require.NoError(t, err)
+		for user, jti := range m {
+			mu.Lock()
+			a, ok := seen[jti]
+			if !ok {
+				p := strings.Split(jti, ".")
+				seq, _ := strconv.ParseInt(p[0], 10, 64)
+				admno, _ := strconv.ParseInt(p[1], 10, 64)
+				at, _ := strconv.ParseInt(p[2], 10, 64)
+				a = &adm{seq: seq, admno: admno, at: at, user: user}
+				seen[jti] = a
+			}
+			mu.Unlock()
+			if a.end == 0 && keepEvery > 1 && a.admno%keepEvery != 0 {
+				c, err := replicas[int(a.admno)%3].Complete(ctx, room, user, jti)
+				if err == nil {
+					a.end = c.CompletedAt.UnixMilli()
+				}
+			}
+		}
+		return len(m)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		consume()
+		st, err := replicas[0].Stats(ctx, room)
+		require.NoError(t, err)
+		if st.Admitted == int64(users) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(3 * time.Millisecond)
+	}
+	wg.Wait()
+	close(done)
+	tickers.Wait()
+	consume()
+
+	// Invariant 1: one entry per user; the hot user got one token.
+	for _, tok := range hotTokens {
+		assert.Equal(t, hotTokens[0], tok)
+	}
+	st, err := replicas[0].Stats(ctx, room)
+	require.NoError(t, err)
+	assert.EqualValues(t, users, st.Entered, "entered counts distinct users")
+	assert.EqualValues(t, users, st.Admitted, "every user admitted exactly once (stats: %+v)", st)
+	require.Len(t, seen, users, "admissions observed")
+	byUser := map[string]bool{}
+	list := make([]*adm, 0, len(seen))
+	for _, a := range seen {
+		assert.False(t, byUser[a.user], "user %s admitted twice", a.user)
+		byUser[a.user] = true
+		list = append(list, a)
+	}
+
+	// Invariant 2: admission order equals arrival order.
+	sort.Slice(list, func(i, j int) bool { return list[i].seq < list[j].seq })
+	for i := 1; i < len(list); i++ {
+		assert.Less(t, list[i-1].admno, list[i].admno, "FIFO: arrival %d admitted after arrival %d", list[i-1].seq, list[i].seq)
+	}
+
+	// Invariant 3: live admissions never exceed capacity (the scripts' own
+	// peak, and a recount from the admissions' intervals), and no 60 s window
+	// holds more than the rate.
+	assert.LessOrEqual(t, st.PeakActive, int64(capacity))
+	if binding == "capacity" {
+		assert.Equal(t, int64(capacity), st.PeakActive, "the surge should fill capacity")
+	}
+	type ev struct{ t, d int64 }
+	var evs []ev
+	for _, a := range list {
+		end := a.at + session.Milliseconds()
+		if a.end != 0 && a.end < end {
+			end = a.end
+		}
+		evs = append(evs, ev{a.at, +1}, ev{end, -1})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if evs[i].t != evs[j].t {
+			return evs[i].t < evs[j].t
+		}
+		return evs[i].d < evs[j].d // ends before starts at the same ms
+	})
+	live, peak := 0, 0
+	for _, e := range evs {
+		live += int(e.d)
+		peak = max(peak, live)
+	}
+	assert.LessOrEqual(t, peak, capacity, "recounted peak")
+	sort.Slice(list, func(i, j int) bool { return list[i].at < list[j].at })
+	maxWin := 0
+	for i, j := 0, 0; i < len(list); i++ {
+		for list[i].at-list[j].at >= 60_000 {
+			j++
+		}
+		maxWin = max(maxWin, i-j+1)
+	}
+	assert.LessOrEqual(t, maxWin, rate, "admissions in a 60 s window")
+	if binding == "rate" {
+		assert.GreaterOrEqual(t, maxWin, rate*9/10, "the rate should be the binding limit in some window")
+	}
+	t.Logf("admitted %d, peak live %d/%d, max per minute %d/%d, completed %d, expired %d",
+		st.Admitted, peak, capacity, maxWin, rate, st.Completed, st.Expired)
+}
+
+func ExampleIssuer_Enter() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: exampleRedis})
+	defer rdb.Close()
+	is, _ := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: secret})
+	room := redistest.Room("example")
+	_, _ = is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, RatePerMinute: 60})
+
+	first, _ := is.Enter(ctx, room, "alice")
+	second, _ := is.Enter(ctx, room, "bob")
+	fmt.Println(first.State, second.State, second.Position, second.EstimatedWait)
+	// Output: ACTIVE WAITING 1 0s
+}

@@ -1,0 +1,125 @@
+-- prelude.lua is prepended to every flashgate script (see issuer/scripts.go).
+--
+-- KEYS (all share the room's hash tag, so a script touches one Cluster slot):
+--   1 config   HASH  state, capacity, rate, session_ms, batch, tick_ms, clock_ms
+--   2 waiting  ZSET  user -> arrival seq (strict FIFO: seq comes from INCR, never ties)
+--   3 active   ZSET  jti  -> expiry (ms since epoch)
+--   4 users    HASH  user -> jti of the user's current admission (seed 000's USER_INDEX)
+--   5 seq      STRING arrival counter (INCR)
+--   6 admno    STRING admission counter (INCR): admission order, for FIFO audits
+--   7 admits   ZSET  jti -> admission time (ms): sliding 60 s log, the rate invariant
+--   8 bucket   HASH  tokens, ts: shared token bucket that paces admissions within the minute
+--   9 stats    HASH  counters: entered, admitted, fast_track, expired, completed, revoked, left, zombies, peak_active
+--  10 ended    ZSET  "<C|R|E|L>:<seq>" -> end time (ms): completed / revoked / expired / left entries
+-- ARGV[1] = now in ms, or "" to use Redis TIME (one clock for every replica).
+-- ARGV[2] = default room policy "state,capacity,rate,session_ms,batch,tick_ms" or "".
+-- Scripts validate first and write after: Redis has no rollback.
+local K_CONFIG, K_WAITING, K_ACTIVE, K_USERS, K_SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_ADMNO, K_ADMITS, K_BUCKET, K_STATS, K_ENDED = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+
+-- now_ms is the room's clock: the given or Redis time, but never earlier
+-- than the latest time a script of this room has written (clock_ms). Replicas
+-- read an injected clock before their scripts run, and a Redis host clock can
+-- step back; either would otherwise let scripts run with time going backwards.
+local function now_ms(cfg)
+  local now
+  if ARGV[1] ~= '' then
+    now = tonumber(ARGV[1])
+  else
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  if now < cfg.clock then return cfg.clock end
+  return now
+end
+
+local function num(x) return string.format('%d', x) end
+
+-- load_config returns the room's config table, or nil for an unknown room.
+-- With allow_create and a default policy in ARGV[2], an unknown room is created.
+local function load_config(allow_create)
+  local c = redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms', 'clock_ms')
+  local created = 0
+  if not c[1] then
+    if not allow_create or ARGV[2] == '' then return nil, 0 end
+    c = {}
+    for f in string.gmatch(ARGV[2], '[^,]+') do c[#c + 1] = f end
+    redis.call('HSET', K_CONFIG, 'state', c[1], 'capacity', c[2], 'rate', c[3],
+      'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6])
+    created = 1
+  end
+  return { state = c[1], capacity = tonumber(c[2]), rate = tonumber(c[3]),
+    session = tonumber(c[4]), batch = tonumber(c[5]), tick = tonumber(c[6]), clock = tonumber(c[7]) or 0 }, created
+end
+
+-- keep_clock records now as the room's latest time (scripts that write call it).
+local function keep_clock(cfg, now)
+  if now > cfg.clock then redis.call('HSET', K_CONFIG, 'clock_ms', num(now)) end
+end
+
+-- seq_of extracts the arrival seq from a jti "<seq>.<admno>.<admitted_ms>".
+local function seq_of(jti)
+  return tonumber(string.match(jti, '^(%d+)%.'))
+end
+
+local function end_entry(kind, seq, now)
+  redis.call('ZADD', K_ENDED, now, kind .. ':' .. num(seq))
+end
+
+local function ended(seq)
+  for _, kind in ipairs({ 'C', 'R', 'E', 'L' }) do
+    local at = redis.call('ZSCORE', K_ENDED, kind .. ':' .. num(seq))
+    if at then return kind, tonumber(at) end
+  end
+  return nil, 0
+end
+
+local function live_count(now)
+  return redis.call('ZCOUNT', K_ACTIVE, '(' .. num(now), '+inf')
+end
+
+-- rate_budget returns how many admissions the rate allows right now, and the
+-- bucket's current token count. Two limits, both shared by all replicas:
+--   * the sliding log: admissions in (now-60s, now] never exceed the rate
+--     (invariant 3, exact for every 60 s window);
+--   * the token bucket: refills at rate/60000 per ms up to two ticks' worth,
+--     so a minute's budget is spread over the minute instead of one burst.
+local function rate_budget(cfg, now)
+  redis.call('ZREMRANGEBYSCORE', K_ADMITS, '-inf', num(now - 60000))
+  local window = cfg.rate - redis.call('ZCARD', K_ADMITS)
+  local burst = math.max(1, math.ceil(cfg.rate * cfg.tick * 2 / 60000))
+  local b = redis.call('HMGET', K_BUCKET, 'tokens', 'ts')
+  local tokens = tonumber(b[1]) or burst
+  local ts = tonumber(b[2]) or now
+  if now > ts then tokens = math.min(burst, tokens + (now - ts) * cfg.rate / 60000) end
+  return math.max(0, math.min(window, math.floor(tokens))), tokens
+end
+
+local function rate_consume(tokens, n, now)
+  redis.call('HSET', K_BUCKET, 'tokens', tostring(tokens - n), 'ts', num(now))
+end
+
+-- admit moves one user into the active set; the caller has checked capacity and rate.
+local function admit(cfg, user, seq, now)
+  local admno = redis.call('INCR', K_ADMNO)
+  local exp = now + cfg.session
+  local jti = num(seq) .. '.' .. num(admno) .. '.' .. num(now)
+  redis.call('ZADD', K_ACTIVE, num(exp), jti)
+  redis.call('HSET', K_USERS, user, jti)
+  redis.call('ZADD', K_ADMITS, num(now), jti)
+  return jti, exp
+end
+
+local function note_peak(now)
+  local live = live_count(now)
+  local peak = tonumber(redis.call('HGET', K_STATS, 'peak_active') or '0')
+  if live > peak then redis.call('HSET', K_STATS, 'peak_active', live) end
+  return live
+end
+
+-- Result shape shared by enter and status:
+--   {state, seq, position, total_waiting, jti, at_ms, created, rate, room_state, capacity}
+-- at_ms is the admission's expiry for ACTIVE/EXPIRED and the end time for COMPLETED/REVOKED.
+local function result(cfg, state, seq, pos, jti, at, created)
+  return { state, seq, pos, redis.call('ZCARD', K_WAITING), jti, at, created, cfg.rate, cfg.state, cfg.capacity }
+end

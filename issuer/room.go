@@ -1,0 +1,137 @@
+package issuer
+
+import (
+	"fmt"
+	"time"
+)
+
+// RoomState is a waiting room's operating state.
+type RoomState string
+
+// Room states. Paused: entries join the line but nobody is admitted.
+// Closed: new entries are refused; existing entries and admissions keep
+// their status, and completions still work.
+const (
+	RoomOpen   RoomState = "open"
+	RoomPaused RoomState = "paused"
+	RoomClosed RoomState = "closed"
+)
+
+// Defaults for RoomConfig fields left zero (issue 2).
+const (
+	DefaultCapacity      = 100
+	DefaultRatePerMinute = 600
+	DefaultSession       = 5 * time.Minute
+	DefaultTick          = time.Second
+	DefaultBatch         = 1000
+	// MaxSession is the longest session duration a room may have; the
+	// verifier's DefaultMaxLifetime (15 min) accepts tokens up to it.
+	MaxSession = 15 * time.Minute
+	// MaxIDLen is the longest room or user id, in bytes.
+	MaxIDLen = 128
+)
+
+// RoomConfig is one waiting room's policy, stored in Redis (fg:{room}:config)
+// so every issuer replica applies the same one.
+type RoomConfig struct {
+	// Capacity is "total active users": live admissions never exceed it.
+	Capacity int `json:"capacity"`
+	// RatePerMinute is "new users per minute": admissions in any 60 s window never exceed it.
+	RatePerMinute int `json:"rate_per_minute"`
+	// Session is how long an admission lasts (whole seconds, 1 s … 15 min).
+	Session time.Duration `json:"-"`
+	// Tick is how often each replica runs the admission step (100 ms … 1 min).
+	Tick time.Duration `json:"-"`
+	// Batch bounds the admissions and expiries one tick call performs (1 … 10000).
+	Batch int `json:"batch"`
+	// State is open, paused or closed.
+	State RoomState `json:"state"`
+}
+
+// WithDefaults returns c with every zero field set to its documented default.
+func (c RoomConfig) WithDefaults() RoomConfig {
+	if c.Capacity == 0 {
+		c.Capacity = DefaultCapacity
+	}
+	if c.RatePerMinute == 0 {
+		c.RatePerMinute = DefaultRatePerMinute
+	}
+	if c.Session == 0 {
+		c.Session = DefaultSession
+	}
+	if c.Tick == 0 {
+		c.Tick = DefaultTick
+	}
+	if c.Batch == 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.State == "" {
+		c.State = RoomOpen
+	}
+	return c
+}
+
+// Validate reports a CodeInvalidInput error describing the first bad field.
+func (c RoomConfig) Validate() error {
+	switch {
+	case c.Capacity < 1 || c.Capacity > 10_000_000:
+		return errorf(CodeInvalidInput, "capacity must be 1…10000000, got %d", c.Capacity)
+	case c.RatePerMinute < 1 || c.RatePerMinute > 10_000_000:
+		return errorf(CodeInvalidInput, "rate_per_minute must be 1…10000000, got %d", c.RatePerMinute)
+	case c.Session < time.Second || c.Session > MaxSession || c.Session%time.Second != 0:
+		return errorf(CodeInvalidInput, "session must be whole seconds in 1s…%s, got %s", MaxSession, c.Session)
+	case c.Tick < 100*time.Millisecond || c.Tick > time.Minute:
+		return errorf(CodeInvalidInput, "tick must be 100ms…1m, got %s", c.Tick)
+	case c.Batch < 1 || c.Batch > 10_000:
+		return errorf(CodeInvalidInput, "batch must be 1…10000, got %d", c.Batch)
+	case c.State != RoomOpen && c.State != RoomPaused && c.State != RoomClosed:
+		return errorf(CodeInvalidInput, "state must be open, paused or closed, got %q", c.State)
+	}
+	return nil
+}
+
+// policy encodes c as the scripts' default-room argument.
+func (c RoomConfig) policy() string {
+	return fmt.Sprintf("%s,%d,%d,%d,%d,%d", c.State, c.Capacity, c.RatePerMinute,
+		c.Session.Milliseconds(), c.Batch, c.Tick.Milliseconds())
+}
+
+// ValidID reports whether s is a valid room or user id: 1…128 bytes of
+// ASCII letters, digits and - _ . ~ @ + =. The charset keeps ids out of Redis
+// key syntax (no '{', '}', ':') and free of control characters and spaces.
+func ValidID(s string) bool {
+	if len(s) == 0 || len(s) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '-' || c == '_' || c == '.' || c == '~' || c == '@' || c == '+' || c == '=':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func checkRoom(room string) error {
+	if !ValidID(room) {
+		return errorf(CodeInvalidInput, "invalid room id %q: want 1…128 of [A-Za-z0-9-_.~@+=]", clip(room))
+	}
+	return nil
+}
+
+func checkUser(user string) error {
+	if !ValidID(user) {
+		return errorf(CodeInvalidInput, "invalid user id %q: want 1…128 of [A-Za-z0-9-_.~@+=]", clip(user))
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}

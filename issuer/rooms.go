@@ -1,0 +1,176 @@
+package issuer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SetRoom creates or replaces room's configuration (zero fields take their
+// defaults) and registers the room with the tick loop. Changes apply to the
+// next script run on every replica. Errors: ErrInvalidInput, ErrUnavailable.
+func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomConfig, error) {
+	if err := checkRoom(room); err != nil {
+		return RoomConfig{}, err
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return RoomConfig{}, err
+	}
+	err := is.cfg.Redis.HSet(ctx, RoomKeys(room)[0],
+		"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
+		"session_ms", c.Session.Milliseconds(), "batch", c.Batch, "tick_ms", c.Tick.Milliseconds()).Err()
+	if err == nil {
+		err = is.cfg.Redis.SAdd(ctx, keyRooms, room).Err()
+	}
+	if err != nil {
+		return RoomConfig{}, unavailable(err)
+	}
+	return c, nil
+}
+
+// Room returns room's configuration. Errors: ErrInvalidInput,
+// ErrUnknownRoom, ErrUnavailable.
+func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
+	if err := checkRoom(room); err != nil {
+		return RoomConfig{}, err
+	}
+	m, err := is.cfg.Redis.HGetAll(ctx, RoomKeys(room)[0]).Result()
+	if err != nil {
+		return RoomConfig{}, unavailable(err)
+	}
+	if len(m) == 0 {
+		return RoomConfig{}, errorf(CodeUnknownRoom, "unknown waiting room %q", room)
+	}
+	atoi := func(k string) int { n, _ := strconv.Atoi(m[k]); return n }
+	return RoomConfig{
+		Capacity: atoi("capacity"), RatePerMinute: atoi("rate"),
+		Session: time.Duration(atoi("session_ms")) * time.Millisecond,
+		Tick:    time.Duration(atoi("tick_ms")) * time.Millisecond,
+		Batch:   atoi("batch"), State: RoomState(m["state"]),
+	}, nil
+}
+
+// SetState opens, pauses or closes an existing room.
+func (is *Issuer) SetState(ctx context.Context, room string, s RoomState) (RoomConfig, error) {
+	c, err := is.Room(ctx, room)
+	if err != nil {
+		return RoomConfig{}, err
+	}
+	c.State = s
+	return is.SetRoom(ctx, room, c)
+}
+
+// Rooms lists the registered rooms, sorted.
+func (is *Issuer) Rooms(ctx context.Context) ([]string, error) {
+	rooms, err := is.cfg.Redis.SMembers(ctx, keyRooms).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, unavailable(err)
+	}
+	slices.Sort(rooms)
+	return rooms, nil
+}
+
+// Stats is a consistent snapshot of one room.
+type Stats struct {
+	Room      string     `json:"room"`
+	Config    RoomConfig `json:"config"`
+	Waiting   int64      `json:"waiting"`
+	Live      int64      `json:"live"`
+	Entered   int64      `json:"entered"`
+	Admitted  int64      `json:"admitted"`
+	FastTrack int64      `json:"fast_track"`
+	Expired   int64      `json:"expired"`
+	Completed int64      `json:"completed"`
+	Revoked   int64      `json:"revoked"`
+	Left      int64      `json:"left"`
+	Zombies   int64      `json:"zombies_cleaned"`
+	// PeakActive is the highest number of live admissions seen right after an admission.
+	PeakActive int64     `json:"peak_active"`
+	At         time.Time `json:"at"`
+}
+
+// Stats returns room's counters. Errors: ErrInvalidInput, ErrUnknownRoom, ErrUnavailable.
+func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
+	if err := checkRoom(room); err != nil {
+		return nil, err
+	}
+	r, err := is.run(ctx, statsScript, room)
+	if err != nil {
+		return nil, err
+	}
+	st := &Stats{Room: room, Waiting: asInt(r[1]), Live: asInt(r[2]),
+		Config: RoomConfig{State: RoomState(asString(r[3])), Capacity: int(asInt(r[4])),
+			RatePerMinute: int(asInt(r[5])), Session: time.Duration(asInt(r[6])) * time.Millisecond,
+			Batch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond},
+		At: time.UnixMilli(asInt(r[10]))}
+	kv, _ := r[9].([]any)
+	fields := map[string]*int64{"entered": &st.Entered, "admitted": &st.Admitted, "fast_track": &st.FastTrack,
+		"expired": &st.Expired, "completed": &st.Completed, "revoked": &st.Revoked, "left": &st.Left,
+		"zombies": &st.Zombies, "peak_active": &st.PeakActive}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if p, ok := fields[asString(kv[i])]; ok {
+			*p = asInt(kv[i+1])
+		}
+	}
+	return st, nil
+}
+
+// Run ticks every registered room at its configured tick until ctx ends,
+// then returns ctx.Err(). Run it in every replica: the limits live in Redis,
+// so correctness does not depend on how many run. Errors of one tick are
+// logged (rate-limited) and retried at the next.
+func (is *Issuer) Run(ctx context.Context) error {
+	const roomsEvery = 2 * time.Second
+	next := map[string]time.Time{}
+	var rooms []string
+	var roomsAt time.Time
+	var lastErrLog time.Time
+	logErr := func(msg string, err error, attrs ...any) {
+		if time.Since(lastErrLog) > 5*time.Second {
+			lastErrLog = time.Now()
+			is.log.Warn(msg, append(attrs, slog.Any("err", err))...)
+		}
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		now := time.Now()
+		if now.Sub(roomsAt) >= roomsEvery {
+			r, err := is.Rooms(ctx)
+			if err != nil {
+				logErr("tick loop: list rooms", err)
+			} else {
+				rooms, roomsAt = r, now
+			}
+		}
+		for _, room := range rooms {
+			if now.Before(next[room]) {
+				continue
+			}
+			res, err := is.Tick(ctx, room)
+			if err != nil {
+				if errors.Is(err, ErrUnknownRoom) {
+					next[room] = now.Add(roomsEvery)
+					continue
+				}
+				logErr("tick failed", err, "room", room)
+				next[room] = now.Add(time.Second)
+				continue
+			}
+			// ±10 % jitter keeps replicas from ticking in lock-step.
+			next[room] = now.Add(time.Duration(float64(res.Tick) * (0.9 + 0.2*rand.Float64())))
+		}
+	}
+}
