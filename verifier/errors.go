@@ -1,5 +1,7 @@
 package verifier
 
+import "errors"
+
 // Code names why a token was refused. Codes are stable: the wasm ABI
 // (wasm/README.md) returns them as integers and the CLI prints their names,
 // so never renumber an existing code; append new ones.
@@ -96,15 +98,9 @@ func CodeOf(err error) Code {
 	if err == nil {
 		return CodeOK
 	}
-	for err != nil {
-		if e, ok := err.(*Error); ok {
-			return e.code
-		}
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			break
-		}
-		err = u.Unwrap()
+	var e *Error
+	if errors.As(err, &e) {
+		return e.code
 	}
 	return CodeMalformed
 }

@@ -1,0 +1,129 @@
+package issuer_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/issuer"
+)
+
+const memUsers = 100_000
+
+func usedMemory(b *testing.B, rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	b.Fatal("no used_memory in INFO")
+	return 0
+}
+
+// BenchmarkWaitingUserMemory reports Redis memory per waiting user with
+// 100,000 users in line (INFO used_memory delta on a dedicated server), for
+// flashgate's layout and, in the same run, for the seed's naive layout (a
+// UUID per user in the waiting ZSET plus one USER_INDEX string key per user).
+func BenchmarkWaitingUserMemory(b *testing.B) {
+	ctx := context.Background()
+	measure := func(b *testing.B, fill func(rdb *redis.Client)) {
+		srv := redistest.Start(b)
+		rdb := srv.Client(b)
+		before := usedMemory(b, rdb)
+		fill(rdb)
+		b.ReportMetric(float64(usedMemory(b, rdb)-before)/memUsers, "bytes/user")
+	}
+	b.Run("flashgate", func(b *testing.B) {
+		for range b.N {
+			measure(b, func(rdb *redis.Client) {
+				is := newIssuer(b, rdb, nil)
+				room := "sku-1"
+				_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, State: issuer.RoomPaused})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for range 16 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := next.Add(1); i <= memUsers; i = next.Add(1) {
+							if _, err := is.Enter(ctx, room, "user-"+strconv.FormatInt(i, 10)); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				if n := rdb.ZCard(ctx, issuer.RoomKeys(room)[1]).Val(); n != memUsers {
+					b.Fatalf("waiting = %d, want %d", n, memUsers)
+				}
+			})
+		}
+	})
+	b.Run("naive-seed-layout", func(b *testing.B) {
+		for range b.N {
+			measure(b, func(rdb *redis.Client) {
+				pipe := rdb.Pipeline()
+				var u [16]byte
+				for i := 1; i <= memUsers; i++ {
+					_, _ = rand.Read(u[:])
+					id := hex.EncodeToString(u[:4]) + "-" + hex.EncodeToString(u[4:6]) + "-" + hex.EncodeToString(u[6:8]) +
+						"-" + hex.EncodeToString(u[8:10]) + "-" + hex.EncodeToString(u[10:])
+					pipe.ZAdd(ctx, "waiting_queue:product:1", redis.Z{Score: float64(1763640000000 + i), Member: id})
+					pipe.Set(ctx, "queue:user:product:1:user-"+strconv.Itoa(i), id, 0)
+					if i%1000 == 0 {
+						if _, err := pipe.Exec(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	})
+}
+
+// BenchmarkEnter measures Enter (one EVALSHA round trip) for distinct users.
+func BenchmarkEnter(b *testing.B) {
+	ctx := context.Background()
+	rdb := redistest.Start(b).Client(b)
+	is := newIssuer(b, rdb, nil)
+	_, _ = is.SetRoom(ctx, "bench", issuer.RoomConfig{Capacity: 1, State: issuer.RoomPaused})
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := is.Enter(ctx, "bench", "u"+strconv.FormatInt(n.Add(1), 10)); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+}
+
+// BenchmarkRedisPing is the physical floor for BenchmarkEnter: one round
+// trip to the same server with the same client.
+func BenchmarkRedisPing(b *testing.B) {
+	ctx := context.Background()
+	rdb := redistest.Start(b).Client(b)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+}
