@@ -9,24 +9,24 @@ type Code uint8
 
 // The result codes. CodeOK means the token was accepted.
 const (
-	CodeOK               Code = iota // accepted
-	CodeTooLarge                     // raw token longer than MaxTokenSize
-	CodeMalformed                    // not compact JWS: segments, base64url, JSON shape
-	CodeDuplicateKey                 // a JSON member name repeats in header or payload
-	CodeUnsupportedAlg               // alg is not the algorithm of the key (EdDSA), incl. "none"
-	CodeForbiddenHeader              // jwk, jku, x5u, x5c, crit or b64 header present
-	CodeBadType                      // typ header is not the admission-token type
-	CodeUnknownKey                   // kid missing, not a string, or names no known key
-	CodeBadSignature                 // signature does not verify (wrong length included)
-	CodeBadIssuer                    // iss missing, not a string, or not the expected issuer
-	CodeBadAudience                  // aud missing, not a string, or not the expected audience
-	CodeBadProduct                   // product claim missing or not the expected product
-	CodeBadUser                      // sub missing, not a string, or not the expected user
-	CodeInvalidClaims                // exp/iat/nbf/jti missing or of the wrong type
-	CodeExpired                      // now >= exp + leeway
-	CodeNotYetValid                  // iat or nbf later than now + leeway
-	CodeLifetimeTooLong              // exp - iat exceeds the maximum lifetime
-	CodeUnavailable                  // key set could not be fetched (remote JWKS down)
+	CodeOK              Code = iota // accepted
+	CodeTooLarge                    // raw token longer than MaxTokenSize
+	CodeMalformed                   // not compact JWS: segments, base64url, JSON shape
+	CodeDuplicateKey                // a JSON member name repeats in header or payload
+	CodeUnsupportedAlg              // alg is not the algorithm of the key (EdDSA), incl. "none"
+	CodeForbiddenHeader             // jwk, jku, x5u, x5c, crit or b64 header present
+	CodeBadType                     // typ header is not the admission-token type
+	CodeUnknownKey                  // kid missing, not a string, or names no known key
+	CodeBadSignature                // signature does not verify (wrong length included)
+	CodeBadIssuer                   // iss missing, not a string, or not the expected issuer
+	CodeBadAudience                 // aud missing, not a string, or not the expected audience
+	CodeBadProduct                  // product claim missing or not the expected product
+	CodeBadUser                     // sub missing, not a string, or not the expected user
+	CodeInvalidClaims               // exp/iat/nbf/jti missing or of the wrong type
+	CodeExpired                     // now >= exp + leeway
+	CodeNotYetValid                 // iat or nbf later than now + leeway
+	CodeLifetimeTooLong             // exp - iat exceeds the maximum lifetime
+	CodeUnavailable                 // key set could not be fetched (remote JWKS down)
 	codeCount
 )
 
