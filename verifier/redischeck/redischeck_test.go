@@ -1,0 +1,62 @@
+package redischeck_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/verifier"
+	"github.com/flashgate/flashgate/verifier/redischeck"
+)
+
+func TestCompleteAndCheckActive(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: make([]byte, 32)})
+	require.NoError(t, err)
+	room := redistest.Room("sku")
+	_, err = is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 5})
+	require.NoError(t, err)
+	a, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	b, err := is.Enter(ctx, room, "bob")
+	require.NoError(t, err)
+
+	chk, err := redischeck.New(rdb)
+	require.NoError(t, err)
+	ta := &verifier.Token{Product: room, User: "alice", ID: a.AdmissionID}
+	tb := &verifier.Token{Product: room, User: "bob", ID: b.AdmissionID}
+
+	require.NoError(t, chk.CheckActive(ctx, ta))
+	c, err := chk.Complete(ctx, ta)
+	require.NoError(t, err)
+	assert.False(t, c.Repeated)
+	c2, err := chk.Complete(ctx, ta)
+	require.NoError(t, err)
+	assert.True(t, c2.Repeated, "a retried completion returns the first result")
+	assert.ErrorIs(t, chk.CheckActive(ctx, ta), issuer.ErrNotFound, "completed: no longer active")
+
+	_, err = is.Revoke(ctx, room, "", b.AdmissionID)
+	require.NoError(t, err)
+	assert.ErrorIs(t, chk.CheckActive(ctx, tb), issuer.ErrNotFound)
+	_, err = chk.Complete(ctx, tb)
+	assert.ErrorIs(t, err, issuer.ErrRevoked)
+}
+
+func TestRedisAwayFailsClosed(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	chk, err := redischeck.New(rdb)
+	require.NoError(t, err)
+	srv.Kill()
+	tok := &verifier.Token{Product: "sku", User: "alice", ID: "1.1.1"}
+	_, err = chk.Complete(context.Background(), tok)
+	assert.ErrorIs(t, err, issuer.ErrUnavailable)
+	assert.ErrorIs(t, chk.CheckActive(context.Background(), tok), issuer.ErrUnavailable)
+}
