@@ -402,20 +402,22 @@ func TestRoomConfigValidation(t *testing.T) {
 // consumer completes admissions, then checks DESIGN.md's invariants 1-3 from
 // the admissions themselves.
 func TestInvariantsUnderConcurrency(t *testing.T) {
-	t.Run("rate binds", func(t *testing.T) { invariantRun(t, 1500, 300, 30*time.Second, 10, "rate") })
-	t.Run("capacity binds", func(t *testing.T) { invariantRun(t, 1000, 3000, 5*time.Second, 1, "capacity") })
+	t.Run("rate binds", func(t *testing.T) {
+		invariantRun(t, redistest.Client(t), redistest.Room("surge"), 1500, 300, 30*time.Second, 10, "rate")
+	})
+	t.Run("capacity binds", func(t *testing.T) {
+		invariantRun(t, redistest.Client(t), redistest.Room("surge"), 1000, 3000, 5*time.Second, 1, "capacity")
+	})
 }
 
 // invariantRun completes admissions whose admission number is not a
 // multiple of keepEvery (keepEvery 1: none) and lets the others expire.
-func invariantRun(t *testing.T, users, rate int, session time.Duration, keepEvery int64, binding string) {
+func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, rate int, session time.Duration, keepEvery int64, binding string) {
 	const capacity = 25
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rdb := redistest.Client(t)
 	clk := newClock()
 	replicas := []*issuer.Issuer{newIssuer(t, rdb, clk), newIssuer(t, rdb, clk), newIssuer(t, rdb, clk)}
-	room := redistest.Room("surge")
 	_, err := replicas[0].SetRoom(ctx, room, issuer.RoomConfig{Capacity: capacity, RatePerMinute: rate,
 		Session: session, Tick: 200 * time.Millisecond, Batch: 50})
 	require.NoError(t, err)

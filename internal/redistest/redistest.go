@@ -135,6 +135,8 @@ func Room(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
+func itoa(n int) string { return strconv.Itoa(n) }
+
 // FreePort asks the kernel for a free loopback TCP port.
 func FreePort(t testing.TB) int {
 	t.Helper()

@@ -1,0 +1,117 @@
+package issuer_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/issuer"
+)
+
+// randomRoom draws a valid room id of random length and charset.
+func randomRoom(r *rand.Rand) string {
+	const cs = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~@+="
+	b := make([]byte, 1+r.IntN(issuer.MaxIDLen))
+	for i := range b {
+		b[i] = cs[r.IntN(len(cs))]
+	}
+	return string(b)
+}
+
+func TestRedisCluster(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.StartCluster(t, 3)
+	rdb := cl.Client(t)
+
+	t.Run("every script's keys hash to one slot", func(t *testing.T) {
+		node := cl.Nodes[0].Client(t)
+		r := rand.New(rand.NewPCG(1, 2))
+		for range 300 {
+			room := randomRoom(r)
+			require.True(t, issuer.ValidID(room))
+			keys := issuer.RoomKeys(room)
+			want, err := node.ClusterKeySlot(ctx, keys[0]).Result()
+			require.NoError(t, err)
+			for _, k := range keys[1:] {
+				got, err := node.ClusterKeySlot(ctx, k).Result()
+				require.NoError(t, err)
+				assert.Equal(t, want, got, "room %q key %q", room, k)
+			}
+		}
+	})
+
+	// Rooms whose slots live on three different masters.
+	rooms := map[string]string{}
+	r := rand.New(rand.NewPCG(3, 4))
+	for len(rooms) < 3 {
+		room := "sku-" + strconv.Itoa(r.IntN(1_000_000))
+		slot, err := cl.Nodes[0].Client(t).ClusterKeySlot(ctx, issuer.RoomKeys(room)[0]).Result()
+		require.NoError(t, err)
+		owner := ""
+		require.NoError(t, rdb.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			slots, err := c.ClusterSlots(ctx).Result()
+			if err != nil {
+				return err
+			}
+			for _, s := range slots {
+				if int64(s.Start) <= slot && slot <= int64(s.End) && s.Nodes[0].Addr == c.Options().Addr {
+					owner = c.Options().Addr
+				}
+			}
+			return nil
+		}))
+		if _, taken := rooms[owner]; owner != "" && !taken {
+			rooms[owner] = room
+		}
+	}
+
+	t.Run("full flow on every master", func(t *testing.T) {
+		clk := newClock()
+		is := newIssuer(t, rdb, clk)
+		for _, room := range rooms {
+			_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, Session: time.Minute})
+			require.NoError(t, err)
+			a, err := is.Enter(ctx, room, "alice")
+			require.NoError(t, err)
+			require.Equal(t, issuer.StateActive, a.State)
+			b, err := is.Enter(ctx, room, "bob")
+			require.NoError(t, err)
+			require.Equal(t, issuer.StateWaiting, b.State)
+			adm, err := is.Exchange(ctx, room, "alice", a.WaitingToken)
+			require.NoError(t, err)
+			_, err = is.Complete(ctx, room, "alice", adm.ID)
+			require.NoError(t, err)
+			clk.Advance(time.Second)
+			res, err := is.Tick(ctx, room)
+			require.NoError(t, err)
+			assert.Equal(t, 1, res.Admitted)
+			st, err := is.Status(ctx, room, "bob", b.WaitingToken)
+			require.NoError(t, err)
+			assert.Equal(t, issuer.StateActive, st.State)
+			_, err = is.Revoke(ctx, room, "bob", "")
+			require.NoError(t, err)
+			stats, err := is.Stats(ctx, room)
+			require.NoError(t, err)
+			assert.EqualValues(t, 1, stats.Completed)
+			assert.EqualValues(t, 1, stats.Revoked)
+		}
+		listed, err := is.Rooms(ctx)
+		require.NoError(t, err)
+		for _, room := range rooms {
+			assert.Contains(t, listed, room)
+		}
+	})
+
+	t.Run("invariants", func(t *testing.T) {
+		for _, room := range rooms {
+			invariantRun(t, rdb, room+"-inv", 400, 3000, 5*time.Second, 1, "capacity")
+		}
+	})
+}
