@@ -300,6 +300,9 @@ func TestCompletion(t *testing.T) {
 	// After completion the user may queue (and buy) again; the old admission stays consumed.
 	a2 := enterAdmitted("alice")
 	assert.NotEqual(t, a.AdmissionID, a2.AdmissionID)
+	st, _ = is.Status(ctx, room, "alice", a.WaitingToken)
+	assert.Equal(t, issuer.StateCompleted, st.State, "the old token still reports its own entry")
+	assert.NotEqual(t, a2.AdmissionID, st.AdmissionID, "never the new admission's id")
 	_, err = is.Complete(ctx, room, "alice", a2.AdmissionID)
 	require.NoError(t, err)
 

@@ -17,8 +17,12 @@ if j and seq_of(j) == seq then
     return result(cfg, 'EXPIRED', seq, 0, j, tonumber(e), 0)
   end
 end
+-- The index names this entry's admission only while it is the user's
+-- current one; after a re-entry it names the new admission, not ours.
+local mine = ''
+if j and seq_of(j) == seq then mine = j end
 local kind, at = ended(seq)
-if kind == 'C' then return result(cfg, 'COMPLETED', seq, 0, j or '', at, 0) end
-if kind == 'R' then return result(cfg, 'REVOKED', seq, 0, j or '', at, 0) end
-if kind == 'E' then return result(cfg, 'EXPIRED', seq, 0, j or '', at, 0) end
+if kind == 'C' then return result(cfg, 'COMPLETED', seq, 0, mine, at, 0) end
+if kind == 'R' then return result(cfg, 'REVOKED', seq, 0, mine, at, 0) end
+if kind == 'E' then return result(cfg, 'EXPIRED', seq, 0, mine, at, 0) end
 return result(cfg, 'NOT_FOUND', seq, 0, '', 0, 0)

@@ -1,0 +1,206 @@
+package server
+
+import (
+	"errors"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashgate/flashgate/issuer"
+)
+
+// RoomConfig is the admin API's JSON form of issuer.RoomConfig.
+type RoomConfig struct {
+	Room           string `json:"room,omitempty"`
+	Capacity       int    `json:"capacity"`
+	RatePerMinute  int    `json:"rate_per_minute"`
+	SessionSeconds int64  `json:"session_seconds"`
+	TickMs         int64  `json:"tick_ms"`
+	Batch          int    `json:"batch"`
+	State          string `json:"state"`
+}
+
+func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
+	return RoomConfig{Room: room, Capacity: c.Capacity, RatePerMinute: c.RatePerMinute,
+		SessionSeconds: int64(c.Session / time.Second), TickMs: c.Tick.Milliseconds(),
+		Batch: c.Batch, State: string(c.State)}
+}
+
+// roomPatch is the body of PUT /admin/rooms/:room; omitted members keep
+// the current value (or the default, for a new room).
+type roomPatch struct {
+	Capacity       *int    `json:"capacity"`
+	RatePerMinute  *int    `json:"rate_per_minute"`
+	SessionSeconds *int64  `json:"session_seconds"`
+	TickMs         *int64  `json:"tick_ms"`
+	Batch          *int    `json:"batch"`
+	State          *string `json:"state"`
+}
+
+// GET /admin/rooms
+func (s *Server) adminRooms(c *fiber.Ctx) error {
+	rooms, err := s.is.Rooms(c.UserContext())
+	if err != nil {
+		return err
+	}
+	if rooms == nil {
+		rooms = []string{}
+	}
+	return c.JSON(fiber.Map{"rooms": rooms})
+}
+
+// GET /admin/rooms/:room
+func (s *Server) adminRoom(c *fiber.Ctx) error {
+	room := c.Params("room")
+	cfg, err := s.is.Room(c.UserContext(), room)
+	if err != nil {
+		return err
+	}
+	return c.JSON(roomJSON(room, cfg))
+}
+
+// PUT /admin/rooms/:room: create (201) or update (200) a room.
+func (s *Server) adminPutRoom(c *fiber.Ctx) error {
+	room := c.Params("room")
+	var p roomPatch
+	if len(c.Body()) == 0 {
+		return problem(codeMalformedJSON, "a JSON object with the room configuration is required")
+	}
+	if err := decodeJSON(c.Body(), &p); err != nil {
+		return err
+	}
+	cur, err := s.is.Room(c.UserContext(), room)
+	created := errors.Is(err, issuer.ErrUnknownRoom)
+	if err != nil && !created {
+		return err
+	}
+	if created {
+		cur = issuer.RoomConfig{}.WithDefaults()
+	}
+	// Zero would silently mean "default" to issuer.SetRoom: refuse it.
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"capacity", i64(p.Capacity)}, {"rate_per_minute", i64(p.RatePerMinute)},
+		{"session_seconds", p.SessionSeconds}, {"tick_ms", p.TickMs}, {"batch", i64(p.Batch)}} {
+		if f.v != nil && *f.v <= 0 {
+			return problem(string(issuer.CodeInvalidInput), f.name+" must be positive")
+		}
+	}
+	if p.SessionSeconds != nil && *p.SessionSeconds > int64(issuer.MaxSession/time.Second) {
+		return problem(string(issuer.CodeInvalidInput), "session_seconds must be at most 900")
+	}
+	if p.TickMs != nil && *p.TickMs > int64(time.Minute/time.Millisecond) {
+		return problem(string(issuer.CodeInvalidInput), "tick_ms must be at most 60000")
+	}
+	if p.Capacity != nil {
+		cur.Capacity = *p.Capacity
+	}
+	if p.RatePerMinute != nil {
+		cur.RatePerMinute = *p.RatePerMinute
+	}
+	if p.SessionSeconds != nil {
+		cur.Session = time.Duration(*p.SessionSeconds) * time.Second
+	}
+	if p.TickMs != nil {
+		cur.Tick = time.Duration(*p.TickMs) * time.Millisecond
+	}
+	if p.Batch != nil {
+		cur.Batch = *p.Batch
+	}
+	if p.State != nil {
+		if *p.State == "" {
+			return problem(string(issuer.CodeInvalidInput), "state must be open, paused or closed")
+		}
+		cur.State = issuer.RoomState(*p.State)
+	}
+	cfg, err := s.is.SetRoom(c.UserContext(), room, cur)
+	if err != nil {
+		return err
+	}
+	if created {
+		c.Status(fiber.StatusCreated)
+	}
+	return c.JSON(roomJSON(room, cfg))
+}
+
+func i64(p *int) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := int64(*p)
+	return &v
+}
+
+// POST /admin/rooms/:room/open|pause|close
+func (s *Server) adminState(st issuer.RoomState) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		room := c.Params("room")
+		cfg, err := s.is.SetState(c.UserContext(), room, st)
+		if err != nil {
+			return err
+		}
+		return c.JSON(roomJSON(room, cfg))
+	}
+}
+
+type revokeRequest struct {
+	AdmissionID string `json:"admission_id"`
+	User        string `json:"user"`
+}
+
+// RevokeResponse is the answer of POST /admin/rooms/:room/revoke.
+type RevokeResponse struct {
+	State       string `json:"state"`
+	AdmissionID string `json:"admission_id"`
+	RevokedAtMs int64  `json:"revoked_at_ms"`
+	Repeated    bool   `json:"repeated"`
+}
+
+// POST /admin/rooms/:room/revoke
+func (s *Server) adminRevoke(c *fiber.Ctx) error {
+	var req revokeRequest
+	if len(c.Body()) == 0 {
+		return problem(codeMalformedJSON, `a JSON object {"admission_id":…} or {"user":…} is required`)
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	r, err := s.is.Revoke(c.UserContext(), c.Params("room"), req.User, req.AdmissionID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(RevokeResponse{State: string(issuer.StateRevoked), AdmissionID: r.AdmissionID,
+		RevokedAtMs: r.RevokedAt.UnixMilli(), Repeated: r.Repeated})
+}
+
+// Stats is the admin API's JSON form of issuer.Stats.
+type Stats struct {
+	Room       string     `json:"room"`
+	Config     RoomConfig `json:"config"`
+	Waiting    int64      `json:"waiting"`
+	Live       int64      `json:"live"`
+	Entered    int64      `json:"entered"`
+	Admitted   int64      `json:"admitted"`
+	FastTrack  int64      `json:"fast_track"`
+	Expired    int64      `json:"expired"`
+	Completed  int64      `json:"completed"`
+	Revoked    int64      `json:"revoked"`
+	Left       int64      `json:"left"`
+	Zombies    int64      `json:"zombies_cleaned"`
+	PeakActive int64      `json:"peak_active"`
+	AtMs       int64      `json:"at_ms"`
+}
+
+// GET /admin/rooms/:room/stats
+func (s *Server) adminStats(c *fiber.Ctx) error {
+	st, err := s.is.Stats(c.UserContext(), c.Params("room"))
+	if err != nil {
+		return err
+	}
+	cfg := roomJSON("", st.Config)
+	return c.JSON(Stats{Room: st.Room, Config: cfg, Waiting: st.Waiting, Live: st.Live,
+		Entered: st.Entered, Admitted: st.Admitted, FastTrack: st.FastTrack, Expired: st.Expired,
+		Completed: st.Completed, Revoked: st.Revoked, Left: st.Left, Zombies: st.Zombies,
+		PeakActive: st.PeakActive, AtMs: st.At.UnixMilli()})
+}

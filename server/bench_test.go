@@ -1,0 +1,107 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashgate/flashgate/issuer"
+)
+
+// The HTTP benchmarks run over real loopback TCP with keep-alive clients
+// (b.RunParallel, 8 goroutines per GOMAXPROCS), so one `go test -bench .`
+// run shows enter and status next to their physical limit: a bare fiber
+// handler answering a small JSON on the same stack.
+
+const benchParallelism = 8
+
+func benchClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout: time.Minute}}
+}
+
+func drive(b *testing.B, cl *http.Client, build func(i int64) *http.Request) {
+	var n atomic.Int64
+	b.SetParallelism(benchParallelism)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := cl.Do(build(n.Add(1)))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			_ = res.Body.Close()
+			if res.StatusCode != 200 {
+				b.Errorf("status %d", res.StatusCode)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkEnterHTTP: every op is a new user joining a line (one enter
+// script on Redis per op).
+func BenchmarkEnterHTTP(b *testing.B) {
+	e := newEnv(b)
+	base := e.listen()
+	room := e.room(issuer.RoomConfig{Capacity: 1, RatePerMinute: 1})
+	url := base + "/v1/rooms/" + room + "/enter"
+	drive(b, benchClient(), func(i int64) *http.Request {
+		r, _ := http.NewRequest("POST", url, nil)
+		r.Header.Set("X-User-ID", "u"+strconv.FormatInt(i, 10))
+		return r
+	})
+}
+
+// BenchmarkStatusHTTP: waiting users polling their position.
+func BenchmarkStatusHTTP(b *testing.B) {
+	e := newEnv(b)
+	base := e.listen()
+	room := e.room(issuer.RoomConfig{Capacity: 1, RatePerMinute: 1})
+	const users = 1000
+	toks := make([]string, users)
+	for i := range toks {
+		en, err := e.is.Enter(context.Background(), room, "u"+strconv.Itoa(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		toks[i] = en.WaitingToken
+	}
+	url := base + "/v1/rooms/" + room + "/status"
+	drive(b, benchClient(), func(i int64) *http.Request {
+		k := int(i % users)
+		r, _ := http.NewRequest("GET", url, nil)
+		r.Header.Set("X-User-ID", "u"+strconv.Itoa(k))
+		r.Header.Set("Authorization", "Bearer "+toks[k])
+		return r
+	})
+}
+
+// BenchmarkBareFiber is the ceiling: fiber answering a small JSON, no Redis.
+func BenchmarkBareFiber(b *testing.B) {
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/x", func(c *fiber.Ctx) error {
+		return c.JSON(fiber.Map{"room": "r", "state": "WAITING", "position": 42})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = app.Listener(ln) }()
+	b.Cleanup(func() { _ = app.Shutdown() })
+	url := "http://" + ln.Addr().String() + "/x"
+	drive(b, benchClient(), func(int64) *http.Request {
+		r, _ := http.NewRequest("GET", url, nil)
+		return r
+	})
+}

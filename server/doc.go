@@ -1,0 +1,115 @@
+// Package server is flashgate's HTTP layer (fiber v2): thin handlers over
+// issuer.Issuer, RFC 9457 problem documents for every error, and one table
+// (problems.go) mapping error codes to HTTP statuses.
+//
+// # Identity
+//
+// Users are not authenticated here: the platform's gateway authenticates
+// them and passes the user id in a trusted header (Options.UserHeader,
+// default X-User-ID), which it must strip from client requests. Waiting
+// tokens ("fgw1_…") are sent as "Authorization: Bearer <token>" or, for
+// EventSource clients that cannot set headers, as the waiting_token query
+// parameter.
+//
+// # Endpoints
+//
+//	method path                              auth              success
+//	POST   /v1/rooms/{room}/enter            user header       200 Entry (Retry-After when WAITING)
+//	GET    /v1/rooms/{room}/status           user + waiting    200 Entry (Retry-After when WAITING)
+//	GET    /v1/rooms/{room}/events           user + waiting    200 text/event-stream of "status" events
+//	POST   /v1/rooms/{room}/leave            user + waiting    204
+//	POST   /v1/rooms/{room}/exchange         user + waiting    200 {admission_token, admission_id, admission, expires_at, issued_at}
+//	POST   /v1/complete?product=…            admission token   200 {state, admission_id, completed_at_ms, repeated}
+//	GET    /admin/rooms                      admin             200 {"rooms":[…]}
+//	GET    /admin/rooms/{room}               admin             200 RoomConfig
+//	PUT    /admin/rooms/{room}               admin             201 created / 200 updated, RoomConfig
+//	POST   /admin/rooms/{room}/open          admin             200 RoomConfig (also /pause, /close)
+//	POST   /admin/rooms/{room}/revoke        admin             200 {state, admission_id, revoked_at_ms, repeated}
+//	GET    /admin/rooms/{room}/stats         admin             200 Stats
+//	GET    /.well-known/jwks.json            -                 200 JWK Set (Cache-Control: public, max-age=60)
+//	GET    /healthz                          -                 200 while the process runs
+//	GET    /readyz                           -                 200 when Redis answers and keys are loaded, else 503
+//	GET    /metrics                          -                 200 Prometheus text format
+//
+// Entry members (snake_case, empty ones omitted): room, state, waiting_token,
+// arrival, admission_id, admission, admitted_at_ms, expires_at_ms,
+// ended_at_ms, room_state; and, exactly when state is WAITING, position,
+// ahead, total_waiting, estimated_wait_ms (−1 = unknown: room paused or
+// closed) and poll_after_ms (the issuer's jittered poll hint; Retry-After is
+// it in whole seconds, rounded up). A status of a left or superseded token is
+// 200 with state NOT_FOUND.
+//
+// /v1/complete is for order services not written in Go (Go services use
+// verifier.Middleware and issuer.CompleteToken directly). The expected
+// product comes from the request — query parameter or JSON body field
+// "product" — never from the token itself; when the user header is present,
+// the token's sub must match it. The token is verified offline
+// (verifier.Verify with Options.Keys), then consumed atomically in Redis.
+//
+// The admin API needs "Authorization: Bearer <Options.AdminToken>", compared
+// in constant time. With an empty AdminToken the admin API is disabled and
+// its routes answer 404 unknown-route. PUT takes {"capacity",
+// "rate_per_minute", "session_seconds", "tick_ms", "batch", "state"};
+// omitted members keep the current value (the default for a new room),
+// unknown members and zero values are refused (400).
+//
+// # Server-sent events
+//
+// /events sends an "event: status" with the Entry at once, then one every
+// poll_after while the entry is WAITING; the first event with another state
+// is the last, and the stream closes. Streams are capped at 5 minutes
+// (MaxStream), end on Shutdown, and are counted in flashgate_sse_streams_open.
+// Each event carries "retry: <poll_after_ms>". EventSource reconnects after
+// a stream ends, so clients close it when they see a final state. A failure
+// mid-stream is sent as an "event: problem" whose data is the problem
+// document, and ends the stream.
+//
+// # Errors
+//
+// Every error is application/problem+json: type
+// "https://flashgate.dev/problems/<code with '_' as '-'>", title, status,
+// detail, instance, code, plus reason (admission token refusals: the
+// verifier's reason, e.g. "expired", "bad_signature") and position
+// (not_admitted). 503 answers carry Retry-After: 1; internal errors are
+// logged and answered with a generic detail.
+//
+//	code                     status  when
+//	invalid_input            400     malformed room/user id, bad room config, unknown JSON member, missing product
+//	malformed_json           400     body is not one JSON object
+//	bad_request              400     fiber/fasthttp could not parse the request
+//	missing_user             401     the trusted user header is absent
+//	invalid_waiting_token    401     no or malformed waiting token
+//	invalid_admission_token  401     admission token refused by the verifier (+ reason)
+//	admin_unauthorized       401     admin token missing or wrong
+//	room_closed              403     the room accepts no new entries
+//	token_owner_mismatch     403     a waiting token issued to another user (or room)
+//	admission_token_scope    403     valid admission token for another product or user (reason bad_product / bad_user)
+//	unknown_room             404     no such waiting room
+//	not_found                404     nothing to leave, unknown admission
+//	unknown_route            404     no such route (and the admin API when disabled)
+//	method_not_allowed       405     the route exists for other methods
+//	request_timeout          408     the request was not received in time
+//	not_admitted             409     exchange while still waiting (+ position, Retry-After)
+//	completed                409     revoking a completed admission
+//	expired                  410     the admission lapsed
+//	revoked                  410     an operator revoked the admission
+//	body_too_large           413     body over Options.BodyLimit (default 16 KiB)
+//	unsupported_media_type   415     a body with a Content-Type other than application/json
+//	headers_too_large        431     request headers over fasthttp's buffer
+//	unavailable              503     Redis (or the key set) unavailable; retry
+//	not_ready                503     /readyz: Redis down or no keys loaded
+//	internal                 500     a bug or misconfiguration (never expected)
+//
+// A request with a method fasthttp does not know at all is answered by fiber
+// itself with a plain-text 400.
+//
+// # Metrics
+//
+// flashgate_http_requests_total{route,method,status},
+// flashgate_http_request_duration_seconds{route,method} (route is the route
+// template, "unmatched" for unknown paths), flashgate_sse_streams_open, and
+// per registered room, read with issuer.Stats on each scrape:
+// flashgate_room_waiting, flashgate_room_live, flashgate_room_capacity,
+// flashgate_room_admitted_total, flashgate_room_completed_total (at most
+// 1000 rooms; failures count in flashgate_room_scrape_errors_total).
+package server

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashgate/flashgate/issuer"
+)
+
+// documentedStatus is every status the server documents (doc.go).
+var documentedStatus = map[int]bool{200: true, 201: true, 204: true, 400: true, 401: true, 403: true,
+	404: true, 405: true, 408: true, 409: true, 410: true, 413: true, 415: true, 431: true, 503: true}
+
+func clean(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// FuzzHandlers sends random method/path/headers/body to every route: the
+// answer must be a documented status, never a 5xx other than 503, never a panic.
+func FuzzHandlers(f *testing.F) {
+	e := newEnv(f)
+	e.srv.sseMax, e.srv.sseInterval = 200*time.Millisecond, 50*time.Millisecond
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	alice := e.enter(room, "alice")["waiting_token"].(string)
+	bob := e.enter(room, "bob")["waiting_token"].(string)
+	x := e.exchange(room, "alice", alice).json(f)["admission_token"].(string)
+	r := "/v1/rooms/" + room
+	for _, s := range [][6]string{
+		{"POST", r + "/enter", "carol", "", "", ""},
+		{"POST", r + "/enter", "a{b}", "", "application/json", "{}"},
+		{"POST", "/v1/rooms/a{b}/enter", "carol", "", "", ""},
+		{"GET", r + "/status", "bob", "Bearer " + bob, "", ""},
+		{"GET", r + "/status?waiting_token=" + bob, "alice", "", "", ""},
+		{"GET", r + "/events", "bob", "Bearer " + bob, "", ""},
+		{"GET", r + "/events", "alice", "Bearer " + alice, "", ""},
+		{"POST", r + "/exchange", "bob", "Bearer " + bob, "", ""},
+		{"POST", r + "/exchange", "alice", "Bearer " + alice, "", ""},
+		{"POST", r + "/leave", "bob", "Bearer fgw1_1_xx", "", ""},
+		{"POST", "/v1/complete?product=" + room, "alice", "Bearer " + x, "", ""},
+		{"POST", "/v1/complete", "", "Bearer " + x, "application/json", `{"product":"` + room + `"}`},
+		{"POST", "/v1/complete", "", "Bearer a.b.c", "text/plain", `x`},
+		{"GET", "/admin/rooms", "", "Bearer " + adminToken, "", ""},
+		{"PUT", "/admin/rooms/fz", "", "Bearer " + adminToken, "application/json", `{"capacity":5,"state":"paused"}`},
+		{"PUT", "/admin/rooms/fz", "", "Bearer " + adminToken, "application/json", `{"capacity":1e99}`},
+		{"POST", "/admin/rooms/fz/open", "", "Bearer " + adminToken, "", ""},
+		{"POST", "/admin/rooms/" + room + "/revoke", "", "Bearer " + adminToken, "application/json", `{"user":"alice"}`},
+		{"GET", "/admin/rooms/" + room + "/stats", "", "Bearer wrong", "", ""},
+		{"GET", "/.well-known/jwks.json", "", "", "", ""},
+		{"GET", "/readyz", "", "", "", ""},
+		{"GET", "/metrics", "", "", "", ""},
+		{"DELETE", "/healthz", "", "", "", ""},
+		{"PATCH", "/v1/%zz", "", "", "", ""},
+	} {
+		f.Add(s[0], s[1], s[2], s[3], s[4], s[5])
+	}
+	app := e.srv.App()
+	f.Fuzz(func(t *testing.T, method, path, user, auth, ctype, body string) {
+		if len(body) > 4096 {
+			body = body[:4096]
+		}
+		if !strings.HasPrefix(path, "/") {
+			path = "/" + path
+		}
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(method, "http://flashgate.test"+clean(path), rd)
+		if err != nil || method == "CONNECT" {
+			return // not an HTTP request net/http can express
+		}
+		for k, v := range map[string]string{"X-User-ID": user, "Authorization": auth, "Content-Type": ctype} {
+			if v = clean(v); v != "" && len(v) < 2048 {
+				req.Header.Set(k, v)
+			}
+		}
+		res, err := app.Test(req, 10_000)
+		if err != nil {
+			t.Fatalf("%s %q: %v", method, path, err)
+		}
+		defer res.Body.Close()
+		_, _ = io.Copy(io.Discard, res.Body)
+		if !documentedStatus[res.StatusCode] {
+			t.Fatalf("%s %q: undocumented status %d", method, path, res.StatusCode)
+		}
+	})
+}

@@ -1,0 +1,248 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/verifier"
+)
+
+// Entry is the JSON form of issuer.Entry (enter, status, events).
+// WAITING-only members (position … poll_after_ms) are present exactly when
+// the state is WAITING; estimated_wait_ms is −1 while the wait is unknown
+// (room paused or closed).
+type Entry struct {
+	Room            string `json:"room,omitempty"`
+	State           string `json:"state,omitempty"`
+	WaitingToken    string `json:"waiting_token,omitempty"`
+	Arrival         int64  `json:"arrival,omitempty"`
+	Position        *int64 `json:"position,omitempty"`
+	Ahead           *int64 `json:"ahead,omitempty"`
+	TotalWaiting    *int64 `json:"total_waiting,omitempty"`
+	EstimatedWaitMs *int64 `json:"estimated_wait_ms,omitempty"`
+	PollAfterMs     *int64 `json:"poll_after_ms,omitempty"`
+	AdmissionID     string `json:"admission_id,omitempty"`
+	Admission       int64  `json:"admission,omitempty"`
+	AdmittedAtMs    int64  `json:"admitted_at_ms,omitempty"`
+	ExpiresAtMs     int64  `json:"expires_at_ms,omitempty"`
+	EndedAtMs       int64  `json:"ended_at_ms,omitempty"`
+	RoomState       string `json:"room_state,omitempty"`
+}
+
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func entryJSON(e *issuer.Entry) Entry {
+	out := Entry{Room: e.Room, State: string(e.State), WaitingToken: e.WaitingToken, Arrival: e.Arrival,
+		AdmissionID: e.AdmissionID, Admission: e.Admission, AdmittedAtMs: unixMs(e.AdmittedAt),
+		ExpiresAtMs: unixMs(e.ExpiresAt), EndedAtMs: unixMs(e.EndedAt), RoomState: string(e.RoomState)}
+	if e.State == issuer.StateWaiting {
+		eta := int64(-1)
+		if e.EstimatedWait >= 0 {
+			eta = e.EstimatedWait.Milliseconds()
+		}
+		poll := e.PollAfter.Milliseconds()
+		out.Position, out.Ahead, out.TotalWaiting = &e.Position, &e.Ahead, &e.TotalWaiting
+		out.EstimatedWaitMs, out.PollAfterMs = &eta, &poll
+	}
+	return out
+}
+
+// retryAfter is poll_after in whole seconds, rounded up, at least 1.
+func retryAfter(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
+}
+
+// user returns the trusted user id header; its validity is the issuer's to judge.
+func (s *Server) user(c *fiber.Ctx) (string, error) {
+	u := c.Get(s.userHdr)
+	if u == "" {
+		return "", problem(codeMissingUser, "the "+s.userHdr+" header is missing: requests must pass the platform gateway")
+	}
+	return u, nil
+}
+
+// waitingToken returns the waiting token from "Authorization: Bearer" or,
+// for EventSource clients that cannot set headers, the waiting_token query
+// parameter. An absent token is left to the issuer (invalid_waiting_token).
+func waitingToken(c *fiber.Ctx) string {
+	if t, ok := bearer(c.Get(fiber.HeaderAuthorization)); ok {
+		return t
+	}
+	return c.Query("waiting_token")
+}
+
+func (s *Server) renderEntry(c *fiber.Ctx, e *issuer.Entry) error {
+	if e.State == issuer.StateWaiting {
+		c.Set(fiber.HeaderRetryAfter, retryAfter(e.PollAfter))
+	}
+	return c.JSON(entryJSON(e))
+}
+
+// POST /v1/rooms/:room/enter
+func (s *Server) enter(c *fiber.Ctx) error {
+	u, err := s.user(c)
+	if err != nil {
+		return err
+	}
+	e, err := s.is.Enter(c.UserContext(), c.Params("room"), u)
+	if err != nil {
+		return err
+	}
+	return s.renderEntry(c, e)
+}
+
+// GET /v1/rooms/:room/status
+func (s *Server) status(c *fiber.Ctx) error {
+	u, err := s.user(c)
+	if err != nil {
+		return err
+	}
+	e, err := s.is.Status(c.UserContext(), c.Params("room"), u, waitingToken(c))
+	if err != nil {
+		return err
+	}
+	return s.renderEntry(c, e)
+}
+
+// POST /v1/rooms/:room/leave
+func (s *Server) leave(c *fiber.Ctx) error {
+	u, err := s.user(c)
+	if err != nil {
+		return err
+	}
+	if err := s.is.Leave(c.UserContext(), c.Params("room"), u, waitingToken(c)); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// ExchangeResponse is the answer of a successful exchange (times in Unix seconds).
+type ExchangeResponse struct {
+	AdmissionToken string `json:"admission_token"`
+	AdmissionID    string `json:"admission_id"`
+	Admission      int64  `json:"admission"`
+	ExpiresAt      int64  `json:"expires_at"`
+	IssuedAt       int64  `json:"issued_at"`
+}
+
+// POST /v1/rooms/:room/exchange
+func (s *Server) exchange(c *fiber.Ctx) error {
+	u, err := s.user(c)
+	if err != nil {
+		return err
+	}
+	room, tok := c.Params("room"), waitingToken(c)
+	a, err := s.is.Exchange(c.UserContext(), room, u, tok)
+	if errors.Is(err, issuer.ErrNotAdmitted) {
+		// The domain error carries the position only in its message: ask
+		// for the entry once more to report it (and when to retry) as data.
+		p := toProblem(err)
+		if e, serr := s.is.Status(c.UserContext(), room, u, tok); serr == nil && e.State == issuer.StateWaiting {
+			p.Position = e.Position
+			p.retryAfter, _ = strconv.Atoi(retryAfter(e.PollAfter))
+		}
+		return p
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(ExchangeResponse{AdmissionToken: a.Token, AdmissionID: a.ID, Admission: a.Admission,
+		ExpiresAt: a.ExpiresAt.Unix(), IssuedAt: a.IssuedAt.Unix()})
+}
+
+// CompleteResponse is the answer of /v1/complete.
+type CompleteResponse struct {
+	State         string `json:"state"`
+	AdmissionID   string `json:"admission_id"`
+	CompletedAtMs int64  `json:"completed_at_ms"`
+	Repeated      bool   `json:"repeated"`
+}
+
+type completeRequest struct {
+	Product string `json:"product"`
+}
+
+// POST /v1/complete: verify the admission token (product from the request,
+// never from the token; user from the trusted header when present), then
+// consume the admission.
+func (s *Server) complete(c *fiber.Ctx) error {
+	raw, ok := bearer(c.Get(fiber.HeaderAuthorization))
+	if !ok {
+		p := problem(codeBadAdmission, "send the admission token as a Bearer token")
+		p.Reason = "missing_token"
+		return p
+	}
+	product := c.Query("product")
+	if body := c.Body(); len(body) > 0 {
+		var req completeRequest
+		if err := decodeJSON(body, &req); err != nil {
+			return err
+		}
+		if product != "" && req.Product != "" && product != req.Product {
+			return problem(string(issuer.CodeInvalidInput), "product in the query and in the body differ")
+		}
+		if req.Product != "" {
+			product = req.Product
+		}
+	}
+	if product == "" {
+		return problem(string(issuer.CodeInvalidInput), "product is required (query parameter or JSON body field)")
+	}
+	tok, err := s.verify.Verify(c.UserContext(), raw, verifier.Expect{Product: product, User: c.Get(s.userHdr)})
+	if err != nil {
+		code := verifier.CodeOf(err)
+		var p *Problem
+		switch code {
+		case verifier.CodeBadProduct, verifier.CodeBadUser:
+			p = problem(codeAdmissionScope, "the admission token is valid but not for this "+
+				strings.TrimPrefix(code.String(), "bad_"))
+		case verifier.CodeUnavailable:
+			p = problem(string(issuer.CodeUnavailable), "the signing keys are unavailable; retry later")
+			p.cause = err
+		default:
+			p = problem(codeBadAdmission, "the admission token was refused: "+code.String())
+		}
+		p.Reason = code.String()
+		return p
+	}
+	done, err := s.is.CompleteToken(c.UserContext(), tok)
+	if err != nil {
+		return err
+	}
+	return c.JSON(CompleteResponse{State: string(issuer.StateCompleted), AdmissionID: done.AdmissionID,
+		CompletedAtMs: done.CompletedAt.UnixMilli(), Repeated: done.Repeated})
+}
+
+// decodeJSON decodes one JSON object strictly: unknown members and trailing
+// data are refused.
+func decodeJSON(body []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		if strings.HasPrefix(err.Error(), "json: unknown field") {
+			return problem(string(issuer.CodeInvalidInput), strings.TrimPrefix(err.Error(), "json: "))
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return problem(string(issuer.CodeInvalidInput), "field "+te.Field+" must be a "+te.Type.String())
+		}
+		return problem(codeMalformedJSON, "the body is not a valid JSON object")
+	}
+	if err := d.Decode(&struct{}{}); err != io.EOF {
+		return problem(codeMalformedJSON, "trailing data after the JSON object")
+	}
+	return nil
+}

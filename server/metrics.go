@@ -1,0 +1,141 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flashgate/flashgate/issuer"
+)
+
+// maxRoomsScraped bounds the per-room series (and Redis calls) of one scrape.
+const maxRoomsScraped = 1000
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	sseOpen  prometheus.Gauge
+	handler  fiber.Handler
+}
+
+func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.Issuer) (*metrics, error) {
+	if reg == nil {
+		r := prometheus.NewRegistry()
+		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg, gat = r, r
+	}
+	if gat == nil {
+		if g, ok := reg.(prometheus.Gatherer); ok {
+			gat = g
+		} else {
+			gat = prometheus.DefaultGatherer
+		}
+	}
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashgate_http_requests_total",
+			Help: "HTTP requests by route template, method and status.",
+		}, []string{"route", "method", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "flashgate_http_request_duration_seconds",
+			Help:    "HTTP request latency by route template and method (event streams: until the stream starts).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route", "method"}),
+		sseOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "flashgate_sse_streams_open",
+			Help: "Open server-sent event streams.",
+		}),
+	}
+	rc := newRoomCollector(is)
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.sseOpen, rc, rc.errors} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.handler = adaptor.HTTPHandler(promhttp.HandlerFor(gat, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	return m, nil
+}
+
+func (m *metrics) observe(route, method string, status int, d time.Duration) {
+	// fiber's method string aliases a reused buffer: never keep it as a label.
+	method = methodLabel(method)
+	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.latency.WithLabelValues(route, method).Observe(d.Seconds())
+}
+
+// roomCollector reads issuer.Stats for every registered room on each scrape.
+type roomCollector struct {
+	is                                           *issuer.Issuer
+	waiting, live, capacity, admitted, completed *prometheus.Desc
+	errors                                       prometheus.Counter
+}
+
+func newRoomCollector(is *issuer.Issuer) *roomCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, []string{"room"}, nil)
+	}
+	return &roomCollector{is: is,
+		waiting:   d("flashgate_room_waiting", "Entries waiting in the room."),
+		live:      d("flashgate_room_live", "Live admissions in the room."),
+		capacity:  d("flashgate_room_capacity", "The room's total active users (capacity)."),
+		admitted:  d("flashgate_room_admitted_total", "Admissions in the room since it was created."),
+		completed: d("flashgate_room_completed_total", "Completed admissions in the room since it was created."),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashgate_room_scrape_errors_total",
+			Help: "Failures reading room stats for /metrics.",
+		}),
+	}
+}
+
+func (rc *roomCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- rc.waiting
+	ch <- rc.live
+	ch <- rc.capacity
+	ch <- rc.admitted
+	ch <- rc.completed
+}
+
+func (rc *roomCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rooms, err := rc.is.Rooms(ctx)
+	if err != nil {
+		rc.errors.Inc()
+		return
+	}
+	if len(rooms) > maxRoomsScraped {
+		rooms = rooms[:maxRoomsScraped]
+	}
+	for _, room := range rooms {
+		st, err := rc.is.Stats(ctx, room)
+		if err != nil {
+			if !errors.Is(err, issuer.ErrUnknownRoom) {
+				rc.errors.Inc()
+			}
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(rc.waiting, prometheus.GaugeValue, float64(st.Waiting), room)
+		ch <- prometheus.MustNewConstMetric(rc.live, prometheus.GaugeValue, float64(st.Live), room)
+		ch <- prometheus.MustNewConstMetric(rc.capacity, prometheus.GaugeValue, float64(st.Config.Capacity), room)
+		ch <- prometheus.MustNewConstMetric(rc.admitted, prometheus.CounterValue, float64(st.Admitted), room)
+		ch <- prometheus.MustNewConstMetric(rc.completed, prometheus.CounterValue, float64(st.Completed), room)
+	}
+}
+
+func methodLabel(m string) string {
+	for _, k := range [...]string{"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE"} {
+		if m == k {
+			return k
+		}
+	}
+	return "OTHER"
+}

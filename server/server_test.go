@@ -1,0 +1,460 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/verifier"
+)
+
+func TestEnter(t *testing.T) {
+	e := newEnv(t)
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+
+	// Fast track: nobody waits, capacity free.
+	a := e.enter(room, "alice")
+	assert.Equal(t, "ACTIVE", a["state"])
+	assert.Equal(t, room, a["room"])
+	assert.NotEmpty(t, a["admission_id"])
+	assert.NotZero(t, a["expires_at_ms"])
+	assert.NotContains(t, a, "position")
+	assert.True(t, strings.HasPrefix(a["waiting_token"].(string), "fgw1_"))
+
+	// Capacity used up: bob waits.
+	r := e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", user: "bob"})
+	require.Equal(t, 200, r.status)
+	b := r.json(t)
+	assert.Equal(t, "WAITING", b["state"])
+	assert.EqualValues(t, 1, b["position"])
+	assert.EqualValues(t, 0, b["ahead"]) // present although zero
+	assert.EqualValues(t, 1, b["total_waiting"])
+	assert.Contains(t, b, "estimated_wait_ms")
+	poll := b["poll_after_ms"].(float64)
+	assert.Greater(t, poll, 0.0)
+	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+	require.NoError(t, err)
+	assert.Equal(t, int((int64(poll)+999)/1000), ra)
+	assert.Equal(t, "no-store", r.header.Get("Cache-Control"))
+
+	// Repeated enter: the same place, the same token.
+	b2 := e.enter(room, "bob")
+	assert.Equal(t, b["waiting_token"], b2["waiting_token"])
+	assert.Equal(t, b["arrival"], b2["arrival"])
+	assert.EqualValues(t, 1, b2["position"])
+
+	// Errors.
+	e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter"}).problem(t, 401, "missing_user")
+	e.do(req{method: "POST", path: "/v1/rooms/a{b}/enter", user: "bob"}).problem(t, 400, "invalid_input")
+	e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", user: "bad user{"}).problem(t, 400, "invalid_input")
+	e.do(req{method: "POST", path: "/v1/rooms/no-such-room-x/enter", user: "bob"}).problem(t, 404, "unknown_room")
+	closed := e.room(issuer.RoomConfig{State: issuer.RoomClosed})
+	e.do(req{method: "POST", path: "/v1/rooms/" + closed + "/enter", user: "bob"}).problem(t, 403, "room_closed")
+}
+
+func TestStatusAndLeave(t *testing.T) {
+	e := newEnv(t)
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	e.enter(room, "alice")
+	tok := e.enter(room, "bob")["waiting_token"].(string)
+	carol := e.enter(room, "carol")["waiting_token"].(string)
+	path := "/v1/rooms/" + room + "/status"
+
+	r := e.do(req{method: "GET", path: path, user: "carol", bearer: carol})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	m := r.json(t)
+	assert.Equal(t, "WAITING", m["state"])
+	assert.EqualValues(t, 2, m["position"])
+	assert.EqualValues(t, 1, m["ahead"])
+	assert.EqualValues(t, 2, m["total_waiting"])
+	assert.NotEmpty(t, r.header.Get("Retry-After"))
+
+	// Query parameter (EventSource clients).
+	r = e.do(req{method: "GET", path: path + "?waiting_token=" + tok, user: "bob"})
+	require.Equal(t, 200, r.status)
+	assert.EqualValues(t, 1, r.json(t)["position"])
+
+	// Another user's token: owner mismatch (seed 000).
+	e.do(req{method: "GET", path: path, user: "carol", bearer: tok}).problem(t, 403, "token_owner_mismatch")
+	// Garbage, or none at all.
+	r = e.do(req{method: "GET", path: path, user: "bob", bearer: "garbage"})
+	r.problem(t, 401, "invalid_waiting_token")
+	assert.NotEmpty(t, r.header.Get("WWW-Authenticate"))
+	e.do(req{method: "GET", path: path, user: "bob"}).problem(t, 401, "invalid_waiting_token")
+	e.do(req{method: "GET", path: path, bearer: tok}).problem(t, 401, "missing_user")
+	e.do(req{method: "GET", path: "/v1/rooms/nope-nope/status", user: "bob", bearer: tok}).problem(t, 403, "token_owner_mismatch")
+
+	// Leave, then the token reports NOT_FOUND; a second leave is 404.
+	r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/leave", user: "bob", bearer: tok})
+	require.Equal(t, 204, r.status, "%s", r.body)
+	assert.Empty(t, r.body)
+	r = e.do(req{method: "GET", path: path, user: "bob", bearer: tok})
+	require.Equal(t, 200, r.status)
+	assert.Equal(t, "NOT_FOUND", r.json(t)["state"])
+	assert.Empty(t, r.header.Get("Retry-After"))
+	e.do(req{method: "POST", path: "/v1/rooms/" + room + "/leave", user: "bob", bearer: tok}).problem(t, 404, "not_found")
+	e.do(req{method: "POST", path: "/v1/rooms/" + room + "/leave", user: "bob", bearer: "x"}).problem(t, 401, "invalid_waiting_token")
+
+	// carol moved up.
+	assert.EqualValues(t, 1, e.do(req{method: "GET", path: path, user: "carol", bearer: carol}).json(t)["position"])
+}
+
+func (e *env) exchange(room, user, tok string) resp {
+	return e.do(req{method: "POST", path: "/v1/rooms/" + room + "/exchange", user: user, bearer: tok})
+}
+
+func TestExchange(t *testing.T) {
+	e := newEnv(t)
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	alice := e.enter(room, "alice")["waiting_token"].(string)
+	e.enter(room, "carol")
+	bob := e.enter(room, "bob")["waiting_token"].(string)
+
+	// Still waiting: 409 with the position as data.
+	r := e.exchange(room, "bob", bob)
+	p := r.problem(t, 409, "not_admitted")
+	assert.EqualValues(t, 2, p["position"])
+	assert.Contains(t, p["detail"], "position 2")
+	assert.NotEmpty(t, r.header.Get("Retry-After"))
+
+	// ACTIVE: an admission token that verifies offline with the ring.
+	r = e.exchange(room, "alice", alice)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var x ExchangeResponse
+	require.NoError(t, json.Unmarshal(r.body, &x))
+	v, err := verifier.New(e.ring, verifier.Config{Issuer: "flashgate", Audience: "orders"})
+	require.NoError(t, err)
+	tok, err := v.Verify(context.Background(), x.AdmissionToken, verifier.Expect{Product: room, User: "alice"})
+	require.NoError(t, err)
+	assert.Equal(t, x.AdmissionID, tok.ID)
+	assert.Equal(t, tok.ExpiresAt.Unix(), x.ExpiresAt)
+	assert.Equal(t, tok.IssuedAt.Unix(), x.IssuedAt)
+	assert.EqualValues(t, 1, x.Admission)
+	assert.Greater(t, x.ExpiresAt, x.IssuedAt)
+
+	// Repeat: the same jti.
+	r = e.exchange(room, "alice", alice)
+	require.Equal(t, 200, r.status)
+	var y ExchangeResponse
+	require.NoError(t, json.Unmarshal(r.body, &y))
+	assert.Equal(t, x.AdmissionID, y.AdmissionID)
+	assert.Equal(t, x.ExpiresAt, y.ExpiresAt)
+
+	e.exchange(room, "bob", alice).problem(t, 403, "token_owner_mismatch")
+	e.exchange(room, "alice", "").problem(t, 401, "invalid_waiting_token")
+}
+
+// admitted enters user alone into a fresh room and exchanges the token.
+func (e *env) admitted(room, user string) ExchangeResponse {
+	e.t.Helper()
+	ent := e.enter(room, user)
+	require.Equal(e.t, "ACTIVE", ent["state"])
+	r := e.exchange(room, user, ent["waiting_token"].(string))
+	require.Equal(e.t, 200, r.status, "%s", r.body)
+	var x ExchangeResponse
+	require.NoError(e.t, json.Unmarshal(r.body, &x))
+	return x
+}
+
+func TestComplete(t *testing.T) {
+	e := newEnv(t)
+	room := e.room(issuer.RoomConfig{})
+	x := e.admitted(room, "alice")
+
+	// Product is required and never taken from the token.
+	e.do(req{method: "POST", path: "/v1/complete", bearer: x.AdmissionToken}).problem(t, 400, "invalid_input")
+	// Wrong product, wrong user: the token is fine but not for this request.
+	p := e.do(req{method: "POST", path: "/v1/complete?product=other", bearer: x.AdmissionToken}).problem(t, 403, "admission_token_scope")
+	assert.Equal(t, "bad_product", p["reason"])
+	p = e.do(req{method: "POST", path: "/v1/complete?product=" + room, user: "mallory", bearer: x.AdmissionToken}).problem(t, 403, "admission_token_scope")
+	assert.Equal(t, "bad_user", p["reason"])
+	// Query and body disagree.
+	e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: x.AdmissionToken,
+		body: `{"product":"other"}`}).problem(t, 400, "invalid_input")
+	// No token.
+	p = e.do(req{method: "POST", path: "/v1/complete?product=" + room}).problem(t, 401, "invalid_admission_token")
+	assert.Equal(t, "missing_token", p["reason"])
+
+	// Tampered: flip a payload character (sub) → signature fails.
+	parts := strings.Split(x.AdmissionToken, ".")
+	pl, _ := b64.DecodeString(parts[1])
+	pl = []byte(strings.Replace(string(pl), `"sub":"alice"`, `"sub":"alicf"`, 1))
+	forged := parts[0] + "." + b64.EncodeToString(pl) + "." + parts[2]
+	p = e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: forged}).problem(t, 401, "invalid_admission_token")
+	assert.Equal(t, "bad_signature", p["reason"])
+	p = e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: "fgw1_1_AAAA"}).problem(t, 401, "invalid_admission_token")
+	assert.Equal(t, "malformed", p["reason"])
+
+	// Expired token (signed by the ring, exp in the past).
+	now := time.Now().Unix()
+	old, err := e.ring.Sign([]byte(`{"iss":"flashgate","aud":"orders","sub":"alice","product":"` + room +
+		`","jti":"` + x.AdmissionID + `","iat":` + strconv.FormatInt(now-400, 10) + `,"exp":` + strconv.FormatInt(now-100, 10) + `}`))
+	require.NoError(t, err)
+	p = e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: old}).problem(t, 401, "invalid_admission_token")
+	assert.Equal(t, "expired", p["reason"])
+
+	// OK (product in the body, user header matching), then repeated.
+	r := e.do(req{method: "POST", path: "/v1/complete", user: "alice", bearer: x.AdmissionToken, body: `{"product":"` + room + `"}`})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var c1 CompleteResponse
+	require.NoError(t, json.Unmarshal(r.body, &c1))
+	assert.Equal(t, CompleteResponse{State: "COMPLETED", AdmissionID: x.AdmissionID, CompletedAtMs: c1.CompletedAtMs}, c1)
+	assert.NotZero(t, c1.CompletedAtMs)
+	r = e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: x.AdmissionToken})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var c2 CompleteResponse
+	require.NoError(t, json.Unmarshal(r.body, &c2))
+	assert.True(t, c2.Repeated)
+	assert.Equal(t, c1.CompletedAtMs, c2.CompletedAtMs)
+
+	// After completion the user may queue again.
+	assert.Equal(t, "ACTIVE", e.enter(room, "alice")["state"])
+	// Body errors.
+	e.do(req{method: "POST", path: "/v1/complete", bearer: x.AdmissionToken, body: `{"product":`}).problem(t, 400, "malformed_json")
+	e.do(req{method: "POST", path: "/v1/complete", bearer: x.AdmissionToken, body: `{"product":"a","x":1}`}).problem(t, 400, "invalid_input")
+}
+
+func (e *env) admin(method, path, body string) resp {
+	return e.do(req{method: method, path: path, bearer: adminToken, body: body})
+}
+
+func TestAdmin(t *testing.T) {
+	e := newEnv(t)
+	room := "adm-" + strings.TrimPrefix(e.room(issuer.RoomConfig{}), "srv-") // a name not created yet
+	base := "/admin/rooms/" + room
+
+	// Authorization.
+	e.do(req{method: "GET", path: "/admin/rooms"}).problem(t, 401, "admin_unauthorized")
+	r := e.do(req{method: "GET", path: "/admin/rooms", bearer: "wrong"})
+	r.problem(t, 401, "admin_unauthorized")
+	assert.Contains(t, r.header.Get("WWW-Authenticate"), "Bearer")
+	e.do(req{method: "PUT", path: base, body: `{}`}).problem(t, 401, "admin_unauthorized")
+	e.do(req{method: "GET", path: "/admin/rooms", hdr: map[string]string{"Authorization": "Basic " + adminToken}}).problem(t, 401, "admin_unauthorized")
+
+	// Unknown room.
+	e.admin("GET", base, "").problem(t, 404, "unknown_room")
+	e.admin("GET", base+"/stats", "").problem(t, 404, "unknown_room")
+	e.admin("POST", base+"/pause", "").problem(t, 404, "unknown_room")
+
+	// PUT creates (201) with defaults for omitted fields.
+	r = e.admin("PUT", base, `{"capacity":2,"rate_per_minute":120,"session_seconds":60}`)
+	require.Equal(t, 201, r.status, "%s", r.body)
+	var rc RoomConfig
+	require.NoError(t, json.Unmarshal(r.body, &rc))
+	assert.Equal(t, RoomConfig{Room: room, Capacity: 2, RatePerMinute: 120, SessionSeconds: 60,
+		TickMs: 1000, Batch: issuer.DefaultBatch, State: "open"}, rc)
+	// PUT updates (200), keeping omitted fields.
+	r = e.admin("PUT", base, `{"batch":5,"tick_ms":500}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.NoError(t, json.Unmarshal(r.body, &rc))
+	assert.Equal(t, RoomConfig{Room: room, Capacity: 2, RatePerMinute: 120, SessionSeconds: 60,
+		TickMs: 500, Batch: 5, State: "open"}, rc)
+	cfg, err := e.is.Room(context.Background(), room)
+	require.NoError(t, err)
+	assert.Equal(t, 500*time.Millisecond, cfg.Tick)
+	// Bad configs.
+	e.admin("PUT", base, `{"capacity":2,"colour":"red"}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"capacity":0}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"capacity":-3}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"session_seconds":100000}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"tick_ms":10}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"state":"melted"}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"capacity":"many"}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"capacity":`).problem(t, 400, "malformed_json")
+	e.admin("PUT", base, ``).problem(t, 400, "malformed_json")
+	e.admin("PUT", "/admin/rooms/a{b}", `{}`).problem(t, 400, "invalid_input")
+
+	// GET one, list.
+	r = e.admin("GET", base, "")
+	require.Equal(t, 200, r.status)
+	assert.Equal(t, "open", r.json(t)["state"])
+	r = e.admin("GET", "/admin/rooms", "")
+	require.Equal(t, 200, r.status)
+	assert.Contains(t, r.json(t)["rooms"], room)
+
+	// pause / open / close.
+	for _, st := range []string{"pause", "open", "close"} {
+		r = e.admin("POST", base+"/"+st, "")
+		require.Equal(t, 200, r.status, "%s", r.body)
+		want := map[string]string{"pause": "paused", "open": "open", "close": "closed"}[st]
+		assert.Equal(t, want, r.json(t)["state"])
+		assert.EqualValues(t, 2, r.json(t)["capacity"])
+	}
+	e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", user: "u1"}).problem(t, 403, "room_closed")
+	e.admin("POST", base+"/open", "")
+
+	// Revoke, then completing the token is refused (410).
+	x := e.admitted(room, "alice")
+	e.admin("POST", base+"/revoke", `{}`).problem(t, 400, "invalid_input")
+	e.admin("POST", base+"/revoke", ``).problem(t, 400, "malformed_json")
+	e.admin("POST", base+"/revoke", `{"admission_id":"nope"}`).problem(t, 404, "not_found")
+	r = e.admin("POST", base+"/revoke", `{"user":"alice"}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var rv RevokeResponse
+	require.NoError(t, json.Unmarshal(r.body, &rv))
+	assert.Equal(t, x.AdmissionID, rv.AdmissionID)
+	assert.False(t, rv.Repeated)
+	r = e.admin("POST", base+"/revoke", `{"admission_id":"`+x.AdmissionID+`"}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.NoError(t, json.Unmarshal(r.body, &rv))
+	assert.True(t, rv.Repeated)
+	e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: x.AdmissionToken}).problem(t, 410, "revoked")
+
+	// A completed admission cannot be revoked.
+	y := e.admitted(room, "bob")
+	r = e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: y.AdmissionToken})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	e.admin("POST", base+"/revoke", `{"admission_id":"`+y.AdmissionID+`"}`).problem(t, 409, "completed")
+
+	// Stats.
+	r = e.admin("GET", base+"/stats", "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var st Stats
+	require.NoError(t, json.Unmarshal(r.body, &st))
+	assert.Equal(t, room, st.Room)
+	assert.Equal(t, 2, st.Config.Capacity)
+	assert.EqualValues(t, 60, st.Config.SessionSeconds)
+	assert.EqualValues(t, 2, st.Admitted)
+	assert.EqualValues(t, 1, st.Revoked)
+	assert.EqualValues(t, 1, st.Completed)
+	assert.NotZero(t, st.AtMs)
+}
+
+func TestAdminDisabled(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.AdminToken = "" })
+	e.do(req{method: "GET", path: "/admin/rooms", bearer: ""}).problem(t, 404, "unknown_route")
+	e.do(req{method: "GET", path: "/admin/rooms", bearer: "anything"}).problem(t, 404, "unknown_route")
+}
+
+func TestJWKSAndHealth(t *testing.T) {
+	e := newEnv(t)
+	r := e.do(req{method: "GET", path: "/.well-known/jwks.json"})
+	require.Equal(t, 200, r.status)
+	assert.Equal(t, "public, max-age=60", r.header.Get("Cache-Control"))
+	assert.Contains(t, r.header.Get("Content-Type"), "application/json")
+	set, err := verifier.ParseJWKS(r.body)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"test"}, set.KeyIDs())
+
+	assert.Equal(t, 200, e.do(req{method: "GET", path: "/healthz"}).status)
+	assert.Equal(t, 200, e.do(req{method: "GET", path: "/readyz"}).status)
+}
+
+type brokenRing struct{ *testRing }
+
+func (brokenRing) PublicJWKS() ([]byte, error) { return []byte(`{"keys":[]}`), nil }
+
+func TestReadyzNotReady(t *testing.T) {
+	// Redis down: an issuer pointed at a closed port.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ring := newTestRing(t)
+	srv, err := New(Options{Issuer: newIssuer(t, rdb, ring), Keys: ring, Logger: quietLog})
+	require.NoError(t, err)
+	e := &env{t: t, srv: srv, ring: ring}
+	r := e.do(req{method: "GET", path: "/readyz"})
+	r.problem(t, 503, "not_ready")
+	assert.Equal(t, "1", r.header.Get("Retry-After"))
+	assert.NotContains(t, string(r.body), addr, "internal error text leaked")
+	assert.Equal(t, 200, e.do(req{method: "GET", path: "/healthz"}).status)
+	// Domain calls answer 503 unavailable, without the Redis error text.
+	r = e.do(req{method: "POST", path: "/v1/rooms/r1/enter", user: "u"})
+	r.problem(t, 503, "unavailable")
+	assert.Equal(t, "1", r.header.Get("Retry-After"))
+	assert.NotContains(t, string(r.body), addr)
+
+	// Keys not loaded.
+	e2 := newEnv(t, func(o *Options) { o.Keys = brokenRing{o.Keys.(*testRing)} })
+	e2.do(req{method: "GET", path: "/readyz"}).problem(t, 503, "not_ready")
+}
+
+func TestMetrics(t *testing.T) {
+	e := newEnv(t)
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	e.enter(room, "alice")
+	e.enter(room, "bob")
+	e.do(req{method: "GET", path: "/nope"})
+	r := e.do(req{method: "GET", path: "/metrics"})
+	require.Equal(t, 200, r.status)
+	body := string(r.body)
+	for _, want := range []string{
+		`flashgate_http_requests_total{method="POST",route="/v1/rooms/:room/enter",status="200"} 2`,
+		`flashgate_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
+		`flashgate_http_request_duration_seconds_bucket{method="POST",route="/v1/rooms/:room/enter",le="+Inf"} 2`,
+		`flashgate_sse_streams_open 0`,
+		`flashgate_room_waiting{room="` + room + `"} 1`,
+		`flashgate_room_live{room="` + room + `"} 1`,
+		`flashgate_room_capacity{room="` + room + `"} 1`,
+		`flashgate_room_admitted_total{room="` + room + `"} 1`,
+		`go_goroutines`,
+	} {
+		assert.Contains(t, body, want)
+	}
+}
+
+func TestRouterAndBodyErrors(t *testing.T) {
+	e := newEnv(t)
+	room := e.room(issuer.RoomConfig{})
+	e.do(req{method: "GET", path: "/v1/nothing"}).problem(t, 404, "unknown_route")
+	e.do(req{method: "DELETE", path: "/v1/rooms/" + room + "/enter"}).problem(t, 405, "method_not_allowed")
+	e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", user: "u", body: "x=1",
+		ctype: "application/x-www-form-urlencoded"}).problem(t, 415, "unsupported_media_type")
+	e.do(req{method: "POST", path: "/v1/complete", body: `{"product":"p"}`, ctype: "text/plain"}).problem(t, 415, "unsupported_media_type")
+	e.do(req{method: "PUT", path: "/admin/rooms/" + room, bearer: adminToken, body: `{}`, ctype: "application/json; charset=utf-8"})
+	// An empty JSON body is fine on enter.
+	r := e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", user: "u", body: "{}"})
+	assert.Equal(t, 200, r.status, "%s", r.body)
+}
+
+// TestBodyLimit runs over TCP: fasthttp refuses an oversized body while
+// reading it, which app.Test reports as an error instead of a response.
+func TestBodyLimit(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.BodyLimit = 1024 })
+	base := e.listen()
+	body := `{"product":"` + strings.Repeat("p", 2000) + `"}`
+	res, err := httpPost(base+"/v1/complete", "application/json", body)
+	require.NoError(t, err)
+	r := readResp(t, res)
+	r.problem(t, 413, "body_too_large")
+}
+
+func TestProblemTable(t *testing.T) {
+	for _, c := range []issuer.Code{issuer.CodeInvalidInput, issuer.CodeUnknownRoom, issuer.CodeRoomClosed,
+		issuer.CodeBadWaiting, issuer.CodeOwnerMismatch, issuer.CodeNotFound, issuer.CodeNotAdmitted,
+		issuer.CodeExpired, issuer.CodeRevoked, issuer.CodeCompleted, issuer.CodeUnavailable, issuer.CodeInternal} {
+		_, ok := problemTable[string(c)]
+		assert.True(t, ok, "issuer code %s has no row", c)
+	}
+	// Internal errors never leak their text.
+	p := toProblem(&issuer.Error{Code: issuer.CodeInternal, Message: "secret detail"})
+	assert.Equal(t, 500, p.Status)
+	assert.NotContains(t, p.Detail, "secret")
+	p = toProblem(assertErr("boom at 10.0.0.1"))
+	assert.Equal(t, 500, p.Status)
+	assert.NotContains(t, p.Detail, "10.0.0.1")
+}
+
+type assertErr string
+
+func (e assertErr) Error() string { return string(e) }
+
+func TestNewValidates(t *testing.T) {
+	_, err := New(Options{})
+	assert.Error(t, err)
+	ring := newTestRing(t)
+	_, err = New(Options{Keys: ring})
+	assert.Error(t, err)
+}
