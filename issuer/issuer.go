@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
 	"strconv"
@@ -59,6 +60,21 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives tick-loop errors; nil means slog.Default().
 	Logger *slog.Logger
+	// CompletionReplicas, when > 0, makes Complete and Revoke wait (Redis
+	// WAIT, pipelined on the script's connection) until that many replicas
+	// acknowledged the write, for at most CompletionTimeout (default 200 ms).
+	// Fewer acknowledgements → ErrUnavailable; the write stands on the master,
+	// and a retry returns the first result (Repeated). This narrows what a
+	// Sentinel failover can lose: an acknowledged completion is on a replica.
+	// Needs a client with Pipeline() that talks to one master (*redis.Client,
+	// including the Sentinel failover client), not a ClusterClient.
+	CompletionReplicas int
+	CompletionTimeout  time.Duration
+}
+
+// pipeliner is the optional capability CompletionReplicas needs.
+type pipeliner interface {
+	Pipeline() redis.Pipeliner
 }
 
 // Issuer is the domain core: enter, status, leave, tick, exchange, complete,
@@ -83,6 +99,17 @@ func New(cfg Config) (*Issuer, error) {
 	}
 	if cfg.Audience == "" {
 		cfg.Audience = "orders"
+	}
+	if cfg.CompletionReplicas > 0 {
+		if _, ok := cfg.Redis.(pipeliner); !ok {
+			return nil, errorf(CodeInvalidInput, "issuer: CompletionReplicas needs a client with Pipeline()")
+		}
+		if _, cluster := cfg.Redis.(*redis.ClusterClient); cluster {
+			return nil, errorf(CodeInvalidInput, "issuer: CompletionReplicas is not supported on Redis Cluster (WAIT is per node)")
+		}
+		if cfg.CompletionTimeout <= 0 {
+			cfg.CompletionTimeout = 200 * time.Millisecond
+		}
 	}
 	is := &Issuer{cfg: cfg, log: cfg.Logger}
 	if is.log == nil {
@@ -142,6 +169,49 @@ func (is *Issuer) run(ctx context.Context, s *redis.Script, room string, args ..
 	if len(res) == 2 && res[0] == "ERROR" {
 		code, _ := res[1].(string)
 		return nil, scriptError(code, room)
+	}
+	return res, nil
+}
+
+// runReplicated is run followed, on the same connection, by WAIT for
+// CompletionReplicas replicas (when configured).
+func (is *Issuer) runReplicated(ctx context.Context, s *redis.Script, room string, args ...any) ([]any, error) {
+	n := is.cfg.CompletionReplicas
+	if n <= 0 {
+		return is.run(ctx, s, room, args...)
+	}
+	argv := append([]any{is.nowArg(), is.policy}, args...)
+	keys := RoomKeys(room)
+	exec := func(eval func(p redis.Pipeliner) *redis.Cmd) ([]any, int64, error) {
+		p := is.cfg.Redis.(pipeliner).Pipeline()
+		c := eval(p)
+		w := p.Do(ctx, "WAIT", n, is.cfg.CompletionTimeout.Milliseconds())
+		_, _ = p.Exec(ctx)
+		if err := c.Err(); err != nil {
+			return nil, 0, err
+		}
+		res, err := c.Slice()
+		if err != nil {
+			return nil, 0, err
+		}
+		acks, err := w.Int64()
+		return res, acks, err
+	}
+	res, acks, err := exec(func(p redis.Pipeliner) *redis.Cmd { return p.EvalSha(ctx, s.Hash(), keys, argv...) })
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		res, acks, err = exec(func(p redis.Pipeliner) *redis.Cmd { return p.Eval(ctx, scriptSource[s], keys, argv...) })
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if len(res) == 2 && res[0] == "ERROR" {
+		code, _ := res[1].(string)
+		return nil, scriptError(code, room)
+	}
+	if acks < int64(n) {
+		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf(
+			"write acknowledged by %d of %d replicas within %s; retry (a retry returns the first result)",
+			acks, n, is.cfg.CompletionTimeout)}
 	}
 	return res, nil
 }
@@ -431,7 +501,7 @@ func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) 
 	if _, _, _, ok := parseJTI(admissionID); !ok {
 		return nil, errorf(CodeNotFound, "unknown admission id %q", clip(admissionID))
 	}
-	r, err := is.run(ctx, completeScript, room, user, admissionID)
+	r, err := is.runReplicated(ctx, completeScript, room, user, admissionID)
 	if err != nil {
 		return nil, err
 	}
@@ -496,7 +566,7 @@ func (is *Issuer) Revoke(ctx context.Context, room, user, admissionID string) (*
 			return nil, errorf(CodeNotFound, "unknown admission id %q", clip(admissionID))
 		}
 	}
-	r, err := is.run(ctx, revokeScript, room, user, admissionID)
+	r, err := is.runReplicated(ctx, revokeScript, room, user, admissionID)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package issuer_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,7 +16,14 @@ import (
 // redis-server started for this package's tests.
 var exampleRedis string
 
+// silent drops go-redis's internal log lines (dial retries while a test
+// has killed a server on purpose).
+type silent struct{}
+
+func (silent) Printf(context.Context, string, ...any) {}
+
 func TestMain(m *testing.M) {
+	redis.SetLogger(silent{})
 	if u := os.Getenv("REDIS_URL"); u != "" {
 		opt, err := redis.ParseURL(u)
 		if err != nil {

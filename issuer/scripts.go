@@ -11,6 +11,10 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
+// scriptSource maps each script to its Lua source, for EVAL after NOSCRIPT
+// on pipelined calls (Script.Run does that itself otherwise).
+var scriptSource = map[*redis.Script]string{}
+
 func loadScript(name string) *redis.Script {
 	prelude, err := luaFS.ReadFile("lua/prelude.lua")
 	if err != nil {
@@ -20,7 +24,10 @@ func loadScript(name string) *redis.Script {
 	if err != nil {
 		panic(err)
 	}
-	return redis.NewScript(string(prelude) + "\n" + string(body))
+	src := string(prelude) + "\n" + string(body)
+	s := redis.NewScript(src)
+	scriptSource[s] = src
+	return s
 }
 
 // The scripts, one per operation (Lua in lua/*.lua). go-redis runs them with

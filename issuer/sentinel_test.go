@@ -1,0 +1,180 @@
+package issuer_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/issuer"
+)
+
+// TestSentinelFailover kills the master in the middle of a sale: the issuer
+// replicas follow the promoted replica through the Sentinel, buyers retry
+// what failed while Redis was away, and afterwards no admission has been
+// completed twice, live admissions never exceeded capacity and admissions
+// stayed in arrival order.
+func TestSentinelFailover(t *testing.T) {
+	const users, capacity = 300, 10
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	set := redistest.StartSentinel(t)
+	rdb := set.Client(t)
+	var replicas []*issuer.Issuer
+	for range 3 {
+		is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: secret, Signer: newSigner(),
+			CompletionReplicas: 1, CompletionTimeout: 500 * time.Millisecond, Logger: quietLogger()})
+		require.NoError(t, err)
+		replicas = append(replicas, is)
+		go func() { _ = is.Run(ctx) }()
+	}
+	room := redistest.Room("failover")
+	_, err := replicas[0].SetRoom(ctx, room, issuer.RoomConfig{Capacity: capacity, RatePerMinute: 60000,
+		Session: 30 * time.Second, Tick: 100 * time.Millisecond})
+	require.NoError(t, err)
+
+	retry := func(f func() error) error {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := f()
+			if err == nil || !errors.Is(err, issuer.ErrUnavailable) || time.Now().After(deadline) {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	type done struct {
+		user    string
+		seq     int64
+		admno   int64
+		jti     string
+		at, end int64
+	}
+	var (
+		mu         sync.Mutex
+		completed  = map[string]int{} // jti → first-time completions acknowledged
+		doneList   []done
+		killed     atomic.Bool
+		failedOver = make(chan struct{})
+	)
+	var wg sync.WaitGroup
+	for i := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := "u" + strconv.Itoa(i)
+			is := replicas[i%3]
+			time.Sleep(time.Duration(i) * 5 * time.Millisecond) // arrivals spread over 1.5 s
+			for {
+				var e *issuer.Entry
+				if err := retry(func() (err error) { e, err = is.Enter(ctx, room, user); return }); err != nil {
+					t.Errorf("enter %s: %v", user, err)
+					return
+				}
+				tok := e.WaitingToken
+				for e.State == issuer.StateWaiting {
+					time.Sleep(20 * time.Millisecond)
+					if err := retry(func() (err error) { e, err = is.Status(ctx, room, user, tok); return }); err != nil {
+						t.Errorf("status %s: %v", user, err)
+						return
+					}
+				}
+				if e.State != issuer.StateActive {
+					continue // the entry was lost in the failover: queue again, as a client would
+				}
+				var c *issuer.Completion
+				err := retry(func() (err error) { c, err = is.Complete(ctx, room, user, e.AdmissionID); return })
+				if errors.Is(err, issuer.ErrNotFound) || errors.Is(err, issuer.ErrExpired) {
+					continue // admission lost in the failover: refused, the buyer queues again
+				}
+				if err != nil {
+					t.Errorf("complete %s: %v", user, err)
+					return
+				}
+				mu.Lock()
+				if !c.Repeated {
+					completed[e.AdmissionID]++
+				}
+				doneList = append(doneList, done{user: user, seq: e.Arrival, admno: e.Admission, jti: e.AdmissionID,
+					at: e.AdmittedAt.UnixMilli(), end: c.CompletedAt.UnixMilli()})
+				n := len(doneList)
+				mu.Unlock()
+				if n == users/3 && killed.CompareAndSwap(false, true) {
+					set.Master.Kill()
+					go func() {
+						for ctx.Err() == nil {
+							if err := rdb.Ping(ctx).Err(); err == nil {
+								close(failedOver)
+								return
+							}
+							time.Sleep(50 * time.Millisecond)
+						}
+					}()
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	require.True(t, killed.Load(), "the master was killed mid-sale")
+	select {
+	case <-failedOver:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no failover")
+	}
+	assert.Contains(t, []string{set.Replicas[0].Addr, set.Replicas[1].Addr}, addrOf(t, rdb), "the client follows the promoted replica")
+
+	require.Len(t, doneList, users, "every buyer completed one order")
+	for jti, n := range completed {
+		assert.Equal(t, 1, n, "admission %s completed more than once", jti)
+	}
+	byUser := map[string]int{}
+	for _, d := range doneList {
+		byUser[d.user]++
+	}
+	for u, n := range byUser {
+		assert.Equal(t, 1, n, "user %s", u)
+	}
+	st, err := replicas[0].Stats(ctx, room)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, st.PeakActive, int64(capacity))
+	// FIFO: in admission order (admission time, then admission number — a
+	// counter write lost in the failover may re-issue a number later),
+	// arrival numbers only grow, except where a lost INCR re-issued one.
+	sort.Slice(doneList, func(i, j int) bool {
+		a, b := doneList[i], doneList[j]
+		return a.at < b.at || a.at == b.at && a.admno < b.admno
+	})
+	for i := 1; i < len(doneList); i++ {
+		assert.LessOrEqual(t, doneList[i-1].seq, doneList[i].seq, "FIFO: %+v before %+v", doneList[i-1], doneList[i])
+	}
+	t.Logf("failover: master %s → %s; completed %d, stats %+v", set.Master.Addr, addrOf(t, rdb), len(doneList), st)
+}
+
+// addrOf returns the address of the server the client talks to now.
+func addrOf(t *testing.T, rdb *redis.Client) string {
+	info, err := rdb.Info(context.Background(), "server").Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(info, "\r\n") {
+		if p, ok := strings.CutPrefix(line, "tcp_port:"); ok {
+			return "127.0.0.1:" + p
+		}
+	}
+	t.Fatal("no tcp_port in INFO server")
+	return ""
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
