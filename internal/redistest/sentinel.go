@@ -72,6 +72,3 @@ func (s *SentinelSet) Client(t testing.TB) *redis.Client {
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
-
-
-
