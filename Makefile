@@ -1,11 +1,14 @@
 # flashgate — see README.md. Every target installs or starts what it needs.
 GO        ?= go
-USERS     ?= 5000
-SIM_FLAGS ?= --users $(USERS) --capacity 100 --rate 6000 --session 30s --think 800ms
+USERS     ?= 3000
+SIM_FLAGS ?= --users $(USERS) --capacity 100 --rate 3000 --session 30s --think 1s
 FUZZTIME  ?= 10s
 BENCHTIME ?= 2s
 
-.PHONY: all build run serve test test-go wasm bench fuzz vet clean
+WASM      ?= build/flashgate-verifier.wasm
+WORKER    := examples/cloudflare-worker
+
+.PHONY: all build run serve test wasm wasm-toolchain worker-deps bench fuzz vet clean
 
 all: build
 
@@ -20,16 +23,29 @@ run: build
 serve: build
 	./build/flashgate serve
 
-## test: every test, with -race, against a throwaway redis-server
-test:
-	scripts/with-redis.sh $(GO) test -race -count=1 ./...
+## test: every test, with -race, against a throwaway redis-server; builds the
+## wasm verifier (TinyGo) and installs workerd (npm) first
+test: wasm worker-deps
+	FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/with-redis.sh $(GO) test -race -count=1 -timeout 20m ./...
+
+## wasm-toolchain: TinyGo v0.41.0 built from the Go module proxy (cached in ~/.cache/flashgate)
+wasm-toolchain:
+	scripts/install-tinygo.sh
+
+## wasm: the edge verifier module (wasm-unknown, no imports)
+wasm: wasm-toolchain
+	scripts/build-wasm.sh $(WASM)
+
+## worker-deps: workerd (Cloudflare's Workers runtime) from npm, pinned by package-lock.json
+worker-deps:
+	cd $(WORKER) && npm ci --no-audit --no-fund --loglevel=error
 
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 
-## bench: hot-path benchmarks, each next to its physical limit in the same run
-bench:
+## bench: wasm hot-path benchmarks, each next to its physical limit in the same run
+bench: wasm
 	scripts/with-redis.sh $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./verifier/ ./issuer/ ./server/
 
 ## fuzz: each fuzz target for FUZZTIME

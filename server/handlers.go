@@ -182,7 +182,7 @@ func (s *Server) complete(c *fiber.Ctx) error {
 	raw, ok := bearer(c.Get(fiber.HeaderAuthorization))
 	if !ok {
 		p := problem(codeBadAdmission, "send the admission token as a Bearer token")
-		p.Reason = "missing_token"
+		p.Reason = "missing" // the same reason verifier.Middleware gives
 		return p
 	}
 	product := c.Query("product")

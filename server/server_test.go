@@ -182,7 +182,7 @@ func TestComplete(t *testing.T) {
 		body: `{"product":"other"}`}).problem(t, 400, "invalid_input")
 	// No token.
 	p = e.do(req{method: "POST", path: "/v1/complete?product=" + room}).problem(t, 401, "invalid_admission_token")
-	assert.Equal(t, "missing_token", p["reason"])
+	assert.Equal(t, "missing", p["reason"])
 
 	// Tampered: flip a payload character (sub) → signature fails.
 	parts := strings.Split(x.AdmissionToken, ".")

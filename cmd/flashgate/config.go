@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/flashgate/flashgate/issuer"
+)
+
+// serveEnv is the environment of `flashgate serve`. Every variable, its
+// default and its meaning (help tag) is printed by `flashgate serve -h`.
+type serveEnv struct {
+	RedisURL string      `env:"REDIS_URL" help:"redis:// or rediss:// URL of the queue store (redis+sentinel://…?master_name=M for Sentinel, redis+cluster://…&addr=… for Cluster); unset: embedded in-memory Redis, quick start only"`
+	Serve    serveConfig `envPrefix:"FLASHGATE_"`
+}
+
+// serveConfig is the FLASHGATE_* part of serveEnv.
+type serveConfig struct {
+	Addr            string        `env:"ADDR" envDefault:"127.0.0.1:8080" help:"listen address of the HTTP API"`
+	KeysFile        string        `env:"KEYS_FILE" envDefault:"flashgate-keys.json" help:"signing key ring (private JWK Set, mode 0600); created with a warning if missing"`
+	Issuer          string        `env:"ISSUER" envDefault:"flashgate" help:"iss claim of admission tokens"`
+	Audience        string        `env:"AUDIENCE" envDefault:"orders" help:"aud claim of admission tokens"`
+	AdminToken      string        `env:"ADMIN_TOKEN" help:"bearer token of the admin API (/admin/...); empty disables the admin API"`
+	UserHeader      string        `env:"USER_HEADER" envDefault:"X-User-ID" help:"trusted header carrying the user id (set by your gateway)"`
+	WaitingSecret   string        `env:"WAITING_SECRET" help:"base64 HMAC key for waiting tokens, at least 32 bytes, the same on every replica; unset: created once and shared through Redis"`
+	DefaultRoom     string        `env:"DEFAULT_ROOM" envDefault:"off" help:"off | open | paused: create unknown rooms on first enter with the defaults below"`
+	DefaultCapacity int           `env:"DEFAULT_CAPACITY" envDefault:"100" help:"total active users of rooms created by DEFAULT_ROOM"`
+	DefaultRate     int           `env:"DEFAULT_RATE_PER_MINUTE" envDefault:"600" help:"new users per minute of rooms created by DEFAULT_ROOM"`
+	DefaultSession  time.Duration `env:"DEFAULT_SESSION" envDefault:"5m" help:"session duration (admission lifetime) of rooms created by DEFAULT_ROOM"`
+	DefaultTick     time.Duration `env:"DEFAULT_TICK" envDefault:"1s" help:"admission tick of rooms created by DEFAULT_ROOM"`
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests"`
+	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
+	LogFormat       string        `env:"LOG_FORMAT" envDefault:"text" help:"text | json"`
+}
+
+// loadServeEnv parses the environment (environ: "K=V" pairs; nil means the
+// process environment).
+func loadServeEnv(environ map[string]string) (serveEnv, error) {
+	var c serveEnv
+	opts := env.Options{}
+	if environ != nil {
+		opts.Environment = environ
+	}
+	if err := env.ParseWithOptions(&c, opts); err != nil {
+		return c, err
+	}
+	return c, c.Serve.validate()
+}
+
+func (c *serveConfig) validate() error {
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("FLASHGATE_LOG_FORMAT must be text or json, got %q", c.LogFormat)
+	}
+	switch c.DefaultRoom {
+	case "off", "open", "paused":
+	default:
+		return fmt.Errorf("FLASHGATE_DEFAULT_ROOM must be off, open or paused, got %q", c.DefaultRoom)
+	}
+	if c.DefaultRoom != "off" {
+		if err := c.defaultRoom().Validate(); err != nil {
+			return fmt.Errorf("FLASHGATE_DEFAULT_*: %w", err)
+		}
+	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("FLASHGATE_SHUTDOWN_TIMEOUT must be positive, got %s", c.ShutdownTimeout)
+	}
+	if _, err := c.waitingSecret(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// defaultRoom is the policy for rooms created on first enter, or nil (off).
+func (c *serveConfig) defaultRoom() *issuer.RoomConfig {
+	if c.DefaultRoom == "off" {
+		return nil
+	}
+	return &issuer.RoomConfig{Capacity: c.DefaultCapacity, RatePerMinute: c.DefaultRate,
+		Session: c.DefaultSession, Tick: c.DefaultTick, State: issuer.RoomState(c.DefaultRoom),
+		Batch: issuer.DefaultBatch}
+}
+
+// waitingSecret decodes FLASHGATE_WAITING_SECRET (standard or URL-safe
+// base64, padded or not); nil when unset.
+func (c *serveConfig) waitingSecret() ([]byte, error) {
+	if c.WaitingSecret == "" {
+		return nil, nil
+	}
+	s := strings.TrimSpace(c.WaitingSecret)
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			if len(b) < 32 {
+				return nil, fmt.Errorf("FLASHGATE_WAITING_SECRET must decode to at least 32 bytes, got %d (try: openssl rand -base64 32)", len(b))
+			}
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("FLASHGATE_WAITING_SECRET is not base64 (try: openssl rand -base64 32)")
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("FLASHGATE_LOG_LEVEL must be debug, info, warn or error, got %q", s)
+	}
+	return l, nil
+}
+
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	l, _ := parseLevel(level)
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// envVar is one documented environment variable.
+type envVar struct{ name, def, help string }
+
+// envDoc lists the variables of v (a struct), following envPrefix.
+func envDoc(t reflect.Type, prefix string) []envVar {
+	var out []envVar
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+			out = append(out, envDoc(f.Type, prefix+f.Tag.Get("envPrefix"))...)
+			continue
+		}
+		name := f.Tag.Get("env")
+		if name == "" {
+			continue
+		}
+		out = append(out, envVar{prefix + name, f.Tag.Get("envDefault"), f.Tag.Get("help")})
+	}
+	return out
+}
+
+// writeEnvDoc prints the serve environment as a table.
+func writeEnvDoc(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tMEANING")
+	for _, v := range envDoc(reflect.TypeOf(serveEnv{}), "") {
+		def := v.def
+		if def == "" {
+			def = "(unset)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.name, def, v.help)
+	}
+	_ = tw.Flush()
+}

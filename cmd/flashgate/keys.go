@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/keys"
+)
+
+const keysUsage = `Usage:
+  flashgate keys generate [-file F] [-force]   create a key ring (active + next key)
+  flashgate keys rotate [-file F] [-max-token-lifetime 15m]
+                                               next key signs, active key retires, a new next key is published
+  flashgate keys jwks [-file F]                print the public JWK Set (what /.well-known/jwks.json serves)
+  flashgate keys list [-file F] [-json]        list the keys and their status
+
+-file defaults to $FLASHGATE_KEYS_FILE, else flashgate-keys.json.
+`
+
+func defaultKeysFile() string {
+	if f := os.Getenv("FLASHGATE_KEYS_FILE"); f != "" {
+		return f
+	}
+	return "flashgate-keys.json"
+}
+
+func runKeys(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, keysUsage)
+		return exitUsage
+	}
+	sub, args := args[0], args[1:]
+	fset := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	file := fset.String("file", defaultKeysFile(), "key ring file (private JWK Set)")
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "flashgate keys %s: %v\n", sub, err)
+		return exitFailure
+	}
+	switch sub {
+	case "generate":
+		force := fset.Bool("force", false, "overwrite an existing key ring (tokens it signed stop verifying)")
+		if code, ok := parseFlags(fset, args); !ok {
+			return code
+		}
+		if code, ok := noArgs(fset, stderr); !ok {
+			return code
+		}
+		if _, err := os.Stat(*file); err == nil && !*force {
+			return fail(fmt.Errorf("%s exists; use -force to replace it (every token it signed stops verifying) or `flashgate keys rotate`", *file))
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fail(err)
+		}
+		r, err := keys.Generate(time.Now())
+		if err != nil {
+			return fail(err)
+		}
+		if err := r.Save(*file); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "generated %s (mode 0600)\n", *file)
+		writeKeyTable(stdout, r.Keys())
+		return exitOK
+	case "rotate":
+		maxLife := fset.Duration("max-token-lifetime", issuer.MaxSession,
+			"longest admission token lifetime the issuer mints (the retired key stays published this long, plus a margin)")
+		if code, ok := parseFlags(fset, args); !ok {
+			return code
+		}
+		if code, ok := noArgs(fset, stderr); !ok {
+			return code
+		}
+		r, err := keys.Load(*file)
+		if err != nil {
+			return fail(err)
+		}
+		old := r.ActiveKeyID()
+		if err := r.Rotate(time.Now(), *maxLife); err != nil {
+			return fail(err)
+		}
+		if err := r.Save(*file); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "rotated %s: %s retired, %s now signs\n", *file, old, r.ActiveKeyID())
+		writeKeyTable(stdout, r.Keys())
+		return exitOK
+	case "jwks":
+		if code, ok := parseFlags(fset, args); !ok {
+			return code
+		}
+		if code, ok := noArgs(fset, stderr); !ok {
+			return code
+		}
+		r, err := keys.Load(*file)
+		if err != nil {
+			return fail(err)
+		}
+		doc, err := r.PublicJWKS()
+		if err != nil {
+			return fail(err)
+		}
+		var out bytes.Buffer
+		if err := json.Indent(&out, doc, "", "  "); err != nil {
+			return fail(err)
+		}
+		out.WriteByte('\n')
+		_, _ = stdout.Write(out.Bytes())
+		return exitOK
+	case "list":
+		asJSON := fset.Bool("json", false, "print JSON")
+		if code, ok := parseFlags(fset, args); !ok {
+			return code
+		}
+		if code, ok := noArgs(fset, stderr); !ok {
+			return code
+		}
+		r, err := keys.Load(*file)
+		if err != nil {
+			return fail(err)
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(r.Keys())
+			return exitOK
+		}
+		writeKeyTable(stdout, r.Keys())
+		return exitOK
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stderr, keysUsage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "flashgate keys: unknown subcommand %q\n\n%s", sub, keysUsage)
+		return exitUsage
+	}
+}
+
+func noArgs(fset *flag.FlagSet, stderr io.Writer) (int, bool) {
+	if fset.NArg() > 0 {
+		fmt.Fprintf(stderr, "flashgate %s: unexpected argument %q\n", fset.Name(), fset.Arg(0))
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+func writeKeyTable(w io.Writer, ks []keys.KeyInfo) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KID\tSTATUS\tCREATED\tRETIRE UNTIL")
+	for _, k := range ks {
+		until := "-"
+		if !k.RetireUntil.IsZero() {
+			until = k.RetireUntil.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.ID, k.Status, k.Created.UTC().Format(time.RFC3339), until)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/keys"
+	"github.com/flashgate/flashgate/server"
+)
+
+const embeddedWarning = "quick start only: state is in memory, single process"
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: flashgate serve\n\nRuns the issuer server (HTTP API, admission tick loop). "+
+			"It is configured by environment variables:\n\n")
+		writeEnvDoc(stderr)
+		fmt.Fprintf(stderr, "\nSIGINT or SIGTERM shuts it down gracefully.\n")
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "flashgate serve: unexpected argument %q (configuration comes from the environment; see -h)\n", fs.Arg(0))
+		return exitUsage
+	}
+	cfg, err := loadServeEnv(nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "flashgate serve: %v\n", err)
+		return exitUsage
+	}
+	log := newLogger(stderr, cfg.Serve.LogLevel, cfg.Serve.LogFormat)
+	if err := serve(ctx, cfg, log); err != nil {
+		log.Error("flashgate serve failed", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
+	c := cfg.Serve
+	log.Info("flashgate starting", "version", versionString(), "addr", c.Addr)
+
+	// Queue store.
+	var rdb redis.UniversalClient
+	embedded := cfg.RedisURL == ""
+	if embedded {
+		m := miniredis.NewMiniRedis()
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+			return fmt.Errorf("start embedded redis: %w", err)
+		}
+		defer m.Close()
+		log.Warn("!!! REDIS_URL IS NOT SET: EMBEDDED IN-PROCESS REDIS — " + embeddedWarning +
+			"; set REDIS_URL for anything real !!!")
+		rdb = redis.NewClient(&redis.Options{Addr: m.Addr()})
+	} else {
+		var err error
+		if rdb, err = openRedis(cfg.RedisURL); err != nil {
+			return fmt.Errorf("REDIS_URL: %w", err)
+		}
+		log.Info("queue store", "redis", redactURL(cfg.RedisURL))
+	}
+	defer func() {
+		log.Info("shutdown: closing the Redis connections")
+		_ = rdb.Close()
+	}()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := rdb.Ping(pctx).Err()
+	cancel()
+	if err != nil {
+		return fmt.Errorf("redis does not answer: %w", err)
+	}
+
+	// Keys and secrets.
+	ring, err := keys.OpenFile(c.KeysFile, keys.FileOptions{CreateIfMissing: true, Logger: log})
+	if err != nil {
+		return err
+	}
+	log.Info("signing keys loaded", "file", c.KeysFile, "active_kid", ring.ActiveKeyID())
+	secret, err := c.waitingSecret()
+	if err != nil {
+		return err
+	}
+	if secret == nil {
+		if secret, err = issuer.LoadOrCreateSecret(ctx, rdb); err != nil {
+			return fmt.Errorf("waiting-token secret: %w", err)
+		}
+		log.Info("waiting-token secret shared through Redis (set FLASHGATE_WAITING_SECRET to manage it yourself)")
+	}
+
+	is, err := issuer.New(issuer.Config{Redis: rdb, Signer: ring, Issuer: c.Issuer, Audience: c.Audience,
+		WaitingSecret: secret, DefaultRoom: c.defaultRoom(), Logger: log})
+	if err != nil {
+		return err
+	}
+	if d := c.defaultRoom(); d != nil {
+		log.Info("unknown rooms are created on first enter", "state", d.State, "capacity", d.Capacity,
+			"rate_per_minute", d.RatePerMinute, "session", d.Session, "tick", d.Tick)
+	}
+	if c.AdminToken == "" {
+		log.Warn("FLASHGATE_ADMIN_TOKEN is not set: the admin API is disabled")
+	}
+	srv, err := server.New(server.Options{Issuer: is, Keys: ring, TokenIssuer: c.Issuer, Audience: c.Audience,
+		AdminToken: c.AdminToken, UserHeader: c.UserHeader, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Listen(ln) }()
+	tickCtx, stopTick := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopTick()
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		_ = is.Run(tickCtx)
+	}()
+	log.Info("flashgate listening", "addr", ln.Addr().String(), "admin_api", c.AdminToken != "")
+	if embedded {
+		log.Warn("!!! REMINDER: EMBEDDED REDIS — " + embeddedWarning + " !!!")
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutdown: signal received, no longer accepting connections; draining in-flight requests",
+			"timeout", c.ShutdownTimeout)
+	case serveErr = <-served:
+		log.Error("HTTP server stopped unexpectedly", "err", serveErr)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown: in-flight requests did not finish in time", "err", err)
+	} else {
+		log.Info("shutdown: HTTP server drained")
+	}
+	if serveErr == nil {
+		if err := <-served; err != nil && !errors.Is(err, net.ErrClosed) {
+			log.Warn("shutdown: listener", "err", err)
+		}
+	}
+	log.Info("shutdown: stopping the admission tick loop")
+	stopTick()
+	<-ticked
+	log.Info("shutdown: tick loop stopped")
+	return serveErr
+}
+
+// openRedis connects to the Redis named by a URL:
+//
+//	redis://[user:pass@]host:port[/db][?opts]      standalone (rediss:// for TLS, unix:// for a socket)
+//	redis+sentinel://host:port?master_name=M&addr=host2:port   Sentinel (rediss+sentinel:// for TLS)
+//	redis+cluster://host:port?addr=host2:port&addr=…          Cluster (rediss+cluster:// for TLS)
+func openRedis(raw string) (redis.UniversalClient, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	base, mode, _ := strings.Cut(u.Scheme, "+")
+	if base != "redis" && base != "rediss" && base != "unix" {
+		return nil, fmt.Errorf("unsupported scheme %q: want redis://, rediss://, unix://, redis+sentinel:// or redis+cluster://", u.Scheme)
+	}
+	plain := strings.Replace(raw, u.Scheme+"://", base+"://", 1)
+	switch mode {
+	case "":
+		o, err := redis.ParseURL(plain)
+		if err != nil {
+			return nil, err
+		}
+		return redis.NewClient(o), nil
+	case "sentinel":
+		o, err := redis.ParseFailoverURL(plain)
+		if err != nil {
+			return nil, err
+		}
+		return redis.NewFailoverClient(o), nil
+	case "cluster":
+		o, err := redis.ParseClusterURL(plain)
+		if err != nil {
+			return nil, err
+		}
+		return redis.NewClusterClient(o), nil
+	}
+	return nil, fmt.Errorf("unsupported scheme %q", u.Scheme)
+}
+
+// redactURL hides the password of a URL for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}

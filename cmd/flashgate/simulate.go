@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/flashgate/flashgate/internal/simulate"
+)
+
+func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fset := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	var o simulate.Options
+	fset.IntVar(&o.Users, "users", 10000, "number of buyers")
+	fset.IntVar(&o.Capacity, "capacity", 100, "room capacity: total active users")
+	fset.IntVar(&o.RatePerMinute, "rate", 6000, "room rate: new users per minute")
+	fset.DurationVar(&o.Session, "session", 30*time.Second, "session duration (admission lifetime), whole seconds")
+	fset.DurationVar(&o.Tick, "tick", 200*time.Millisecond, "room admission tick (100ms…1m)")
+	fset.DurationVar(&o.Think, "think", time.Second, "mean time a buyer shops between admission and order (uniform in [0, 2×think])")
+	fset.Float64Var(&o.Abandon, "abandon", 0.02, "fraction of buyers who never order (their admissions expire)")
+	fset.Float64Var(&o.BadActors, "bad-actors", 0.02, "fraction of buyers who try a tampered and a foreign-product token, then replay theirs")
+	fset.StringVar(&o.Room, "room", "flash-sale", "waiting room (product) id")
+	fset.Float64Var(&o.PollScale, "poll-scale", 1, "multiply the issuer's poll_after_ms by this (e.g. 0.2 for quick runs)")
+	fset.DurationVar(&o.Ramp, "ramp", 0, "spread arrivals over this duration (0: everyone at once)")
+	fset.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "give up after this long")
+	fset.IntVar(&o.MaxConns, "max-conns", 256, "HTTP connections per server")
+	fset.Uint64Var(&o.Seed, "seed", 0, "random seed for roles and think times (0: random)")
+	redisURL := fset.String("redis", "", "queue store URL (default: embedded in-memory Redis, miniredis)")
+	fset.StringVar(&o.IssuerURL, "issuer-url", "", "use this running issuer instead of starting one in-process")
+	fset.StringVar(&o.AdminToken, "admin-token", "", "admin token of --issuer-url")
+	fset.StringVar(&o.TokenIssuer, "token-issuer", "flashgate", "iss of admission tokens")
+	fset.StringVar(&o.Audience, "audience", "orders", "aud of admission tokens")
+	asJSON := fset.Bool("json", false, "print the report as one JSON object on stdout")
+	quiet := fset.Bool("quiet", false, "no progress lines on stderr")
+	fset.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: flashgate simulate [flags]\n\n"+
+			"Simulates a flash sale over real HTTP: an issuer (in-process unless --issuer-url), an order service\n"+
+			"that verifies admission tokens offline, and --users concurrent buyers. Prints a report and exits 1\n"+
+			"when an invariant is broken (FIFO, capacity, rate, double admission, forged token or double order)\n"+
+			"or a buyer could not finish.\n\nFlags:\n")
+		fset.PrintDefaults()
+	}
+	if code, ok := parseFlags(fset, args); !ok {
+		return code
+	}
+	if code, ok := noArgs(fset, stderr); !ok {
+		return code
+	}
+	for name, v := range map[string]int64{"--users": int64(o.Users), "--capacity": int64(o.Capacity),
+		"--rate": int64(o.RatePerMinute), "--session": int64(o.Session), "--tick": int64(o.Tick),
+		"--timeout": int64(o.Timeout), "--max-conns": int64(o.MaxConns)} {
+		if v <= 0 {
+			fmt.Fprintf(stderr, "flashgate simulate: %s must be positive\n", name)
+			return exitUsage
+		}
+	}
+	if o.PollScale <= 0 {
+		fmt.Fprintf(stderr, "flashgate simulate: --poll-scale must be positive\n")
+		return exitUsage
+	}
+	// The flags' defaults are the Options defaults, so a zero here was asked
+	// for explicitly; Options reads zero as "default" and negative as "none".
+	if o.Abandon == 0 {
+		o.Abandon = -1
+	}
+	if o.BadActors == 0 {
+		o.BadActors = -1
+	}
+	if o.Think == 0 {
+		o.Think = -1
+	}
+	if !*quiet {
+		o.Progress = stderr
+	}
+	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if *redisURL != "" {
+		rdb, err := openRedis(*redisURL)
+		if err != nil {
+			fmt.Fprintf(stderr, "flashgate simulate: --redis: %v\n", err)
+			return exitUsage
+		}
+		defer rdb.Close()
+		o.Redis, o.StoreName = rdb, "redis "+redactURL(*redisURL)
+	}
+	r, err := simulate.Run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "flashgate simulate: %v\n", err)
+		return exitFailure
+	}
+	if *asJSON {
+		line, _ := json.Marshal(r)
+		fmt.Fprintf(stdout, "%s\n", line)
+	} else {
+		_ = r.WriteText(stdout)
+	}
+	if !r.OK {
+		return exitFailure
+	}
+	return exitOK
+}

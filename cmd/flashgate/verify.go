@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate/verifier"
+)
+
+// verifyResult is the one JSON line `flashgate verify` prints.
+type verifyResult struct {
+	Valid   bool   `json:"valid"`
+	Reason  string `json:"reason"`
+	User    string `json:"user,omitempty"`
+	Product string `json:"product,omitempty"`
+	JTI     string `json:"jti,omitempty"`
+	Exp     int64  `json:"exp,omitempty"`
+	Kid     string `json:"kid,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+func runVerify(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fset := flag.NewFlagSet("verify", flag.ContinueOnError)
+	fset.SetOutput(stderr)
+	jwks := fset.String("jwks", "", "JWK Set file with the issuer's public keys (e.g. a saved /.well-known/jwks.json) (required)")
+	iss := fset.String("issuer", "", "expected iss (required)")
+	aud := fset.String("audience", "", "expected aud (required)")
+	product := fset.String("product", "", "expected product (required)")
+	user := fset.String("user", "", "expected sub (optional)")
+	now := fset.Int64("now", 0, "check at this time, Unix seconds (default: the current time)")
+	leeway := fset.Duration("leeway", 0, "clock skew tolerated on exp/iat/nbf (at most 60s)")
+	fset.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: flashgate verify --jwks FILE --issuer ISS --audience AUD --product P [--user U] "+
+			"[--now UNIX_SECONDS] [--leeway 0s] [TOKEN | -]\n\n"+
+			"Checks an admission token offline and prints one JSON line {\"valid\":…,\"reason\":…}.\n"+
+			"TOKEN \"-\" or absent: read it from stdin. Exit status: 0 valid, 1 invalid, 2 usage error.\n\n")
+		fset.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fset, args)
+	if err != nil {
+		if err == flag.ErrHelp {
+			return exitOK
+		}
+		return exitUsage
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "flashgate verify: "+format+"\n", a...)
+		return exitUsage
+	}
+	var missing []string
+	for name, v := range map[string]string{"--jwks": *jwks, "--issuer": *iss, "--audience": *aud, "--product": *product} {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return usageErr("missing required flags: %s (see -h)", strings.Join(sortStrings(missing), ", "))
+	}
+	if len(pos) > 1 {
+		return usageErr("one token at most, got %d arguments", len(pos))
+	}
+	raw := "-"
+	if len(pos) == 1 {
+		raw = pos[0]
+	}
+	if raw == "-" {
+		b, err := io.ReadAll(io.LimitReader(stdin, 1<<20))
+		if err != nil {
+			return usageErr("read the token from stdin: %v", err)
+		}
+		raw = string(b)
+	}
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return usageErr("no token given (argument or stdin)")
+	}
+	doc, err := os.ReadFile(*jwks)
+	if err != nil {
+		return usageErr("read JWKS: %v", err)
+	}
+	set, err := verifier.ParseJWKS(doc)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	cfg := verifier.Config{Issuer: *iss, Audience: *aud, Product: *product, Leeway: *leeway}
+	if *now != 0 {
+		t := time.Unix(*now, 0)
+		cfg.Now = func() time.Time { return t }
+	}
+	v, err := verifier.New(set, cfg)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	tok, verr := v.Verify(ctx, raw, verifier.Expect{Product: *product, User: *user})
+	res := verifyResult{Valid: verr == nil, Reason: verifier.CodeOf(verr).String()}
+	if verr != nil {
+		res.Detail = verr.Error()
+	} else {
+		res.User, res.Product, res.JTI, res.Exp, res.Kid = tok.User, tok.Product, tok.ID, tok.ExpiresAt.Unix(), tok.KeyID
+	}
+	line, _ := json.Marshal(res)
+	fmt.Fprintf(stdout, "%s\n", line)
+	if verr != nil {
+		return exitFailure
+	}
+	return exitOK
+}
+
+func sortStrings(s []string) []string {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s
+}

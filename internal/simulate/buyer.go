@@ -1,0 +1,351 @@
+package simulate
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// buyer is one simulated user and what the servers told them.
+type buyer struct {
+	idx         int
+	user        string
+	role        role
+	think       time.Duration
+	arriveAfter time.Duration
+
+	// admissions are this buyer's admissions: one, or more when an
+	// admission lapsed before the buyer could use it (a slow client) and the
+	// buyer queued again.
+	admissions []*admission
+
+	orders         int // 201 answers for this buyer
+	forgedAccepted int // a tampered or foreign-product token that got a 201
+	replayAccepted int // a replay that got a 201
+	doubleAdmitted int // a second admission id seen for one entry
+	failed         bool
+}
+
+// admission is one entry that reached ACTIVE.
+type admission struct {
+	enteredAt time.Time // enter answered (client clock)
+	activeAt  time.Time // ACTIVE first observed (client clock)
+	fastTrack bool
+	lost      bool // lapsed before the order
+
+	arrival      int64 // server: arrival number
+	number       int64 // server: admission number
+	id           string
+	admittedAtMs int64 // server clock
+	expiresAtMs  int64 // server clock
+}
+
+// maxAttempts bounds how often a buyer queues again after losing an admission.
+const maxAttempts = 5
+
+// entry is the issuer's Entry JSON.
+type entry struct {
+	State        string `json:"state"`
+	WaitingToken string `json:"waiting_token"`
+	Arrival      int64  `json:"arrival"`
+	Position     int64  `json:"position"`
+	PollAfterMs  *int64 `json:"poll_after_ms"`
+	AdmissionID  string `json:"admission_id"`
+	Admission    int64  `json:"admission"`
+	AdmittedAtMs int64  `json:"admitted_at_ms"`
+	ExpiresAtMs  int64  `json:"expires_at_ms"`
+	EndedAtMs    int64  `json:"ended_at_ms"`
+}
+
+type exchangeAnswer struct {
+	AdmissionToken string `json:"admission_token"`
+	AdmissionID    string `json:"admission_id"`
+	Admission      int64  `json:"admission"`
+	ExpiresAt      int64  `json:"expires_at"`
+}
+
+// problem is the part of an RFC 9457 answer the simulation looks at.
+type problem struct {
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+}
+
+func (p *problem) String() string {
+	r := p.Reason
+	if r == "" {
+		r = p.Code
+	}
+	return fmt.Sprintf("%d %s", p.Status, r)
+}
+
+// call performs one request and decodes a 2xx answer into out. Transport
+// errors and 502/503/504/429 answers are retried with backoff (every
+// flashgate call the buyers make is idempotent); retried reports whether a
+// transport error preceded the final answer.
+func (s *sim) call(ctx context.Context, method, u string, user, bearer string, out any) (p *problem, retried bool, err error) {
+	backoff := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		var status int
+		var body []byte
+		status, body, err = s.do(ctx, method, u, user, bearer)
+		transient := err != nil || status == http.StatusServiceUnavailable || status == http.StatusBadGateway ||
+			status == http.StatusGatewayTimeout || status == http.StatusTooManyRequests
+		if !transient || attempt >= 6 || ctx.Err() != nil {
+			if err != nil {
+				return nil, retried, err
+			}
+			if status/100 == 2 {
+				if out != nil {
+					if err := json.Unmarshal(body, out); err != nil {
+						return nil, retried, fmt.Errorf("%s %s: decode answer: %w", method, u, err)
+					}
+				}
+				return nil, retried, nil
+			}
+			p = &problem{Status: status}
+			_ = json.Unmarshal(body, p)
+			p.Status = status
+			return p, retried, nil
+		}
+		if err != nil {
+			retried = true
+		}
+		if !sleep(ctx, backoff) {
+			return nil, retried, ctx.Err()
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (s *sim) do(ctx context.Context, method, u, user, bearer string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	if user != "" {
+		req.Header.Set(s.o.UserHeader, user)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, body, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// buy is one buyer's whole visit.
+func (s *sim) buy(ctx context.Context, b *buyer, start time.Time) {
+	if !sleep(ctx, time.Until(start.Add(b.arriveAfter))) {
+		s.failBuyer(b, "run ended before arrival")
+		return
+	}
+	for attempt := 1; ; attempt++ {
+		lost, err := s.visit(ctx, b)
+		if err != nil {
+			s.failBuyer(b, err.Error())
+			return
+		}
+		if lost == "" {
+			return
+		}
+		s.lost.Add(1)
+		if attempt == maxAttempts {
+			s.failBuyer(b, "admission lost "+strconv.Itoa(maxAttempts)+" times, last: "+lost)
+			return
+		}
+	}
+}
+
+func (s *sim) failBuyer(b *buyer, msg string) {
+	b.failed = true
+	s.failed.Add(1)
+	s.fail(msg)
+}
+
+// visit is one pass through the waiting room. lost is non-empty when the
+// admission lapsed before the order went through (the buyer queues again).
+func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
+	roomURL := s.env.base + "/v1/rooms/" + url.PathEscape(s.o.Room)
+	var e entry
+	p, _, err := s.call(ctx, http.MethodPost, roomURL+"/enter", b.user, "", &e)
+	if err != nil || p != nil {
+		return "", fmt.Errorf("enter: %s", describe(p, err))
+	}
+	a := &admission{enteredAt: time.Now(), arrival: e.Arrival, fastTrack: e.State == "ACTIVE"}
+	waitingToken := e.WaitingToken
+	if e.State == "WAITING" {
+		s.waiting.Add(1)
+		for e.State == "WAITING" {
+			poll := time.Second
+			if e.PollAfterMs != nil {
+				poll = time.Duration(*e.PollAfterMs) * time.Millisecond
+			}
+			poll = max(time.Duration(float64(poll)*s.o.PollScale), 10*time.Millisecond)
+			if !sleep(ctx, poll) {
+				s.waiting.Add(-1)
+				return "", errors.New("run ended while waiting")
+			}
+			e = entry{}
+			p, _, err = s.call(ctx, http.MethodGet, roomURL+"/status", b.user, waitingToken, &e)
+			if err != nil || p != nil {
+				s.waiting.Add(-1)
+				return "", fmt.Errorf("status: %s", describe(p, err))
+			}
+		}
+		s.waiting.Add(-1)
+	}
+	switch e.State {
+	case "ACTIVE":
+	case "EXPIRED":
+		// Admitted and lapsed between two polls: record it, queue again.
+		a.number, a.id, a.lost = e.Admission, e.AdmissionID, true
+		a.admittedAtMs, a.expiresAtMs = e.AdmittedAtMs, e.AdmittedAtMs+s.o.Session.Milliseconds()
+		if a.number > 0 {
+			a.activeAt = time.Now()
+			b.admissions = append(b.admissions, a)
+		}
+		return "lapsed while polling", nil
+	default:
+		return "", fmt.Errorf("entry became %s instead of ACTIVE", e.State)
+	}
+	a.activeAt = time.Now()
+	a.number, a.id = e.Admission, e.AdmissionID
+	a.admittedAtMs, a.expiresAtMs = e.AdmittedAtMs, e.ExpiresAtMs
+	b.admissions = append(b.admissions, a)
+	s.admitted.Add(1)
+
+	var x exchangeAnswer
+	p, _, err = s.call(ctx, http.MethodPost, roomURL+"/exchange", b.user, waitingToken, &x)
+	if p != nil && p.Code == "expired" {
+		a.lost = true
+		return "lapsed before exchange", nil
+	}
+	if err != nil || p != nil {
+		return "", fmt.Errorf("exchange: %s", describe(p, err))
+	}
+	if x.AdmissionID != a.id {
+		b.doubleAdmitted++
+	}
+	if b.role == roleAbandon {
+		return "", nil // walks away: the admission expires
+	}
+	if !sleep(ctx, b.think) {
+		return "", errors.New("run ended while shopping")
+	}
+
+	orderURL := s.orders + "/orders/" + url.PathEscape(s.o.Room)
+	if b.role == roleBad && b.orders == 0 {
+		// A token with an extended expiry (the signature no longer matches),
+		// and the genuine token presented for another product.
+		if p, _, err := s.call(ctx, http.MethodPost, orderURL, b.user, tamper(x.AdmissionToken), nil); err == nil && p == nil {
+			b.forgedAccepted++
+		} else if err != nil {
+			return "", fmt.Errorf("tampered order: %s", describe(p, err))
+		}
+		other := s.orders + "/orders/" + url.PathEscape(s.o.Room+"-other")
+		if p, _, err := s.call(ctx, http.MethodPost, other, b.user, x.AdmissionToken, nil); err == nil && p == nil {
+			b.forgedAccepted++
+		} else if err != nil {
+			return "", fmt.Errorf("foreign-product order: %s", describe(p, err))
+		}
+	}
+	p, retried, err := s.call(ctx, http.MethodPost, orderURL, b.user, x.AdmissionToken, nil)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("order: %s", describe(p, err))
+	case p == nil:
+	case retried && p.Status == http.StatusConflict:
+		// The first attempt went through but its answer was lost.
+	case p.Reason == "expired" || p.Code == "expired":
+		// Too slow: the token (401) or the admission (410) lapsed.
+		a.lost = true
+		return "lapsed before the order", nil
+	default:
+		return "", fmt.Errorf("order refused: %s", describe(p, nil))
+	}
+	b.orders++
+	s.ordered.Add(1)
+	if b.role == roleBad {
+		if p, _, err := s.call(ctx, http.MethodPost, orderURL, b.user, x.AdmissionToken, nil); err == nil && p == nil {
+			b.replayAccepted++
+		} else if err != nil {
+			return "", fmt.Errorf("replayed order: %s", describe(p, err))
+		}
+	}
+	return "", nil
+}
+
+func describe(p *problem, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	if p != nil {
+		if p.Detail != "" {
+			return p.String() + ": " + p.Detail
+		}
+		return p.String()
+	}
+	return "ok"
+}
+
+// tamper returns token with its exp claim pushed an hour later and the
+// original signature: what someone editing their token would send.
+func tamper(token string) string {
+	var h, pl, sig string
+	for i, part := range strings.Split(token, ".") {
+		switch i {
+		case 0:
+			h = part
+		case 1:
+			pl = part
+		case 2:
+			sig = part
+		}
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(pl)
+	if err != nil {
+		return token + "x"
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(raw, &claims); err != nil {
+		return token + "x"
+	}
+	exp, _ := claims["exp"].(float64)
+	claims["exp"] = json.Number(strconv.FormatInt(int64(exp)+3600, 10))
+	out, err := json.Marshal(claims)
+	if err != nil {
+		return token + "x"
+	}
+	return h + "." + base64.RawURLEncoding.EncodeToString(out) + "." + sig
+}

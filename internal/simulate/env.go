@@ -1,0 +1,288 @@
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/internal/orderservice"
+	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/keys"
+	"github.com/flashgate/flashgate/server"
+	"github.com/flashgate/flashgate/verifier"
+)
+
+// env is the servers of one run and how to stop them.
+type env struct {
+	base     string // issuer base URL
+	admin    string // admin token
+	store    string // what holds the queue, for the report
+	complete func(ctx context.Context, t *verifier.Token) (*issuer.Completion, error)
+
+	// completedAt records the server-reported completion time (ms) of every
+	// admission the order service completed, by jti.
+	mu          sync.Mutex
+	completedAt map[string]int64
+
+	orderStats func() orderservice.Stats
+
+	closers []func() // run in reverse order
+}
+
+func (e *env) close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+}
+
+func (e *env) recordCompletion(jti string, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.completedAt[jti]; !ok {
+		e.completedAt[jti] = at.UnixMilli()
+	}
+}
+
+func (e *env) completion(jti string) (int64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ms, ok := e.completedAt[jti]
+	return ms, ok
+}
+
+// setup starts (or connects to) the issuer.
+func setup(ctx context.Context, o *Options, hc *http.Client) (_ *env, err error) {
+	e := &env{completedAt: map[string]int64{}}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	rdb := o.Redis
+	if o.IssuerURL != "" {
+		e.base, e.admin = strings.TrimRight(o.IssuerURL, "/"), o.AdminToken
+		e.store = "issuer at " + e.base
+		if rdb != nil {
+			// Completions the Go way: straight to Redis.
+			is, err := issuer.New(issuer.Config{Redis: rdb, Issuer: o.TokenIssuer, Audience: o.Audience, Logger: o.Logger})
+			if err != nil {
+				return nil, err
+			}
+			e.complete = is.CompleteToken
+			e.store += " + " + o.storeName("redis")
+		} else {
+			e.complete = func(ctx context.Context, t *verifier.Token) (*issuer.Completion, error) {
+				return orderservice.CompleteOverHTTP(ctx, hc, e.base, t.Product, orderservice.RawToken(ctx))
+			}
+		}
+		return e, nil
+	}
+
+	if rdb == nil {
+		m := miniredis.NewMiniRedis()
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("simulate: start embedded redis: %w", err)
+		}
+		e.closers = append(e.closers, m.Close)
+		c := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 64})
+		e.closers = append(e.closers, func() { _ = c.Close() })
+		rdb = c
+		e.store = "embedded miniredis (in memory)"
+	} else {
+		e.store = o.storeName("redis")
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("simulate: redis: %w", err)
+	}
+	ring, err := keys.Generate(time.Now())
+	if err != nil {
+		return nil, err
+	}
+	secret, err := issuer.LoadOrCreateSecret(ctx, rdb)
+	if err != nil {
+		return nil, fmt.Errorf("simulate: waiting-token secret: %w", err)
+	}
+	is, err := issuer.New(issuer.Config{Redis: rdb, Signer: ring, Issuer: o.TokenIssuer, Audience: o.Audience,
+		WaitingSecret: secret, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	var tok [16]byte
+	_, _ = rand.Read(tok[:])
+	e.admin = hex.EncodeToString(tok[:])
+	srv, err := server.New(server.Options{Issuer: is, Keys: ring, TokenIssuer: o.TokenIssuer, Audience: o.Audience,
+		AdminToken: e.admin, UserHeader: o.UserHeader, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	e.base = "http://" + ln.Addr().String()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Listen(ln); err != nil {
+			o.Logger.Warn("simulate: issuer server stopped", "err", err)
+		}
+	}()
+	e.closers = append(e.closers, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-served
+	})
+	tickCtx, stopTick := context.WithCancel(context.WithoutCancel(ctx))
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		_ = is.Run(tickCtx)
+	}()
+	e.closers = append(e.closers, func() { stopTick(); <-ticked })
+	e.complete = is.CompleteToken
+	return e, nil
+}
+
+func (o *Options) storeName(def string) string {
+	if o.StoreName != "" {
+		return o.StoreName
+	}
+	return def
+}
+
+// startOrderService starts the order service on a loopback port, with keys
+// fetched from the issuer's JWKS, and returns its base URL.
+func (e *env) startOrderService(ctx context.Context, o *Options, hc *http.Client) (string, error) {
+	kctx, stopKeys := context.WithCancel(context.WithoutCancel(ctx))
+	e.closers = append(e.closers, stopKeys)
+	remote, err := keys.NewRemote(kctx, e.base+"/.well-known/jwks.json", keys.RemoteOptions{HTTPClient: hc, Logger: o.Logger})
+	if err != nil {
+		return "", err
+	}
+	v, err := verifier.New(remote, verifier.Config{Issuer: o.TokenIssuer, Audience: o.Audience})
+	if err != nil {
+		return "", err
+	}
+	svc := orderservice.New(orderservice.Options{
+		Verifier:   v,
+		UserHeader: o.UserHeader,
+		Logger:     o.Logger,
+		Completer: func(ctx context.Context, t *verifier.Token) (bool, error) {
+			c, err := e.complete(ctx, t)
+			if err != nil {
+				return false, err
+			}
+			e.recordCompletion(t.ID, c.CompletedAt)
+			return c.Repeated, nil
+		},
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	hs := &http.Server{Handler: svc, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = hs.Serve(ln)
+	}()
+	e.closers = append(e.closers, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		<-served
+	})
+	e.orderStats = svc.Stats
+	return "http://" + ln.Addr().String(), nil
+}
+
+// configureRoom creates or updates the room through the admin API.
+func (s *sim) configureRoom(ctx context.Context) error {
+	body, _ := json.Marshal(map[string]any{
+		"capacity":        s.o.Capacity,
+		"rate_per_minute": s.o.RatePerMinute,
+		"session_seconds": int64(s.o.Session / time.Second),
+		"tick_ms":         s.o.Tick.Milliseconds(),
+		"state":           "open",
+	})
+	status, raw, err := s.adminDo(ctx, http.MethodPut, "/admin/rooms/"+s.o.Room, body)
+	if err != nil {
+		return fmt.Errorf("simulate: configure room: %w", err)
+	}
+	if status/100 != 2 {
+		return fmt.Errorf("simulate: configure room: issuer answered %d: %s", status, bytes.TrimSpace(raw))
+	}
+	return nil
+}
+
+// serverStats is the admin API's stats document.
+type serverStats struct {
+	Waiting    int64 `json:"waiting"`
+	Live       int64 `json:"live"`
+	Entered    int64 `json:"entered"`
+	Admitted   int64 `json:"admitted"`
+	FastTrack  int64 `json:"fast_track"`
+	Expired    int64 `json:"expired"`
+	Completed  int64 `json:"completed"`
+	Revoked    int64 `json:"revoked"`
+	Left       int64 `json:"left"`
+	Zombies    int64 `json:"zombies_cleaned"`
+	PeakActive int64 `json:"peak_active"`
+}
+
+func (s *sim) stats(ctx context.Context) (*serverStats, error) {
+	status, raw, err := s.adminDo(ctx, http.MethodGet, "/admin/rooms/"+s.o.Room+"/stats", nil)
+	if err != nil {
+		return nil, fmt.Errorf("simulate: room stats: %w", err)
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("simulate: room stats: issuer answered %d: %s", status, bytes.TrimSpace(raw))
+	}
+	var st serverStats
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, fmt.Errorf("simulate: room stats: %w", err)
+	}
+	return &st, nil
+}
+
+func (s *sim) adminDo(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.env.base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.env.admin)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.StatusCode == http.StatusNotFound && bytes.Contains(raw, []byte("unknown-route")) {
+		return 0, nil, errors.New("the issuer's admin API is disabled (no admin token configured)")
+	}
+	return resp.StatusCode, raw, nil
+}

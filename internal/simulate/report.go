@@ -1,0 +1,304 @@
+package simulate
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is the outcome of a run. The JSON form (one object) uses the
+// snake_case names below.
+type Report struct {
+	Room  string `json:"room"`
+	Store string `json:"store"`
+	Seed  uint64 `json:"seed"`
+
+	Users     int `json:"users"`
+	Abandoned int `json:"abandoned"`  // buyers told never to order
+	BadActors int `json:"bad_actors"` // buyers told to misbehave
+	Admitted  int `json:"admitted"`   // buyers who saw ACTIVE
+	// Admissions counts admissions (more than Admitted when some lapsed
+	// before the buyer used them and the buyer queued again).
+	Admissions int `json:"admissions"`
+	// LostAdmissions lapsed before the order (slow buyers, not abandoners).
+	LostAdmissions int `json:"lost_admissions"`
+	FastTrack      int `json:"fast_track"` // admitted straight from enter
+	Completed      int `json:"completed"`  // orders placed (one per buyer at most)
+	Errors         int `json:"errors"`     // buyers who could not finish
+	// ErrorSamples are the first distinct error messages.
+	ErrorSamples []string `json:"error_samples,omitempty"`
+
+	FIFOViolations int `json:"fifo_violations"`
+	// PeakActive is the most admissions live at once, computed from every
+	// buyer's admitted_at_ms and min(completion, expires_at_ms) (server clock).
+	PeakActive int `json:"peak_active"`
+	// ServerPeakActive is the issuer's own peak_active counter for the room
+	// (all time: it includes earlier runs against the same room).
+	ServerPeakActive     int64 `json:"server_peak_active"`
+	Capacity             int   `json:"capacity"`
+	MaxAdmittedPerMinute int   `json:"max_admitted_per_minute"`
+	RatePerMinute        int   `json:"rate_per_minute"`
+	DoubleAdmissions     int   `json:"double_admissions"`
+	ForgedAccepted       int   `json:"forged_accepted"`
+	DoubleCompletions    int   `json:"double_completions"`
+
+	WaitP50Ms int64 `json:"wait_p50_ms"` // enter answered → ACTIVE observed
+	WaitP95Ms int64 `json:"wait_p95_ms"`
+	WaitMaxMs int64 `json:"wait_max_ms"`
+
+	TokensVerified int64            `json:"tokens_verified"` // by the order service
+	Rejections     map[string]int64 `json:"rejections"`      // order service refusals by reason
+
+	// Server is the room's counters for this run (after − before).
+	Server ServerCounts `json:"server"`
+
+	DurationMs int64 `json:"duration_ms"`
+	TimedOut   bool  `json:"timed_out"`
+	// Violations lists the broken invariants; empty when all hold.
+	Violations []string `json:"violations"`
+	OK         bool     `json:"ok"`
+}
+
+// ServerCounts are issuer room counters.
+type ServerCounts struct {
+	Entered   int64 `json:"entered"`
+	Admitted  int64 `json:"admitted"`
+	FastTrack int64 `json:"fast_track"`
+	Expired   int64 `json:"expired"`
+	Completed int64 `json:"completed"`
+	Waiting   int64 `json:"waiting"` // at the end
+	Live      int64 `json:"live"`    // at the end
+}
+
+func (s *sim) report(buyers []*buyer, before, after *serverStats, elapsed time.Duration, ctxErr error) *Report {
+	o := s.o
+	r := &Report{Room: o.Room, Store: s.env.store, Seed: o.Seed, Users: len(buyers),
+		Capacity: o.Capacity, RatePerMinute: o.RatePerMinute, DurationMs: elapsed.Milliseconds(),
+		TimedOut: ctxErr != nil, Rejections: map[string]int64{}}
+
+	var recs []*admission
+	var waits []int64
+	for _, b := range buyers {
+		switch b.role {
+		case roleAbandon:
+			r.Abandoned++
+		case roleBad:
+			r.BadActors++
+		}
+		if b.failed {
+			r.Errors++
+		}
+		if len(b.admissions) > 0 {
+			r.Admitted++
+		}
+		for _, a := range b.admissions {
+			recs = append(recs, a)
+			waits = append(waits, a.activeAt.Sub(a.enteredAt).Milliseconds())
+			if a.fastTrack {
+				r.FastTrack++
+			}
+			if a.lost {
+				r.LostAdmissions++
+			}
+		}
+		if b.orders > 0 {
+			r.Completed++
+		}
+		r.DoubleAdmissions += b.doubleAdmitted
+		r.DoubleCompletions += max(b.orders-1, 0) + b.replayAccepted
+		r.ForgedAccepted += b.forgedAccepted
+	}
+	r.Admissions = len(recs)
+	r.FIFOViolations = fifoViolations(recs)
+	r.PeakActive = s.peakActive(recs)
+	r.MaxAdmittedPerMinute = maxPerWindow(recs, 60_000)
+	slices.Sort(waits)
+	r.WaitP50Ms, r.WaitP95Ms = percentile(waits, 0.50), percentile(waits, 0.95)
+	if len(waits) > 0 {
+		r.WaitMaxMs = waits[len(waits)-1]
+	}
+	if s.env.orderStats != nil {
+		st := s.env.orderStats()
+		r.TokensVerified = st.Verified
+		r.Rejections = st.Rejections
+	}
+	if after != nil && before != nil {
+		r.ServerPeakActive = after.PeakActive
+		r.Server = ServerCounts{Entered: after.Entered - before.Entered, Admitted: after.Admitted - before.Admitted,
+			FastTrack: after.FastTrack - before.FastTrack, Expired: after.Expired - before.Expired,
+			Completed: after.Completed - before.Completed, Waiting: after.Waiting, Live: after.Live}
+		// The server admitted more than the buyers saw: someone was admitted twice.
+		if extra := int(r.Server.Admitted) - r.Admissions; extra > r.DoubleAdmissions && r.Errors == 0 {
+			r.DoubleAdmissions = extra
+		}
+	}
+	s.mu.Lock()
+	r.ErrorSamples = slices.Clone(s.sample)
+	s.mu.Unlock()
+
+	if r.FIFOViolations > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("FIFO: %d buyers admitted before someone who arrived earlier", r.FIFOViolations))
+	}
+	if r.PeakActive > r.Capacity {
+		r.Violations = append(r.Violations, fmt.Sprintf("capacity: %d admissions live at once, capacity %d", r.PeakActive, r.Capacity))
+	}
+	if r.ServerPeakActive > int64(r.Capacity) {
+		r.Violations = append(r.Violations, fmt.Sprintf("capacity: the issuer saw %d live admissions, capacity %d", r.ServerPeakActive, r.Capacity))
+	}
+	if r.MaxAdmittedPerMinute > r.RatePerMinute {
+		r.Violations = append(r.Violations, fmt.Sprintf("rate: %d admissions in one minute, rate %d", r.MaxAdmittedPerMinute, r.RatePerMinute))
+	}
+	if r.DoubleAdmissions > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("%d double admissions", r.DoubleAdmissions))
+	}
+	if r.ForgedAccepted > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("%d forged or foreign-product tokens accepted", r.ForgedAccepted))
+	}
+	if r.DoubleCompletions > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("%d orders completed twice", r.DoubleCompletions))
+	}
+	r.OK = len(r.Violations) == 0 && r.Errors == 0 && !r.TimedOut
+	if r.Violations == nil {
+		r.Violations = []string{}
+	}
+	return r
+}
+
+// fifoViolations counts buyers whose admission number is lower than that of
+// someone who arrived before them (running maximum in arrival order).
+func fifoViolations(recs []*admission) int {
+	bs := slices.Clone(recs)
+	sort.Slice(bs, func(i, j int) bool { return bs[i].arrival < bs[j].arrival })
+	var hi int64
+	n := 0
+	for _, b := range bs {
+		if b.number < hi {
+			n++
+		}
+		hi = max(hi, b.number)
+	}
+	return n
+}
+
+// peakActive sweeps [admitted_at, end) intervals, end = the completion time
+// when the order went through, else the admission's expiry; at equal times
+// ends are processed before starts (an admission expiring at t is not live
+// at t, as the issuer counts).
+func (s *sim) peakActive(recs []*admission) int {
+	type ev struct {
+		at    int64
+		delta int
+	}
+	evs := make([]ev, 0, 2*len(recs))
+	for _, b := range recs {
+		end := b.expiresAtMs
+		if at, ok := s.env.completion(b.id); ok && at < end {
+			end = at
+		}
+		evs = append(evs, ev{b.admittedAtMs, +1}, ev{end, -1})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if evs[i].at != evs[j].at {
+			return evs[i].at < evs[j].at
+		}
+		return evs[i].delta < evs[j].delta
+	})
+	live, peak := 0, 0
+	for _, e := range evs {
+		live += e.delta
+		peak = max(peak, live)
+	}
+	return peak
+}
+
+// maxPerWindow is the most admissions in any window (t−window, t], the
+// window the issuer's rate log uses.
+func maxPerWindow(recs []*admission, window int64) int {
+	ts := make([]int64, 0, len(recs))
+	for _, b := range recs {
+		ts = append(ts, b.admittedAtMs)
+	}
+	slices.Sort(ts)
+	best, lo := 0, 0
+	for hi, t := range ts {
+		for ts[lo] <= t-window {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
+}
+
+func percentile(sorted []int64, q float64) int64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// WriteText writes the report as a human-readable table.
+func (r *Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	ok := func(good bool) string {
+		if good {
+			return "ok"
+		}
+		return "VIOLATED"
+	}
+	ms := func(v int64) string { return (time.Duration(v) * time.Millisecond).Round(time.Millisecond).String() }
+	fmt.Fprintf(w, "flashgate flash-sale simulation: room %s, %s\n\n", r.Room, r.Store)
+	fmt.Fprintf(tw, "buyers\t%d\t(abandoning %d, bad actors %d, seed %d)\n", r.Users, r.Abandoned, r.BadActors, r.Seed)
+	fmt.Fprintf(tw, "admitted\t%d\t(admissions %d, fast track %d, lapsed before use %d)\n", r.Admitted, r.Admissions, r.FastTrack, r.LostAdmissions)
+	fmt.Fprintf(tw, "orders completed\t%d\t(expected %d)\n", r.Completed, r.Users-r.Abandoned)
+	fmt.Fprintf(tw, "duration\t%s\t\n", ms(r.DurationMs))
+	fmt.Fprintf(tw, "\t\t\n")
+	fmt.Fprintf(tw, "invariants\t\t\n")
+	fmt.Fprintf(tw, "  FIFO violations\t%d\t%s\n", r.FIFOViolations, ok(r.FIFOViolations == 0))
+	fmt.Fprintf(tw, "  peak live admissions\t%d / %d capacity\t%s (issuer's counter: %d)\n", r.PeakActive, r.Capacity,
+		ok(r.PeakActive <= r.Capacity && r.ServerPeakActive <= int64(r.Capacity)), r.ServerPeakActive)
+	fmt.Fprintf(tw, "  max admitted in 60 s\t%d / %d rate\t%s\n", r.MaxAdmittedPerMinute, r.RatePerMinute, ok(r.MaxAdmittedPerMinute <= r.RatePerMinute))
+	fmt.Fprintf(tw, "  double admissions\t%d\t%s\n", r.DoubleAdmissions, ok(r.DoubleAdmissions == 0))
+	fmt.Fprintf(tw, "  forged tokens accepted\t%d\t%s\n", r.ForgedAccepted, ok(r.ForgedAccepted == 0))
+	fmt.Fprintf(tw, "  orders completed twice\t%d\t%s\n", r.DoubleCompletions, ok(r.DoubleCompletions == 0))
+	fmt.Fprintf(tw, "\t\t\n")
+	fmt.Fprintf(tw, "wait (enter → admitted)\tp50 %s  p95 %s  max %s\t\n", ms(r.WaitP50Ms), ms(r.WaitP95Ms), ms(r.WaitMaxMs))
+	fmt.Fprintf(tw, "tokens verified\t%d\t(by the order service, offline)\n", r.TokensVerified)
+	reasons := make([]string, 0, len(r.Rejections))
+	for k, v := range r.Rejections {
+		reasons = append(reasons, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(reasons)
+	if len(reasons) == 0 {
+		reasons = []string{"none"}
+	}
+	fmt.Fprintf(tw, "rejections\t%s\t(order service, by reason)\n", strings.Join(reasons, ", "))
+	if r.Errors > 0 {
+		fmt.Fprintf(tw, "errors\t%d buyers did not finish\t\n", r.Errors)
+		for _, e := range r.ErrorSamples {
+			fmt.Fprintf(tw, "  e.g.\t%s\t\n", e)
+		}
+	}
+	if r.TimedOut {
+		fmt.Fprintf(tw, "timed out\tthe run hit its timeout\t\n")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "issuer counters: entered %d, admitted %d, fast track %d, expired %d, completed %d; waiting %d, live %d at the end\n\n",
+		r.Server.Entered, r.Server.Admitted, r.Server.FastTrack, r.Server.Expired, r.Server.Completed, r.Server.Waiting, r.Server.Live)
+	var err error
+	switch {
+	case len(r.Violations) > 0:
+		_, err = fmt.Fprintf(w, "RESULT: FAIL — %s\n", strings.Join(r.Violations, "; "))
+	case !r.OK:
+		_, err = fmt.Fprintf(w, "RESULT: INCOMPLETE — invariants hold, but not every buyer finished\n")
+	default:
+		_, err = fmt.Fprintf(w, "RESULT: PASS — every invariant held\n")
+	}
+	return err
+}

@@ -1,0 +1,328 @@
+// Package simulate drives a whole flash sale through flashgate over real
+// HTTP: an issuer (in-process, or an existing one), an order service that
+// verifies admission tokens offline (internal/orderservice), and many
+// concurrent buyers that enter the waiting room, poll their status,
+// exchange their waiting token for an admission token, shop for a while
+// and place an order. Some buyers abandon their admission; some misbehave
+// (a tampered token, a token for another product, a replay after their
+// order). The Report checks the invariants of DESIGN.md from what the
+// servers reported: FIFO admission order, live admissions vs capacity,
+// admissions per minute vs rate, no double admission, no forged token
+// accepted, no order completed twice.
+package simulate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/issuer"
+)
+
+// Options configures Run. Zero values take the documented defaults.
+type Options struct {
+	// Users is how many buyers take part (default 10000).
+	Users int
+	// Capacity is the room's total active users (default 100).
+	Capacity int
+	// RatePerMinute is the room's new users per minute (default 6000).
+	RatePerMinute int
+	// Session is the admission's lifetime, whole seconds (default 30s).
+	Session time.Duration
+	// Tick is the room's admission step period, 100ms…1m (default 200ms).
+	Tick time.Duration
+	// Think is the mean time a buyer shops between admission and order;
+	// each buyer draws uniformly from [0, 2×Think] (default 1s; negative: 0).
+	Think time.Duration
+	// Abandon is the fraction of buyers who never order: their admission
+	// expires (default 0.02; negative: none).
+	Abandon float64
+	// BadActors is the fraction of buyers who first present a tampered
+	// token and a token for another product, and replay their token after
+	// their order (default 0.02; negative: none).
+	BadActors float64
+	// Room is the waiting room (product) id (default "flash-sale").
+	Room string
+	// PollScale multiplies the poll_after_ms the issuer asks for (default 1;
+	// smaller values make short runs quicker and the waits more precise).
+	PollScale float64
+	// Ramp spreads the arrivals evenly over this duration (default 0: every
+	// buyer presses "buy" at once).
+	Ramp time.Duration
+	// Timeout bounds the whole run (default 5m).
+	Timeout time.Duration
+	// MaxConns bounds the HTTP connections to each server (default 256).
+	MaxConns int
+	// Seed makes the choice of abandoners, bad actors and think times
+	// reproducible; 0 picks a random seed.
+	Seed uint64
+
+	// Redis is the queue store of the in-process issuer. Nil: an embedded
+	// in-process Redis (miniredis), fresh for this run.
+	Redis redis.UniversalClient
+	// StoreName describes Redis for the report (e.g. a redacted URL).
+	StoreName string
+
+	// IssuerURL, when set, uses a running issuer instead of starting one;
+	// AdminToken is its admin token (required, to configure the room and
+	// read its stats). Completions then go through Redis when Redis is set
+	// (issuer.CompleteToken), else through the issuer's /v1/complete.
+	IssuerURL  string
+	AdminToken string
+	// TokenIssuer and Audience are the admission tokens' iss and aud
+	// (defaults "flashgate", "orders").
+	TokenIssuer, Audience string
+	// UserHeader is the issuer's trusted user header (default "X-User-ID").
+	UserHeader string
+
+	// Progress, when set, receives one progress line per second.
+	Progress io.Writer
+	// Logger receives the in-process servers' logs; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() error {
+	if o.Users == 0 {
+		o.Users = 10000
+	}
+	if o.Capacity == 0 {
+		o.Capacity = 100
+	}
+	if o.RatePerMinute == 0 {
+		o.RatePerMinute = 6000
+	}
+	if o.Session == 0 {
+		o.Session = 30 * time.Second
+	}
+	if o.Tick == 0 {
+		o.Tick = 200 * time.Millisecond
+	}
+	if o.Think == 0 {
+		o.Think = time.Second
+	}
+	o.Think = max(o.Think, 0)
+	if o.Abandon == 0 {
+		o.Abandon = 0.02
+	}
+	o.Abandon = max(o.Abandon, 0)
+	if o.BadActors == 0 {
+		o.BadActors = 0.02
+	}
+	o.BadActors = max(o.BadActors, 0)
+	if o.Room == "" {
+		o.Room = "flash-sale"
+	}
+	if o.PollScale == 0 {
+		o.PollScale = 1
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Minute
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = 256
+	}
+	if o.TokenIssuer == "" {
+		o.TokenIssuer = "flashgate"
+	}
+	if o.Audience == "" {
+		o.Audience = "orders"
+	}
+	if o.UserHeader == "" {
+		o.UserHeader = "X-User-ID"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Seed == 0 {
+		o.Seed = rand.Uint64()
+	}
+	switch {
+	case o.Users < 1:
+		return fmt.Errorf("simulate: users must be positive, got %d", o.Users)
+	case o.Capacity < 1:
+		return fmt.Errorf("simulate: capacity must be positive, got %d", o.Capacity)
+	case o.RatePerMinute < 1:
+		return fmt.Errorf("simulate: rate must be positive, got %d", o.RatePerMinute)
+	case o.Session < time.Second || o.Session%time.Second != 0 || o.Session > issuer.MaxSession:
+		return fmt.Errorf("simulate: session must be whole seconds in 1s…%s, got %s", issuer.MaxSession, o.Session)
+	case o.Tick < 100*time.Millisecond || o.Tick > time.Minute:
+		return fmt.Errorf("simulate: tick must be 100ms…1m, got %s", o.Tick)
+	case o.Abandon+o.BadActors > 1:
+		return fmt.Errorf("simulate: abandon (%g) + bad actors (%g) exceed 1", o.Abandon, o.BadActors)
+	case o.PollScale < 0:
+		return fmt.Errorf("simulate: poll scale must be positive, got %g", o.PollScale)
+	case o.Ramp < 0 || o.Timeout < 0:
+		return errors.New("simulate: ramp and timeout must not be negative")
+	case !issuer.ValidID(o.Room):
+		return fmt.Errorf("simulate: invalid room id %q", o.Room)
+	case o.IssuerURL != "" && o.AdminToken == "":
+		return errors.New("simulate: --issuer-url needs --admin-token (to configure the room and read its stats)")
+	}
+	return nil
+}
+
+// role is what a buyer does once admitted.
+type role uint8
+
+const (
+	roleBuyer   role = iota // orders
+	roleAbandon             // never orders; the admission expires
+	roleBad                 // tampered and foreign-product tokens, then orders, then replays
+)
+
+// sim is one run.
+type sim struct {
+	o      Options
+	env    *env
+	hc     *http.Client
+	orders string // order service base URL
+	prefix string // user id prefix, unique per run
+
+	waiting, admitted, ordered, lost, failed atomic.Int64
+
+	mu     sync.Mutex
+	errors map[string]int
+	sample []string
+}
+
+// Run runs one simulated flash sale and reports what happened. It returns
+// an error only when the run could not be set up (store, servers, room
+// configuration); buyers that fail are counted in Report.Errors, and broken
+// invariants are listed in Report.Violations.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+
+	tr := &http.Transport{
+		Proxy:               nil,
+		MaxIdleConns:        2 * o.MaxConns,
+		MaxIdleConnsPerHost: o.MaxConns,
+		MaxConnsPerHost:     o.MaxConns,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	defer tr.CloseIdleConnections()
+	s := &sim{o: o, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		errors: map[string]int{}, prefix: fmt.Sprintf("sim%x-", rand.Uint32())}
+
+	e, err := setup(ctx, &s.o, s.hc)
+	if err != nil {
+		return nil, err
+	}
+	s.env = e
+	defer e.close()
+
+	if err := s.configureRoom(ctx); err != nil {
+		return nil, err
+	}
+	before, err := s.stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.orders, err = e.startOrderService(ctx, &s.o, s.hc); err != nil {
+		return nil, err
+	}
+
+	buyers := s.cast()
+	start := time.Now()
+	stopProgress := s.progress(start)
+	var wg sync.WaitGroup
+	for _, b := range buyers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.buy(ctx, b, start)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+
+	// Stats after the run: a fresh context, so a timed-out run still reports.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer scancel()
+	after, err := s.stats(sctx)
+	if err != nil {
+		s.fail("final stats: " + err.Error())
+	}
+	return s.report(buyers, before, after, elapsed, ctx.Err()), nil
+}
+
+// cast assigns roles and think times, reproducibly from the seed.
+func (s *sim) cast() []*buyer {
+	o := s.o
+	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
+	n := o.Users
+	nAbandon := int(float64(n)*o.Abandon + 0.5)
+	nBad := min(int(float64(n)*o.BadActors+0.5), n-nAbandon)
+	perm := rng.Perm(n)
+	buyers := make([]*buyer, n)
+	for i := range buyers {
+		b := &buyer{idx: i, user: fmt.Sprintf("%s%06d", s.prefix, i)}
+		if o.Think > 0 {
+			b.think = time.Duration(rng.Int64N(int64(2*o.Think) + 1))
+		}
+		if o.Ramp > 0 && n > 1 {
+			b.arriveAfter = time.Duration(int64(o.Ramp) * int64(i) / int64(n-1))
+		}
+		buyers[i] = b
+	}
+	for k, i := range perm {
+		switch {
+		case k < nAbandon:
+			buyers[i].role = roleAbandon
+		case k < nAbandon+nBad:
+			buyers[i].role = roleBad
+		}
+	}
+	return buyers
+}
+
+func (s *sim) fail(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errors[msg]++
+	if len(s.sample) < 5 && s.errors[msg] == 1 {
+		s.sample = append(s.sample, msg)
+	}
+}
+
+// progress prints one line per second to o.Progress until stopped.
+func (s *sim) progress(start time.Time) (stop func()) {
+	if s.o.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	line := func() {
+		fmt.Fprintf(s.o.Progress, "simulate: %6.1fs  waiting %6d  admitted %6d  ordered %6d  lost %d  failed %d\n",
+			time.Since(start).Seconds(), s.waiting.Load(), s.admitted.Load(), s.ordered.Load(), s.lost.Load(), s.failed.Load())
+	}
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				line()
+				return
+			case <-t.C:
+				line()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}

@@ -1,0 +1,159 @@
+package simulate_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/simulate"
+	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/keys"
+	"github.com/flashgate/flashgate/server"
+)
+
+// small is a run that makes the capacity bind: 300 buyers, 20 at a time.
+func small() simulate.Options {
+	return simulate.Options{
+		Users:         300,
+		Capacity:      20,
+		RatePerMinute: 6000,
+		Session:       5 * time.Second,
+		Tick:          100 * time.Millisecond,
+		Think:         100 * time.Millisecond,
+		Abandon:       0.02,
+		BadActors:     0.05,
+		PollScale:     0.2,
+		Timeout:       3 * time.Minute,
+		Seed:          42,
+	}
+}
+
+func checkReport(t *testing.T, r *simulate.Report, o simulate.Options) {
+	t.Helper()
+	var text bytes.Buffer
+	require.NoError(t, r.WriteText(&text))
+	t.Logf("\n%s", text.String())
+
+	assert.Empty(t, r.Violations)
+	assert.Zero(t, r.Errors, "errors: %v", r.ErrorSamples)
+	assert.False(t, r.TimedOut)
+	assert.True(t, r.OK)
+	assert.Equal(t, o.Users, r.Users)
+	assert.Equal(t, o.Users, r.Admitted)
+	assert.Equal(t, 6, r.Abandoned) // round(300 × 0.02)
+	assert.Equal(t, 15, r.BadActors)
+	assert.Equal(t, o.Users-r.Abandoned, r.Completed)
+	assert.Zero(t, r.FIFOViolations)
+	assert.LessOrEqual(t, r.PeakActive, o.Capacity)
+	assert.LessOrEqual(t, r.ServerPeakActive, int64(o.Capacity))
+	assert.LessOrEqual(t, r.MaxAdmittedPerMinute, o.RatePerMinute)
+	assert.Zero(t, r.DoubleAdmissions)
+	assert.Zero(t, r.ForgedAccepted)
+	assert.Zero(t, r.DoubleCompletions)
+	// Capacity binds: with 300 buyers and 20 places, someone waited.
+	assert.Equal(t, o.Capacity, r.PeakActive)
+	assert.Less(t, r.FastTrack, o.Users)
+	assert.Positive(t, r.WaitMaxMs)
+
+	// Every bad actor was refused three times, for the right reason.
+	assert.Equal(t, int64(r.BadActors), r.Rejections["bad_signature"])
+	assert.Equal(t, int64(r.BadActors), r.Rejections["bad_product"])
+	assert.Equal(t, int64(r.BadActors), r.Rejections["completed"])
+	// Verified offline: every order plus every replay.
+	assert.Equal(t, int64(r.Completed+r.BadActors), r.TokensVerified)
+
+	assert.Equal(t, int64(o.Users), r.Server.Entered)
+	assert.Equal(t, int64(o.Users), r.Server.Admitted)
+	assert.Equal(t, int64(r.Completed), r.Server.Completed)
+
+	var m map[string]any
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &m))
+	for _, k := range []string{"users", "admitted", "completed", "fifo_violations", "peak_active", "capacity",
+		"max_admitted_per_minute", "rate_per_minute", "wait_p50_ms", "wait_p95_ms", "wait_max_ms",
+		"tokens_verified", "rejections", "duration_ms", "double_admissions"} {
+		assert.Contains(t, m, k)
+	}
+}
+
+func TestRunRealRedis(t *testing.T) {
+	o := small()
+	o.Redis = redistest.Client(t)
+	o.StoreName = "redis-server (test)"
+	o.Room = redistest.Room("sim")
+	r, err := simulate.Run(context.Background(), o)
+	require.NoError(t, err)
+	checkReport(t, r, o)
+}
+
+func TestRunEmbedded(t *testing.T) {
+	o := small()
+	r, err := simulate.Run(context.Background(), o)
+	require.NoError(t, err)
+	assert.Contains(t, r.Store, "miniredis")
+	checkReport(t, r, o)
+}
+
+func TestOptionsValidated(t *testing.T) {
+	for name, o := range map[string]simulate.Options{
+		"session not whole seconds": {Session: 1500 * time.Millisecond},
+		"tick too short":            {Tick: time.Millisecond},
+		"fractions above one":       {Abandon: 0.6, BadActors: 0.6},
+		"bad room":                  {Room: "a b"},
+		"issuer without admin":      {IssuerURL: "http://127.0.0.1:1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := simulate.Run(context.Background(), o)
+			assert.Error(t, err)
+		})
+	}
+}
+
+// TestRunAgainstRunningIssuer drives an issuer started outside the
+// simulation (--issuer-url): completions go through its /v1/complete.
+func TestRunAgainstRunningIssuer(t *testing.T) {
+	rdb := redistest.Client(t)
+	ctx := context.Background()
+	ring, err := keys.Generate(time.Now())
+	require.NoError(t, err)
+	secret, err := issuer.LoadOrCreateSecret(ctx, rdb)
+	require.NoError(t, err)
+	is, err := issuer.New(issuer.Config{Redis: rdb, Signer: ring, WaitingSecret: secret})
+	require.NoError(t, err)
+	srv, err := server.New(server.Options{Issuer: is, Keys: ring, AdminToken: "admin"})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = srv.Listen(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	tctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = is.Run(tctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	o := small()
+	o.Users = 100
+	o.IssuerURL, o.AdminToken = "http://"+ln.Addr().String(), "admin"
+	o.Room = redistest.Room("remote")
+	r, err := simulate.Run(ctx, o)
+	require.NoError(t, err)
+	var text bytes.Buffer
+	require.NoError(t, r.WriteText(&text))
+	t.Logf("\n%s", text.String())
+	assert.True(t, r.OK, "violations %v, errors %v", r.Violations, r.ErrorSamples)
+	assert.Equal(t, o.Users-r.Abandoned, r.Completed)
+	assert.Equal(t, int64(r.Completed), r.Server.Completed)
+	assert.Equal(t, int64(r.BadActors), r.Rejections["completed"])
+	assert.Contains(t, r.Store, "issuer at")
+
+	_, err = simulate.Run(ctx, simulate.Options{IssuerURL: o.IssuerURL, AdminToken: "wrong", Users: 1})
+	assert.Error(t, err, "a wrong admin token cannot configure the room")
+}
