@@ -9,12 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/server"
@@ -69,7 +69,7 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 		rdb = redis.NewClient(&redis.Options{Addr: m.Addr()})
 	} else {
 		var err error
-		if rdb, err = openRedis(cfg.RedisURL); err != nil {
+		if rdb, _, err = redisconn.Open(cfg.RedisURL); err != nil {
 			return fmt.Errorf("REDIS_URL: %w", err)
 		}
 		log.Info("queue store", "redis", redactURL(cfg.RedisURL))
@@ -163,44 +163,6 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	<-ticked
 	log.Info("shutdown: tick loop stopped")
 	return serveErr
-}
-
-// openRedis connects to the Redis named by a URL:
-//
-//	redis://[user:pass@]host:port[/db][?opts]      standalone (rediss:// for TLS, unix:// for a socket)
-//	redis+sentinel://host:port?master_name=M&addr=host2:port   Sentinel (rediss+sentinel:// for TLS)
-//	redis+cluster://host:port?addr=host2:port&addr=…          Cluster (rediss+cluster:// for TLS)
-func openRedis(raw string) (redis.UniversalClient, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, err
-	}
-	base, mode, _ := strings.Cut(u.Scheme, "+")
-	if base != "redis" && base != "rediss" && base != "unix" {
-		return nil, fmt.Errorf("unsupported scheme %q: want redis://, rediss://, unix://, redis+sentinel:// or redis+cluster://", u.Scheme)
-	}
-	plain := strings.Replace(raw, u.Scheme+"://", base+"://", 1)
-	switch mode {
-	case "":
-		o, err := redis.ParseURL(plain)
-		if err != nil {
-			return nil, err
-		}
-		return redis.NewClient(o), nil
-	case "sentinel":
-		o, err := redis.ParseFailoverURL(plain)
-		if err != nil {
-			return nil, err
-		}
-		return redis.NewFailoverClient(o), nil
-	case "cluster":
-		o, err := redis.ParseClusterURL(plain)
-		if err != nil {
-			return nil, err
-		}
-		return redis.NewClusterClient(o), nil
-	}
-	return nil, fmt.Errorf("unsupported scheme %q", u.Scheme)
 }
 
 // redactURL hides the password of a URL for logs.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/internal/simulate"
 )
 
@@ -79,7 +80,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if *redisURL != "" {
-		rdb, err := openRedis(*redisURL)
+		rdb, _, err := redisconn.Open(*redisURL)
 		if err != nil {
 			fmt.Fprintf(stderr, "flashgate simulate: --redis: %v\n", err)
 			return exitUsage
