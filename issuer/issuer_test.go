@@ -62,7 +62,7 @@ func newIssuer(t testing.TB, rdb issuer.Redis, clk *clock) *issuer.Issuer {
 
 func setup(t testing.TB, c issuer.RoomConfig) (*issuer.Issuer, *clock, string, *redis.Client) {
 	t.Helper()
-	rdb := redistest.Client(t)
+	rdb := redistest.Start(t).Client(t)
 	clk := newClock()
 	is := newIssuer(t, rdb, clk)
 	room := redistest.Room("room")
@@ -370,7 +370,7 @@ func TestCheckActive(t *testing.T) {
 
 func TestDefaultRoomPolicy(t *testing.T) {
 	ctx := context.Background()
-	rdb := redistest.Client(t)
+	rdb := redistest.Start(t).Client(t)
 	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: secret,
 		DefaultRoom: &issuer.RoomConfig{Capacity: 3}})
 	require.NoError(t, err)
@@ -389,7 +389,7 @@ func TestDefaultRoomPolicy(t *testing.T) {
 
 func TestRoomConfigValidation(t *testing.T) {
 	ctx := context.Background()
-	rdb := redistest.Client(t)
+	rdb := redistest.Start(t).Client(t)
 	is := newIssuer(t, rdb, nil)
 	for _, c := range []issuer.RoomConfig{
 		{Capacity: -1}, {RatePerMinute: -5}, {Session: 1500 * time.Millisecond}, {Session: time.Hour},
@@ -406,10 +406,10 @@ func TestRoomConfigValidation(t *testing.T) {
 // the admissions themselves.
 func TestInvariantsUnderConcurrency(t *testing.T) {
 	t.Run("rate binds", func(t *testing.T) {
-		invariantRun(t, redistest.Client(t), redistest.Room("surge"), 1500, 300, 30*time.Second, 10, "rate")
+		invariantRun(t, redistest.Start(t).Client(t), redistest.Room("surge"), 1500, 300, 30*time.Second, 10, "rate")
 	})
 	t.Run("capacity binds", func(t *testing.T) {
-		invariantRun(t, redistest.Client(t), redistest.Room("surge"), 1000, 3000, 5*time.Second, 1, "capacity")
+		invariantRun(t, redistest.Start(t).Client(t), redistest.Room("surge"), 1000, 3000, 5*time.Second, 1, "capacity")
 	})
 }
 

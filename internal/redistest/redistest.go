@@ -108,6 +108,11 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 
 // Client returns a client for REDIS_URL when it is set, otherwise for a fresh
 // redis-server started for this test.
+//
+// Tests that inject a clock (issuer.Config.Now) must use Start instead: on a
+// shared server, another test's tick loop (issuer.Run, Redis TIME) ticks
+// every registered room, and the room's monotonic clock would then jump to
+// the real time.
 func Client(t testing.TB) *redis.Client {
 	t.Helper()
 	if u := os.Getenv("REDIS_URL"); u != "" {
