@@ -60,6 +60,11 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives tick-loop errors; nil means slog.Default().
 	Logger *slog.Logger
+	// StatusSnapshot is the largest age of the per-room snapshot from which
+	// Status answers waiting users far behind the head (snapshot.go); zero
+	// means DefaultStatusSnapshot (500 ms), negative disables snapshots (every
+	// Status runs the exact script).
+	StatusSnapshot time.Duration
 	// CompletionReplicas, when > 0, makes Complete and Revoke wait (Redis
 	// WAIT, pipelined on the script's connection) until that many replicas
 	// acknowledged the write, for at most CompletionTimeout (default 200 ms).
@@ -84,6 +89,7 @@ type Issuer struct {
 	cfg    Config
 	policy string
 	log    *slog.Logger
+	snaps  snapshots
 }
 
 // New returns an Issuer, or a CodeInvalidInput error for a bad Config.
@@ -110,6 +116,9 @@ func New(cfg Config) (*Issuer, error) {
 		if cfg.CompletionTimeout <= 0 {
 			cfg.CompletionTimeout = 200 * time.Millisecond
 		}
+	}
+	if cfg.StatusSnapshot == 0 {
+		cfg.StatusSnapshot = DefaultStatusSnapshot
 	}
 	is := &Issuer{cfg: cfg, log: cfg.Logger}
 	if is.log == nil {
@@ -225,9 +234,12 @@ type Entry struct {
 	// Arrival is the entry's arrival number in its room (1, 2, …): FIFO order.
 	Arrival int64
 	// Position is the 1-based place in line (WAITING only); Ahead = Position − 1.
-	Position     int64
-	Ahead        int64
-	TotalWaiting int64
+	Position int64
+	// PositionEstimated is true when Position was interpolated from the
+	// replica's room snapshot rather than counted (ZRANK); see snapshot.go.
+	PositionEstimated bool
+	Ahead             int64
+	TotalWaiting      int64
 	// EstimatedWait is Ahead at the room's admission rate (seed 002:
 	// ahead × 60 s / rate); −1 while the room is paused or closed.
 	EstimatedWait time.Duration
@@ -363,7 +375,9 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 
 // Status reports the entry behind a waiting token: WAITING (position, ahead,
 // estimate, poll hint), ACTIVE (expiry), EXPIRED, COMPLETED, REVOKED or
-// NOT_FOUND (left, or superseded by a newer entry).
+// NOT_FOUND (left, or superseded by a newer entry). Users far behind the head
+// are answered from the replica's room snapshot (PositionEstimated; a token
+// whose owner left may then still read WAITING until the line reaches it).
 //
 // Errors: ErrInvalidInput, ErrBadWaiting (not a waiting token),
 // ErrOwnerMismatch (another user's token), ErrUnknownRoom, ErrUnavailable.
@@ -372,6 +386,14 @@ func (is *Issuer) Status(ctx context.Context, room, user, waitingToken string) (
 	if err != nil {
 		return nil, err
 	}
+	if e := is.fromSnapshot(ctx, room, user, seq); e != nil {
+		return e, nil
+	}
+	return is.exactStatus(ctx, room, user, seq)
+}
+
+// exactStatus runs the status script.
+func (is *Issuer) exactStatus(ctx context.Context, room, user string, seq int64) (*Entry, error) {
 	r, err := is.run(ctx, statusScript, room, user, seq)
 	if err != nil {
 		return nil, err
@@ -440,7 +462,11 @@ type claims struct {
 // Errors: those of Status, plus ErrNotAdmitted (still waiting), ErrExpired,
 // ErrCompleted, ErrRevoked, ErrNotFound, ErrInternal (no signer, sign failure).
 func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string) (*Admission, error) {
-	e, err := is.Status(ctx, room, user, waitingToken)
+	seq, err := is.checkWaiting(room, user, waitingToken)
+	if err != nil {
+		return nil, err
+	}
+	e, err := is.exactStatus(ctx, room, user, seq)
 	if err != nil {
 		return nil, err
 	}

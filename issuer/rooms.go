@@ -79,18 +79,20 @@ func (is *Issuer) Rooms(ctx context.Context) ([]string, error) {
 
 // Stats is a consistent snapshot of one room.
 type Stats struct {
-	Room      string     `json:"room"`
-	Config    RoomConfig `json:"config"`
-	Waiting   int64      `json:"waiting"`
-	Live      int64      `json:"live"`
-	Entered   int64      `json:"entered"`
-	Admitted  int64      `json:"admitted"`
-	FastTrack int64      `json:"fast_track"`
-	Expired   int64      `json:"expired"`
-	Completed int64      `json:"completed"`
-	Revoked   int64      `json:"revoked"`
-	Left      int64      `json:"left"`
-	Zombies   int64      `json:"zombies_cleaned"`
+	Room    string     `json:"room"`
+	Config  RoomConfig `json:"config"`
+	Waiting int64      `json:"waiting"`
+	Live    int64      `json:"live"`
+	// Entered counts entries ever created in the room (the arrival counter):
+	// refreshes and repeated enters do not count.
+	Entered   int64 `json:"entered"`
+	Admitted  int64 `json:"admitted"`
+	FastTrack int64 `json:"fast_track"`
+	Expired   int64 `json:"expired"`
+	Completed int64 `json:"completed"`
+	Revoked   int64 `json:"revoked"`
+	Left      int64 `json:"left"`
+	Zombies   int64 `json:"zombies_cleaned"`
 	// PeakActive is the highest number of live admissions seen right after an admission.
 	PeakActive int64     `json:"peak_active"`
 	At         time.Time `json:"at"`
@@ -109,9 +111,9 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 		Config: RoomConfig{State: RoomState(asString(r[3])), Capacity: int(asInt(r[4])),
 			RatePerMinute: int(asInt(r[5])), Session: time.Duration(asInt(r[6])) * time.Millisecond,
 			Batch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond},
-		At: time.UnixMilli(asInt(r[10]))}
+		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11])}
 	kv, _ := r[9].([]any)
-	fields := map[string]*int64{"entered": &st.Entered, "admitted": &st.Admitted, "fast_track": &st.FastTrack,
+	fields := map[string]*int64{"admitted": &st.Admitted, "fast_track": &st.FastTrack,
 		"expired": &st.Expired, "completed": &st.Completed, "revoked": &st.Revoked, "left": &st.Left,
 		"zombies": &st.Zombies, "peak_active": &st.PeakActive}
 	for i := 0; i+1 < len(kv); i += 2 {

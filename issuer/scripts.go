@@ -41,6 +41,7 @@ var (
 	revokeScript   = loadScript("revoke")
 	tickScript     = loadScript("tick")
 	statsScript    = loadScript("stats")
+	snapshotScript = loadScript("snapshot")
 )
 
 // Redis lists just the commands flashgate uses, so *redis.Client,

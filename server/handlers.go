@@ -20,21 +20,23 @@ import (
 // the state is WAITING; estimated_wait_ms is −1 while the wait is unknown
 // (room paused or closed).
 type Entry struct {
-	Room            string `json:"room,omitempty"`
-	State           string `json:"state,omitempty"`
-	WaitingToken    string `json:"waiting_token,omitempty"`
-	Arrival         int64  `json:"arrival,omitempty"`
-	Position        *int64 `json:"position,omitempty"`
-	Ahead           *int64 `json:"ahead,omitempty"`
-	TotalWaiting    *int64 `json:"total_waiting,omitempty"`
-	EstimatedWaitMs *int64 `json:"estimated_wait_ms,omitempty"`
-	PollAfterMs     *int64 `json:"poll_after_ms,omitempty"`
-	AdmissionID     string `json:"admission_id,omitempty"`
-	Admission       int64  `json:"admission,omitempty"`
-	AdmittedAtMs    int64  `json:"admitted_at_ms,omitempty"`
-	ExpiresAtMs     int64  `json:"expires_at_ms,omitempty"`
-	EndedAtMs       int64  `json:"ended_at_ms,omitempty"`
-	RoomState       string `json:"room_state,omitempty"`
+	Room         string `json:"room,omitempty"`
+	State        string `json:"state,omitempty"`
+	WaitingToken string `json:"waiting_token,omitempty"`
+	Arrival      int64  `json:"arrival,omitempty"`
+	Position     *int64 `json:"position,omitempty"`
+	// PositionEstimated: position interpolated from the replica's room snapshot (issuer/snapshot.go).
+	PositionEstimated bool   `json:"position_estimated,omitempty"`
+	Ahead             *int64 `json:"ahead,omitempty"`
+	TotalWaiting      *int64 `json:"total_waiting,omitempty"`
+	EstimatedWaitMs   *int64 `json:"estimated_wait_ms,omitempty"`
+	PollAfterMs       *int64 `json:"poll_after_ms,omitempty"`
+	AdmissionID       string `json:"admission_id,omitempty"`
+	Admission         int64  `json:"admission,omitempty"`
+	AdmittedAtMs      int64  `json:"admitted_at_ms,omitempty"`
+	ExpiresAtMs       int64  `json:"expires_at_ms,omitempty"`
+	EndedAtMs         int64  `json:"ended_at_ms,omitempty"`
+	RoomState         string `json:"room_state,omitempty"`
 }
 
 func unixMs(t time.Time) int64 {
@@ -55,6 +57,7 @@ func entryJSON(e *issuer.Entry) Entry {
 		}
 		poll := e.PollAfter.Milliseconds()
 		out.Position, out.Ahead, out.TotalWaiting = &e.Position, &e.Ahead, &e.TotalWaiting
+		out.PositionEstimated = e.PositionEstimated
 		out.EstimatedWaitMs, out.PollAfterMs = &eta, &poll
 	}
 	return out

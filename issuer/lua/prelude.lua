@@ -9,7 +9,8 @@
 --   6 admno    STRING admission counter (INCR): admission order, for FIFO audits
 --   7 admits   ZSET  jti -> admission time (ms): sliding 60 s log, the rate invariant
 --   8 bucket   HASH  tokens, ts: shared token bucket that paces admissions within the minute
---   9 stats    HASH  counters: entered, admitted, fast_track, expired, completed, revoked, left, zombies, peak_active
+--   9 stats    HASH  counters: admitted, fast_track, expired, completed, revoked, left, zombies, peak_active
+--                   (entries ever created = the seq counter)
 --  10 ended    ZSET  "<C|R|E|L>:<seq>" -> end time (ms): completed / revoked / expired / left entries
 -- ARGV[1] = now in ms, or "" to use Redis TIME (one clock for every replica).
 -- ARGV[2] = default room policy "state,capacity,rate,session_ms,batch,tick_ms" or "".

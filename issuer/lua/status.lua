@@ -2,13 +2,13 @@
 -- waiting token. Read-mostly: it never admits or cleans up.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
-local now = now_ms(cfg)
 local user, seq = ARGV[3], tonumber(ARGV[4])
 
 local s = redis.call('ZSCORE', K_WAITING, user)
-if s and tonumber(s) == seq then
+if s and tonumber(s) == seq then -- the hot path needs no clock
   return result(cfg, 'WAITING', seq, redis.call('ZRANK', K_WAITING, user) + 1, '', 0, 0)
 end
+local now = now_ms(cfg)
 local j = redis.call('HGET', K_USERS, user)
 if j and seq_of(j) == seq then
   local e = redis.call('ZSCORE', K_ACTIVE, j)

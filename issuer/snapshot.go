@@ -1,0 +1,124 @@
+package issuer
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultStatusSnapshot is the default Config.StatusSnapshot.
+const DefaultStatusSnapshot = 500 * time.Millisecond
+
+// maxSnapshotRooms bounds the per-replica snapshot map; past it the map is
+// reset (snapshots are a cache).
+const maxSnapshotRooms = 10_000
+
+// snapshot is a replica's summary of one room's line: the arrival numbers of
+// its first and last waiting entries and its length, fetched with one small
+// script (lua/snapshot.lua) at most once per Config.StatusSnapshot.
+//
+// Status answers a waiting user far enough behind the head from it:
+// position is interpolated between head (1) and tail (waiting), exact
+// while nobody in between has left, and flagged Entry.PositionEstimated. A
+// million waiting clients polling then cost Redis one call per room per
+// refresh and replica instead of one each. Users near the head — those a
+// few ticks from admission, where state changes — always get the exact
+// script; so do users who arrived after the snapshot.
+type snapshot struct {
+	at         time.Time
+	waiting    int64
+	head, tail int64
+	state      RoomState
+	rate       int64
+	capacity   int64
+	tick       time.Duration
+}
+
+type roomSnapshot struct {
+	mu   sync.Mutex // held by the one caller refreshing
+	snap atomic.Pointer[snapshot]
+}
+
+type snapshots struct {
+	mu    sync.Mutex
+	rooms map[string]*roomSnapshot
+}
+
+func (s *snapshots) room(room string) *roomSnapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rooms == nil || len(s.rooms) >= maxSnapshotRooms {
+		s.rooms = map[string]*roomSnapshot{}
+	}
+	rs := s.rooms[room]
+	if rs == nil {
+		rs = &roomSnapshot{}
+		s.rooms[room] = rs
+	}
+	return rs
+}
+
+func (s *snapshots) forget(room string) {
+	s.mu.Lock()
+	delete(s.rooms, room)
+	s.mu.Unlock()
+}
+
+// snapshot returns a snapshot of room no older than maxAge, refreshing it
+// (one caller at a time; the others wait for its result) when needed, or nil
+// when it cannot be had.
+func (is *Issuer) snapshot(ctx context.Context, room string) *snapshot {
+	maxAge := is.cfg.StatusSnapshot
+	rs := is.snaps.room(room)
+	if s := rs.snap.Load(); s != nil && time.Since(s.at) < maxAge {
+		return s
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if s := rs.snap.Load(); s != nil && time.Since(s.at) < maxAge {
+		return s
+	}
+	at := time.Now()
+	r, err := is.run(ctx, snapshotScript, room)
+	if err != nil {
+		is.snaps.forget(room)
+		return nil
+	}
+	s := &snapshot{at: at, waiting: asInt(r[0]), head: asInt(r[1]), tail: asInt(r[2]),
+		state: RoomState(asString(r[3])), rate: asInt(r[4]), capacity: asInt(r[5]),
+		tick: time.Duration(asInt(r[6])) * time.Millisecond}
+	rs.snap.Store(s)
+	return s
+}
+
+// nearHead is how many arrivals behind the head still get the exact answer:
+// everyone the room could admit while a snapshot ages, twice over (the
+// shared bucket bursts up to two ticks' worth), plus two ticks, at least 50.
+func (s *snapshot) nearHead(maxAge time.Duration) int64 {
+	tick := max(s.tick, 100*time.Millisecond)
+	perTick := (s.rate*tick.Milliseconds() + 59_999) / 60_000
+	ticks := int64((maxAge+tick-1)/tick) + 2
+	return max(50, 2*perTick*ticks)
+}
+
+// fromSnapshot answers Status for seq from the room's snapshot, or returns
+// nil when the exact script must answer.
+func (is *Issuer) fromSnapshot(ctx context.Context, room, user string, seq int64) *Entry {
+	if is.cfg.StatusSnapshot <= 0 {
+		return nil
+	}
+	s := is.snapshot(ctx, room)
+	if s == nil || s.waiting < 2 || seq < s.head+s.nearHead(is.cfg.StatusSnapshot) || seq > s.tail {
+		return nil
+	}
+	pos := 1 + (seq-s.head)*(s.waiting-1)/(s.tail-s.head)
+	e := &Entry{Room: room, User: user, State: StateWaiting, Arrival: seq, Position: pos, Ahead: pos - 1,
+		TotalWaiting: s.waiting, RoomState: s.state, PositionEstimated: true, EstimatedWait: -1,
+		WaitingToken: makeWaitingToken(is.cfg.WaitingSecret, room, user, seq)}
+	if s.state == RoomOpen && s.rate > 0 {
+		e.EstimatedWait = time.Duration(float64(e.Ahead) * float64(time.Minute) / float64(s.rate))
+	}
+	e.PollAfter = pollAfter(e.EstimatedWait)
+	return e
+}
