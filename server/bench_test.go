@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 )
 
@@ -83,6 +84,30 @@ func BenchmarkStatusHTTP(b *testing.B) {
 		r, _ := http.NewRequest("GET", url, nil)
 		r.Header.Set("X-User-ID", "u"+strconv.Itoa(k))
 		r.Header.Set("Authorization", "Bearer "+toks[k])
+		return r
+	})
+}
+
+// BenchmarkFiberRedisPing is the floor of any request that needs one Redis
+// round trip: the same bare handler plus one PING on the issuer's Redis.
+func BenchmarkFiberRedisPing(b *testing.B) {
+	rdb := redistest.Client(b)
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/x", func(c *fiber.Ctx) error {
+		if err := rdb.Ping(c.UserContext()).Err(); err != nil {
+			return err
+		}
+		return c.JSON(fiber.Map{"room": "r", "state": "WAITING", "position": 42})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = app.Listener(ln) }()
+	b.Cleanup(func() { _ = app.Shutdown() })
+	url := "http://" + ln.Addr().String() + "/x"
+	drive(b, benchClient(), func(int64) *http.Request {
+		r, _ := http.NewRequest("GET", url, nil)
 		return r
 	})
 }

@@ -15,6 +15,7 @@ package redischeck
 
 import (
 	"context"
+	"time"
 
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/verifier"
@@ -25,10 +26,26 @@ type Checker struct {
 	is *issuer.Issuer
 }
 
+// Option configures a Checker.
+type Option func(*issuer.Config)
+
+// WithCompletionReplicas makes Complete wait (Redis WAIT) until n replicas
+// acknowledged the completion, for at most timeout (0: 200 ms), and fail
+// closed with issuer.ErrUnavailable otherwise — so a Sentinel failover cannot
+// lose an acknowledged completion (README "Failure modes"). Not on Cluster.
+func WithCompletionReplicas(n int, timeout time.Duration) Option {
+	return func(c *issuer.Config) { c.CompletionReplicas, c.CompletionTimeout = n, timeout }
+}
+
 // New returns a Checker over rdb (a *redis.Client, *redis.ClusterClient or
-// failover client pointed at the issuer's Redis).
-func New(rdb issuer.Redis) (*Checker, error) {
-	is, err := issuer.New(issuer.Config{Redis: rdb})
+// failover client pointed at the issuer's Redis). Errors: an invalid option
+// combination (CodeInvalidInput).
+func New(rdb issuer.Redis, opts ...Option) (*Checker, error) {
+	cfg := issuer.Config{Redis: rdb}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	is, err := issuer.New(cfg)
 	if err != nil {
 		return nil, err
 	}

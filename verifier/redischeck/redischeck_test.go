@@ -2,7 +2,10 @@ package redischeck_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -59,4 +62,41 @@ func TestRedisAwayFailsClosed(t *testing.T) {
 	_, err = chk.Complete(context.Background(), tok)
 	assert.ErrorIs(t, err, issuer.ErrUnavailable)
 	assert.ErrorIs(t, chk.CheckActive(context.Background(), tok), issuer.ErrUnavailable)
+}
+
+func TestCompletionReplicas(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: make([]byte, 32)})
+	require.NoError(t, err)
+	room := redistest.Room("sku")
+	_, err = is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 5})
+	require.NoError(t, err)
+	a, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	tok := &verifier.Token{Product: room, User: "alice", ID: a.AdmissionID}
+
+	// No replica: the completion is applied but not acknowledged → fail closed.
+	chk, err := redischeck.New(rdb, redischeck.WithCompletionReplicas(1, 50*time.Millisecond))
+	require.NoError(t, err)
+	_, err = chk.Complete(ctx, tok)
+	assert.ErrorIs(t, err, issuer.ErrUnavailable)
+	assert.Contains(t, err.Error(), "0 of 1 replicas")
+
+	// With a replica attached, the retry returns the first result.
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(srv.Port))
+	require.Eventually(t, func() bool {
+		info, _ := rdb.Info(ctx, "replication").Result()
+		return strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
+	}, 10*time.Second, 50*time.Millisecond, "replica %s attached", replica.Addr)
+	chk, err = redischeck.New(rdb, redischeck.WithCompletionReplicas(1, 2*time.Second))
+	require.NoError(t, err)
+	c, err := chk.Complete(ctx, tok)
+	require.NoError(t, err)
+	assert.True(t, c.Repeated)
+
+	_, err = redischeck.New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}}),
+		redischeck.WithCompletionReplicas(1, 0))
+	assert.ErrorIs(t, err, issuer.ErrInvalidInput, "WAIT is per node: not on Cluster")
 }
