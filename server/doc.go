@@ -94,7 +94,8 @@
 //	expired                  410     the admission lapsed
 //	revoked                  410     an operator revoked the admission
 //	body_too_large           413     body over Options.BodyLimit (default 16 KiB)
-//	unsupported_media_type   415     a body with a Content-Type other than application/json
+//	unsupported_media_type   415     a body with a Content-Type other than application/json, or compressed (Content-Encoding)
+//	rate_limited             429     enter over Options.EnterPerUser / EnterPerAddress (+ Retry-After)
 //	headers_too_large        431     request headers over fasthttp's buffer
 //	unavailable              503     Redis (or the key set) unavailable; retry
 //	not_ready                503     /readyz: Redis down or no keys loaded
@@ -102,6 +103,31 @@
 //
 // A request with a method fasthttp does not know at all is answered by fiber
 // itself with a plain-text 400.
+//
+// # Limits
+//
+// Room and user ids are 1–128 bytes of [A-Za-z0-9._~@+=-] (issuer.ValidID),
+// checked after the path is percent-decoded; anything else, in the path or
+// the user header, is 400 invalid_input before Redis is asked. Bodies are
+// capped at Options.BodyLimit (413), headers at fasthttp's 4 KiB read buffer
+// (431). A body must be uncompressed application/json (415: a compressed
+// body would be inflated without limit) and one JSON object (400
+// malformed_json); unknown members are 400 invalid_input, and the routes
+// that take no body (enter, leave, exchange, open/pause/close) accept only
+// an empty body or {}. A request that is refused (4xx) changes no state,
+// except that a refused completion may record that its admission lapsed.
+//
+// Enter is rate-limited per user id (Options.EnterPerUser) and per client
+// address (Options.EnterPerAddress) in fixed windows of Options.EnterWindow
+// (Options' zero values disable them; flashgate serve defaults to 30 and
+// 300 per 10 s, the per-address one only with a proxy header). Enter is
+// idempotent, so the limits protect Redis, not fairness: a refused client
+// keeps its place in line and retries after Retry-After (the seconds left in
+// the window). Counts are in memory per replica, so with N replicas the
+// effective limit is up to N times the configured one. The client address is
+// the TCP peer's unless Options.ProxyHeader is set and the peer is one of
+// Options.TrustedProxies; behind a gateway or CDN without them, every
+// request has the proxy's address.
 //
 // # Metrics
 //

@@ -2,6 +2,7 @@ package server
 
 import (
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,7 +13,7 @@ import (
 
 // documentedStatus is every status the server documents (doc.go).
 var documentedStatus = map[int]bool{200: true, 201: true, 204: true, 400: true, 401: true, 403: true,
-	404: true, 405: true, 408: true, 409: true, 410: true, 413: true, 415: true, 431: true, 503: true}
+	404: true, 405: true, 408: true, 409: true, 410: true, 413: true, 415: true, 429: true, 431: true, 503: true}
 
 func clean(s string) string {
 	return strings.Map(func(r rune) rune {
@@ -24,9 +25,14 @@ func clean(s string) string {
 }
 
 // FuzzHandlers sends random method/path/headers/body to every route: the
-// answer must be a documented status, never a 5xx other than 503, never a panic.
+// answer must be a documented status, never a 5xx other than 503, never a
+// panic; and a refused request (4xx) must leave Redis as it was (every key
+// of the private redis-server: fg:rooms and the rooms' fg:{room}:* keys).
+// The issuer's clock is frozen, so that no admission lapses during a long
+// run (a lapse is housekeeping a refused completion may record).
 func FuzzHandlers(f *testing.F) {
-	e := newEnv(f)
+	clk := &fakeClock{t: time.Now()}
+	e := newPrivateEnv(f, clk.Now, func(o *Options) { o.EnterPerUser, o.EnterWindow = 20, 10*time.Second })
 	e.srv.sseMax, e.srv.sseInterval = 200*time.Millisecond, 50*time.Millisecond
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 	alice := e.enter(room, "alice")["waiting_token"].(string)
@@ -58,6 +64,20 @@ func FuzzHandlers(f *testing.F) {
 		{"GET", "/metrics", "", "", "", ""},
 		{"DELETE", "/healthz", "", "", "", ""},
 		{"PATCH", "/v1/%zz", "", "", "", ""},
+		{"POST", "/v1/rooms/a%7Bb%7D/enter", "carol", "", "", ""},
+		{"POST", "/v1/rooms/a%3Ab/enter", "carol", "", "", ""},
+		{"POST", "/v1/rooms/a%00b/enter", "carol", "", "", ""},
+		{"GET", "/v1/rooms/caf%C3%A9/status", "bob", "Bearer " + bob, "", ""},
+		{"POST", r + "/enter", "a:b", "", "", ""},
+		{"POST", r + "/enter", strings.Repeat("u", 129), "", "", ""},
+		{"POST", r + "/enter", "carol", "", "application/json", `{"unknown":1}`},
+		{"POST", r + "/enter", "carol", "", "text/plain", `{}`},
+		{"POST", r + "/leave", "bob", "Bearer " + bob, "application/json", `[]`},
+		{"POST", r + "/leave", "alice", "Bearer " + bob, "", ""},
+		{"POST", r + "/exchange", "bob", "Bearer " + alice, "", ""},
+		{"PUT", "/admin/rooms/" + room, "", "Bearer " + adminToken, "application/json", `{"capacity":0}`},
+		{"PUT", "/admin/rooms/" + room, "", "Bearer " + adminToken, "application/json", `null`},
+		{"POST", "/admin/rooms/" + room + "/close", "", "Bearer " + adminToken, "application/json", `{"x":1}`},
 	} {
 		f.Add(s[0], s[1], s[2], s[3], s[4], s[5])
 	}
@@ -82,6 +102,7 @@ func FuzzHandlers(f *testing.F) {
 				req.Header.Set(k, v)
 			}
 		}
+		before := snapshot(t, e.rdb)
 		res, err := app.Test(req, 10_000)
 		if err != nil {
 			t.Fatalf("%s %q: %v", method, path, err)
@@ -90,6 +111,12 @@ func FuzzHandlers(f *testing.F) {
 		_, _ = io.Copy(io.Discard, res.Body)
 		if !documentedStatus[res.StatusCode] {
 			t.Fatalf("%s %q: undocumented status %d", method, path, res.StatusCode)
+		}
+		if res.StatusCode >= 400 && res.StatusCode < 500 {
+			if after := snapshot(t, e.rdb); !maps.Equal(before, after) {
+				t.Fatalf("%s %q (user %q, %q, body %q): %d but Redis changed:\nbefore %v\nafter  %v",
+					method, path, user, ctype, body, res.StatusCode, before, after)
+			}
 		}
 	})
 }

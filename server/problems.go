@@ -69,6 +69,7 @@ var problemTable = map[string]problemKind{
 	codeHeadersTooLarge:   {fiber.StatusRequestHeaderFieldsTooLarge, "Request headers too large"},
 	codeRequestTimeout:    {fiber.StatusRequestTimeout, "Request timeout"},
 	codeNotReady:          {fiber.StatusServiceUnavailable, "Not ready"},
+	codeRateLimited:       {fiber.StatusTooManyRequests, "Too many requests"},
 }
 
 // Problem is an RFC 9457 problem details document. Handlers return it as an

@@ -1,13 +1,19 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +67,32 @@ type Options struct {
 	UserHeader string
 	// BodyLimit is the largest request body in bytes (default 16 KiB).
 	BodyLimit int
+	// EnterPerUser is how many POST /v1/rooms/{room}/enter requests one user
+	// id (the trusted user header, across rooms) may send per EnterWindow;
+	// more are answered 429 rate_limited with Retry-After. 0 disables it
+	// (flashgate serve sets DefaultEnterPerUser). The count is kept in memory
+	// per replica (see ratelimit.go).
+	EnterPerUser int
+	// EnterPerAddress is the same limit per client address (see ProxyHeader);
+	// 0 disables it. Behind a gateway or CDN, set ProxyHeader and
+	// TrustedProxies first: otherwise every request has the proxy's address
+	// and all users share one budget.
+	EnterPerAddress int
+	// EnterWindow is the fixed window of both enter limits, in whole seconds
+	// (rounded up); default 10 s.
+	EnterWindow time.Duration
+	// ProxyHeader names the header carrying the client address, set by a
+	// proxy in front of flashgate (e.g. "X-Real-IP", "CF-Connecting-IP",
+	// "X-Forwarded-For"). It is believed only when the immediate peer is one
+	// of TrustedProxies (fiber's EnableTrustedProxyCheck); otherwise, and
+	// when the header holds no valid IP address, the client address is the
+	// peer's. Of a list (X-Forwarded-For) the first valid address counts,
+	// which is what the client sent unless the proxy overwrites the header:
+	// prefer a header the proxy sets itself. Empty: the peer's address.
+	ProxyHeader string
+	// TrustedProxies are the IP addresses and CIDR ranges of the proxies
+	// whose ProxyHeader is believed. Required with ProxyHeader.
+	TrustedProxies []string
 	// Logger receives request failures (5xx); nil means slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the server's metrics. Nil: a private registry,
@@ -114,6 +146,10 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	proxyHdr, proxies, err := proxyConfig(opts.ProxyHeader, opts.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
 	v, err := verifier.New(opts.Keys, verifier.Config{Issuer: opts.TokenIssuer, Audience: opts.Audience})
 	if err != nil {
 		return nil, err
@@ -126,6 +162,10 @@ func New(opts Options) (*Server, error) {
 	if s.m, err = newMetrics(opts.Registerer, opts.Gatherer, s.is); err != nil {
 		return nil, err
 	}
+	enterLimits, err := s.enterLimits(opts)
+	if err != nil {
+		return nil, err
+	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "flashgate",
 		BodyLimit:             opts.BodyLimit,
@@ -134,8 +174,14 @@ func New(opts Options) (*Server, error) {
 		UnescapePath:          true,
 		ReadTimeout:           15 * time.Second,
 		IdleTimeout:           75 * time.Second,
+		// The client address (c.IP(), the per-address enter limit) comes
+		// from ProxyHeader only when the peer is a trusted proxy.
+		ProxyHeader:             proxyHdr,
+		EnableTrustedProxyCheck: proxyHdr != "",
+		TrustedProxies:          proxies,
+		EnableIPValidation:      proxyHdr != "",
 	})
-	s.routes()
+	s.routes(enterLimits)
 	return s, nil
 }
 
@@ -152,7 +198,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.app.ShutdownWithContext(ctx)
 }
 
-func (s *Server) routes() {
+// routes registers every route; enterLimits (the rate limiters) run on
+// enter only.
+func (s *Server) routes(enterLimits []fiber.Handler) {
 	a := s.app
 	a.Use(recover.New())
 	a.Use(s.observe)
@@ -164,11 +212,12 @@ func (s *Server) routes() {
 	a.Get("/metrics", s.m.handler)
 	a.Get("/.well-known/jwks.json", s.jwks)
 
-	a.Post("/v1/rooms/:room/enter", noStore, requireJSON, s.enter)
+	enter := append(append([]fiber.Handler{noStore}, enterLimits...), requireJSON, noMembers, s.enter)
+	a.Post("/v1/rooms/:room/enter", enter...)
 	a.Get("/v1/rooms/:room/status", noStore, s.status)
 	a.Get("/v1/rooms/:room/events", noStore, s.events)
-	a.Post("/v1/rooms/:room/leave", noStore, requireJSON, s.leave)
-	a.Post("/v1/rooms/:room/exchange", noStore, requireJSON, s.exchange)
+	a.Post("/v1/rooms/:room/leave", noStore, requireJSON, noMembers, s.leave)
+	a.Post("/v1/rooms/:room/exchange", noStore, requireJSON, noMembers, s.exchange)
 	a.Post("/v1/complete", noStore, requireJSON, s.complete)
 
 	if s.admin {
@@ -176,9 +225,9 @@ func (s *Server) routes() {
 		a.Get("/admin/rooms", noStore, auth, s.adminRooms)
 		a.Get("/admin/rooms/:room", noStore, auth, s.adminRoom)
 		a.Put("/admin/rooms/:room", noStore, auth, requireJSON, s.adminPutRoom)
-		a.Post("/admin/rooms/:room/open", noStore, auth, requireJSON, s.adminState(issuer.RoomOpen))
-		a.Post("/admin/rooms/:room/pause", noStore, auth, requireJSON, s.adminState(issuer.RoomPaused))
-		a.Post("/admin/rooms/:room/close", noStore, auth, requireJSON, s.adminState(issuer.RoomClosed))
+		a.Post("/admin/rooms/:room/open", noStore, auth, requireJSON, noMembers, s.adminState(issuer.RoomOpen))
+		a.Post("/admin/rooms/:room/pause", noStore, auth, requireJSON, noMembers, s.adminState(issuer.RoomPaused))
+		a.Post("/admin/rooms/:room/close", noStore, auth, requireJSON, noMembers, s.adminState(issuer.RoomClosed))
 		a.Post("/admin/rooms/:room/revoke", noStore, auth, requireJSON, s.adminRevoke)
 		a.Get("/admin/rooms/:room/stats", noStore, auth, s.adminStats)
 	}
@@ -203,14 +252,53 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	return nil
 }
 
-// requireJSON refuses a request body of any media type but application/json.
+// requireJSON refuses a request body of any media type but application/json,
+// a compressed one, and one that is not a single JSON object (the handlers
+// then decode its members strictly).
 func requireJSON(c *fiber.Ctx) error {
-	if len(c.Request().Body()) == 0 {
+	// fiber's c.Body() would inflate a gzip/deflate/br body without any
+	// limit: a 16 KiB body may expand to gigabytes.
+	coded := false
+	c.Request().Header.VisitAll(func(k, v []byte) {
+		if strings.EqualFold(string(k), fiber.HeaderContentEncoding) &&
+			!strings.EqualFold(strings.TrimSpace(string(v)), "identity") {
+			coded = true
+		}
+	})
+	if coded {
+		c.Set(fiber.HeaderAcceptEncoding, "identity")
+		return problem(codeUnsupportedMedia, "compressed request bodies are not accepted (Content-Encoding)")
+	}
+	body := c.Request().Body()
+	if len(body) == 0 {
 		return c.Next()
 	}
 	mt, _, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
 	if err != nil || mt != fiber.MIMEApplicationJSON {
 		return problem(codeUnsupportedMedia, "request bodies must be application/json")
+	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' || !json.Valid(body) {
+		return problem(codeMalformedJSON, "the body is not one JSON object")
+	}
+	return c.Next()
+}
+
+// noMembers guards the routes that take no request body: a body, if any,
+// must be the empty JSON object, so an unknown member is refused (400
+// invalid_input) instead of silently ignored.
+func noMembers(c *fiber.Ctx) error {
+	body := c.Request().Body()
+	if len(body) == 0 {
+		return c.Next()
+	}
+	var m map[string]json.RawMessage
+	d := json.NewDecoder(bytes.NewReader(body))
+	if d.Decode(&m) != nil || m == nil || d.Decode(&struct{}{}) != io.EOF {
+		return problem(codeMalformedJSON, "the body, if any, must be one JSON object")
+	}
+	if len(m) > 0 {
+		names := slices.Sorted(maps.Keys(m))
+		return problem(string(issuer.CodeInvalidInput), fmt.Sprintf("unknown field %q: this request takes no body members", names[0]))
 	}
 	return c.Next()
 }

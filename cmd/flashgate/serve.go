@@ -103,7 +103,9 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	}
 
 	is, err := issuer.New(issuer.Config{Redis: rdb, Signer: ring, Issuer: c.Issuer, Audience: c.Audience,
-		WaitingSecret: secret, DefaultRoom: c.defaultRoom(), Logger: log})
+		WaitingSecret: secret, DefaultRoom: c.defaultRoom(), Logger: log,
+		CompletionReplicas: c.CompletionReplicas, CompletionTimeout: c.CompletionTimeout,
+		StatusSnapshot: c.StatusSnapshot})
 	if err != nil {
 		return err
 	}
@@ -115,9 +117,18 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 		log.Warn("FLASHGATE_ADMIN_TOKEN is not set: the admin API is disabled")
 	}
 	srv, err := server.New(server.Options{Issuer: is, Keys: ring, TokenIssuer: c.Issuer, Audience: c.Audience,
-		AdminToken: c.AdminToken, UserHeader: c.UserHeader, Logger: log})
+		AdminToken: c.AdminToken, UserHeader: c.UserHeader, Logger: log,
+		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
+		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies})
 	if err != nil {
 		return err
+	}
+	log.Info("enter rate limits (in memory, per replica)", "per_user", c.EnterPerUser,
+		"per_address", c.enterPerAddress(), "window", c.EnterWindow, "proxy_header", c.ProxyHeader,
+		"trusted_proxies", c.TrustedProxies)
+	if c.EnterPerAddress > 0 && c.ProxyHeader == "" {
+		log.Info("per-address enter limit off: FLASHGATE_PROXY_HEADER is not set, so every request " +
+			"carries the gateway's address; set it and FLASHGATE_TRUSTED_PROXIES to limit per client address")
 	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
