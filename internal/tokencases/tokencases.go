@@ -398,7 +398,7 @@ func Build() (*Set, error) {
 	for _, a := range []string{"none", "None", "NONE", "nOnE"} {
 		// Unsecured JWS carrying a (valid EdDSA) signature so that the alg
 		// check, not the empty-segment check, is what refuses it.
-		alg("alg_"+a, "RFC 8725 §2.1/§3.1; CVE-2015-9235 idea; Wycheproof AlgIsNone",
+		alg("alg_"+a, "RFC 8725 §2.1/§3.1; CVE-2018-1000531, CVE-2022-23540; Wycheproof AlgIsNone",
 			b64.EncodeToString([]byte(header(kid).with("alg", q(a)).String()))+"."+pSeg+"."+sigSeg)
 	}
 	pubRaw := []byte(pub(cur))
@@ -408,7 +408,7 @@ func Build() (*Set, error) {
 		name, source string
 		secret       []byte
 	}{
-		{"raw", "RFC 8725 §2.1 key confusion; CVE-2016-10555 idea", pubRaw},
+		{"raw", "RFC 8725 §2.1 key confusion; CVE-2015-9235, CVE-2016-10555", pubRaw},
 		{"jwk", "RFC 8725 §2.1 key confusion (JWKS bytes)", jwks},
 		{"pem", "RFC 8725 §2.1; CVE-2016-5431 idea (PEM as HMAC secret)", pemBytes},
 	} {
@@ -455,7 +455,7 @@ func Build() (*Set, error) {
 	uk := func(name, source, tok string) { b.bad(name, source, tok, verifier.CodeUnknownKey, nil) }
 	uk("kid_missing", "DESIGN.md kid must name a known key", signH(header(kid).without("kid")))
 	uk("kid_empty", "kid injection", Sign(cur, header("").String(), C))
-	uk("kid_path_traversal", "kid injection (CVE-2018-1000531-style file lookup)", Sign(cur, header("../../dev/null").String(), C))
+	uk("kid_path_traversal", "RFC 8725 §2.9/§3.10 kid injection (kid used as a file name)", Sign(cur, header("../../dev/null").String(), C))
 	uk("kid_sql_injection", "kid injection", Sign(cur, header("x' UNION SELECT 'key").String(), C))
 	uk("kid_300_bytes", "kid injection / DoS", Sign(cur, header(strings.Repeat("k", 300)).String(), C))
 	uk("kid_numeric", "RFC 7515 §4.1.4 kid is a string", signH(header(kid).with("kid", "1")))
@@ -552,6 +552,13 @@ func Build() (*Set, error) {
 	b.bad("nbf_future", "RFC 7519 §4.1.5", signC(claims().with("nbf", num(Now+1))), verifier.CodeNotYetValid, nil)
 	b.bad("nbf_future_beyond_leeway", "RFC 7519 §4.1.5 leeway 30", signC(claims().with("nbf", num(Now+31))),
 		verifier.CodeNotYetValid, func(c *Case) { c.Leeway = 30 })
+
+	// The attack catalogue of docs/token-attacks.md (attacks.go).
+	b.attacks(attackBase{
+		s: s, cur: cur, kid: kid, H: H, C: C, valid: valid,
+		hSeg: hSeg, pSeg: pSeg, sigSeg: sigSeg, sigBytes: sigBytes,
+		signC: signC, signH: signH, pub: pub,
+	})
 
 	// Sanity: names are unique.
 	seen := map[string]bool{}
