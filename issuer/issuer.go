@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -90,6 +91,8 @@ type Issuer struct {
 	policy string
 	log    *slog.Logger
 	snaps  snapshots
+	// registered holds the rooms this process has added to fg:rooms.
+	registered sync.Map
 }
 
 // New returns an Issuer, or a CodeInvalidInput error for a bad Config.
@@ -365,10 +368,15 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 		return nil, err
 	}
 	e := is.entry(room, user, r)
-	if e.Created {
+	// Register the room with the tick loops (fg:rooms; another slot, so not in
+	// the script). Not only when this call created it: a retried first enter
+	// answers created=0, and the room would then never be ticked. Once per
+	// process per room, and again whenever a script (re)creates it.
+	if _, known := is.registered.Load(room); e.Created || !known {
 		if err := is.cfg.Redis.SAdd(ctx, keyRooms, room).Err(); err != nil {
 			return nil, unavailable(err)
 		}
+		is.registered.Store(room, struct{}{})
 	}
 	return e, nil
 }

@@ -82,6 +82,7 @@ func (s *sim) report(buyers []*buyer, before, after *serverStats, elapsed time.D
 
 	var recs []*admission
 	var waits []int64
+	seen := map[string]bool{}
 	for _, b := range buyers {
 		switch b.role {
 		case roleAbandon:
@@ -96,6 +97,14 @@ func (s *sim) report(buyers []*buyer, before, after *serverStats, elapsed time.D
 			r.Admitted++
 		}
 		for _, a := range b.admissions {
+			// A buyer whose token lapsed in its last second re-enters and is
+			// handed the same (still live) admission: one admission, one record.
+			if a.id != "" {
+				if seen[a.id] {
+					continue
+				}
+				seen[a.id] = true
+			}
 			recs = append(recs, a)
 			waits = append(waits, a.activeAt.Sub(a.enteredAt).Milliseconds())
 			if a.fastTrack {
