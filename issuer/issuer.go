@@ -91,6 +91,7 @@ type Issuer struct {
 	policy string
 	log    *slog.Logger
 	snaps  snapshots
+	macs   *macPool // nil without Config.WaitingSecret
 	// registered holds the rooms this process has added to fg:rooms.
 	registered sync.Map
 }
@@ -124,6 +125,9 @@ func New(cfg Config) (*Issuer, error) {
 		cfg.StatusSnapshot = DefaultStatusSnapshot
 	}
 	is := &Issuer{cfg: cfg, log: cfg.Logger}
+	if cfg.WaitingSecret != nil {
+		is.macs = newMACPool(cfg.WaitingSecret)
+	}
 	if is.log == nil {
 		is.log = slog.Default()
 	}
@@ -292,7 +296,9 @@ func parseJTI(jti string) (seq, admno, admittedMs int64, ok bool) {
 	return seq, admno, admittedMs, err1 == nil && err2 == nil && err3 == nil
 }
 
-func (is *Issuer) entry(room, user string, r []any) *Entry {
+// entry builds an Entry from a script result; tok is the caller's verified
+// waiting token for this entry, or "" to mint it.
+func (is *Issuer) entry(room, user, tok string, r []any) *Entry {
 	e := &Entry{
 		Room: room, User: user,
 		State:        State(asString(r[0])),
@@ -324,8 +330,11 @@ func (is *Issuer) entry(room, user string, r []any) *Entry {
 		}
 		e.PollAfter = pollAfter(e.EstimatedWait)
 	}
-	if is.cfg.WaitingSecret != nil && e.Arrival > 0 {
-		e.WaitingToken = makeWaitingToken(is.cfg.WaitingSecret, room, user, e.Arrival)
+	switch {
+	case tok != "":
+		e.WaitingToken = tok
+	case is.macs != nil && e.Arrival > 0:
+		e.WaitingToken = is.macs.token(room, user, e.Arrival)
 	}
 	return e
 }
@@ -367,7 +376,7 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 	if err != nil {
 		return nil, err
 	}
-	e := is.entry(room, user, r)
+	e := is.entry(room, user, "", r)
 	// Register the room with the tick loops (fg:rooms; another slot, so not in
 	// the script). Not only when this call created it: a retried first enter
 	// answers created=0, and the room would then never be ticked. Once per
@@ -394,19 +403,19 @@ func (is *Issuer) Status(ctx context.Context, room, user, waitingToken string) (
 	if err != nil {
 		return nil, err
 	}
-	if e := is.fromSnapshot(ctx, room, user, seq); e != nil {
+	if e := is.fromSnapshot(ctx, room, user, waitingToken, seq); e != nil {
 		return e, nil
 	}
-	return is.exactStatus(ctx, room, user, seq)
+	return is.exactStatus(ctx, room, user, waitingToken, seq)
 }
 
-// exactStatus runs the status script.
-func (is *Issuer) exactStatus(ctx context.Context, room, user string, seq int64) (*Entry, error) {
+// exactStatus runs the status script for a verified waiting token.
+func (is *Issuer) exactStatus(ctx context.Context, room, user, tok string, seq int64) (*Entry, error) {
 	r, err := is.run(ctx, statusScript, room, user, seq)
 	if err != nil {
 		return nil, err
 	}
-	return is.entry(room, user, r), nil
+	return is.entry(room, user, tok, r), nil
 }
 
 func (is *Issuer) checkWaiting(room, user, tok string) (int64, error) {
@@ -419,7 +428,7 @@ func (is *Issuer) checkWaiting(room, user, tok string) (int64, error) {
 	if err := is.needSecret(); err != nil {
 		return 0, err
 	}
-	return parseWaitingToken(is.cfg.WaitingSecret, room, user, tok)
+	return is.macs.parse(room, user, tok)
 }
 
 // Leave removes the waiting entry, or ends the live admission, behind a
@@ -474,7 +483,7 @@ func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string)
 	if err != nil {
 		return nil, err
 	}
-	e, err := is.exactStatus(ctx, room, user, seq)
+	e, err := is.exactStatus(ctx, room, user, waitingToken, seq)
 	if err != nil {
 		return nil, err
 	}

@@ -104,7 +104,7 @@ func (s *snapshot) nearHead(maxAge time.Duration) int64 {
 
 // fromSnapshot answers Status for seq from the room's snapshot, or returns
 // nil when the exact script must answer.
-func (is *Issuer) fromSnapshot(ctx context.Context, room, user string, seq int64) *Entry {
+func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, seq int64) *Entry {
 	if is.cfg.StatusSnapshot <= 0 {
 		return nil
 	}
@@ -115,7 +115,7 @@ func (is *Issuer) fromSnapshot(ctx context.Context, room, user string, seq int64
 	pos := 1 + (seq-s.head)*(s.waiting-1)/(s.tail-s.head)
 	e := &Entry{Room: room, User: user, State: StateWaiting, Arrival: seq, Position: pos, Ahead: pos - 1,
 		TotalWaiting: s.waiting, RoomState: s.state, PositionEstimated: true, EstimatedWait: -1,
-		WaitingToken: makeWaitingToken(is.cfg.WaitingSecret, room, user, seq)}
+		WaitingToken: tok}
 	if s.state == RoomOpen && s.rate > 0 {
 		e.EstimatedWait = time.Duration(float64(e.Ahead) * float64(time.Minute) / float64(s.rate))
 	}

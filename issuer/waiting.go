@@ -4,8 +4,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"hash"
 	"strconv"
 	"strings"
+	"sync"
+	"unsafe"
 )
 
 // Waiting tokens are not JWTs: "fgw1_<seq>_<mac>", where seq is the entry's
@@ -24,27 +27,44 @@ const waitingPrefix = "fgw1_"
 // MaxWaitingTokenLen bounds a waiting token; longer input is refused unread.
 const MaxWaitingTokenLen = 64
 
-func waitingMAC(secret []byte, room, user string, seq int64) []byte {
-	m := hmac.New(sha256.New, secret)
-	var b []byte
-	for _, f := range []string{"fgw1", room, user, strconv.FormatInt(seq, 10)} {
-		b = strconv.AppendInt(b[:0], int64(len(f)), 10)
-		b = append(b, ':')
-		m.Write(b)
-		m.Write([]byte(f))
+// macPool holds keyed HMAC-SHA256 states for one secret: Reset restores the
+// keyed state, so a status poll does not rebuild the key schedule.
+type macPool struct {
+	secret []byte
+	pool   sync.Pool
+}
+
+func newMACPool(secret []byte) *macPool {
+	p := &macPool{secret: secret}
+	p.pool.New = func() any { return hmac.New(sha256.New, secret) }
+	return p
+}
+
+// mac returns the first 16 bytes of HMAC-SHA256 over the length-prefixed
+// fields "fgw1", room, user, seq.
+func (p *macPool) mac(room, user string, seq int64) [16]byte {
+	m := p.pool.Get().(hash.Hash)
+	m.Reset()
+	var b [64]byte
+	for _, f := range [...]string{"fgw1", room, user, strconv.FormatInt(seq, 10)} {
+		m.Write(append(strconv.AppendInt(b[:0], int64(len(f)), 10), ':'))
+		m.Write(unsafe.Slice(unsafe.StringData(f), len(f)))
 	}
-	return m.Sum(nil)[:16]
+	var out [16]byte
+	copy(out[:], m.Sum(b[:0]))
+	p.pool.Put(m)
+	return out
 }
 
-func makeWaitingToken(secret []byte, room, user string, seq int64) string {
-	return waitingPrefix + strconv.FormatInt(seq, 10) + "_" +
-		base64.RawURLEncoding.EncodeToString(waitingMAC(secret, room, user, seq))
+func (p *macPool) token(room, user string, seq int64) string {
+	mac := p.mac(room, user, seq)
+	return waitingPrefix + strconv.FormatInt(seq, 10) + "_" + base64.RawURLEncoding.EncodeToString(mac[:])
 }
 
-// parseWaitingToken checks tok's form and MAC for (room, user) and returns
-// its arrival seq. A well-formed token whose MAC fails is reported as
-// ErrOwnerMismatch: it was minted for another user (or forged).
-func parseWaitingToken(secret []byte, room, user, tok string) (int64, error) {
+// parse checks tok's form and MAC for (room, user) and returns its arrival
+// seq. A well-formed token whose MAC fails is reported as ErrOwnerMismatch:
+// it was minted for another user (or forged).
+func (p *macPool) parse(room, user, tok string) (int64, error) {
 	if len(tok) > MaxWaitingTokenLen || !strings.HasPrefix(tok, waitingPrefix) {
 		return 0, errorf(CodeBadWaiting, "not a waiting token")
 	}
@@ -57,11 +77,14 @@ func parseWaitingToken(secret []byte, room, user, tok string) (int64, error) {
 	if err != nil || seq <= 0 || strconv.FormatInt(seq, 10) != rest[:i] {
 		return 0, errorf(CodeBadWaiting, "not a waiting token")
 	}
-	mac, err := base64.RawURLEncoding.Strict().DecodeString(rest[i+1:])
-	if err != nil || len(mac) != 16 {
+	var mac [16]byte
+	if m := rest[i+1:]; len(m) != 22 {
+		return 0, errorf(CodeBadWaiting, "not a waiting token")
+	} else if n, err := base64.RawURLEncoding.Strict().Decode(mac[:], unsafe.Slice(unsafe.StringData(m), len(m))); err != nil || n != 16 {
 		return 0, errorf(CodeBadWaiting, "not a waiting token")
 	}
-	if !hmac.Equal(mac, waitingMAC(secret, room, user, seq)) {
+	want := p.mac(room, user, seq)
+	if !hmac.Equal(mac[:], want[:]) {
 		return 0, errorf(CodeOwnerMismatch, "token owner mismatch: the waiting token was not issued to this user in room %q", room)
 	}
 	return seq, nil
