@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/flashgate/flashgate/internal/tokencases"
+	"github.com/flashgate/flashgate/verifier"
+)
+
+// differ runs tok through the native verifier and the module (same keys,
+// configuration, clock and expectations) and reports a disagreement in code
+// or claims.
+type differ struct {
+	tb   testing.TB
+	set  *tokencases.Set
+	v    *verifier.Verifier
+	h    *host
+	base tokencases.Case
+}
+
+func newDiffer(tb testing.TB) *differ {
+	set, err := tokencases.Build()
+	if err != nil {
+		tb.Fatalf("tokencases.Build: %v", err)
+	}
+	keys, err := verifier.ParseJWKS(set.JWKS)
+	if err != nil {
+		tb.Fatalf("ParseJWKS: %v", err)
+	}
+	var base tokencases.Case
+	for _, c := range set.Cases {
+		if c.Want == verifier.CodeOK && c.Leeway == 0 && c.User != "" {
+			base = c
+			break
+		}
+	}
+	if base.Token == "" {
+		tb.Fatal("no valid case with a user in the table")
+	}
+	v, err := verifier.New(keys, set.Config(base))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h := newHost(tb)
+	h.mustSetKeys(string(set.JWKS))
+	h.mustConfigure("iss=" + set.Issuer + "\naud=" + set.Audience + "\nleeway=0")
+	return &differ{tb: tb, set: set, v: v, h: h, base: base}
+}
+
+func (d *differ) check(tok string) verifier.Code {
+	d.tb.Helper()
+	t, err := d.v.Verify(context.Background(), tok, d.base.Expect())
+	native := verifier.CodeOf(err)
+	st, res := d.h.check(tok, d.base.Product, d.base.User, d.base.Now)
+	if got := verifier.Code(st); got != native {
+		d.tb.Fatalf("token %q: wasm %v (%s), native %v (%v)", tok, got, res, native, err)
+	}
+	if native == verifier.CodeOK {
+		if wc, nc := decodeClaims(d.tb, res), claimsOf(t); wc != nc {
+			d.tb.Fatalf("token %q: wasm claims %+v, native %+v", tok, wc, nc)
+		}
+	}
+	return native
+}
+
+const b64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// mutate applies one to three random edits to a valid token: byte flips,
+// base64url-alphabet substitutions, insertions and deletions (dots, '=',
+// '+', spaces included), segment swaps and truncations.
+func mutate(r *rand.Rand, tok string) string {
+	b := []byte(tok)
+	for range 1 + r.IntN(3) {
+		if len(b) == 0 {
+			break
+		}
+		i := r.IntN(len(b))
+		switch r.IntN(7) {
+		case 0:
+			b[i] ^= byte(1 << r.IntN(8))
+		case 1:
+			b[i] = b64url[r.IntN(len(b64url))]
+		case 2:
+			extra := []byte{'.', '=', '+', '/', ' ', 'A', b64url[r.IntN(64)]}[r.IntN(7)]
+			b = append(b[:i], append([]byte{extra}, b[i:]...)...)
+		case 3:
+			b = append(b[:i], b[i+1:]...)
+		case 4:
+			b = b[:i]
+		case 5:
+			p := strings.Split(string(b), ".")
+			if len(p) == 3 {
+				p[0], p[1] = p[1], p[0]
+				b = []byte(strings.Join(p, "."))
+			}
+		case 6: // a change inside the last character of a segment (trailing bits)
+			if j := strings.IndexByte(string(b), '.'); j > 0 {
+				b[j-1] = b64url[r.IntN(64)]
+			}
+		}
+	}
+	return string(b)
+}
+
+// TestWasmMutationsDifferential: deterministic random mutations of a valid
+// token get the same answer (code and claims) from the native verifier and
+// the module.
+func TestWasmMutationsDifferential(t *testing.T) {
+	d := newDiffer(t)
+	if got := d.check(d.base.Token); got != verifier.CodeOK {
+		t.Fatalf("the base token is refused: %v", got)
+	}
+	r := rand.New(rand.NewPCG(2026, 11))
+	codes := map[verifier.Code]int{}
+	const n = 2000
+	for range n {
+		codes[d.check(mutate(r, d.base.Token))]++
+	}
+	t.Logf("%d mutations agree: %v", n, codes)
+	if len(codes) < 4 {
+		t.Errorf("mutations reached only %d result codes: %v", len(codes), codes)
+	}
+}
+
+// FuzzWasmDifferential: any input gets the same answer from both.
+func FuzzWasmDifferential(f *testing.F) {
+	d := newDiffer(f)
+	f.Add(d.base.Token)
+	for _, c := range d.set.Cases[:40] {
+		f.Add(c.Token)
+	}
+	f.Fuzz(func(t *testing.T, tok string) {
+		d.tb, d.h.tb = t, t
+		d.check(tok)
+	})
+}
