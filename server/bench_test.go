@@ -88,17 +88,10 @@ func BenchmarkStatusHTTP(b *testing.B) {
 	})
 }
 
-// BenchmarkFiberRedisPing is the floor of any request that needs one Redis
-// round trip: the same bare handler plus one PING on the issuer's Redis.
-func BenchmarkFiberRedisPing(b *testing.B) {
-	rdb := redistest.Client(b)
+// bareFiber serves GET /x with h on a loopback fiber app and drives it.
+func bareFiber(b *testing.B, h fiber.Handler) {
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Get("/x", func(c *fiber.Ctx) error {
-		if err := rdb.Ping(c.UserContext()).Err(); err != nil {
-			return err
-		}
-		return c.JSON(fiber.Map{"room": "r", "state": "WAITING", "position": 42})
-	})
+	app.Get("/x", h)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -112,21 +105,21 @@ func BenchmarkFiberRedisPing(b *testing.B) {
 	})
 }
 
-// BenchmarkBareFiber is the ceiling: fiber answering a small JSON, no Redis.
-func BenchmarkBareFiber(b *testing.B) {
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Get("/x", func(c *fiber.Ctx) error {
+// BenchmarkFiberRedisPing is the floor of any request that needs one Redis
+// round trip: the bare handler plus one PING on the same kind of Redis.
+func BenchmarkFiberRedisPing(b *testing.B) {
+	rdb := redistest.Client(b)
+	bareFiber(b, func(c *fiber.Ctx) error {
+		if err := rdb.Ping(c.UserContext()).Err(); err != nil {
+			return err
+		}
 		return c.JSON(fiber.Map{"room": "r", "state": "WAITING", "position": 42})
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = app.Listener(ln) }()
-	b.Cleanup(func() { _ = app.Shutdown() })
-	url := "http://" + ln.Addr().String() + "/x"
-	drive(b, benchClient(), func(int64) *http.Request {
-		r, _ := http.NewRequest("GET", url, nil)
-		return r
+}
+
+// BenchmarkBareFiber is the ceiling: fiber answering a small JSON, no Redis.
+func BenchmarkBareFiber(b *testing.B) {
+	bareFiber(b, func(c *fiber.Ctx) error {
+		return c.JSON(fiber.Map{"room": "r", "state": "WAITING", "position": 42})
 	})
 }

@@ -202,10 +202,16 @@ func (v *Verifier) Verify(ctx context.Context, raw string, want Expect) (*Token,
 	if err != nil {
 		return nil, jsonError("payload", err)
 	}
+	return v.claimsFrom(pl, members, keyID, want, &scratch)
+}
+
+// claimsFrom picks the claims Verify checks out of the payload's members and
+// checks them (steps 10 on).
+func (v *Verifier) claimsFrom(pl []byte, members []member, keyID string, want Expect, scratch *[32]byte) (*Token, error) {
 	var iss, aud, sub, product, jti, exp, iat, nbf *member
 	for k := range members {
 		m := &members[k]
-		switch string(nameOf(pl, m, &scratch)) {
+		switch string(nameOf(pl, m, scratch)) {
 		case "iss":
 			iss = m
 		case "aud":
