@@ -8,7 +8,7 @@ BENCHTIME ?= 2s
 WASM      ?= build/flashgate-verifier.wasm
 WORKER    := examples/cloudflare-worker
 
-.PHONY: all build run serve test wasm wasm-toolchain worker-deps bench fuzz vet clean
+.PHONY: all build run serve test wasm wasm-toolchain worker-deps bench fuzz vet vulncheck clean
 
 all: build
 
@@ -56,6 +56,10 @@ fuzz: wasm
 	  pkg=./$${t%%:*}/; name=$${t#*:}; echo ">> fuzz $$pkg $$name ($(FUZZTIME))"; \
 	  FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/with-redis.sh $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+## vulncheck: govulncheck ./... against a local copy of the Go vulnerability database
+vulncheck:
+	scripts/govulncheck.sh ./...
 
 clean:
 	rm -rf build
