@@ -40,5 +40,5 @@ if [ ! -f "$db/index/db.json" ]; then
   mv "$db.tmp" "$db"
   rm -rf "$work"
 fi
-echo ">> govulncheck $govulncheck_version, database golang.org/x/vulndb@$resolved ($(ls "$db/ID" | wc -l) entries)" >&2
+echo ">> govulncheck $govulncheck_version, database golang.org/x/vulndb@$resolved ($(ls "$db/ID" | grep -c "\.json$") entries)" >&2
 exec "$gvc" -db "file://$db" "${@:-./...}"
