@@ -179,6 +179,12 @@ func (is *Issuer) nowArg() string {
 func (is *Issuer) run(ctx context.Context, s *redis.Script, room string, args ...any) ([]any, error) {
 	argv := append([]any{is.nowArg(), is.policy}, args...)
 	res, err := s.Run(ctx, is.cfg.Redis, RoomKeys(room), argv...).Slice()
+	return reply(res, err, room)
+}
+
+// reply maps a script's reply: Redis failures to ErrUnavailable,
+// {'ERROR', code} to the code's domain error.
+func reply(res []any, err error, room string) ([]any, error) {
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -198,14 +204,13 @@ func (is *Issuer) runReplicated(ctx context.Context, s *redis.Script, room strin
 	}
 	argv := append([]any{is.nowArg(), is.policy}, args...)
 	keys := RoomKeys(room)
-	exec := func(eval func(p redis.Pipeliner) *redis.Cmd) ([]any, int64, error) {
+	// exec pipelines the script (EVALSHA, or EVAL after NOSCRIPT) and WAIT,
+	// since WAIT only counts the writes of its own connection.
+	exec := func(eval func(redis.Scripter) *redis.Cmd) ([]any, int64, error) {
 		p := is.cfg.Redis.(pipeliner).Pipeline()
 		c := eval(p)
 		w := p.Do(ctx, "WAIT", n, is.cfg.CompletionTimeout.Milliseconds())
 		_, _ = p.Exec(ctx)
-		if err := c.Err(); err != nil {
-			return nil, 0, err
-		}
 		res, err := c.Slice()
 		if err != nil {
 			return nil, 0, err
@@ -213,16 +218,12 @@ func (is *Issuer) runReplicated(ctx context.Context, s *redis.Script, room strin
 		acks, err := w.Int64()
 		return res, acks, err
 	}
-	res, acks, err := exec(func(p redis.Pipeliner) *redis.Cmd { return p.EvalSha(ctx, s.Hash(), keys, argv...) })
+	res, acks, err := exec(func(p redis.Scripter) *redis.Cmd { return s.EvalSha(ctx, p, keys, argv...) })
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		res, acks, err = exec(func(p redis.Pipeliner) *redis.Cmd { return p.Eval(ctx, scriptSource[s], keys, argv...) })
+		res, acks, err = exec(func(p redis.Scripter) *redis.Cmd { return s.Eval(ctx, p, keys, argv...) })
 	}
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	if len(res) == 2 && res[0] == "ERROR" {
-		code, _ := res[1].(string)
-		return nil, scriptError(code, room)
+	if res, err = reply(res, err, room); err != nil {
+		return nil, err
 	}
 	if acks < int64(n) {
 		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf(

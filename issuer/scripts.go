@@ -11,10 +11,6 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// scriptSource maps each script to its Lua source, for EVAL after NOSCRIPT
-// on pipelined calls (Script.Run does that itself otherwise).
-var scriptSource = map[*redis.Script]string{}
-
 func loadScript(name string) *redis.Script {
 	prelude, err := luaFS.ReadFile("lua/prelude.lua")
 	if err != nil {
@@ -24,10 +20,7 @@ func loadScript(name string) *redis.Script {
 	if err != nil {
 		panic(err)
 	}
-	src := string(prelude) + "\n" + string(body)
-	s := redis.NewScript(src)
-	scriptSource[s] = src
-	return s
+	return redis.NewScript(string(prelude) + "\n" + string(body))
 }
 
 // The scripts, one per operation (Lua in lua/*.lua). go-redis runs them with
