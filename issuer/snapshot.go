@@ -41,18 +41,24 @@ type roomSnapshot struct {
 }
 
 type snapshots struct {
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	rooms map[string]*roomSnapshot
 }
 
+// room returns room's entry; a status poll only takes the read lock.
 func (s *snapshots) room(room string) *roomSnapshot {
+	s.mu.RLock()
+	rs := s.rooms[room]
+	s.mu.RUnlock()
+	if rs != nil {
+		return rs
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.rooms == nil || len(s.rooms) >= maxSnapshotRooms {
 		s.rooms = map[string]*roomSnapshot{}
 	}
-	rs := s.rooms[room]
-	if rs == nil {
+	if rs = s.rooms[room]; rs == nil {
 		rs = &roomSnapshot{}
 		s.rooms[room] = rs
 	}
