@@ -32,6 +32,9 @@ type Error struct {
 	Code    Code
 	Message string
 	Err     error // cause, if any (e.g. the Redis error behind CodeUnavailable)
+	// Entry is the entry the error is about, when the caller can use it:
+	// set for CodeNotAdmitted (the still WAITING entry: position, poll hint).
+	Entry *Entry
 }
 
 func (e *Error) Error() string {

@@ -477,7 +477,8 @@ type claims struct {
 // (EdDSA JWT, exp = the active entry's expiry). Re-minting the same admission
 // gives the same jti and exp (and, with the same key, the same token).
 //
-// Errors: those of Status, plus ErrNotAdmitted (still waiting), ErrExpired,
+// Errors: those of Status, plus ErrNotAdmitted (still waiting; its
+// *Error.Entry is the WAITING entry), ErrExpired,
 // ErrCompleted, ErrRevoked, ErrNotFound, ErrInternal (no signer, sign failure).
 func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string) (*Admission, error) {
 	seq, err := is.checkWaiting(room, user, waitingToken)
@@ -491,7 +492,9 @@ func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string)
 	switch e.State {
 	case StateActive:
 	case StateWaiting:
-		return nil, errorf(CodeNotAdmitted, "not admitted yet: position %d of %d", e.Position, e.TotalWaiting)
+		err := errorf(CodeNotAdmitted, "not admitted yet: position %d of %d", e.Position, e.TotalWaiting)
+		err.Entry = e
+		return nil, err
 	case StateExpired:
 		return nil, errorf(CodeExpired, "admission expired")
 	case StateCompleted:

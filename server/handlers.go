@@ -149,14 +149,12 @@ func (s *Server) exchange(c *fiber.Ctx) error {
 	}
 	room, tok := c.Params("room"), waitingToken(c)
 	a, err := s.is.Exchange(c.UserContext(), room, u, tok)
-	if errors.Is(err, issuer.ErrNotAdmitted) {
-		// The domain error carries the position only in its message: ask
-		// for the entry once more to report it (and when to retry) as data.
+	var de *issuer.Error
+	if errors.As(err, &de) && de.Code == issuer.CodeNotAdmitted && de.Entry != nil {
+		// Report the position and when to retry as data.
 		p := toProblem(err)
-		if e, serr := s.is.Status(c.UserContext(), room, u, tok); serr == nil && e.State == issuer.StateWaiting {
-			p.Position = e.Position
-			p.retryAfter, _ = strconv.Atoi(retryAfter(e.PollAfter))
-		}
+		p.Position = de.Entry.Position
+		p.retryAfter, _ = strconv.Atoi(retryAfter(de.Entry.PollAfter))
 		return p
 	}
 	if err != nil {
