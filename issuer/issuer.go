@@ -141,6 +141,10 @@ func New(cfg Config) (*Issuer, error) {
 	return is, nil
 }
 
+// TokenClaims returns the iss and aud the admission tokens carry (after
+// defaults), for verifiers in the same process.
+func (is *Issuer) TokenClaims() (iss, aud string) { return is.cfg.Issuer, is.cfg.Audience }
+
 // LoadOrCreateSecret returns the waiting-token secret shared through Redis
 // (key fg:waiting-secret), creating a random 32-byte one with SETNX if none
 // exists, so every replica agrees without configuration.

@@ -39,10 +39,8 @@ type KeyRing interface {
 
 // Defaults for Options.
 const (
-	DefaultTokenIssuer = "flashgate"
-	DefaultAudience    = "orders"
-	DefaultUserHeader  = "X-User-ID"
-	DefaultBodyLimit   = 16 << 10
+	DefaultUserHeader = "X-User-ID"
+	DefaultBodyLimit  = 16 << 10
 	// MaxStream is the longest a server-sent events stream stays open; the
 	// client's EventSource reconnects after it.
 	MaxStream = 5 * time.Minute
@@ -54,10 +52,6 @@ type Options struct {
 	Issuer *issuer.Issuer
 	// Keys signs and verifies admission tokens and publishes the JWKS. Required.
 	Keys KeyRing
-	// TokenIssuer and Audience are the iss and aud the admission tokens carry
-	// (checked on /v1/complete). Defaults "flashgate" and "orders"; they must
-	// match the issuer.Config.
-	TokenIssuer, Audience string
 	// AdminToken is the bearer token of the admin API (/admin/...). Empty
 	// disables the admin API: its routes answer 404 unknown-route.
 	AdminToken string
@@ -131,12 +125,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Keys == nil {
 		return nil, errors.New("server: Options.Keys is required")
 	}
-	if opts.TokenIssuer == "" {
-		opts.TokenIssuer = DefaultTokenIssuer
-	}
-	if opts.Audience == "" {
-		opts.Audience = DefaultAudience
-	}
 	if opts.UserHeader == "" {
 		opts.UserHeader = DefaultUserHeader
 	}
@@ -150,7 +138,9 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := verifier.New(opts.Keys, verifier.Config{Issuer: opts.TokenIssuer, Audience: opts.Audience})
+	// /v1/complete checks the iss and aud the issuer mints.
+	iss, aud := opts.Issuer.TokenClaims()
+	v, err := verifier.New(opts.Keys, verifier.Config{Issuer: iss, Audience: aud})
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/verifier"
 )
@@ -457,4 +458,25 @@ func TestNewValidates(t *testing.T) {
 	ring := newTestRing(t)
 	_, err = New(Options{Keys: ring})
 	assert.Error(t, err)
+}
+
+// TestCompleteChecksTheIssuersClaims: /v1/complete verifies with the iss
+// and aud the issuer mints, whatever they are (not a default of its own).
+func TestCompleteChecksTheIssuersClaims(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ring := newTestRing(t)
+	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: make([]byte, 32), Signer: ring,
+		Issuer: "https://queue.example", Audience: "checkout", Logger: quietLog})
+	require.NoError(t, err)
+	srv, err := New(Options{Issuer: is, Keys: ring, Logger: quietLog})
+	require.NoError(t, err)
+	e := &env{t: t, rdb: rdb, is: is, ring: ring, srv: srv}
+	room := e.room(issuer.RoomConfig{})
+	tok := e.enter(room, "alice")["waiting_token"].(string)
+	x := e.do(req{method: "POST", path: "/v1/rooms/" + room + "/exchange", user: "alice", bearer: tok})
+	require.Equal(t, 200, x.status, "body: %s", x.body)
+	r := e.do(req{method: "POST", path: "/v1/complete?product=" + room, user: "alice",
+		bearer: x.json(t)["admission_token"].(string)})
+	require.Equal(t, 200, r.status, "body: %s", r.body)
+	assert.Equal(t, "COMPLETED", r.json(t)["state"])
 }

@@ -116,7 +116,7 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	if c.AdminToken == "" {
 		log.Warn("FLASHGATE_ADMIN_TOKEN is not set: the admin API is disabled")
 	}
-	srv, err := server.New(server.Options{Issuer: is, Keys: ring, TokenIssuer: c.Issuer, Audience: c.Audience,
+	srv, err := server.New(server.Options{Issuer: is, Keys: ring,
 		AdminToken: c.AdminToken, UserHeader: c.UserHeader, Logger: log,
 		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
 		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies})

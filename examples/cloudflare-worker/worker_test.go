@@ -185,7 +185,7 @@ func newEnv(t testing.TB) *env {
 	e.room = redistest.Room("edge")
 	_, err = is.SetRoom(context.Background(), e.room, issuer.RoomConfig{Capacity: 5})
 	require.NoError(t, err)
-	srv, err := server.New(server.Options{Issuer: is, Keys: ring, TokenIssuer: tokenIssuer, Audience: tokenAudience,
+	srv, err := server.New(server.Options{Issuer: is, Keys: ring,
 		AdminToken: "admin-secret", Logger: quietLog})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -123,7 +123,7 @@ func setup(ctx context.Context, o *Options, hc *http.Client) (_ *env, err error)
 	var tok [16]byte
 	_, _ = rand.Read(tok[:])
 	e.admin = hex.EncodeToString(tok[:])
-	srv, err := server.New(server.Options{Issuer: is, Keys: ring, TokenIssuer: o.TokenIssuer, Audience: o.Audience,
+	srv, err := server.New(server.Options{Issuer: is, Keys: ring,
 		AdminToken: e.admin, UserHeader: o.UserHeader, Logger: o.Logger})
 	if err != nil {
 		return nil, err
