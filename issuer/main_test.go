@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/internal/redistest"
 )
 
 // exampleRedis is the address Example functions use: REDIS_URL's, or a
@@ -33,16 +32,19 @@ func TestMain(m *testing.M) {
 		exampleRedis = opt.Addr
 		os.Exit(m.Run())
 	}
-	port := 20000 + os.Getpid()%20000
-	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
+	dir, err := os.MkdirTemp("", "flashgate-issuer-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	srv, err := redistest.Launch(dir)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "redis-server is required (apt-get install redis-server, or run make test):", err)
 		os.Exit(2)
 	}
-	exampleRedis = "127.0.0.1:" + strconv.Itoa(port)
-	time.Sleep(200 * time.Millisecond)
+	exampleRedis = srv.Addr
 	code := m.Run()
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	srv.Kill()
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

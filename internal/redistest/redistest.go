@@ -37,24 +37,36 @@ type Server struct {
 // arguments (e.g. "--cluster-enabled", "yes") and stops it at test cleanup.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server not found: install it (apt-get install redis-server) or run `make test`, which does")
 	}
-	dir := t.TempDir()
-	port := FreePort(t)
+	s, err := Launch(t.TempDir(), extra...)
+	if err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Launch starts redis-server with its files in dir, for callers without a
+// testing.TB (TestMain); they must Kill it.
+func Launch(dir string, extra ...string) (*Server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
 	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: dir}
 	s.args = append([]string{
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--save", "", "--appendonly", "no", "--dir", dir,
 		"--protected-mode", "yes", "--loglevel", "warning",
 	}, extra...)
-	_ = bin
 	if err := s.start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
+		return nil, err
 	}
-	t.Cleanup(s.Kill)
-	return s
+	return s, nil
 }
 
 func (s *Server) start() error {
