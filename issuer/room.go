@@ -31,21 +31,22 @@ const (
 	MaxIDLen = 128
 )
 
-// RoomConfig is one waiting room's policy, stored in Redis (fg:{room}:config)
-// so every issuer replica applies the same one.
+// RoomConfig is one waiting room's policy, stored in Redis
+// (fg:{room}:config) so every issuer replica applies the same one. Its JSON
+// form is the server's (server.RoomConfig, the admin API).
 type RoomConfig struct {
 	// Capacity is "total active users": live admissions never exceed it.
-	Capacity int `json:"capacity"`
+	Capacity int
 	// RatePerMinute is "new users per minute": admissions in any 60 s window never exceed it.
-	RatePerMinute int `json:"rate_per_minute"`
+	RatePerMinute int
 	// Session is how long an admission lasts (whole seconds, 1 s … 15 min).
-	Session time.Duration `json:"-"`
+	Session time.Duration
 	// Tick is how often each replica runs the admission step (100 ms … 1 min).
-	Tick time.Duration `json:"-"`
+	Tick time.Duration
 	// Batch bounds the admissions and expiries one tick call performs (1 … 10000).
-	Batch int `json:"batch"`
+	Batch int
 	// State is open, paused or closed.
-	State RoomState `json:"state"`
+	State RoomState
 }
 
 // WithDefaults returns c with every zero field set to its documented default.

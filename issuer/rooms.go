@@ -77,25 +77,26 @@ func (is *Issuer) Rooms(ctx context.Context) ([]string, error) {
 	return rooms, nil
 }
 
-// Stats is a consistent snapshot of one room.
+// Stats is a consistent snapshot of one room. Its JSON form is the
+// server's (server.Stats, GET /admin/rooms/{room}/stats).
 type Stats struct {
-	Room    string     `json:"room"`
-	Config  RoomConfig `json:"config"`
-	Waiting int64      `json:"waiting"`
-	Live    int64      `json:"live"`
+	Room    string
+	Config  RoomConfig
+	Waiting int64
+	Live    int64
 	// Entered counts entries ever created in the room (the arrival counter):
 	// refreshes and repeated enters do not count.
-	Entered   int64 `json:"entered"`
-	Admitted  int64 `json:"admitted"`
-	FastTrack int64 `json:"fast_track"`
-	Expired   int64 `json:"expired"`
-	Completed int64 `json:"completed"`
-	Revoked   int64 `json:"revoked"`
-	Left      int64 `json:"left"`
-	Zombies   int64 `json:"zombies_cleaned"`
+	Entered   int64
+	Admitted  int64
+	FastTrack int64
+	Expired   int64
+	Completed int64
+	Revoked   int64
+	Left      int64
+	Zombies   int64
 	// PeakActive is the highest number of live admissions seen right after an admission.
-	PeakActive int64     `json:"peak_active"`
-	At         time.Time `json:"at"`
+	PeakActive int64
+	At         time.Time
 }
 
 // Stats returns room's counters. Errors: ErrInvalidInput, ErrUnknownRoom, ErrUnavailable.
