@@ -229,22 +229,8 @@ func (s *sim) configureRoom(ctx context.Context) error {
 	return nil
 }
 
-// serverStats is the admin API's stats document.
-type serverStats struct {
-	Waiting    int64 `json:"waiting"`
-	Live       int64 `json:"live"`
-	Entered    int64 `json:"entered"`
-	Admitted   int64 `json:"admitted"`
-	FastTrack  int64 `json:"fast_track"`
-	Expired    int64 `json:"expired"`
-	Completed  int64 `json:"completed"`
-	Revoked    int64 `json:"revoked"`
-	Left       int64 `json:"left"`
-	Zombies    int64 `json:"zombies_cleaned"`
-	PeakActive int64 `json:"peak_active"`
-}
-
-func (s *sim) stats(ctx context.Context) (*serverStats, error) {
+// stats reads the room's counters through the admin API.
+func (s *sim) stats(ctx context.Context) (*server.Stats, error) {
 	status, raw, err := s.adminDo(ctx, http.MethodGet, "/admin/rooms/"+s.o.Room+"/stats", nil)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: room stats: %w", err)
@@ -252,7 +238,7 @@ func (s *sim) stats(ctx context.Context) (*serverStats, error) {
 	if status != http.StatusOK {
 		return nil, fmt.Errorf("simulate: room stats: issuer answered %d: %s", status, bytes.TrimSpace(raw))
 	}
-	var st serverStats
+	var st server.Stats
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return nil, fmt.Errorf("simulate: room stats: %w", err)
 	}

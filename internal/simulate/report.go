@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"fmt"
+	"github.com/flashgate/flashgate/server"
 	"io"
 	"slices"
 	"sort"
@@ -74,7 +75,7 @@ type ServerCounts struct {
 	Live      int64 `json:"live"`    // at the end
 }
 
-func (s *sim) report(buyers []*buyer, before, after *serverStats, elapsed time.Duration, ctxErr error) *Report {
+func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.Duration, ctxErr error) *Report {
 	o := s.o
 	r := &Report{Room: o.Room, Store: s.env.store, Seed: o.Seed, Users: len(buyers),
 		Capacity: o.Capacity, RatePerMinute: o.RatePerMinute, DurationMs: elapsed.Milliseconds(),
