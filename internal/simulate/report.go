@@ -2,13 +2,14 @@ package simulate
 
 import (
 	"fmt"
-	"github.com/flashgate/flashgate/server"
 	"io"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/flashgate/flashgate/server"
 )
 
 // Report is the outcome of a run. The JSON form (one object) uses the
