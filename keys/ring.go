@@ -341,7 +341,7 @@ func (r *Ring) Rotate(now time.Time, maxTokenLifetime time.Duration) error {
 	}
 	if next == nil {
 		return fmt.Errorf("%w: the ring has no published next key; "+
-			"add one (AddNextKey), save and publish it, and rotate again once verifiers have refreshed their JWKS", ErrNoNextKey)
+			"add one (AddNextKey; flashgate keys add-next), save and publish it, and rotate again once verifiers have refreshed their JWKS", ErrNoNextKey)
 	}
 	retireUntil := now.Add(maxTokenLifetime + RetireMargin)
 	ks := make([]*key, 0, len(r.keys)+1)

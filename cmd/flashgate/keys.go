@@ -20,6 +20,7 @@ const keysUsage = `Usage:
   flashgate keys generate [-file F] [-force]   create a key ring (active + next key)
   flashgate keys rotate [-file F] [-max-token-lifetime 15m]
                                                next key signs, active key retires, a new next key is published
+  flashgate keys add-next [-file F]            publish a next key in a ring that has none (then wait, then rotate)
   flashgate keys jwks [-file F]                print the public JWK Set (what /.well-known/jwks.json serves)
   flashgate keys list [-file F] [-json]        list the keys and their status
 
@@ -46,13 +47,18 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flashgate keys %s: %v\n", sub, err)
 		return exitFailure
 	}
+	// parse parses the subcommand's flags (defined before the call) and
+	// refuses positional arguments.
+	parse := func() (int, bool) {
+		if code, ok := parseFlags(fset, args); !ok {
+			return code, false
+		}
+		return noArgs(fset, stderr)
+	}
 	switch sub {
 	case "generate":
 		force := fset.Bool("force", false, "overwrite an existing key ring (tokens it signed stop verifying)")
-		if code, ok := parseFlags(fset, args); !ok {
-			return code
-		}
-		if code, ok := noArgs(fset, stderr); !ok {
+		if code, ok := parse(); !ok {
 			return code
 		}
 		if _, err := os.Stat(*file); err == nil && !*force {
@@ -73,10 +79,7 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 	case "rotate":
 		maxLife := fset.Duration("max-token-lifetime", issuer.MaxSession,
 			"longest admission token lifetime the issuer mints (the retired key stays published this long, plus a margin)")
-		if code, ok := parseFlags(fset, args); !ok {
-			return code
-		}
-		if code, ok := noArgs(fset, stderr); !ok {
+		if code, ok := parse(); !ok {
 			return code
 		}
 		r, err := keys.Load(*file)
@@ -93,11 +96,25 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "rotated %s: %s retired, %s now signs\n", *file, old, r.ActiveKeyID())
 		writeKeyTable(stdout, r.Keys())
 		return exitOK
-	case "jwks":
-		if code, ok := parseFlags(fset, args); !ok {
+	case "add-next":
+		if code, ok := parse(); !ok {
 			return code
 		}
-		if code, ok := noArgs(fset, stderr); !ok {
+		r, err := keys.Load(*file)
+		if err != nil {
+			return fail(err)
+		}
+		if err := r.AddNextKey(time.Now()); err != nil {
+			return fail(err)
+		}
+		if err := r.Save(*file); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "added a next key to %s: it is published now; rotate once verifiers have refreshed their JWKS\n", *file)
+		writeKeyTable(stdout, r.Keys())
+		return exitOK
+	case "jwks":
+		if code, ok := parse(); !ok {
 			return code
 		}
 		r, err := keys.Load(*file)
@@ -117,10 +134,7 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case "list":
 		asJSON := fset.Bool("json", false, "print JSON")
-		if code, ok := parseFlags(fset, args); !ok {
-			return code
-		}
-		if code, ok := noArgs(fset, stderr); !ok {
+		if code, ok := parse(); !ok {
 			return code
 		}
 		r, err := keys.Load(*file)

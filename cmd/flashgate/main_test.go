@@ -383,3 +383,46 @@ func TestSimulateCommand(t *testing.T) {
 	r = runCLI(t, "", "simulate", "--nope")
 	assert.Equal(t, exitUsage, r.code)
 }
+
+// TestKeysAddNext: a ring without a next key (hand-edited) refuses to
+// rotate and says how to repair it; add-next publishes one, then rotate works.
+func TestKeysAddNext(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ring.json")
+	r := runCLI(t, "", "keys", "generate", "-file", file)
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	var kept []any
+	for _, k := range doc["keys"].([]any) {
+		if k.(map[string]any)["flashgate_status"] != "next" {
+			kept = append(kept, k)
+		}
+	}
+	require.Len(t, kept, 1)
+	doc["keys"] = kept
+	raw, err = json.Marshal(doc)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, raw, 0o600))
+
+	r = runCLI(t, "", "keys", "rotate", "-file", file)
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, r.stderr, "flashgate keys add-next")
+
+	r = runCLI(t, "", "keys", "add-next", "-file", file)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ring, err := keys.Load(file)
+	require.NoError(t, err)
+	statuses := map[keys.Status]int{}
+	for _, k := range ring.Keys() {
+		statuses[k.Status]++
+	}
+	assert.Equal(t, map[keys.Status]int{keys.StatusActive: 1, keys.StatusNext: 1}, statuses)
+
+	r = runCLI(t, "", "keys", "rotate", "-file", file)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = runCLI(t, "", "keys", "add-next", "-file", file, "extra")
+	assert.Equal(t, exitUsage, r.code, "positional arguments are refused")
+}
