@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"strconv"
 	"time"
@@ -147,7 +148,7 @@ func configure(ptr, n uint32) int32 {
 	c := verifier.Config{Now: clock}
 	for len(data) > 0 {
 		line := data
-		if i := indexByte(data, '\n'); i >= 0 {
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			line, data = data[:i], data[i+1:]
 		} else {
 			data = nil
@@ -158,7 +159,7 @@ func configure(ptr, n uint32) int32 {
 		if len(line) == 0 {
 			continue
 		}
-		eq := indexByte(line, '=')
+		eq := bytes.IndexByte(line, '=')
 		if eq < 0 {
 			return fail(statusBadConfig, "configure: line without '=': "+string(line))
 		}
@@ -195,15 +196,6 @@ func configure(ptr, n uint32) int32 {
 	cfg, configured = c, true
 	result = result[:0]
 	return 0
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // verify checks a token. product may be empty (then the configured product
