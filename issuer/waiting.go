@@ -27,6 +27,10 @@ const waitingPrefix = "fgw1_"
 // MaxWaitingTokenLen bounds a waiting token; longer input is refused unread.
 const MaxWaitingTokenLen = 64
 
+// strictB64 rejects non-zero trailing bits (Strict copies the encoding, so
+// make it once).
+var strictB64 = base64.RawURLEncoding.Strict()
+
 // macPool holds keyed HMAC-SHA256 states for one secret: Reset restores the
 // keyed state, so a status poll does not rebuild the key schedule.
 type macPool struct {
@@ -80,7 +84,7 @@ func (p *macPool) parse(room, user, tok string) (int64, error) {
 	var mac [16]byte
 	if m := rest[i+1:]; len(m) != 22 {
 		return 0, errorf(CodeBadWaiting, "not a waiting token")
-	} else if n, err := base64.RawURLEncoding.Strict().Decode(mac[:], unsafe.Slice(unsafe.StringData(m), len(m))); err != nil || n != 16 {
+	} else if n, err := strictB64.Decode(mac[:], unsafe.Slice(unsafe.StringData(m), len(m))); err != nil || n != 16 {
 		return 0, errorf(CodeBadWaiting, "not a waiting token")
 	}
 	want := p.mac(room, user, seq)
