@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,6 +77,11 @@ type Config struct {
 	// including the Sentinel failover client), not a ClusterClient.
 	CompletionReplicas int
 	CompletionTimeout  time.Duration
+	// EnterBatch is the most users one enter script call carries: concurrent
+	// Enter calls for a room are coalesced into one call while the previous
+	// one is in flight (batch.go). Zero means DefaultEnterBatch (32); 1 turns
+	// coalescing off (every Enter is its own call).
+	EnterBatch int
 }
 
 // pipeliner is the optional capability CompletionReplicas needs.
@@ -94,6 +100,11 @@ type Issuer struct {
 	macs   *macPool // nil without Config.WaitingSecret
 	// registered holds the rooms this process has added to fg:rooms.
 	registered sync.Map
+	// batchers holds each room's *enterBatcher.
+	batchers sync.Map
+	// batchCalls and batchUsers count enter script calls and the users they
+	// carried (EnterBatchStats).
+	batchCalls, batchUsers atomic.Int64
 }
 
 // New returns an Issuer, or a CodeInvalidInput error for a bad Config.
@@ -123,6 +134,12 @@ func New(cfg Config) (*Issuer, error) {
 	}
 	if cfg.StatusSnapshot == 0 {
 		cfg.StatusSnapshot = DefaultStatusSnapshot
+	}
+	if cfg.EnterBatch == 0 {
+		cfg.EnterBatch = DefaultEnterBatch
+	}
+	if cfg.EnterBatch < 0 {
+		return nil, errorf(CodeInvalidInput, "issuer: EnterBatch must not be negative")
 	}
 	is := &Issuer{cfg: cfg, log: cfg.Logger}
 	if cfg.WaitingSecret != nil {
@@ -303,18 +320,18 @@ func parseJTI(jti string) (seq, admno, admittedMs int64, ok bool) {
 
 // entry builds an Entry from a script result; tok is the caller's verified
 // waiting token for this entry, or "" to mint it.
-func (is *Issuer) entry(room, user, tok string, r []any) *Entry {
+func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 	e := &Entry{
 		Room: room, User: user,
-		State:        State(asString(r[0])),
-		Arrival:      asInt(r[1]),
-		Position:     asInt(r[2]),
-		TotalWaiting: asInt(r[3]),
-		AdmissionID:  asString(r[4]),
-		Created:      asInt(r[6]) == 1,
-		RoomState:    RoomState(asString(r[8])),
+		State:        r.state,
+		Arrival:      r.seq,
+		Position:     r.pos,
+		TotalWaiting: r.total,
+		AdmissionID:  r.jti,
+		Created:      r.created,
+		RoomState:    r.roomState,
 	}
-	at := asInt(r[5])
+	at := r.at
 	if e.AdmissionID != "" {
 		if _, admno, ms, ok := parseJTI(e.AdmissionID); ok {
 			e.Admission, e.AdmittedAt = admno, time.UnixMilli(ms)
@@ -326,7 +343,7 @@ func (is *Issuer) entry(room, user, tok string, r []any) *Entry {
 	case StateExpired, StateCompleted, StateRevoked:
 		e.EndedAt = time.UnixMilli(at)
 	}
-	rate := asInt(r[7])
+	rate := r.rate
 	if e.State == StateWaiting {
 		e.Ahead = e.Position - 1
 		e.EstimatedWait = -1
@@ -377,7 +394,16 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 	if err := is.needSecret(); err != nil {
 		return nil, err
 	}
-	r, err := is.run(ctx, enterScript, room, user)
+	var r scriptEntry
+	var err error
+	if is.cfg.EnterBatch == 1 {
+		var rs []scriptEntry
+		if rs, err = is.enterUsers(ctx, room, user); err == nil {
+			r = rs[0]
+		}
+	} else {
+		r, err = is.batcher(room).enter(ctx, user)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -420,7 +446,7 @@ func (is *Issuer) exactStatus(ctx context.Context, room, user, tok string, seq i
 	if err != nil {
 		return nil, err
 	}
-	return is.entry(room, user, tok, r), nil
+	return is.entry(room, user, tok, statusResult(r)), nil
 }
 
 func (is *Issuer) checkWaiting(room, user, tok string) (int64, error) {

@@ -67,11 +67,15 @@ type env struct {
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func newIssuer(t testing.TB, rdb issuer.Redis, ring issuer.Signer) *issuer.Issuer {
+func newIssuer(t testing.TB, rdb issuer.Redis, ring issuer.Signer, mod ...func(*issuer.Config)) *issuer.Issuer {
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
-	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: secret, Signer: ring,
-		Issuer: "flashgate", Audience: "orders", Logger: quietLog})
+	cfg := issuer.Config{Redis: rdb, WaitingSecret: secret, Signer: ring,
+		Issuer: "flashgate", Audience: "orders", Logger: quietLog}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	is, err := issuer.New(cfg)
 	require.NoError(t, err)
 	return is
 }

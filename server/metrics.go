@@ -54,7 +54,15 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 		}),
 	}
 	rc := newRoomCollector(is)
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.sseOpen, rc, rc.errors} {
+	batches := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "flashgate_enter_script_calls_total",
+		Help: "Enter script calls this replica sent; concurrent enters for a room share one call.",
+	}, func() float64 { c, _ := is.EnterBatchStats(); return float64(c) })
+	batched := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "flashgate_enter_script_users_total",
+		Help: "Users those enter script calls carried (divided by the calls: the mean batch size).",
+	}, func() float64 { _, u := is.EnterBatchStats(); return float64(u) })
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.sseOpen, rc, rc.errors, batches, batched} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

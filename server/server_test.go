@@ -396,6 +396,8 @@ func TestMetrics(t *testing.T) {
 		`flashgate_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
 		`flashgate_http_request_duration_seconds_bucket{method="POST",route="/v1/rooms/:room/enter",le="+Inf"} 2`,
 		`flashgate_sse_streams_open 0`,
+		`flashgate_enter_script_calls_total 2`, // sequential enters: one call each
+		`flashgate_enter_script_users_total 2`,
 		`flashgate_room_waiting{room="` + room + `"} 1`,
 		`flashgate_room_live{room="` + room + `"} 1`,
 		`flashgate_room_capacity{room="` + room + `"} 1`,

@@ -1,46 +1,80 @@
--- enter: ARGV[3] = user. Idempotent: a user already waiting or admitted gets
--- the same entry back, so refreshes, double clicks and go-redis retries never
--- create a second place in line (invariant 1).
--- Hot path (a new user joining a non-empty line): HMGET, ZSCORE, HGET, INCR,
--- ZCARD, ZADD — no clock read and no clock write, since joining the line
--- depends on arrival order only.
+-- enter: ARGV[3], ARGV[4], … = users, in arrival order (one script call per
+-- batch of concurrent enters for the room, issuer/batch.go). Each user is
+-- entered exactly as if it had run alone, in that order: FIFO within the
+-- batch is the order of ARGV.
+-- Idempotent: a user already waiting or admitted gets the same entry back, so
+-- refreshes, double clicks, a user twice in one batch and go-redis retries
+-- never create a second place in line (invariant 1).
+-- Hot path (new users joining a non-empty line): per batch, whatever its
+-- size, HMGET config, ZCARD, ZMSCORE and HMGET of all users, GET seq, one
+-- ZADD of all newcomers and SET seq (Redis >= 6.2) -- no clock read and no
+-- clock write, since joining the line depends on arrival order only.
+--
+-- Reply (flat, integers where possible: Redis converts every reply element,
+-- so a wide reply costs more than the queue work):
+--   created, rate, room_state, capacity,
+--   then per user: 1, seq, position, total_waiting            (WAITING)
+--              or: 2, seq, total_waiting, jti, expiry_ms      (ACTIVE)
 local cfg, created = load_config(true)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 if cfg.state == 'closed' then return { 'ERROR', 'room_closed' } end
-local user = ARGV[3]
 
-local s = redis.call('ZSCORE', K_WAITING, user)
-if s then
-  return result(cfg, 'WAITING', tonumber(s), redis.call('ZRANK', K_WAITING, user) + 1, '', 0, created)
-end
-
-local now -- read only where time matters
-local j = redis.call('HGET', K_USERS, user)
-if j then
-  now = now_ms(cfg)
-  local e = redis.call('ZSCORE', K_ACTIVE, j)
-  if e and tonumber(e) > now then
-    return result(cfg, 'ACTIVE', seq_of(j), 0, j, tonumber(e), created)
-  end
-  -- The index points at a lapsed admission or at nothing (a zombie, invariant 5):
-  -- clean it up and let the user queue again.
-  keep_clock(cfg, now)
-  redis.call('HDEL', K_USERS, user)
-  if e then
-    redis.call('ZREM', K_ACTIVE, j)
-    end_entry('E', seq_of(j), now)
-    redis.call('HINCRBY', K_STATS, 'expired', 1)
-  elseif not ended(seq_of(j) or 0) then
-    redis.call('HINCRBY', K_STATS, 'zombies', 1)
-  end
-end
-
-local seq = redis.call('INCR', K_SEQ) -- also the room's count of entries ever created
-local waiting = redis.call('ZCARD', K_WAITING)
--- Fast track (seed 000): nobody waits, and capacity and rate allow.
-if cfg.state == 'open' and waiting == 0 then
+local now -- read once, and only where time matters
+local function clock()
   now = now or now_ms(cfg)
-  if live_count(now) < cfg.capacity then
+  return now
+end
+
+local users = { unpack(ARGV, 3) }
+local waiting = redis.call('ZCARD', K_WAITING) -- kept current as users join
+local scores = redis.call('ZMSCORE', K_WAITING, unpack(users))
+local index = redis.call('HMGET', K_USERS, unpack(users))
+local seq0 = tonumber(redis.call('GET', K_SEQ) or '0')
+local seq = seq0 -- the room's count of entries ever created; assigned here, stored at the end
+local joined = {} -- user -> {seq, position} of newcomers, ZADDed at the end
+local zadd = {}
+local admitted = {} -- user -> {seq, jti, exp} of fast-track admissions in this batch
+
+local out = { created, cfg.rate, cfg.state, cfg.capacity }
+local function waiting_reply(s, pos)
+  out[#out + 1] = 1; out[#out + 1] = s; out[#out + 1] = pos; out[#out + 1] = waiting
+end
+local function active_reply(s, jti, exp)
+  out[#out + 1] = 2; out[#out + 1] = s; out[#out + 1] = waiting; out[#out + 1] = jti; out[#out + 1] = exp
+end
+
+local function enter_one(i, user)
+  local w = joined[user]
+  if w then return waiting_reply(w[1], w[2]) end
+  local a = admitted[user]
+  if a then return active_reply(a[1], a[2], a[3]) end
+  local s = scores[i]
+  if s then
+    return waiting_reply(tonumber(s), redis.call('ZRANK', K_WAITING, user) + 1)
+  end
+
+  local j = index[i]
+  if j then
+    local e = redis.call('ZSCORE', K_ACTIVE, j)
+    if e and tonumber(e) > clock() then
+      return active_reply(seq_of(j), j, tonumber(e))
+    end
+    -- The index points at a lapsed admission or at nothing (a zombie, invariant 5):
+    -- clean it up and let the user queue again.
+    keep_clock(cfg, clock())
+    redis.call('HDEL', K_USERS, user)
+    if e then
+      redis.call('ZREM', K_ACTIVE, j)
+      end_entry('E', seq_of(j), now)
+      redis.call('HINCRBY', K_STATS, 'expired', 1)
+    elseif not ended(seq_of(j) or 0) then
+      redis.call('HINCRBY', K_STATS, 'zombies', 1)
+    end
+  end
+
+  seq = seq + 1
+  -- Fast track (seed 000): nobody waits, and capacity and rate allow.
+  if cfg.state == 'open' and waiting == 0 and live_count(clock()) < cfg.capacity then
     local budget, tokens = rate_budget(cfg, now)
     if budget >= 1 then
       keep_clock(cfg, now)
@@ -49,10 +83,19 @@ if cfg.state == 'open' and waiting == 0 then
       redis.call('HINCRBY', K_STATS, 'admitted', 1)
       redis.call('HINCRBY', K_STATS, 'fast_track', 1)
       note_peak(now)
-      return result(cfg, 'ACTIVE', seq, 0, jti, exp, created)
+      admitted[user] = { seq, jti, exp }
+      return active_reply(seq, jti, exp)
     end
   end
+  -- seq is larger than every score in the line, so the newcomer is last.
+  waiting = waiting + 1
+  joined[user] = { seq, waiting }
+  zadd[#zadd + 1] = num(seq)
+  zadd[#zadd + 1] = user
+  return waiting_reply(seq, waiting)
 end
--- seq is larger than every score in the line, so the new entry is last.
-redis.call('ZADD', K_WAITING, seq, user)
-return { 'WAITING', seq, waiting + 1, waiting + 1, '', 0, created, cfg.rate, cfg.state, cfg.capacity }
+
+for i, user in ipairs(users) do enter_one(i, user) end
+if #zadd > 0 then redis.call('ZADD', K_WAITING, unpack(zadd)) end
+if seq > seq0 then redis.call('SET', K_SEQ, num(seq)) end
+return out

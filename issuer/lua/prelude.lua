@@ -55,7 +55,10 @@ end
 
 -- keep_clock records now as the room's latest time (scripts that write call it).
 local function keep_clock(cfg, now)
-  if now > cfg.clock then redis.call('HSET', K_CONFIG, 'clock_ms', num(now)) end
+  if now > cfg.clock then
+    redis.call('HSET', K_CONFIG, 'clock_ms', num(now))
+    cfg.clock = now
+  end
 end
 
 -- seq_of extracts the arrival seq from a jti "<seq>.<admno>.<admitted_ms>".

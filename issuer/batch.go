@@ -1,0 +1,139 @@
+package issuer
+
+import (
+	"context"
+	"sync"
+)
+
+// DefaultEnterBatch is the default Config.EnterBatch: the most users one
+// enter script call carries.
+const DefaultEnterBatch = 32
+
+// enterBatcher coalesces concurrent Enter calls for one room into one enter
+// script call (group commit). The first caller to find the room idle sends a
+// batch of whoever is queued at that moment — alone, when the line is quiet,
+// so a lone enter waits for nothing. Callers that arrive while a batch is in
+// flight queue up and go together in the next call, up to Config.EnterBatch
+// users, in arrival order. One call carries the script's fixed cost
+// (EVALSHA dispatch, the room's config, the round trip) for the whole batch:
+// in Redis an enter costs about 7 µs in a batch of 8 against 16 µs alone
+// (README "Measurements").
+//
+// Semantics are those of the users entering one after another in queue
+// order: the script enters ARGV[3..] in turn, so FIFO across and within
+// batches follows the order callers reached the batcher, and a user twice in
+// one batch gets one place. A go-redis retry of a batch is as idempotent as
+// a retry of one enter.
+type enterBatcher struct {
+	is   *Issuer
+	room string
+
+	mu       sync.Mutex
+	inflight int // batches in flight, at most maxInflight
+	queue    []*enterCall
+}
+
+// maxInflight is how many batches of one room may be in flight at once. One
+// measured best: a second in-flight call halves the batches while the
+// round trip stays as long (BenchmarkEnterHTTP, 64 connections).
+const maxInflight = 1
+
+type enterCall struct {
+	user string
+	ctx  context.Context
+	done chan struct{}
+	res  scriptEntry
+	err  error
+}
+
+// batcher returns room's enterBatcher.
+func (is *Issuer) batcher(room string) *enterBatcher {
+	if b, ok := is.batchers.Load(room); ok {
+		return b.(*enterBatcher)
+	}
+	b, _ := is.batchers.LoadOrStore(room, &enterBatcher{is: is, room: room})
+	return b.(*enterBatcher)
+}
+
+// enter queues user and returns its result fields once its batch has run,
+// or ctx's error (as ErrUnavailable) if ctx ends first — the batch may still
+// enter the user, exactly as when a reply is lost; a retry returns that entry.
+func (b *enterBatcher) enter(ctx context.Context, user string) (scriptEntry, error) {
+	c := &enterCall{user: user, ctx: ctx, done: make(chan struct{})}
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	lead := b.inflight < maxInflight
+	if lead {
+		b.inflight++
+	}
+	b.mu.Unlock()
+	if lead {
+		b.flush()
+	}
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		return scriptEntry{}, unavailable(ctx.Err())
+	}
+}
+
+// flush sends one batch from the head of the queue, delivers its results,
+// and hands over to a new flush while callers are waiting.
+func (b *enterBatcher) flush() {
+	max := b.is.cfg.EnterBatch
+	b.mu.Lock()
+	n := min(len(b.queue), max)
+	batch := make([]*enterCall, n)
+	copy(batch, b.queue)
+	b.queue = append(b.queue[:0], b.queue[n:]...)
+	b.mu.Unlock()
+
+	b.send(batch)
+
+	b.mu.Lock()
+	more := len(b.queue) > 0
+	if !more {
+		b.inflight--
+	}
+	b.mu.Unlock()
+	if more {
+		go b.flush()
+	}
+}
+
+// send runs the enter script for batch. Callers whose context already ended
+// are left out; the call runs under the first remaining caller's context
+// values without its cancellation, since it serves everyone in the batch.
+func (b *enterBatcher) send(batch []*enterCall) {
+	args := make([]any, 0, len(batch))
+	live := batch[:0:0]
+	for _, c := range batch {
+		if c.ctx.Err() != nil {
+			c.err = unavailable(c.ctx.Err())
+			close(c.done)
+			continue
+		}
+		args = append(args, c.user)
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	res, err := b.is.enterUsers(context.WithoutCancel(live[0].ctx), b.room, args...)
+	for i, c := range live {
+		if err != nil {
+			c.err = err
+		} else {
+			c.res = res[i]
+		}
+		close(c.done)
+	}
+}
+
+// EnterBatchStats reports the enter script calls this Issuer has sent and
+// the users they carried (counting from New); users/calls is the mean batch
+// size. Enter calls that bypass coalescing (EnterBatch 1) count as batches of one.
+func (is *Issuer) EnterBatchStats() (calls, users int64) {
+	return is.batchCalls.Load(), is.batchUsers.Load()
+}
