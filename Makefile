@@ -10,7 +10,7 @@ BENCHTIME ?= 2s
 WASM      ?= build/flashgate-verifier.wasm
 WORKER    := examples/cloudflare-worker
 
-.PHONY: all build run serve test wasm wasm-toolchain worker-deps bench fuzz vet vulncheck clean
+.PHONY: all build run serve test wasm wasm-toolchain worker-deps bench bench-http fuzz vet vulncheck clean
 
 all: build
 
@@ -49,6 +49,11 @@ vet:
 ## bench: wasm hot-path benchmarks, each next to its physical limit in the same run
 bench: wasm
 	scripts/with-redis.sh $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./verifier/ ./issuer/ ./server/
+
+## bench-http: the HTTP benchmarks interleaved over ROUNDS rounds, as percentages of the bare handler
+ROUNDS ?= 10
+bench-http:
+	scripts/with-redis.sh scripts/bench-http.sh $(ROUNDS)
 
 ## fuzz: each fuzz target for FUZZTIME executions (CI runs the default pass)
 FUZZ_TARGETS ?= verifier:FuzzVerify verifier:FuzzParseJWKS verifier:FuzzDecodeSegment verifier:FuzzJSONObject \

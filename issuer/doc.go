@@ -1,0 +1,53 @@
+// Package issuer is flashgate's domain core: the waiting room over Redis,
+// with no HTTP in it (package server is the HTTP layer).
+//
+// # Operations
+//
+// Every operation on a room is one Lua script (lua/*.lua, prelude.lua
+// prepended), atomic, idempotent under go-redis retries and bounded:
+//
+//	Enter     join the line, or get the entry one already has (fast track to ACTIVE when nobody waits)
+//	Status    WAITING (position, estimate, poll hint), ACTIVE, EXPIRED, COMPLETED, REVOKED or NOT_FOUND
+//	Leave     give up a place or end a live admission
+//	Tick      drop lapsed admissions, admit min(capacity − live, rate budget, batch) from the head
+//	Exchange  mint the admission token (EdDSA JWT, exp = the admission's expiry) for an ACTIVE entry
+//	Complete  consume an admission once (the order service's call); a repeat returns the first result
+//	Revoke    end an admission (operator)
+//
+// plus room administration (SetRoom, Room, SetState, Rooms, Stats) and the
+// order-side checks CompleteToken and CheckActive.
+// Run ticks every registered room until its context ends; any number of Issuers
+// (replicas) may share one Redis, and the rate budget lives in Redis, so
+// three replicas ticking at once admit no more than one would.
+//
+// # Data model
+//
+// Every key of a room carries the hash tag {room} (RoomKeys), so each
+// script touches one Redis Cluster slot. A waiting user is one member of the
+// room's waiting ZSET (user → arrival number from the room's counter); the
+// waiting token "fgw1_<arrival>_<mac>" is an HMAC over room, user and arrival
+// (Config.WaitingSecret) and is never stored. See README "Redis data model".
+//
+// # Enter coalescing
+//
+// Concurrent Enter calls for a room share one script call (batch.go, group
+// commit): the first to find the room idle goes at once, and calls arriving
+// while it is in flight go together in the next, up to Config.EnterBatch, in
+// arrival order. The script enters them one after another, so the result is
+// that of sequential enters; EnterBatchStats reports the mean batch.
+//
+// # Time
+//
+// One clock for every replica: Redis TIME (Config.Now injects one in
+// tests), never earlier than the latest time a time-dependent write of the
+// room recorded, so skewed replicas or a Redis clock stepping back never run
+// a room's time backwards.
+//
+// # Errors
+//
+// Errors are *Error values with a Code (errors.go); compare with errors.Is
+// against the Err… sentinels. Redis failures are ErrUnavailable (retry;
+// nothing is half-written), a script's refusal its own code (ErrUnknownRoom,
+// ErrRoomClosed, ErrNotAdmitted, …). Package server maps codes to HTTP
+// statuses in one table.
+package issuer
