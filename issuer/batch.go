@@ -9,6 +9,11 @@ import (
 // enter script call carries.
 const DefaultEnterBatch = 32
 
+// MaxEnterBatch bounds Config.EnterBatch: one script call blocks Redis while
+// it runs (about 3 µs per user), and Lua's unpack takes at most a few
+// thousand values.
+const MaxEnterBatch = 1000
+
 // enterBatcher coalesces concurrent Enter calls for one room into one enter
 // script call (group commit). The first caller to find the room idle sends a
 // batch of whoever is queued at that moment — alone, when the line is quiet,

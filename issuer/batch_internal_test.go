@@ -199,3 +199,31 @@ func TestDecodeEnterMalformed(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInternal, name)
 	}
 }
+
+func TestEnterBatchConfig(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = rdb.Close() })
+	for _, n := range []int{-1, MaxEnterBatch + 1} {
+		_, err := New(Config{Redis: rdb, EnterBatch: n})
+		assert.ErrorIs(t, err, ErrInvalidInput, "EnterBatch %d", n)
+	}
+	is, err := New(Config{Redis: rdb})
+	require.NoError(t, err)
+	assert.Equal(t, DefaultEnterBatch, is.cfg.EnterBatch)
+}
+
+// A batch of MaxEnterBatch users fits one script call.
+func TestEnterMaxBatch(t *testing.T) {
+	is, rdb, room := batchIssuer(t, MaxEnterBatch, RoomConfig{State: RoomPaused})
+	users := make([]any, MaxEnterBatch)
+	for i := range users {
+		users[i] = "u" + strconv.Itoa(i)
+	}
+	got, err := is.enterUsers(context.Background(), room, users...)
+	require.NoError(t, err)
+	require.Len(t, got, MaxEnterBatch)
+	assert.Equal(t, int64(MaxEnterBatch), got[MaxEnterBatch-1].pos)
+	n, err := rdb.ZCard(context.Background(), RoomKeys(room)[1]).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(MaxEnterBatch), n)
+}

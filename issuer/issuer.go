@@ -80,7 +80,7 @@ type Config struct {
 	// EnterBatch is the most users one enter script call carries: concurrent
 	// Enter calls for a room are coalesced into one call while the previous
 	// one is in flight (batch.go). Zero means DefaultEnterBatch (32); 1 turns
-	// coalescing off (every Enter is its own call).
+	// coalescing off (every Enter is its own call); at most MaxEnterBatch.
 	EnterBatch int
 }
 
@@ -138,8 +138,8 @@ func New(cfg Config) (*Issuer, error) {
 	if cfg.EnterBatch == 0 {
 		cfg.EnterBatch = DefaultEnterBatch
 	}
-	if cfg.EnterBatch < 0 {
-		return nil, errorf(CodeInvalidInput, "issuer: EnterBatch must not be negative")
+	if cfg.EnterBatch < 0 || cfg.EnterBatch > MaxEnterBatch {
+		return nil, errorf(CodeInvalidInput, "issuer: EnterBatch must be 0 (default %d) … %d", DefaultEnterBatch, MaxEnterBatch)
 	}
 	is := &Issuer{cfg: cfg, log: cfg.Logger}
 	if cfg.WaitingSecret != nil {

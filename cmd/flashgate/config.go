@@ -45,6 +45,7 @@ type serveConfig struct {
 	CompletionReplicas int           `env:"COMPLETION_REPLICAS" envDefault:"0" help:"Sentinel/standalone with replicas: completions and revocations wait (Redis WAIT) for this many replica acknowledgements and fail closed (503) without them; 0 disables; not on Cluster"`
 	CompletionTimeout  time.Duration `env:"COMPLETION_TIMEOUT" envDefault:"200ms" help:"how long a completion waits for FLASHGATE_COMPLETION_REPLICAS acknowledgements"`
 	StatusSnapshot     time.Duration `env:"STATUS_SNAPSHOT" envDefault:"500ms" help:"largest age of the per-replica room snapshot that answers status for users far behind the head (position_estimated); negative: every status asks Redis"`
+	EnterBatch         int           `env:"ENTER_BATCH" envDefault:"32" help:"most users one enter script call carries (1 … 1000): concurrent enters for a room share a call (group commit); 1 turns coalescing off"`
 	ShutdownTimeout    time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests"`
 	LogLevel           string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
 	LogFormat          string        `env:"LOG_FORMAT" envDefault:"text" help:"text | json"`

@@ -105,7 +105,7 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	is, err := issuer.New(issuer.Config{Redis: rdb, Signer: ring, Issuer: c.Issuer, Audience: c.Audience,
 		WaitingSecret: secret, DefaultRoom: c.defaultRoom(), Logger: log,
 		CompletionReplicas: c.CompletionReplicas, CompletionTimeout: c.CompletionTimeout,
-		StatusSnapshot: c.StatusSnapshot})
+		StatusSnapshot: c.StatusSnapshot, EnterBatch: c.EnterBatch})
 	if err != nil {
 		return err
 	}
