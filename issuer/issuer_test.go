@@ -243,6 +243,73 @@ func TestPauseAndClose(t *testing.T) {
 	assert.Equal(t, issuer.StateActive, st.State, "closing keeps existing admissions")
 }
 
+// The event window: before Opens an open room lines users up without
+// admitting anyone (no fast track either); from Closes on it refuses new
+// entries and admits nobody more, while an admission already made can still
+// complete. Judged by the room's clock.
+func TestEventWindow(t *testing.T) {
+	ctx := context.Background()
+	start := newClock().Now()
+	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 5, RatePerMinute: 600,
+		Opens: start.Add(10 * time.Second), Closes: start.Add(time.Minute)})
+
+	cfg, err := is.Room(ctx, room)
+	require.NoError(t, err)
+	assert.True(t, cfg.Opens.Equal(start.Add(10*time.Second)), "Opens round-trips: %v", cfg.Opens)
+	assert.True(t, cfg.Closes.Equal(start.Add(time.Minute)), "Closes round-trips: %v", cfg.Closes)
+	assert.Equal(t, issuer.RoomOpen, cfg.State, "the configured state is kept")
+
+	a, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	assert.Equal(t, issuer.StateWaiting, a.State, "before the window: no fast track")
+	assert.Equal(t, issuer.RoomPaused, a.RoomState)
+	res, err := is.Tick(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, 0, res.Admitted, "before the window: no admissions")
+	st, err := is.Stats(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, issuer.RoomPaused, st.State)
+	assert.Equal(t, issuer.RoomOpen, st.Config.State)
+
+	clk.Advance(10 * time.Second) // opens
+	res, err = is.Tick(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Admitted)
+	b, err := is.Enter(ctx, room, "bob")
+	require.NoError(t, err)
+	assert.Equal(t, issuer.StateActive, b.State, "inside the window: fast track")
+	assert.Equal(t, issuer.RoomOpen, b.RoomState)
+	_, err = is.Enter(ctx, room, "carol")
+	require.NoError(t, err)
+
+	clk.Advance(50 * time.Second) // closes
+	_, err = is.Enter(ctx, room, "dave")
+	assert.ErrorIs(t, err, issuer.ErrRoomClosed, "after the window: new entries refused")
+	res, err = is.Tick(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, 0, res.Admitted, "after the window: nobody more admitted")
+	st, err = is.Stats(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, issuer.RoomClosed, st.State)
+	s, err := is.Status(ctx, room, "bob", b.WaitingToken)
+	require.NoError(t, err)
+	assert.Equal(t, issuer.StateActive, s.State, "admissions made keep running")
+	adm, err := is.Exchange(ctx, room, "bob", b.WaitingToken)
+	require.NoError(t, err)
+	_, err = is.Complete(ctx, room, "bob", adm.ID)
+	require.NoError(t, err, "an admission made inside the window completes after it")
+
+	// Validation.
+	for _, c := range []issuer.RoomConfig{
+		{Opens: start, Closes: start},
+		{Opens: start, Closes: start.Add(-time.Second)},
+		{Opens: time.Unix(-5, 0)},
+	} {
+		_, err := is.SetRoom(ctx, room, c)
+		assert.ErrorIs(t, err, issuer.ErrInvalidInput, "%+v", c)
+	}
+}
+
 func TestExchangeMintsStableTokens(t *testing.T) {
 	ctx := context.Background()
 	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 1, Session: time.Minute})

@@ -45,8 +45,15 @@ type RoomConfig struct {
 	Tick time.Duration
 	// Batch bounds the admissions and expiries one tick call performs (1 … 10000).
 	Batch int
-	// State is open, paused or closed.
+	// State is open, paused or closed, as configured.
 	State RoomState
+	// Opens and Closes are the event window (millisecond precision; zero:
+	// unbounded). Before Opens an open room acts as paused — users line up,
+	// nobody is admitted, no fast track — and from Closes on any room acts as
+	// closed: new entries are refused and nobody more is admitted, while
+	// admissions already made run to their expiry and can complete.
+	// Both are judged by the room's clock (Redis TIME), not the replica's.
+	Opens, Closes time.Time
 }
 
 // WithDefaults returns c with every zero field set to its documented default.
@@ -87,11 +94,33 @@ func (c RoomConfig) Validate() error {
 		return errorf(CodeInvalidInput, "batch must be 1…10000, got %d", c.Batch)
 	case c.State != RoomOpen && c.State != RoomPaused && c.State != RoomClosed:
 		return errorf(CodeInvalidInput, "state must be open, paused or closed, got %q", c.State)
+	case !c.Opens.IsZero() && c.Opens.UnixMilli() <= 0, !c.Closes.IsZero() && c.Closes.UnixMilli() <= 0:
+		return errorf(CodeInvalidInput, "opens and closes must be after 1970-01-01")
+	case !c.Opens.IsZero() && !c.Closes.IsZero() && !c.Closes.After(c.Opens):
+		return errorf(CodeInvalidInput, "closes (%s) must be after opens (%s)",
+			c.Closes.UTC().Format(time.RFC3339), c.Opens.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
 
-// policy encodes c as the scripts' default-room argument.
+// windowMs returns t in Unix ms, or 0 for the zero time (unbounded).
+func windowMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// windowTime is windowMs's inverse.
+func windowTime(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// policy encodes c as the scripts' default-room argument (without a window:
+// a default policy applies to rooms created at any time).
 func (c RoomConfig) policy() string {
 	return fmt.Sprintf("%s,%d,%d,%d,%d,%d", c.State, c.Capacity, c.RatePerMinute,
 		c.Session.Milliseconds(), c.Batch, c.Tick.Milliseconds())

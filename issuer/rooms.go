@@ -25,7 +25,8 @@ func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomC
 	}
 	err := is.cfg.Redis.HSet(ctx, RoomKeys(room)[0],
 		"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
-		"session_ms", c.Session.Milliseconds(), "batch", c.Batch, "tick_ms", c.Tick.Milliseconds()).Err()
+		"session_ms", c.Session.Milliseconds(), "batch", c.Batch, "tick_ms", c.Tick.Milliseconds(),
+		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes)).Err()
 	if err == nil {
 		err = is.cfg.Redis.SAdd(ctx, keyRooms, room).Err()
 	}
@@ -54,6 +55,7 @@ func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 		Session: time.Duration(atoi("session_ms")) * time.Millisecond,
 		Tick:    time.Duration(atoi("tick_ms")) * time.Millisecond,
 		Batch:   atoi("batch"), State: RoomState(m["state"]),
+		Opens: windowTime(int64(atoi("opens_ms"))), Closes: windowTime(int64(atoi("closes_ms"))),
 	}, nil
 }
 
@@ -80,8 +82,11 @@ func (is *Issuer) Rooms(ctx context.Context) ([]string, error) {
 // Stats is a consistent snapshot of one room. Its JSON form is the
 // server's (server.Stats, GET /admin/rooms/{room}/stats).
 type Stats struct {
-	Room    string
-	Config  RoomConfig
+	Room   string
+	Config RoomConfig // as configured
+	// State is the state in effect at At: Config.State with the event window
+	// applied (paused before Opens, closed from Closes).
+	State   RoomState
 	Waiting int64
 	Live    int64
 	// Entered counts entries ever created in the room (the arrival counter):
@@ -111,8 +116,9 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 	st := &Stats{Room: room, Waiting: asInt(r[1]), Live: asInt(r[2]),
 		Config: RoomConfig{State: RoomState(asString(r[3])), Capacity: int(asInt(r[4])),
 			RatePerMinute: int(asInt(r[5])), Session: time.Duration(asInt(r[6])) * time.Millisecond,
-			Batch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond},
-		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11])}
+			Batch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond,
+			Opens: windowTime(asInt(r[13])), Closes: windowTime(asInt(r[14]))},
+		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11]), State: RoomState(asString(r[12]))}
 	kv, _ := r[9].([]any)
 	fields := map[string]*int64{"admitted": &st.Admitted, "fast_track": &st.FastTrack,
 		"expired": &st.Expired, "completed": &st.Completed, "revoked": &st.Revoked, "left": &st.Left,

@@ -18,12 +18,23 @@ type RoomConfig struct {
 	TickMs         int64  `json:"tick_ms"`
 	Batch          int    `json:"batch"`
 	State          string `json:"state"`
+	// OpensAt and ClosesAt are the event window (RFC 3339), absent when unbounded.
+	OpensAt  *time.Time `json:"opens_at,omitempty"`
+	ClosesAt *time.Time `json:"closes_at,omitempty"`
 }
 
 func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 	return RoomConfig{Room: room, Capacity: c.Capacity, RatePerMinute: c.RatePerMinute,
 		SessionSeconds: int64(c.Session / time.Second), TickMs: c.Tick.Milliseconds(),
-		Batch: c.Batch, State: string(c.State)}
+		Batch: c.Batch, State: string(c.State), OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes)}
+}
+
+func utcOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }
 
 // roomPatch is the body of PUT /admin/rooms/:room; omitted members keep
@@ -35,6 +46,9 @@ type roomPatch struct {
 	TickMs         *int64  `json:"tick_ms"`
 	Batch          *int    `json:"batch"`
 	State          *string `json:"state"`
+	// OpensAt and ClosesAt set the event window (RFC 3339); "" removes a bound.
+	OpensAt  *string `json:"opens_at"`
+	ClosesAt *string `json:"closes_at"`
 }
 
 // GET /admin/rooms
@@ -108,6 +122,23 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	if p.Batch != nil {
 		cur.Batch = *p.Batch
 	}
+	for _, f := range []struct {
+		name string
+		v    *string
+		dst  *time.Time
+	}{{"opens_at", p.OpensAt, &cur.Opens}, {"closes_at", p.ClosesAt, &cur.Closes}} {
+		switch {
+		case f.v == nil:
+		case *f.v == "":
+			*f.dst = time.Time{}
+		default:
+			t, err := time.Parse(time.RFC3339, *f.v)
+			if err != nil {
+				return problem(string(issuer.CodeInvalidInput), f.name+` must be an RFC 3339 time ("2026-11-27T09:00:00Z") or "" for none`)
+			}
+			*f.dst = t
+		}
+	}
 	if p.State != nil {
 		if *p.State == "" {
 			return problem(string(issuer.CodeInvalidInput), "state must be open, paused or closed")
@@ -176,20 +207,22 @@ func (s *Server) adminRevoke(c *fiber.Ctx) error {
 
 // Stats is the admin API's JSON form of issuer.Stats.
 type Stats struct {
-	Room       string     `json:"room"`
-	Config     RoomConfig `json:"config"`
-	Waiting    int64      `json:"waiting"`
-	Live       int64      `json:"live"`
-	Entered    int64      `json:"entered"`
-	Admitted   int64      `json:"admitted"`
-	FastTrack  int64      `json:"fast_track"`
-	Expired    int64      `json:"expired"`
-	Completed  int64      `json:"completed"`
-	Revoked    int64      `json:"revoked"`
-	Left       int64      `json:"left"`
-	Zombies    int64      `json:"zombies_cleaned"`
-	PeakActive int64      `json:"peak_active"`
-	AtMs       int64      `json:"at_ms"`
+	Room   string     `json:"room"`
+	Config RoomConfig `json:"config"`
+	// State is the state in effect: config.state with the event window applied.
+	State      string `json:"state"`
+	Waiting    int64  `json:"waiting"`
+	Live       int64  `json:"live"`
+	Entered    int64  `json:"entered"`
+	Admitted   int64  `json:"admitted"`
+	FastTrack  int64  `json:"fast_track"`
+	Expired    int64  `json:"expired"`
+	Completed  int64  `json:"completed"`
+	Revoked    int64  `json:"revoked"`
+	Left       int64  `json:"left"`
+	Zombies    int64  `json:"zombies_cleaned"`
+	PeakActive int64  `json:"peak_active"`
+	AtMs       int64  `json:"at_ms"`
 }
 
 // GET /admin/rooms/:room/stats
@@ -199,7 +232,7 @@ func (s *Server) adminStats(c *fiber.Ctx) error {
 		return err
 	}
 	cfg := roomJSON("", st.Config)
-	return c.JSON(Stats{Room: st.Room, Config: cfg, Waiting: st.Waiting, Live: st.Live,
+	return c.JSON(Stats{Room: st.Room, Config: cfg, State: string(st.State), Waiting: st.Waiting, Live: st.Live,
 		Entered: st.Entered, Admitted: st.Admitted, FastTrack: st.FastTrack, Expired: st.Expired,
 		Completed: st.Completed, Revoked: st.Revoked, Left: st.Left, Zombies: st.Zombies,
 		PeakActive: st.PeakActive, AtMs: st.At.UnixMilli()})

@@ -330,6 +330,48 @@ func TestAdmin(t *testing.T) {
 	assert.NotZero(t, st.AtMs)
 }
 
+// The event window through the admin API: RFC 3339 in, RFC 3339 out, ""
+// removes a bound; before opens_at the room lines users up without
+// admitting them (stats.state "paused", the entry's room_state too).
+func TestAdminEventWindow(t *testing.T) {
+	e := newEnv(t)
+	room := e.room(issuer.RoomConfig{Capacity: 5})
+	base := "/admin/rooms/" + room
+	opens := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	closes := opens.Add(2 * time.Hour)
+	r := e.admin("PUT", base, `{"opens_at":"`+opens.Format(time.RFC3339)+`","closes_at":"`+closes.Format(time.RFC3339)+`"}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var rc RoomConfig
+	require.NoError(t, json.Unmarshal(r.body, &rc))
+	require.NotNil(t, rc.OpensAt)
+	require.NotNil(t, rc.ClosesAt)
+	assert.True(t, rc.OpensAt.Equal(opens), "%v", rc.OpensAt)
+	assert.True(t, rc.ClosesAt.Equal(closes), "%v", rc.ClosesAt)
+	assert.Equal(t, "open", rc.State)
+
+	r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", user: "early"})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Equal(t, "WAITING", r.json(t)["state"], "no fast track before the window")
+	assert.Equal(t, "paused", r.json(t)["room_state"])
+	r = e.admin("GET", base+"/stats", "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var st Stats
+	require.NoError(t, json.Unmarshal(r.body, &st))
+	assert.Equal(t, "paused", st.State)
+	assert.Equal(t, "open", st.Config.State)
+
+	e.admin("PUT", base, `{"opens_at":"tomorrow"}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"closes_at":"`+opens.Add(-time.Minute).Format(time.RFC3339)+`"}`).problem(t, 400, "invalid_input")
+
+	r = e.admin("PUT", base, `{"opens_at":""}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.NotContains(t, r.json(t), "opens_at", "\"\" removes the bound")
+	assert.Contains(t, r.json(t), "closes_at")
+	r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", user: "later"})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Equal(t, "open", r.json(t)["room_state"])
+}
+
 func TestAdminDisabled(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.AdminToken = "" })
 	e.do(req{method: "GET", path: "/admin/rooms", bearer: ""}).problem(t, 404, "unknown_route")

@@ -1,7 +1,7 @@
 -- prelude.lua is prepended to every flashgate script (see issuer/scripts.go).
 --
 -- KEYS (all share the room's hash tag, so a script touches one Cluster slot):
---   1 config   HASH  state, capacity, rate, session_ms, batch, tick_ms, clock_ms
+--   1 config   HASH  state, capacity, rate, session_ms, batch, tick_ms, clock_ms, opens_ms, closes_ms
 --   2 waiting  ZSET  user -> arrival seq (strict FIFO: seq comes from INCR, never ties)
 --   3 active   ZSET  jti  -> expiry (ms since epoch)
 --   4 users    HASH  user -> jti of the user's current admission (seed 000's USER_INDEX)
@@ -38,8 +38,13 @@ local function num(x) return string.format('%d', x) end
 
 -- load_config returns the room's config table, or nil for an unknown room.
 -- With allow_create and a default policy in ARGV[2], an unknown room is created.
+-- cfg.state is the state in effect: a room with an event window (opens_ms,
+-- closes_ms; 0 = unbounded) is 'paused' before it opens (users line up,
+-- nobody is admitted) and 'closed' from the moment it closes; the state as
+-- configured is cfg.configured. Only windowed rooms read the clock here.
 local function load_config(allow_create)
-  local c = redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms', 'clock_ms')
+  local c = redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms',
+    'clock_ms', 'opens_ms', 'closes_ms')
   local created = 0
   if not c[1] then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
@@ -49,8 +54,18 @@ local function load_config(allow_create)
       'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6])
     created = 1
   end
-  return { state = c[1], capacity = tonumber(c[2]), rate = tonumber(c[3]),
-    session = tonumber(c[4]), batch = tonumber(c[5]), tick = tonumber(c[6]), clock = tonumber(c[7]) or 0 }, created
+  local cfg = { state = c[1], configured = c[1], capacity = tonumber(c[2]), rate = tonumber(c[3]),
+    session = tonumber(c[4]), batch = tonumber(c[5]), tick = tonumber(c[6]), clock = tonumber(c[7]) or 0,
+    opens = tonumber(c[8]) or 0, closes = tonumber(c[9]) or 0 }
+  if (cfg.opens > 0 or cfg.closes > 0) and cfg.state ~= 'closed' then
+    local now = now_ms(cfg)
+    if cfg.closes > 0 and now >= cfg.closes then
+      cfg.state = 'closed'
+    elseif cfg.opens > 0 and now < cfg.opens then
+      cfg.state = 'paused'
+    end
+  end
+  return cfg, created
 end
 
 -- keep_clock records now as the room's latest time (scripts that write call it).
