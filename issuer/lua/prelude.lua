@@ -2,10 +2,10 @@
 --
 -- KEYS (all share the room's hash tag, so a script touches one Cluster slot):
 --   1 config   HASH  state, capacity, rate, session_ms, batch, tick_ms, clock_ms, opens_ms, closes_ms
---   2 waiting  ZSET  user -> arrival seq (strict FIFO: seq comes from INCR, never ties)
+--   2 waiting  ZSET  user -> arrival seq (strict FIFO: seq comes from the counter below, never ties)
 --   3 active   ZSET  jti  -> expiry (ms since epoch)
 --   4 users    HASH  user -> jti of the user's current admission (seed 000's USER_INDEX)
---   5 seq      STRING arrival counter (INCR)
+--   5 seq      STRING arrival counter (the enter script advances it, one per entry created)
 --   6 admno    STRING admission counter (INCR): admission order, for FIFO audits
 --   7 admits   ZSET  jti -> admission time (ms): sliding 60 s log, the rate invariant
 --   8 bucket   HASH  tokens, ts: shared token bucket that paces admissions within the minute
