@@ -7,8 +7,9 @@
 -- never create a second place in line (invariant 1).
 -- Hot path (new users joining a non-empty line): per batch, whatever its
 -- size, HMGET config, ZCARD, ZMSCORE and HMGET of all users, GET seq, one
--- ZADD of all newcomers and SET seq (Redis >= 6.2) -- no clock read and no
--- clock write, since joining the line depends on arrival order only.
+-- ZADD of all newcomers and SET seq (Redis >= 6.2) -- no clock write, and no
+-- clock read but a windowed room's (load_config), since joining the line
+-- depends on arrival order only.
 --
 -- Reply (flat, integers where possible: Redis converts every reply element,
 -- so a wide reply costs more than the queue work):
