@@ -98,27 +98,43 @@ func BenchmarkWaitingUserMemory(b *testing.B) {
 	})
 }
 
-// BenchmarkEnter measures Enter (one EVALSHA round trip) for distinct users.
+// BenchmarkEnter measures Enter for distinct users from 64 goroutines
+// (SetParallelism 32 on two cores), with concurrent enters coalesced
+// (batch=32, the default) and with one script call per enter (batch=1).
+// users/call is the mean batch.
 func BenchmarkEnter(b *testing.B) {
-	ctx := context.Background()
-	rdb := redistest.Start(b).Client(b)
-	is := newIssuer(b, rdb, nil)
-	_, _ = is.SetRoom(ctx, "bench", issuer.RoomConfig{Capacity: 1, State: issuer.RoomPaused})
-	var n atomic.Int64
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := is.Enter(ctx, "bench", "u"+strconv.FormatInt(n.Add(1), 10)); err != nil {
-				b.Error(err)
+	for _, n := range []int{1, issuer.DefaultEnterBatch} {
+		b.Run("batch="+strconv.Itoa(n), func(b *testing.B) {
+			ctx := context.Background()
+			rdb := redistest.Start(b).Client(b)
+			is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: secret, EnterBatch: n})
+			if err != nil {
+				b.Fatal(err)
 			}
-		}
-	})
+			_, _ = is.SetRoom(ctx, "bench", issuer.RoomConfig{Capacity: 1, State: issuer.RoomPaused})
+			var u atomic.Int64
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := is.Enter(ctx, "bench", "u"+strconv.FormatInt(u.Add(1), 10)); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+			b.StopTimer()
+			calls, users := is.EnterBatchStats()
+			b.ReportMetric(float64(users)/float64(calls), "users/call")
+		})
+	}
 }
 
 // BenchmarkRedisPing is the physical floor for BenchmarkEnter: one round
-// trip to the same server with the same client.
+// trip to the same server with the same client, from as many goroutines.
 func BenchmarkRedisPing(b *testing.B) {
 	ctx := context.Background()
 	rdb := redistest.Start(b).Client(b)
+	b.SetParallelism(32)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if err := rdb.Ping(ctx).Err(); err != nil {
