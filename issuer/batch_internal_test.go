@@ -171,7 +171,7 @@ func TestEnterCancelledBeforeSend(t *testing.T) {
 
 // decodeEnter refuses replies of any other shape than lua/enter.lua's.
 func TestDecodeEnterMalformed(t *testing.T) {
-	head := []any{int64(0), int64(600), "open", int64(100)}
+	head := []any{int64(0), int64(600), "open"}
 	waiting := []any{int64(1), int64(7), int64(3), int64(3)}
 	active := []any{int64(2), int64(8), int64(0), "8.1.1000", int64(2000)}
 	cat := func(parts ...[]any) []any {

@@ -8,18 +8,17 @@ type scriptEntry struct {
 	seq, pos, total int64 // arrival number, 1-based position (WAITING), users waiting
 	jti             string
 	at              int64 // ms: expiry (ACTIVE, EXPIRED) or end time (COMPLETED, REVOKED)
-	created         bool  // the call created the room from the default policy
+	created         bool  // the enter call created the room from the default policy
 	rate            int64 // the room's new users per minute
 	roomState       RoomState
 }
 
-// statusResult decodes the status script's ten-field result
-// {state, seq, position, total_waiting, jti, at_ms, created, rate, room_state,
-// capacity} (lua/prelude.lua result).
+// statusResult decodes the status script's reply {state, seq, position,
+// total_waiting, jti, at_ms, rate, room_state} (lua/status.lua).
 func statusResult(r []any) scriptEntry {
 	return scriptEntry{state: State(asString(r[0])), seq: asInt(r[1]), pos: asInt(r[2]),
-		total: asInt(r[3]), jti: asString(r[4]), at: asInt(r[5]), created: asInt(r[6]) == 1,
-		rate: asInt(r[7]), roomState: RoomState(asString(r[8]))}
+		total: asInt(r[3]), jti: asString(r[4]), at: asInt(r[5]), rate: asInt(r[6]),
+		roomState: RoomState(asString(r[7]))}
 }
 
 // enterUsers runs the enter script for users, in that order, and decodes
@@ -35,19 +34,19 @@ func (is *Issuer) enterUsers(ctx context.Context, room string, users ...any) ([]
 }
 
 // decodeEnter decodes the enter script's reply for n users (lua/enter.lua):
-// created, rate, room_state, capacity, then per user 1, seq, position,
+// created, rate, room_state, then per user 1, seq, position,
 // total_waiting (WAITING) or 2, seq, total_waiting, jti, expiry_ms (ACTIVE).
 // A reply of any other shape is a CodeInternal error.
 func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 	bad := func() ([]scriptEntry, error) {
 		return nil, errorf(CodeInternal, "enter script: malformed reply for %d users: %v", n, r)
 	}
-	if len(r) < 4 {
+	if len(r) < 3 {
 		return bad()
 	}
 	head := scriptEntry{created: asInt(r[0]) == 1, rate: asInt(r[1]), roomState: RoomState(asString(r[2]))}
 	out := make([]scriptEntry, 0, n)
-	for i := 4; i < len(r); {
+	for i := 3; i < len(r); {
 		e := head
 		switch asInt(r[i]) {
 		case 1:

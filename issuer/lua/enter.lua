@@ -13,7 +13,7 @@
 --
 -- Reply (flat, integers where possible: Redis converts every reply element,
 -- so a wide reply costs more than the queue work):
---   created, rate, room_state, capacity,
+--   created, rate, room_state,
 --   then per user: 1, seq, position, total_waiting            (WAITING)
 --              or: 2, seq, total_waiting, jti, expiry_ms      (ACTIVE)
 local cfg, created = load_config(true)
@@ -36,7 +36,7 @@ local joined = {} -- user -> {seq, position} of newcomers, ZADDed at the end
 local zadd = {}
 local admitted = {} -- user -> {seq, jti, exp} of fast-track admissions in this batch
 
-local out = { created, cfg.rate, cfg.state, cfg.capacity }
+local out = { created, cfg.rate, cfg.state }
 local function waiting_reply(s, pos)
   out[#out + 1] = 1; out[#out + 1] = s; out[#out + 1] = pos; out[#out + 1] = waiting
 end

@@ -135,10 +135,3 @@ local function note_peak(now)
   if live > peak then redis.call('HSET', K_STATS, 'peak_active', live) end
   return live
 end
-
--- Result shape shared by enter and status:
---   {state, seq, position, total_waiting, jti, at_ms, created, rate, room_state, capacity}
--- at_ms is the admission's expiry for ACTIVE/EXPIRED and the end time for COMPLETED/REVOKED.
-local function result(cfg, state, seq, pos, jti, at, created)
-  return { state, seq, pos, redis.call('ZCARD', K_WAITING), jti, at, created, cfg.rate, cfg.state, cfg.capacity }
-end

@@ -4,17 +4,24 @@ local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local user, seq = ARGV[3], tonumber(ARGV[4])
 
+-- Reply: {state, seq, position, total_waiting, jti, at_ms, rate, room_state};
+-- at_ms is the admission's expiry for ACTIVE/EXPIRED and the end time for
+-- COMPLETED/REVOKED (issuer/result.go statusResult).
+local function result(state, pos, jti, at)
+  return { state, seq, pos, redis.call('ZCARD', K_WAITING), jti, at, cfg.rate, cfg.state }
+end
+
 local s = redis.call('ZSCORE', K_WAITING, user)
 if s and tonumber(s) == seq then -- the hot path needs no clock
-  return result(cfg, 'WAITING', seq, redis.call('ZRANK', K_WAITING, user) + 1, '', 0, 0)
+  return result('WAITING', redis.call('ZRANK', K_WAITING, user) + 1, '', 0)
 end
 local now = now_ms(cfg)
 local j = redis.call('HGET', K_USERS, user)
 if j and seq_of(j) == seq then
   local e = redis.call('ZSCORE', K_ACTIVE, j)
   if e then
-    if tonumber(e) > now then return result(cfg, 'ACTIVE', seq, 0, j, tonumber(e), 0) end
-    return result(cfg, 'EXPIRED', seq, 0, j, tonumber(e), 0)
+    if tonumber(e) > now then return result('ACTIVE', 0, j, tonumber(e)) end
+    return result('EXPIRED', 0, j, tonumber(e))
   end
 end
 -- The index names this entry's admission only while it is the user's
@@ -22,7 +29,7 @@ end
 local mine = ''
 if j and seq_of(j) == seq then mine = j end
 local kind, at = ended(seq)
-if kind == 'C' then return result(cfg, 'COMPLETED', seq, 0, mine, at, 0) end
-if kind == 'R' then return result(cfg, 'REVOKED', seq, 0, mine, at, 0) end
-if kind == 'E' then return result(cfg, 'EXPIRED', seq, 0, mine, at, 0) end
-return result(cfg, 'NOT_FOUND', seq, 0, '', 0, 0)
+if kind == 'C' then return result('COMPLETED', 0, mine, at) end
+if kind == 'R' then return result('REVOKED', 0, mine, at) end
+if kind == 'E' then return result('EXPIRED', 0, mine, at) end
+return result('NOT_FOUND', 0, '', 0)
