@@ -33,15 +33,13 @@ type enterBatcher struct {
 	is   *Issuer
 	room string
 
-	mu       sync.Mutex
-	inflight int // batches in flight, at most maxInflight
-	queue    []*enterCall
+	mu sync.Mutex
+	// busy: a batch is in flight. One call per room at a time measured best
+	// (a one-off trial with two in flight halved the batches while the round
+	// trip stayed as long, BenchmarkEnterHTTP at 64 connections).
+	busy  bool
+	queue []*enterCall
 }
-
-// maxInflight is how many batches of one room may be in flight at once. One
-// measured best: a second in-flight call halves the batches while the
-// round trip stays as long (BenchmarkEnterHTTP, 64 connections).
-const maxInflight = 1
 
 type enterCall struct {
 	user string
@@ -67,10 +65,8 @@ func (b *enterBatcher) enter(ctx context.Context, user string) (scriptEntry, err
 	c := &enterCall{user: user, ctx: ctx, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
-	lead := b.inflight < maxInflight
-	if lead {
-		b.inflight++
-	}
+	lead := !b.busy
+	b.busy = true
 	b.mu.Unlock()
 	if lead {
 		b.flush()
@@ -97,9 +93,7 @@ func (b *enterBatcher) flush() {
 
 	b.mu.Lock()
 	more := len(b.queue) > 0
-	if !more {
-		b.inflight--
-	}
+	b.busy = more // a new flush takes over while callers wait
 	b.mu.Unlock()
 	if more {
 		go b.flush()
