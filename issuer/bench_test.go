@@ -107,10 +107,7 @@ func BenchmarkEnter(b *testing.B) {
 		b.Run("batch="+strconv.Itoa(n), func(b *testing.B) {
 			ctx := context.Background()
 			rdb := redistest.Start(b).Client(b)
-			is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: secret, EnterBatch: n})
-			if err != nil {
-				b.Fatal(err)
-			}
+			is := newIssuer(b, rdb, nil, func(c *issuer.Config) { c.EnterBatch = n })
 			_, _ = is.SetRoom(ctx, "bench", issuer.RoomConfig{Capacity: 1, State: issuer.RoomPaused})
 			var u atomic.Int64
 			b.SetParallelism(32)

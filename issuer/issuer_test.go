@@ -49,11 +49,14 @@ func (s *testSigner) Sign(payload []byte) (string, error) {
 
 var secret = []byte("0123456789abcdef0123456789abcdef")
 
-func newIssuer(t testing.TB, rdb issuer.Redis, clk *clock) *issuer.Issuer {
+func newIssuer(t testing.TB, rdb issuer.Redis, clk *clock, mod ...func(*issuer.Config)) *issuer.Issuer {
 	t.Helper()
 	cfg := issuer.Config{Redis: rdb, WaitingSecret: secret, Signer: newSigner(), Issuer: "https://issuer.test", Audience: "orders"}
 	if clk != nil {
 		cfg.Now = clk.Now
+	}
+	for _, m := range mod {
+		m(&cfg)
 	}
 	is, err := issuer.New(cfg)
 	require.NoError(t, err)

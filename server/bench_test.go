@@ -62,13 +62,7 @@ func BenchmarkEnterHTTP(b *testing.B) {
 }
 
 func benchEnter(b *testing.B, batch int) {
-	e := newEnv(b)
-	e.is = newIssuer(b, e.rdb, e.ring, func(c *issuer.Config) { c.EnterBatch = batch })
-	srv, err := New(Options{Issuer: e.is, Keys: e.ring, AdminToken: adminToken, Logger: quietLog})
-	if err != nil {
-		b.Fatal(err)
-	}
-	e.srv = srv
+	e := newEnvIssuer(b, func(c *issuer.Config) { c.EnterBatch = batch })
 	base := e.listen()
 	room := e.room(issuer.RoomConfig{Capacity: 1, RatePerMinute: 1})
 	url := base + "/v1/rooms/" + room + "/enter"

@@ -82,9 +82,19 @@ func newIssuer(t testing.TB, rdb issuer.Redis, ring issuer.Signer, mod ...func(*
 
 func newEnv(t testing.TB, mod ...func(*Options)) *env {
 	t.Helper()
+	return newEnvIssuer(t, nil, mod...)
+}
+
+// newEnvIssuer is newEnv with isMod applied to the issuer's Config (nil: none).
+func newEnvIssuer(t testing.TB, isMod func(*issuer.Config), mod ...func(*Options)) *env {
+	t.Helper()
 	rdb := redistest.Client(t)
 	ring := newTestRing(t)
-	is := newIssuer(t, rdb, ring)
+	var isMods []func(*issuer.Config)
+	if isMod != nil {
+		isMods = append(isMods, isMod)
+	}
+	is := newIssuer(t, rdb, ring, isMods...)
 	opts := Options{Issuer: is, Keys: ring, AdminToken: adminToken, Logger: quietLog}
 	for _, m := range mod {
 		m(&opts)
