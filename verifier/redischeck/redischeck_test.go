@@ -20,11 +20,7 @@ import (
 func TestCompleteAndCheckActive(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: make([]byte, 32)})
-	require.NoError(t, err)
-	room := redistest.Room("sku")
-	_, err = is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 5})
-	require.NoError(t, err)
+	is, room := issuerRoom(t, rdb)
 	a, err := is.Enter(ctx, room, "alice")
 	require.NoError(t, err)
 	b, err := is.Enter(ctx, room, "bob")
@@ -68,11 +64,7 @@ func TestCompletionReplicas(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: make([]byte, 32)})
-	require.NoError(t, err)
-	room := redistest.Room("sku")
-	_, err = is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 5})
-	require.NoError(t, err)
+	is, room := issuerRoom(t, rdb)
 	a, err := is.Enter(ctx, room, "alice")
 	require.NoError(t, err)
 	tok := &verifier.Token{Product: room, User: "alice", ID: a.AdmissionID}
@@ -99,4 +91,15 @@ func TestCompletionReplicas(t *testing.T) {
 	_, err = redischeck.New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}}),
 		redischeck.WithCompletionReplicas(1, 0))
 	assert.ErrorIs(t, err, issuer.ErrInvalidInput, "WAIT is per node: not on Cluster")
+}
+
+// issuerRoom returns an issuer on rdb and a fresh room with capacity 5.
+func issuerRoom(t *testing.T, rdb *redis.Client) (*issuer.Issuer, string) {
+	t.Helper()
+	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: make([]byte, 32)})
+	require.NoError(t, err)
+	room := redistest.Room("sku")
+	_, err = is.SetRoom(context.Background(), room, issuer.RoomConfig{Capacity: 5})
+	require.NoError(t, err)
+	return is, room
 }
