@@ -84,6 +84,9 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("FLASHGATE_DEFAULT_*: %w", err)
 		}
 	}
+	if c.EnterBatch < 1 || c.EnterBatch > issuer.MaxEnterBatch {
+		return fmt.Errorf("FLASHGATE_ENTER_BATCH must be 1 … %d, got %d", issuer.MaxEnterBatch, c.EnterBatch)
+	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("FLASHGATE_SHUTDOWN_TIMEOUT must be positive, got %s", c.ShutdownTimeout)
 	}

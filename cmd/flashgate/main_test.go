@@ -66,6 +66,7 @@ func TestServeConfigDefaultsAndValidation(t *testing.T) {
 	assert.Equal(t, "off", c.Serve.DefaultRoom)
 	assert.Nil(t, c.Serve.defaultRoom())
 	assert.Equal(t, 15*time.Second, c.Serve.ShutdownTimeout)
+	assert.Equal(t, 32, c.Serve.EnterBatch)
 
 	c, err = loadServeEnv(map[string]string{"FLASHGATE_DEFAULT_ROOM": "paused", "FLASHGATE_DEFAULT_CAPACITY": "7"})
 	require.NoError(t, err)
@@ -80,6 +81,8 @@ func TestServeConfigDefaultsAndValidation(t *testing.T) {
 		"bad log level":    {"FLASHGATE_LOG_LEVEL": "loud"},
 		"bad duration":     {"FLASHGATE_SHUTDOWN_TIMEOUT": "soon"},
 		"bad session":      {"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_SESSION": "1h"},
+		"enter batch 0":    {"FLASHGATE_ENTER_BATCH": "0"},
+		"enter batch 1001": {"FLASHGATE_ENTER_BATCH": "1001"},
 	} {
 		_, err := loadServeEnv(env)
 		assert.Error(t, err, name)
