@@ -43,7 +43,10 @@ type RoomConfig struct {
 	Session time.Duration
 	// Tick is how often each replica runs the admission step (100 ms … 1 min).
 	Tick time.Duration
-	// Batch bounds the admissions and expiries one tick call performs (1 … 10000).
+	// Batch bounds the admissions, and the lapsed admissions dropped, of one
+	// tick (1 … 10000 each). Tick performs them in script calls of at most
+	// MaxTickPerCall (1000) each, so a large batch never blocks Redis for
+	// the whole of it.
 	Batch int
 	// State is open, paused or closed, as configured.
 	State RoomState

@@ -1,14 +1,22 @@
 -- tick: one admission step for one room (bounded by the room's batch):
---   1. drop lapsed admissions (at most batch per call) and old ended records;
---   2. admit min(capacity - live, rate budget, batch) from the head of the line.
+--   1. drop lapsed admissions (at most ARGV[3] per call, batch per tick) and old ended records;
+--   2. admit min(capacity - live, rate budget, ARGV[3], what is left of batch) from the head of the line.
 -- Safe to run from any number of replicas at once: all limits live in Redis.
+-- ARGV[3] = the most admissions and the most expiries this call may do
+-- (issuer.MaxTickPerCall: Issuer.Tick works a batch off in calls of at most
+-- that many); ARGV[4], ARGV[5] = admissions and expiries earlier calls of the
+-- same tick did, so that the tick as a whole stays within the batch.
 -- Returns {admitted, expired, live, waiting, tick_ms} or {'ERROR', code}.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
 keep_clock(cfg, now)
+local bound = tonumber(ARGV[3]) or cfg.batch
+local max_expire = math.max(0, math.min(bound, cfg.batch - (tonumber(ARGV[5]) or 0)))
+local max_admit = math.max(0, math.min(bound, cfg.batch - (tonumber(ARGV[4]) or 0)))
 
-local lapsed = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', num(now), 'LIMIT', 0, cfg.batch)
+local lapsed = {}
+if max_expire > 0 then lapsed = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', num(now), 'LIMIT', 0, max_expire) end
 for _, j in ipairs(lapsed) do
   redis.call('ZREM', K_ACTIVE, j)
   end_entry('E', seq_of(j) or 0, now)
@@ -22,7 +30,7 @@ local admitted = 0
 local live = live_count(now)
 if cfg.state == 'open' and live < cfg.capacity and redis.call('ZCARD', K_WAITING) > 0 then
   local budget, tokens = rate_budget(cfg, now)
-  local n = math.min(cfg.capacity - live, budget, cfg.batch)
+  local n = math.min(cfg.capacity - live, budget, max_admit)
   if n > 0 then
     local popped = redis.call('ZPOPMIN', K_WAITING, n)
     for i = 1, #popped, 2 do
