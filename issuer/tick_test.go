@@ -156,3 +156,39 @@ func TestTickWorksALargeBatchOffInBoundedCalls(t *testing.T) {
 	assert.Equal(t, 2500, res.Live)
 	assert.Len(t, calls, 3, "1000 + 1000 + 500, and the short call ends the tick: %v", calls)
 }
+
+// TestTickDropsOldEndedRecordsInBoundedCalls: ended records (completions,
+// revocations, expiries, leaves) past their keeping time are dropped oldest
+// first, at most ten times the per-call bound per script call, however many
+// have piled up (a mass of leaves is not bounded by the batch); newer ones
+// stay.
+func TestTickDropsOldEndedRecordsInBoundedCalls(t *testing.T) {
+	const perCall = 1000 // issuer.MaxTickPerCall
+	ctx := context.Background()
+	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 10})
+	ended := issuer.RoomKeys(room)[9]
+	old := clk.Now().Add(-time.Hour).UnixMilli()
+	const piled = 25_000
+	for i := 0; i < piled; i += 5000 {
+		zs := make([]redis.Z, 0, 5000)
+		for j := i; j < i+5000; j++ {
+			zs = append(zs, redis.Z{Score: float64(old + int64(j)), Member: "L:" + strconv.Itoa(j+1)})
+		}
+		require.NoError(t, rdb.ZAdd(ctx, ended, zs...).Err())
+	}
+	fresh := clk.Now().Add(-time.Minute).UnixMilli()
+	require.NoError(t, rdb.ZAdd(ctx, ended, redis.Z{Score: float64(fresh), Member: "C:99999"}).Err())
+
+	left := int64(piled + 1)
+	for left > 1 {
+		_, err := is.Tick(ctx, room)
+		require.NoError(t, err)
+		n, err := rdb.ZCard(ctx, ended).Result()
+		require.NoError(t, err)
+		assert.Equal(t, max(left-10*perCall, 1), n, "one call drops at most %d", 10*perCall)
+		left = n
+	}
+	oldest, err := rdb.ZRangeWithScores(ctx, ended, 0, 0).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []redis.Z{{Score: float64(fresh), Member: "C:99999"}}, oldest, "records within their keeping time stay")
+}
