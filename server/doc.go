@@ -88,7 +88,7 @@
 //	not_found                404     nothing to leave, unknown admission
 //	unknown_route            404     no such route (and the admin API when disabled)
 //	method_not_allowed       405     the route exists for other methods
-//	request_timeout          408     the request was not received in time
+//	request_timeout          408     the request line and headers (Options.HeaderTimeout) or the body (BodyTimeout) were not received in time
 //	not_admitted             409     exchange while still waiting (+ position, Retry-After)
 //	completed                409     revoking a completed admission
 //	expired                  410     the admission lapsed
@@ -116,6 +116,12 @@
 // that take no body (enter, leave, exchange, open/pause/close) accept only
 // an empty body or {}. A request that is refused (4xx) changes no state,
 // except that a refused completion may record that its admission lapsed.
+// A request's line and headers must arrive within Options.HeaderTimeout
+// (default 5 s, counted from the connection's start or, on a keep-alive
+// connection, from the request's first byte) and its body within
+// BodyTimeout (10 s) after that; otherwise it is answered 408
+// request_timeout and the connection is closed. Idle keep-alive
+// connections are closed after 75 s.
 //
 // Enter is rate-limited per user id (Options.EnterPerUser) and per client
 // address (Options.EnterPerAddress) in fixed windows of Options.EnterWindow

@@ -21,6 +21,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/verifier"
@@ -44,6 +45,11 @@ const (
 	// MaxStream is the longest a server-sent events stream stays open; the
 	// client's EventSource reconnects after it.
 	MaxStream = 5 * time.Minute
+	// DefaultHeaderTimeout is the default Options.HeaderTimeout.
+	DefaultHeaderTimeout = 5 * time.Second
+	// BodyTimeout is how long a request's body may take once its headers
+	// are in (bodies are at most Options.BodyLimit, 16 KiB by default).
+	BodyTimeout = 10 * time.Second
 )
 
 // Options configures a Server.
@@ -61,6 +67,13 @@ type Options struct {
 	UserHeader string
 	// BodyLimit is the largest request body in bytes (default 16 KiB).
 	BodyLimit int
+	// HeaderTimeout is the longest a client may take to send a request's
+	// line and headers, counted from the connection's start (or, on a
+	// keep-alive connection, from the request's first byte); a request
+	// still incomplete then is answered 408 request_timeout and its
+	// connection closed. Its body then has BodyTimeout (10 s). Zero means
+	// DefaultHeaderTimeout (5 s).
+	HeaderTimeout time.Duration
 	// EnterPerUser is how many POST /v1/rooms/{room}/enter requests one user
 	// id (the trusted user header, across rooms) may send per EnterWindow;
 	// more are answered 429 rate_limited with Retry-After. 0 disables it
@@ -131,6 +144,9 @@ func New(opts Options) (*Server, error) {
 	if opts.BodyLimit <= 0 {
 		opts.BodyLimit = DefaultBodyLimit
 	}
+	if opts.HeaderTimeout <= 0 {
+		opts.HeaderTimeout = DefaultHeaderTimeout
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -162,8 +178,10 @@ func New(opts Options) (*Server, error) {
 		ErrorHandler:          s.errorHandler,
 		DisableStartupMessage: true,
 		UnescapePath:          true,
-		ReadTimeout:           15 * time.Second,
-		IdleTimeout:           75 * time.Second,
+		// fasthttp's ReadTimeout runs from the request's start; once the
+		// headers are in, HeaderReceived (below) gives the body its own.
+		ReadTimeout: opts.HeaderTimeout,
+		IdleTimeout: 75 * time.Second,
 		// The client address (c.IP(), the per-address enter limit) comes
 		// from ProxyHeader only when the peer is a trusted proxy.
 		ProxyHeader:             proxyHdr,
@@ -171,6 +189,9 @@ func New(opts Options) (*Server, error) {
 		TrustedProxies:          proxies,
 		EnableIPValidation:      proxyHdr != "",
 	})
+	s.app.Server().HeaderReceived = func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+		return fasthttp.RequestConfig{ReadTimeout: BodyTimeout}
+	}
 	s.routes(enterLimits)
 	return s, nil
 }
