@@ -19,6 +19,7 @@ import (
 
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/keys"
+	"github.com/flashgate/flashgate/verifier"
 )
 
 type result struct {
@@ -200,7 +201,7 @@ func TestVerify(t *testing.T) {
 		assert.Equal(t, exp, v.Exp)
 	})
 	t.Run("stdin and flags after the token", func(t *testing.T) {
-		r := runCLI(t, "  "+tok+"\n", append(base, "-", "--user", "alice")...)
+		r := runCLI(t, tok+"\n", append(base, "-", "--user", "alice")...)
 		require.Equal(t, exitOK, r.code, r.stderr)
 		assert.True(t, decode(r).Valid)
 		r = runCLI(t, tok+"\n", base...)
@@ -257,12 +258,68 @@ func TestVerify(t *testing.T) {
 		r = runCLI(t, "", append(base, tok, tok)...)
 		assert.Equal(t, exitUsage, r.code, "two tokens")
 
-		r = runCLI(t, "   \n", base...)
+		r = runCLI(t, "\n", base...)
 		assert.Equal(t, exitUsage, r.code, "empty stdin")
 
 		r = runCLI(t, "", append(base, "--bogus")...)
 		assert.Equal(t, exitUsage, r.code)
 	})
+}
+
+// TestVerifyTakesTheTokenAsGiven: the CLI answers what the library answers
+// for the same bytes; it drops only the one trailing newline ("\n" or
+// "\r\n") of a token read from stdin, never spaces or a second newline.
+func TestVerifyTakesTheTokenAsGiven(t *testing.T) {
+	iat := time.Now().Unix()
+	jwks, tok := signedToken(t, map[string]any{"iss": "flashgate", "aud": "orders", "sub": "alice",
+		"product": "sneaker", "jti": "1.1.1", "iat": iat, "exp": iat + 300})
+	base := []string{"verify", "--jwks", jwks, "--issuer", "flashgate", "--audience", "orders", "--product", "sneaker"}
+	doc, err := os.ReadFile(jwks)
+	require.NoError(t, err)
+	set, err := verifier.ParseJWKS(doc)
+	require.NoError(t, err)
+	v, err := verifier.New(set, verifier.Config{Issuer: "flashgate", Audience: "orders", Product: "sneaker"})
+	require.NoError(t, err)
+	library := func(raw string) string {
+		_, err := v.Verify(context.Background(), raw, verifier.Expect{Product: "sneaker"})
+		return verifier.CodeOf(err).String()
+	}
+	cli := func(r result) (int, string) {
+		t.Helper()
+		var out verifyResult
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), "stdout %q, stderr %q", r.stdout, r.stderr)
+		return r.code, out.Reason
+	}
+
+	for _, c := range []struct {
+		name, arg, stdin string
+		library          string // what the library is given
+	}{
+		{name: "leading space", arg: " " + tok, library: " " + tok},
+		{name: "trailing space", arg: tok + " ", library: tok + " "},
+		{name: "trailing newline in an argument", arg: tok + "\n", library: tok + "\n"},
+		{name: "leading space on stdin", stdin: " " + tok + "\n", library: " " + tok},
+		{name: "trailing space on stdin", stdin: tok + " \n", library: tok + " "},
+		{name: "two trailing newlines on stdin", stdin: tok + "\n\n", library: tok + "\n"},
+		{name: "a tab before the newline on stdin", stdin: tok + "\t\n", library: tok + "\t"},
+		{name: "blanks only on stdin", stdin: "   \n", library: "   "},
+	} {
+		args := base
+		if c.arg != "" {
+			args = append(append([]string{}, base...), c.arg)
+		}
+		code, reason := cli(runCLI(t, c.stdin, args...))
+		want := library(c.library)
+		assert.NotEqual(t, "ok", want, "%s: the library refuses it", c.name)
+		assert.Equal(t, want, reason, "%s: the library's answer", c.name)
+		assert.Equal(t, exitFailure, code, c.name)
+	}
+
+	for _, stdin := range []string{tok + "\n", tok + "\r\n", tok} {
+		code, reason := cli(runCLI(t, stdin, base...))
+		assert.Equal(t, "ok", reason, "stdin %q", stdin)
+		assert.Equal(t, exitOK, code, "stdin %q", stdin)
+	}
 }
 
 func TestServeGracefulShutdown(t *testing.T) {

@@ -39,7 +39,9 @@ func runVerify(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "Usage: flashgate verify --jwks FILE --issuer ISS --audience AUD --product P [--user U] "+
 			"[--now UNIX_SECONDS] [--leeway 0s] [TOKEN | -]\n\n"+
 			"Checks an admission token offline and prints one JSON line {\"valid\":…,\"reason\":…}.\n"+
-			"TOKEN \"-\" or absent: read it from stdin. Exit status: 0 valid, 1 invalid, 2 usage error.\n\n")
+			"TOKEN \"-\" or absent: read it from stdin, where one trailing newline (\\n or \\r\\n) is dropped;\n"+
+			"nothing else is trimmed (a token with spaces is malformed, as for the library).\n"+
+			"Exit status: 0 valid, 1 invalid, 2 usage error.\n\n")
 		fset.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fset, args)
@@ -74,9 +76,14 @@ func runVerify(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		if err != nil {
 			return usageErr("read the token from stdin: %v", err)
 		}
+		// A piped or typed token ends with one newline: strip that one only.
+		// Every other byte is part of the token, for the library to judge as
+		// it (and the wasm module) would anywhere else: " tok" is malformed.
 		raw = string(b)
+		if r, ok := strings.CutSuffix(raw, "\n"); ok {
+			raw = strings.TrimSuffix(r, "\r")
+		}
 	}
-	raw = strings.TrimSpace(raw)
 	if raw == "" {
 		return usageErr("no token given (argument or stdin)")
 	}
