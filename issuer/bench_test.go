@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -139,4 +142,124 @@ func BenchmarkRedisPing(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkTickRedisTime measures how long one Tick keeps Redis busy: a
+// room with batch users waiting (capacity and rate out of the way) is
+// ticked once per iteration on a private redis-server while another
+// connection sends PING after PING. Per tick it takes the longest single
+// script call in Redis (SLOWLOG with a 0 µs threshold records every
+// command's execution time) and the longest PING round trip seen meanwhile
+// (what any other client of that Redis waits), and reports their medians
+// over the iterations, the script calls per tick, the script time per
+// admitted user, and the median idle PING
+// round trip measured just before each tick as the reference. Not a unit
+// test: the numbers depend on the host (README "Measurements").
+func BenchmarkTickRedisTime(b *testing.B) {
+	for _, batch := range []int{1000, 10_000} {
+		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
+			ctx := context.Background()
+			srv := redistest.Start(b)
+			rdb, ping := srv.Client(b), srv.Client(b)
+			is := newIssuer(b, rdb, nil)
+			if err := rdb.ConfigSet(ctx, "slowlog-max-len", "1000000").Err(); err != nil {
+				b.Fatal(err)
+			}
+			_, _ = is.Tick(ctx, "warm-up") // loads the script: no NOSCRIPT round in the log
+			median := func(d []time.Duration) float64 {
+				slices.Sort(d)
+				return float64(d[len(d)/2].Microseconds())
+			}
+			var worstCalls, worstPings, idlePings []time.Duration
+			var scriptTime time.Duration
+			calls, admitted := 0, 0
+			b.StopTimer()
+			for i := range b.N {
+				room := "tick-" + strconv.Itoa(i)
+				_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 10_000_000, RatePerMinute: 10_000_000,
+					Batch: batch, State: issuer.RoomPaused})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for range 16 {
+					wg.Go(func() {
+						for u := next.Add(1); u <= int64(batch); u = next.Add(1) {
+							if _, err := is.Enter(ctx, room, "u"+strconv.FormatInt(u, 10)); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				if _, err := is.SetState(ctx, room, issuer.RoomOpen); err != nil {
+					b.Fatal(err)
+				}
+				idle := make([]time.Duration, 0, 101)
+				for range 101 {
+					t0 := time.Now()
+					if err := ping.Ping(ctx).Err(); err != nil {
+						b.Fatal(err)
+					}
+					idle = append(idle, time.Since(t0))
+				}
+				slices.Sort(idle)
+				idlePings = append(idlePings, idle[50])
+				_ = rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err()
+				_ = rdb.SlowLogReset(ctx).Err()
+				stop := make(chan struct{})
+				var pingMax time.Duration
+				var pinger sync.WaitGroup
+				pinger.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						t0 := time.Now()
+						if err := ping.Ping(ctx).Err(); err != nil {
+							b.Error(err)
+							return
+						}
+						pingMax = max(pingMax, time.Since(t0))
+					}
+				})
+				b.StartTimer()
+				res, err := is.Tick(ctx, room)
+				b.StopTimer()
+				close(stop)
+				pinger.Wait()
+				_ = rdb.ConfigSet(ctx, "slowlog-log-slower-than", "10000").Err()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Admitted != batch {
+					b.Fatalf("admitted %d, want %d", res.Admitted, batch)
+				}
+				admitted += res.Admitted
+				log, err := rdb.SlowLogGet(ctx, -1).Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				var worst time.Duration
+				for _, e := range log {
+					if name := strings.ToLower(fmt.Sprint(e.Args[0])); name == "evalsha" || name == "eval" {
+						calls++
+						worst = max(worst, e.Duration)
+						scriptTime += e.Duration
+					}
+				}
+				worstCalls = append(worstCalls, worst)
+				worstPings = append(worstPings, pingMax)
+			}
+			b.ReportMetric(float64(calls)/float64(b.N), "script-calls/tick")
+			b.ReportMetric(float64(scriptTime.Microseconds())/float64(admitted), "script-µs/admitted")
+			b.ReportMetric(median(worstCalls), "µs/longest-script-call")
+			b.ReportMetric(median(worstPings), "µs/longest-PING-during-tick")
+			b.ReportMetric(median(idlePings), "µs/PING-idle")
+		})
+	}
 }
