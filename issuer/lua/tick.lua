@@ -2,8 +2,11 @@
 --   1. drop lapsed admissions (at most batch per call) and old ended records;
 --   2. admit min(capacity - live, rate budget, batch) from the head of the line.
 -- Safe to run from any number of replicas at once: all limits live in Redis.
--- Returns {admitted, expired, live, waiting, tick_ms} or {'ERROR', code}.
-local cfg = load_config(false)
+-- ARGV[2] is the replica's last known config of the room, or "": a room whose config was lost
+-- with Redis's data is restored from it (with a new epoch; issuer.Run logs and counts it).
+-- Returns {admitted, expired, live, waiting, tick_ms, created, then the room's config as
+-- configured: state, capacity, rate, session_ms, batch, opens_ms, closes_ms} or {'ERROR', code}.
+local cfg, created = load_config(true)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
 keep_clock(cfg, now)
@@ -11,7 +14,8 @@ keep_clock(cfg, now)
 local lapsed = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', num(now), 'LIMIT', 0, cfg.batch)
 for _, j in ipairs(lapsed) do
   redis.call('ZREM', K_ACTIVE, j)
-  end_entry('E', seq_of(j) or 0, now)
+  local s = seq_of(cfg, j)
+  if s then end_entry(cfg, 'E', s, now) end -- an earlier epoch's admission leaves no record
 end
 if #lapsed > 0 then redis.call('HINCRBY', K_STATS, 'expired', #lapsed) end
 -- Ended records are kept long enough to answer status and repeated
@@ -34,4 +38,5 @@ if cfg.state == 'open' and live < cfg.capacity and redis.call('ZCARD', K_WAITING
     live = note_peak(now)
   end
 end
-return { admitted, #lapsed, live, redis.call('ZCARD', K_WAITING), cfg.tick }
+return { admitted, #lapsed, live, redis.call('ZCARD', K_WAITING), cfg.tick, created,
+  cfg.configured, cfg.capacity, cfg.rate, cfg.session, cfg.batch, cfg.opens, cfg.closes }
