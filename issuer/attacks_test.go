@@ -242,7 +242,7 @@ func TestAttackWaitingTokenAsAdmission(t *testing.T) {
 	e := atkSetup(t)
 	en := e.admitted(t, "dave")
 	w := en.WaitingToken
-	require.True(t, strings.HasPrefix(w, "fgw1_"), w)
+	require.True(t, strings.HasPrefix(w, "fgw2_"), w)
 
 	_, err := e.v.Verify(e.ctx, w, verifier.Expect{Product: e.room, User: "dave"})
 	assert.ErrorIs(t, err, verifier.ErrMalformed)

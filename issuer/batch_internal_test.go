@@ -171,9 +171,9 @@ func TestEnterCancelledBeforeSend(t *testing.T) {
 
 // decodeEnter refuses replies of any other shape than lua/enter.lua's.
 func TestDecodeEnterMalformed(t *testing.T) {
-	head := []any{int64(0), int64(600), "open"}
+	head := []any{int64(0), int64(600), "open", "ep0ch"}
 	waiting := []any{int64(1), int64(7), int64(3), int64(3)}
-	active := []any{int64(2), int64(8), int64(0), "8.1.1000", int64(2000)}
+	active := []any{int64(2), int64(8), int64(0), "ep0ch.8.1.1000", int64(2000)}
 	cat := func(parts ...[]any) []any {
 		var out []any
 		for _, p := range parts {
@@ -183,12 +183,14 @@ func TestDecodeEnterMalformed(t *testing.T) {
 	}
 	got, err := decodeEnter(cat(head, waiting, active), 2)
 	require.NoError(t, err)
-	assert.Equal(t, scriptEntry{state: StateWaiting, seq: 7, pos: 3, total: 3, rate: 600, roomState: RoomOpen}, got[0])
-	assert.Equal(t, scriptEntry{state: StateActive, seq: 8, jti: "8.1.1000", at: 2000, rate: 600, roomState: RoomOpen}, got[1])
+	assert.Equal(t, scriptEntry{state: StateWaiting, seq: 7, pos: 3, total: 3, rate: 600, roomState: RoomOpen, epoch: "ep0ch"}, got[0])
+	assert.Equal(t, scriptEntry{state: StateActive, seq: 8, jti: "ep0ch.8.1.1000", at: 2000, rate: 600, roomState: RoomOpen, epoch: "ep0ch"}, got[1])
 
 	for name, r := range map[string][]any{
 		"empty":          {},
 		"no users":       head,
+		"no epoch":       cat(head[:3], waiting, waiting),
+		"bad epoch":      cat(head[:3], []any{"EP_0"}, waiting, waiting),
 		"short waiting":  cat(head, waiting[:3]),
 		"short active":   cat(head, active[:4]),
 		"unknown kind":   cat(head, []any{int64(3), int64(1), int64(1), int64(1)}),

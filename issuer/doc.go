@@ -25,7 +25,7 @@
 // Every key of a room carries the hash tag {room} (RoomKeys), so each
 // script touches one Redis Cluster slot. A waiting user is one member of the
 // room's waiting ZSET (user → arrival number from the room's counter); the
-// waiting token "fgw1_<arrival>_<mac>" is an HMAC over room, user and arrival
+// waiting token "fgw2_<sid>_<epoch>_<arrival>_<mac>" is an HMAC over room, user, epoch and arrival
 // (Config.WaitingSecret) and is never stored. See README "Redis data model".
 //
 // # Enter coalescing

@@ -93,6 +93,8 @@ func scriptError(code, room string) error {
 		return errorf(CodeRoomClosed, "waiting room %q is closed", room)
 	case "not_found":
 		return errorf(CodeNotFound, "admission not found in room %q", room)
+	case "stale":
+		return errorf(CodeNotFound, "admission from an earlier epoch of room %q: it was lost when the queue store lost its data; queue again", room)
 	case "expired":
 		return errorf(CodeExpired, "admission expired")
 	case "revoked":

@@ -54,6 +54,11 @@ type Config struct {
 	// every replica. Required for Enter, Status, Leave and Exchange (see
 	// LoadOrCreateSecret).
 	WaitingSecret []byte
+	// SharedSecret says WaitingSecret came from LoadOrCreateSecret (the
+	// fg:waiting-secret key) rather than from the operator: Run then keeps
+	// this replica in step with that key (SyncSecret), so replicas converge
+	// on one secret after a Redis data loss.
+	SharedSecret bool
 	// DefaultRoom, when non-nil, creates unknown rooms on first Enter with
 	// this policy. Nil: unknown rooms are refused with ErrUnknownRoom.
 	DefaultRoom *RoomConfig
@@ -94,10 +99,16 @@ type pipeliner interface {
 // and any number of Issuers (replicas) may share one Redis.
 type Issuer struct {
 	cfg    Config
-	policy string
+	policy string // the default room policy (lua/prelude.lua ARGV[2]), or ""
 	log    *slog.Logger
 	snaps  snapshots
-	macs   *macPool // nil without Config.WaitingSecret
+	// secrets holds the waiting-token secrets (nil without Config.WaitingSecret).
+	secrets atomic.Pointer[secretSet]
+	// known holds the last config this replica saw of each room (*knownRoom),
+	// to restore a room lost with Redis's data (recovery.go).
+	known sync.Map
+	// restored counts rooms this replica restored (RoomsRestored).
+	restored atomic.Int64
 	// registered holds the rooms this process has added to fg:rooms.
 	registered sync.Map
 	// batchers holds each room's *enterBatcher.
@@ -143,7 +154,7 @@ func New(cfg Config) (*Issuer, error) {
 	}
 	is := &Issuer{cfg: cfg, log: cfg.Logger}
 	if cfg.WaitingSecret != nil {
-		is.macs = newMACPool(cfg.WaitingSecret)
+		is.secrets.Store(newSecretSet(cfg.WaitingSecret))
 	}
 	if is.log == nil {
 		is.log = slog.Default()
@@ -164,7 +175,9 @@ func (is *Issuer) TokenClaims() (iss, aud string) { return is.cfg.Issuer, is.cfg
 
 // LoadOrCreateSecret returns the waiting-token secret shared through Redis
 // (key fg:waiting-secret), creating a random 32-byte one with SETNX if none
-// exists, so every replica agrees without configuration.
+// exists, so every replica agrees without configuration. Pass it as
+// Config.WaitingSecret with Config.SharedSecret set, so that Run keeps the
+// replicas agreeing after Redis loses the key (SyncSecret).
 func LoadOrCreateSecret(ctx context.Context, rdb Redis) ([]byte, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -177,11 +190,7 @@ func LoadOrCreateSecret(ctx context.Context, rdb Redis) ([]byte, error) {
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	secret, err := base64.StdEncoding.DecodeString(s)
-	if err != nil || len(secret) < 32 {
-		return nil, errorf(CodeInternal, "stored waiting secret %s is corrupt", keySecret)
-	}
-	return secret, nil
+	return decodeSecret(s)
 }
 
 func unavailable(err error) error {
@@ -198,7 +207,7 @@ func (is *Issuer) nowArg() string {
 // run executes a script for room and returns its reply, mapping
 // {'ERROR', code} replies to domain errors and Redis failures to ErrUnavailable.
 func (is *Issuer) run(ctx context.Context, s *redis.Script, room string, args ...any) ([]any, error) {
-	argv := append([]any{is.nowArg(), is.policy}, args...)
+	argv := append([]any{is.nowArg(), is.policyFor(room)}, args...)
 	res, err := s.Run(ctx, is.cfg.Redis, RoomKeys(room), argv...).Slice()
 	return reply(res, err, room)
 }
@@ -223,7 +232,7 @@ func (is *Issuer) runReplicated(ctx context.Context, s *redis.Script, room strin
 	if n <= 0 {
 		return is.run(ctx, s, room, args...)
 	}
-	argv := append([]any{is.nowArg(), is.policy}, args...)
+	argv := append([]any{is.nowArg(), is.policyFor(room)}, args...)
 	keys := RoomKeys(room)
 	// exec pipelines the script (EVALSHA, or EVAL after NOSCRIPT) and WAIT,
 	// since WAIT only counts the writes of its own connection.
@@ -305,17 +314,35 @@ func asString(v any) string {
 	return s
 }
 
-// parseJTI splits "<seq>.<admno>.<admitted_ms>".
-func parseJTI(jti string) (seq, admno, admittedMs int64, ok bool) {
+// AdmissionID is what an admission id (the admission token's jti) names:
+// "<epoch>.<arrival>.<admission>.<admitted_ms>" (lua/prelude.lua admit).
+type AdmissionID struct {
+	Epoch      string    // the room's epoch when admitted (DESIGN.md invariant 6)
+	Arrival    int64     // arrival number in the room (FIFO order)
+	Admission  int64     // admission number in the room
+	AdmittedAt time.Time // millisecond precision, the room's clock
+}
+
+// ParseAdmissionID splits an admission id; ok is false for any other string.
+func ParseAdmissionID(jti string) (id AdmissionID, ok bool) {
+	epoch, seq, admno, ms, ok := parseJTI(jti)
+	if !ok {
+		return AdmissionID{}, false
+	}
+	return AdmissionID{Epoch: epoch, Arrival: seq, Admission: admno, AdmittedAt: time.UnixMilli(ms)}, true
+}
+
+// parseJTI splits an admission id "<epoch>.<seq>.<admno>.<admitted_ms>".
+func parseJTI(jti string) (epoch string, seq, admno, admittedMs int64, ok bool) {
 	parts := strings.Split(jti, ".")
-	if len(parts) != 3 {
-		return 0, 0, 0, false
+	if len(parts) != 4 || !validEpoch(parts[0]) {
+		return "", 0, 0, 0, false
 	}
 	var err1, err2, err3 error
-	seq, err1 = strconv.ParseInt(parts[0], 10, 64)
-	admno, err2 = strconv.ParseInt(parts[1], 10, 64)
-	admittedMs, err3 = strconv.ParseInt(parts[2], 10, 64)
-	return seq, admno, admittedMs, err1 == nil && err2 == nil && err3 == nil
+	seq, err1 = strconv.ParseInt(parts[1], 10, 64)
+	admno, err2 = strconv.ParseInt(parts[2], 10, 64)
+	admittedMs, err3 = strconv.ParseInt(parts[3], 10, 64)
+	return parts[0], seq, admno, admittedMs, err1 == nil && err2 == nil && err3 == nil && seq > 0 && admno > 0
 }
 
 // entry builds an Entry from a script result; tok is the caller's verified
@@ -333,7 +360,7 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 	}
 	at := r.at
 	if e.AdmissionID != "" {
-		if _, admno, ms, ok := parseJTI(e.AdmissionID); ok {
+		if _, _, admno, ms, ok := parseJTI(e.AdmissionID); ok {
 			e.Admission, e.AdmittedAt = admno, time.UnixMilli(ms)
 		}
 	}
@@ -355,8 +382,10 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 	switch {
 	case tok != "":
 		e.WaitingToken = tok
-	case is.macs != nil && e.Arrival > 0:
-		e.WaitingToken = is.macs.token(room, user, e.Arrival)
+	case e.Arrival > 0 && r.epoch != "":
+		if s := is.secrets.Load(); s != nil {
+			e.WaitingToken = s.current.token(room, user, r.epoch, e.Arrival)
+		}
 	}
 	return e
 }
@@ -372,7 +401,7 @@ func pollAfter(eta time.Duration) time.Duration {
 }
 
 func (is *Issuer) needSecret() error {
-	if is.cfg.WaitingSecret == nil {
+	if is.secrets.Load() == nil {
 		return errorf(CodeInternal, "issuer: Config.WaitingSecret is not set")
 	}
 	return nil
@@ -408,6 +437,9 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 		return nil, err
 	}
 	e := is.entry(room, user, "", r)
+	if e.Created {
+		is.noteCreated(room)
+	}
 	// Register the room with the tick loops (fg:rooms; another slot, so not in
 	// the script). Not only when this call created it: a retried first enter
 	// answers created=0, and the room would then never be ticked. Once per
@@ -430,47 +462,64 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 // Errors: ErrInvalidInput, ErrBadWaiting (not a waiting token),
 // ErrOwnerMismatch (another user's token), ErrUnknownRoom, ErrUnavailable.
 func (is *Issuer) Status(ctx context.Context, room, user, waitingToken string) (*Entry, error) {
-	seq, err := is.checkWaiting(room, user, waitingToken)
+	ref, err := is.checkWaiting(room, user, waitingToken)
 	if err != nil {
+		if errors.Is(err, errUnknownSecret) {
+			return is.notFound(room, user, waitingToken), nil
+		}
 		return nil, err
 	}
-	if e := is.fromSnapshot(ctx, room, user, waitingToken, seq); e != nil {
+	if e := is.fromSnapshot(ctx, room, user, waitingToken, ref); e != nil {
 		return e, nil
 	}
-	return is.exactStatus(ctx, room, user, waitingToken, seq)
+	return is.exactStatus(ctx, room, user, waitingToken, ref)
 }
 
-// exactStatus runs the status script for a verified waiting token.
-func (is *Issuer) exactStatus(ctx context.Context, room, user, tok string, seq int64) (*Entry, error) {
-	r, err := is.run(ctx, statusScript, room, user, seq)
+// notFound is the NOT_FOUND entry: what a waiting token whose entry is gone
+// (left, superseded, or lost with Redis's data) reads; the client enters again.
+func (is *Issuer) notFound(room, user, tok string) *Entry {
+	return &Entry{Room: room, User: user, State: StateNotFound, WaitingToken: tok}
+}
+
+// exactStatus runs the status script for a verified waiting token. A room
+// lost with Redis's data that this replica knew reads NOT_FOUND (the entry is
+// gone; the client's next enter restores the room), not ErrUnknownRoom.
+func (is *Issuer) exactStatus(ctx context.Context, room, user, tok string, ref waitingRef) (*Entry, error) {
+	r, err := is.run(ctx, statusScript, room, user, ref.seq, ref.epoch)
 	if err != nil {
+		if errors.Is(err, ErrUnknownRoom) && is.knows(room) {
+			return is.notFound(room, user, tok), nil
+		}
 		return nil, err
 	}
 	return is.entry(room, user, tok, statusResult(r)), nil
 }
 
-func (is *Issuer) checkWaiting(room, user, tok string) (int64, error) {
+func (is *Issuer) checkWaiting(room, user, tok string) (waitingRef, error) {
 	if err := checkRoom(room); err != nil {
-		return 0, err
+		return waitingRef{}, err
 	}
 	if err := checkUser(user); err != nil {
-		return 0, err
+		return waitingRef{}, err
 	}
 	if err := is.needSecret(); err != nil {
-		return 0, err
+		return waitingRef{}, err
 	}
-	return is.macs.parse(room, user, tok)
+	return is.secrets.Load().parse(room, user, tok)
 }
 
 // Leave removes the waiting entry, or ends the live admission, behind a
 // waiting token, and the user index. Errors as Status, plus ErrNotFound when
 // there is nothing to leave (a repeated leave).
 func (is *Issuer) Leave(ctx context.Context, room, user, waitingToken string) error {
-	seq, err := is.checkWaiting(room, user, waitingToken)
+	ref, err := is.checkWaiting(room, user, waitingToken)
 	if err != nil {
 		return err
 	}
-	r, err := is.run(ctx, leaveScript, room, user, seq)
+	r, err := is.run(ctx, leaveScript, room, user, ref.seq, ref.epoch)
+	if errors.Is(err, ErrUnknownRoom) && is.knows(room) {
+		return errorf(CodeNotFound, "no live entry to leave: room %q lost its data", room)
+	}
 	if err != nil {
 		return err
 	}
@@ -511,11 +560,11 @@ type claims struct {
 // *Error.Entry is the WAITING entry), ErrExpired,
 // ErrCompleted, ErrRevoked, ErrNotFound, ErrInternal (no signer, sign failure).
 func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string) (*Admission, error) {
-	seq, err := is.checkWaiting(room, user, waitingToken)
+	ref, err := is.checkWaiting(room, user, waitingToken)
 	if err != nil {
 		return nil, err
 	}
-	e, err := is.exactStatus(ctx, room, user, waitingToken, seq)
+	e, err := is.exactStatus(ctx, room, user, waitingToken, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -575,7 +624,7 @@ func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) 
 	if err := checkUser(user); err != nil {
 		return nil, err
 	}
-	if _, _, _, ok := parseJTI(admissionID); !ok {
+	if _, _, _, _, ok := parseJTI(admissionID); !ok {
 		return nil, errorf(CodeNotFound, "unknown admission id %q", clip(admissionID))
 	}
 	r, err := is.runReplicated(ctx, completeScript, room, user, admissionID)
@@ -639,7 +688,7 @@ func (is *Issuer) Revoke(ctx context.Context, room, user, admissionID string) (*
 		}
 	}
 	if admissionID != "" {
-		if _, _, _, ok := parseJTI(admissionID); !ok {
+		if _, _, _, _, ok := parseJTI(admissionID); !ok {
 			return nil, errorf(CodeNotFound, "unknown admission id %q", clip(admissionID))
 		}
 	}
@@ -684,6 +733,9 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 	for {
 		r, err := is.run(ctx, tickScript, room, MaxTickPerCall, res.Admitted, res.Expired)
 		if err != nil {
+			return res, err
+		}
+		if err := is.noteTick(ctx, room, r); err != nil {
 			return res, err
 		}
 		admitted, expired := int(asInt(r[0])), int(asInt(r[1]))

@@ -128,8 +128,9 @@ func TestStatusOwnershipAndBadTokens(t *testing.T) {
 	_, err = is.Status(ctx, other, "bob", bob.WaitingToken)
 	assert.ErrorIs(t, err, issuer.ErrOwnerMismatch, "a token of another room")
 
-	for _, tok := range []string{"", "garbage", "fgw1_", "fgw1_0_AAAAAAAAAAAAAAAAAAAAAA", "fgw1_01_AAAAAAAAAAAAAAAAAAAAAA",
-		"fgw1_1_AAAA", strings.Repeat("x", 5000), "eyJhbGciOiJFZERTQSJ9.e30.AAAA"} {
+	for _, tok := range []string{"", "garbage", "fgw2_", "fgw2_AAAA_e_0_AAAAAAAAAAAAAAAAAAAAAA",
+		"fgw2_AAAA_e_01_AAAAAAAAAAAAAAAAAAAAAA", "fgw2_AAAA_E_1_AAAAAAAAAAAAAAAAAAAAAA", "fgw2_AAA_e_1_AAAAAAAAAAAAAAAAAAAAAA",
+		"fgw2_AAAA_e_1_AAAA", "fgw1_1_AAAAAAAAAAAAAAAAAAAAAA", strings.Repeat("x", 5000), "eyJhbGciOiJFZERTQSJ9.e30.AAAA"} {
 		_, err = is.Status(ctx, room, "bob", tok)
 		assert.ErrorIs(t, err, issuer.ErrBadWaiting, "token %q", tok)
 	}
@@ -407,7 +408,11 @@ func TestCompletion(t *testing.T) {
 	assert.ErrorIs(t, err, issuer.ErrNotFound)
 
 	// Unknown ids, a token of another user, and revoking a completed admission.
-	_, err = is.Complete(ctx, room, "alice", "999.1.1")
+	_, err = is.Complete(ctx, room, "alice", "999.1.1") // no epoch: not an admission id
+	assert.ErrorIs(t, err, issuer.ErrNotFound)
+	_, err = is.Complete(ctx, room, "alice", "zz.999.1.1") // an epoch of another time
+	assert.ErrorIs(t, err, issuer.ErrNotFound)
+	_, err = is.Complete(ctx, room, "alice", e.AdmissionID[:strings.IndexByte(e.AdmissionID, '.')]+".999.1.1")
 	assert.ErrorIs(t, err, issuer.ErrNotFound)
 	_, err = is.Complete(ctx, room, "alice", "not-a-jti")
 	assert.ErrorIs(t, err, issuer.ErrNotFound)
@@ -566,11 +571,9 @@ func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, r
 			mu.Lock()
 			a, ok := seen[jti]
 			if !ok {
-				p := strings.Split(jti, ".")
-				seq, _ := strconv.ParseInt(p[0], 10, 64)
-				admno, _ := strconv.ParseInt(p[1], 10, 64)
-				at, _ := strconv.ParseInt(p[2], 10, 64)
-				a = &adm{seq: seq, admno: admno, at: at, user: user}
+				id, ok := issuer.ParseAdmissionID(jti)
+				require.True(t, ok, jti)
+				a = &adm{seq: id.Arrival, admno: id.Admission, at: id.AdmittedAt.UnixMilli(), user: user}
 				seen[jti] = a
 			}
 			mu.Unlock()

@@ -11,6 +11,7 @@ type scriptEntry struct {
 	created         bool  // the enter call created the room from the default policy
 	rate            int64 // the room's new users per minute
 	roomState       RoomState
+	epoch           string // the room's epoch (enter; status leaves it "": the token carries it)
 }
 
 // statusResult decodes the status script's reply {state, seq, position,
@@ -34,19 +35,20 @@ func (is *Issuer) enterUsers(ctx context.Context, room string, users ...any) ([]
 }
 
 // decodeEnter decodes the enter script's reply for n users (lua/enter.lua):
-// created, rate, room_state, then per user 1, seq, position,
+// created, rate, room_state, epoch, then per user 1, seq, position,
 // total_waiting (WAITING) or 2, seq, total_waiting, jti, expiry_ms (ACTIVE).
 // A reply of any other shape is a CodeInternal error.
 func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 	bad := func() ([]scriptEntry, error) {
 		return nil, errorf(CodeInternal, "enter script: malformed reply for %d users: %v", n, r)
 	}
-	if len(r) < 3 {
+	if len(r) < 4 || !validEpoch(asString(r[3])) {
 		return bad()
 	}
-	head := scriptEntry{created: asInt(r[0]) == 1, rate: asInt(r[1]), roomState: RoomState(asString(r[2]))}
+	head := scriptEntry{created: asInt(r[0]) == 1, rate: asInt(r[1]), roomState: RoomState(asString(r[2])),
+		epoch: asString(r[3])}
 	out := make([]scriptEntry, 0, n)
-	for i := 3; i < len(r); {
+	for i := 4; i < len(r); {
 		e := head
 		switch asInt(r[i]) {
 		case 1:

@@ -122,11 +122,11 @@ func windowTime(ms int64) time.Time {
 	return time.UnixMilli(ms)
 }
 
-// policy encodes c as the scripts' default-room argument (without a window:
-// a default policy applies to rooms created at any time).
+// policy encodes c as the scripts' create-room argument (lua/prelude.lua
+// ARGV[2]): "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms".
 func (c RoomConfig) policy() string {
-	return fmt.Sprintf("%s,%d,%d,%d,%d,%d", c.State, c.Capacity, c.RatePerMinute,
-		c.Session.Milliseconds(), c.Batch, c.Tick.Milliseconds())
+	return fmt.Sprintf("%s,%d,%d,%d,%d,%d,%d,%d", c.State, c.Capacity, c.RatePerMinute,
+		c.Session.Milliseconds(), c.Batch, c.Tick.Milliseconds(), windowMs(c.Opens), windowMs(c.Closes))
 }
 
 // ValidID reports whether s is a valid room or user id: 1…128 bytes of

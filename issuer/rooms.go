@@ -33,6 +33,7 @@ func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomC
 	if err != nil {
 		return RoomConfig{}, unavailable(err)
 	}
+	is.remember(room, c)
 	return c, nil
 }
 
@@ -50,13 +51,15 @@ func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 		return RoomConfig{}, errorf(CodeUnknownRoom, "unknown waiting room %q", room)
 	}
 	atoi := func(k string) int { n, _ := strconv.Atoi(m[k]); return n }
-	return RoomConfig{
+	c := RoomConfig{
 		Capacity: atoi("capacity"), RatePerMinute: atoi("rate"),
 		Session: time.Duration(atoi("session_ms")) * time.Millisecond,
 		Tick:    time.Duration(atoi("tick_ms")) * time.Millisecond,
 		Batch:   atoi("batch"), State: RoomState(m["state"]),
 		Opens: windowTime(int64(atoi("opens_ms"))), Closes: windowTime(int64(atoi("closes_ms"))),
-	}, nil
+	}
+	is.remember(room, c)
+	return c, nil
 }
 
 // SetState opens, pauses or closes an existing room.
@@ -101,7 +104,10 @@ type Stats struct {
 	Zombies   int64
 	// PeakActive is the highest number of live admissions seen right after an admission.
 	PeakActive int64
-	At         time.Time
+	// Epoch is the room's epoch: created with the room, new whenever the room
+	// is recreated after Redis lost its data (DESIGN.md invariant 6).
+	Epoch string
+	At    time.Time
 }
 
 // Stats returns room's counters. Errors: ErrInvalidInput, ErrUnknownRoom, ErrUnavailable.
@@ -118,7 +124,9 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 			RatePerMinute: int(asInt(r[5])), Session: time.Duration(asInt(r[6])) * time.Millisecond,
 			Batch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond,
 			Opens: windowTime(asInt(r[13])), Closes: windowTime(asInt(r[14]))},
-		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11]), State: RoomState(asString(r[12]))}
+		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11]), State: RoomState(asString(r[12])),
+		Epoch: asString(r[15])}
+	is.remember(room, st.Config)
 	kv, _ := r[9].([]any)
 	fields := map[string]*int64{"admitted": &st.Admitted, "fast_track": &st.FastTrack,
 		"expired": &st.Expired, "completed": &st.Completed, "revoked": &st.Revoked, "left": &st.Left,
@@ -135,6 +143,11 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 // then returns ctx.Err(). Run it in every replica: the limits live in Redis,
 // so correctness does not depend on how many run. Errors of one tick are
 // logged (rate-limited) and retried at the next.
+//
+// Run also recovers from a Redis data loss (recovery.go): it ticks every room
+// this replica knows even when fg:rooms no longer lists it, so a lost room is
+// restored from its last known config at its next tick; and, with
+// Config.SharedSecret, it keeps the waiting-token secret in step with Redis.
 func (is *Issuer) Run(ctx context.Context) error {
 	const roomsEvery = 2 * time.Second
 	next := map[string]time.Time{}
@@ -161,7 +174,12 @@ func (is *Issuer) Run(ctx context.Context) error {
 			if err != nil {
 				logErr("tick loop: list rooms", err)
 			} else {
-				rooms, roomsAt = r, now
+				rooms, roomsAt = is.withKnown(r), now
+			}
+			if is.cfg.SharedSecret {
+				if err := is.SyncSecret(ctx); err != nil {
+					logErr("tick loop: sync waiting secret", err)
+				}
 			}
 		}
 		for _, room := range rooms {

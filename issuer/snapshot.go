@@ -33,6 +33,7 @@ type snapshot struct {
 	rate       int64
 	capacity   int64
 	tick       time.Duration
+	epoch      string // the room's epoch: a token of another one is answered exactly
 }
 
 type roomSnapshot struct {
@@ -93,7 +94,7 @@ func (is *Issuer) snapshot(ctx context.Context, room string) *snapshot {
 	}
 	s := &snapshot{at: at, waiting: asInt(r[0]), head: asInt(r[1]), tail: asInt(r[2]),
 		state: RoomState(asString(r[3])), rate: asInt(r[4]), capacity: asInt(r[5]),
-		tick: time.Duration(asInt(r[6])) * time.Millisecond}
+		tick: time.Duration(asInt(r[6])) * time.Millisecond, epoch: asString(r[7])}
 	rs.snap.Store(s)
 	return s
 }
@@ -108,14 +109,18 @@ func (s *snapshot) nearHead(maxAge time.Duration) int64 {
 	return max(50, 2*perTick*ticks)
 }
 
-// fromSnapshot answers Status for seq from the room's snapshot, or returns
-// nil when the exact script must answer.
-func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, seq int64) *Entry {
+// fromSnapshot answers Status for ref from the room's snapshot, or returns
+// nil when the exact script must answer: near the head, after the tail, and
+// whenever the token's epoch is not the snapshot's — after a data loss the
+// arrival numbers restart, and only the script can say the entry is gone
+// (NOT_FOUND) rather than interpolate a place for it.
+func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, ref waitingRef) *Entry {
 	if is.cfg.StatusSnapshot <= 0 {
 		return nil
 	}
 	s := is.snapshot(ctx, room)
-	if s == nil || s.waiting < 2 || seq < s.head+s.nearHead(is.cfg.StatusSnapshot) || seq > s.tail {
+	seq := ref.seq
+	if s == nil || s.waiting < 2 || ref.epoch != s.epoch || seq < s.head+s.nearHead(is.cfg.StatusSnapshot) || seq > s.tail {
 		return nil
 	}
 	pos := 1 + (seq-s.head)*(s.waiting-1)/(s.tail-s.head)

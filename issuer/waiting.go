@@ -11,9 +11,19 @@ import (
 	"unsafe"
 )
 
-// Waiting tokens are not JWTs: "fgw1_<seq>_<mac>", where seq is the entry's
-// arrival number and mac = base64url(HMAC-SHA256(secret, "fgw1" ‖ room ‖ user ‖ seq)[:16]),
-// each field length-prefixed. They are
+// Waiting tokens are not JWTs: "fgw2_<sid>_<epoch>_<seq>_<mac>", where
+//   - sid names the secret that keyed the MAC: base64url(SHA-256(secret)[:3]),
+//     4 characters, so a replica tells "minted under a secret I do not hold"
+//     (a token from before a Redis data loss or a secret change: NOT_FOUND)
+//     from "minted for someone else" (ErrOwnerMismatch);
+//   - epoch is the room's epoch when the entry was created (lua/prelude.lua):
+//     after a data loss the room has a new one, and the token reads NOT_FOUND
+//     instead of whatever entry now has its arrival number (invariant 6);
+//   - seq is the entry's arrival number;
+//   - mac = base64url(HMAC-SHA256(secret, "fgw2" ‖ room ‖ user ‖ epoch ‖ seq)[:16]),
+//     each field length-prefixed.
+//
+// They are
 //   - unguessable: forging one needs the 128-bit MAC;
 //   - bound to (room, user): the MAC is checked against the caller's user id,
 //     so another user's token fails with ErrOwnerMismatch (seed 000);
@@ -22,10 +32,13 @@ import (
 //     not a signing key.
 //
 // Redis stores only seq, which keeps a waiting user at one ZSET member.
-const waitingPrefix = "fgw1_"
+const waitingPrefix = "fgw2_"
 
 // MaxWaitingTokenLen bounds a waiting token; longer input is refused unread.
-const MaxWaitingTokenLen = 64
+const MaxWaitingTokenLen = 80
+
+// maxEpochLen bounds the epoch field (base36 microseconds: 10 characters until 2059).
+const maxEpochLen = 13
 
 // strictB64 rejects non-zero trailing bits (Strict copies the encoding, so
 // make it once).
@@ -35,22 +48,31 @@ var strictB64 = base64.RawURLEncoding.Strict()
 // keyed state, so a status poll does not rebuild the key schedule.
 type macPool struct {
 	secret []byte
+	sid    string // secretID(secret)
 	pool   sync.Pool
 }
 
 func newMACPool(secret []byte) *macPool {
-	p := &macPool{secret: secret}
+	p := &macPool{secret: secret, sid: secretID(secret)}
 	p.pool.New = func() any { return hmac.New(sha256.New, secret) }
 	return p
 }
 
+// secretID is the 4-character public name of a waiting-token secret:
+// base64url of the first 3 bytes of its SHA-256 (24 bits of a hash of a
+// 256-bit secret reveal nothing usable).
+func secretID(secret []byte) string {
+	sum := sha256.Sum256(secret)
+	return base64.RawURLEncoding.EncodeToString(sum[:3])
+}
+
 // mac returns the first 16 bytes of HMAC-SHA256 over the length-prefixed
-// fields "fgw1", room, user, seq.
-func (p *macPool) mac(room, user string, seq int64) [16]byte {
+// fields "fgw2", room, user, epoch, seq.
+func (p *macPool) mac(room, user, epoch string, seq int64) [16]byte {
 	m := p.pool.Get().(hash.Hash)
 	m.Reset()
 	var b [64]byte
-	for _, f := range [...]string{"fgw1", room, user, strconv.FormatInt(seq, 10)} {
+	for _, f := range [...]string{"fgw2", room, user, epoch, strconv.FormatInt(seq, 10)} {
 		m.Write(append(strconv.AppendInt(b[:0], int64(len(f)), 10), ':'))
 		m.Write(unsafe.Slice(unsafe.StringData(f), len(f)))
 	}
@@ -60,36 +82,113 @@ func (p *macPool) mac(room, user string, seq int64) [16]byte {
 	return out
 }
 
-func (p *macPool) token(room, user string, seq int64) string {
-	mac := p.mac(room, user, seq)
-	return waitingPrefix + strconv.FormatInt(seq, 10) + "_" + base64.RawURLEncoding.EncodeToString(mac[:])
+func (p *macPool) token(room, user, epoch string, seq int64) string {
+	mac := p.mac(room, user, epoch, seq)
+	return waitingPrefix + p.sid + "_" + epoch + "_" + strconv.FormatInt(seq, 10) + "_" +
+		base64.RawURLEncoding.EncodeToString(mac[:])
 }
 
-// parse checks tok's form and MAC for (room, user) and returns its arrival
-// seq. A well-formed token whose MAC fails is reported as ErrOwnerMismatch:
-// it was minted for another user (or forged).
-func (p *macPool) parse(room, user, tok string) (int64, error) {
+// waitingRef is what a verified waiting token names: an entry of a room's epoch.
+type waitingRef struct {
+	epoch string
+	seq   int64
+}
+
+// secretSet is the waiting-token secrets a replica holds: the current one
+// mints, and every one it has held (at most maxSecrets, newest first)
+// verifies. Replaced whole (copy on write) when the shared secret changes.
+type secretSet struct {
+	current *macPool
+	all     []*macPool
+}
+
+// maxSecrets bounds the secrets a replica keeps verifying with.
+const maxSecrets = 4
+
+func newSecretSet(secret []byte) *secretSet {
+	p := newMACPool(secret)
+	return &secretSet{current: p, all: []*macPool{p}}
+}
+
+// adopt returns the set with secret as the current one, keeping the others.
+func (s *secretSet) adopt(secret []byte) *secretSet {
+	p := newMACPool(secret)
+	out := &secretSet{current: p, all: []*macPool{p}}
+	for _, q := range s.all {
+		if q.sid != p.sid && len(out.all) < maxSecrets {
+			out.all = append(out.all, q)
+		}
+	}
+	return out
+}
+
+func (s *secretSet) bySID(sid string) *macPool {
+	for _, p := range s.all {
+		if p.sid == sid {
+			return p
+		}
+	}
+	return nil
+}
+
+// errUnknownSecret marks a well-formed waiting token keyed by a secret this
+// replica does not hold: minted before a data loss or a secret change. The
+// entry it named is gone, so callers answer NOT_FOUND (never ErrOwnerMismatch).
+var errUnknownSecret = errorf(CodeNotFound, "waiting token from before the queue store was reset: enter again")
+
+// parse checks tok's form and MAC for (room, user) and returns the entry it
+// names. A well-formed token whose MAC fails is reported as ErrOwnerMismatch:
+// it was minted for another user (or forged); one keyed by a secret this
+// replica does not hold is errUnknownSecret.
+func (s *secretSet) parse(room, user, tok string) (waitingRef, error) {
+	bad := func() (waitingRef, error) { return waitingRef{}, errorf(CodeBadWaiting, "not a waiting token") }
 	if len(tok) > MaxWaitingTokenLen || !strings.HasPrefix(tok, waitingPrefix) {
-		return 0, errorf(CodeBadWaiting, "not a waiting token")
+		return bad()
 	}
+	// Positional: the sid and the MAC are base64url, whose alphabet has '_'.
 	rest := tok[len(waitingPrefix):]
-	i := strings.IndexByte(rest, '_')
-	if i <= 0 || i > 19 {
-		return 0, errorf(CodeBadWaiting, "not a waiting token")
+	if len(rest) < 5 || rest[4] != '_' {
+		return bad()
 	}
-	seq, err := strconv.ParseInt(rest[:i], 10, 64)
-	if err != nil || seq <= 0 || strconv.FormatInt(seq, 10) != rest[:i] {
-		return 0, errorf(CodeBadWaiting, "not a waiting token")
+	sid, rest := rest[:4], rest[5:]
+	epoch, rest, ok1 := strings.Cut(rest, "_")
+	seqs, m, ok2 := strings.Cut(rest, "_")
+	var sb [3]byte
+	if !ok1 || !ok2 || !validEpoch(epoch) {
+		return bad()
+	} else if n, err := strictB64.Decode(sb[:], unsafe.Slice(unsafe.StringData(sid), 4)); err != nil || n != 3 {
+		return bad()
+	}
+	seq, err := strconv.ParseInt(seqs, 10, 64)
+	if err != nil || seq <= 0 || len(seqs) > 19 || strconv.FormatInt(seq, 10) != seqs {
+		return bad()
 	}
 	var mac [16]byte
-	if m := rest[i+1:]; len(m) != 22 {
-		return 0, errorf(CodeBadWaiting, "not a waiting token")
+	if len(m) != 22 {
+		return bad()
 	} else if n, err := strictB64.Decode(mac[:], unsafe.Slice(unsafe.StringData(m), len(m))); err != nil || n != 16 {
-		return 0, errorf(CodeBadWaiting, "not a waiting token")
+		return bad()
 	}
-	want := p.mac(room, user, seq)
+	p := s.bySID(sid)
+	if p == nil {
+		return waitingRef{}, errUnknownSecret
+	}
+	want := p.mac(room, user, epoch, seq)
 	if !hmac.Equal(mac[:], want[:]) {
-		return 0, errorf(CodeOwnerMismatch, "token owner mismatch: the waiting token was not issued to this user in room %q", room)
+		return waitingRef{}, errorf(CodeOwnerMismatch, "token owner mismatch: the waiting token was not issued to this user in room %q", room)
 	}
-	return seq, nil
+	return waitingRef{epoch: epoch, seq: seq}, nil
+}
+
+// validEpoch reports whether e has the form of a room epoch: 1…13 of [0-9a-z].
+func validEpoch(e string) bool {
+	if len(e) == 0 || len(e) > maxEpochLen {
+		return false
+	}
+	for i := 0; i < len(e); i++ {
+		if c := e[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
 }

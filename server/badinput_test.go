@@ -239,12 +239,19 @@ func TestWaitingTokens(t *testing.T) {
 
 	// Malformed: 401 invalid_waiting_token, whatever the route, before Redis.
 	x := p.exchange(p.room, "alice", p.alice).json(t)["admission_token"].(string)
-	seq, mac, _ := strings.Cut(strings.TrimPrefix(p.bob, "fgw1_"), "_")
-	malformed := []string{"", "garbage", "fgw1_", "fgw1__" + mac, "fgw1_0_" + mac, "fgw1_0" + seq + "_" + mac,
-		"fgw1_-1_" + mac, "fgw1_" + seq, "fgw1_" + seq + "_", "fgw1_" + seq + "_" + mac + "=",
-		"fgw1_" + seq + "_" + mac[:len(mac)-1], "fgw1_" + seq + "_" + mac + "AA", "fgw2_" + seq + "_" + mac,
-		"FGW1_" + seq + "_" + mac, "fgw1_" + seq + "_" + strings.Repeat("A", 60),
-		"fgw1_99999999999999999999_" + mac, x /* an admission token is no waiting token */}
+	// fgw2_<sid>_<epoch>_<seq>_<mac>: the sid and the MAC are positional (base64url has '_').
+	body := strings.TrimPrefix(p.bob, "fgw2_")
+	sid, rest := body[:4], body[5:]
+	epoch, rest, _ := strings.Cut(rest, "_")
+	seq, mac, _ := strings.Cut(rest, "_")
+	w := func(parts ...string) string { return "fgw2_" + strings.Join(parts, "_") }
+	malformed := []string{"", "garbage", "fgw2_", w("", epoch, seq, mac), w(sid[:3], epoch, seq, mac),
+		w(sid+"=", epoch, seq, mac), w(sid, "", seq, mac), w(sid, "EPOCH", seq, mac), w(sid, epoch+"-", seq, mac),
+		w(sid, strings.Repeat("z", 14), seq, mac), w(sid, epoch, "0", mac), w(sid, epoch, "0"+seq, mac),
+		w(sid, epoch, "-1", mac), w(sid, epoch, seq), w(sid, epoch, seq, ""), w(sid, epoch, seq, mac+"="),
+		w(sid, epoch, seq, mac[:len(mac)-1]), w(sid, epoch, seq, mac+"AA"), "fgw1_" + seq + "_" + mac,
+		"FGW2_" + body, w(sid, epoch, seq, strings.Repeat("A", 60)),
+		w(sid, epoch, "99999999999999999999", mac), x /* an admission token is no waiting token */}
 	for _, rt := range routes {
 		path := fmt.Sprintf(rt.path, p.room)
 		for _, tok := range malformed {

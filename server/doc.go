@@ -7,7 +7,7 @@
 // Users are not authenticated here: the platform's gateway authenticates
 // them and passes the user id in a trusted header (Options.UserHeader,
 // default X-User-ID), which it must strip from client requests. Waiting
-// tokens ("fgw1_…") are sent as "Authorization: Bearer <token>" or, for
+// tokens ("fgw2_…") are sent as "Authorization: Bearer <token>" or, for
 // EventSource clients that cannot set headers, as the waiting_token query
 // parameter.
 //

@@ -49,7 +49,7 @@ func FuzzHandlers(f *testing.F) {
 		{"GET", r + "/events", "alice", "Bearer " + alice, "", ""},
 		{"POST", r + "/exchange", "bob", "Bearer " + bob, "", ""},
 		{"POST", r + "/exchange", "alice", "Bearer " + alice, "", ""},
-		{"POST", r + "/leave", "bob", "Bearer fgw1_1_xx", "", ""},
+		{"POST", r + "/leave", "bob", "Bearer fgw2_AAAA_e_1_xx", "", ""},
 		{"POST", "/v1/complete?product=" + room, "alice", "Bearer " + x, "", ""},
 		{"POST", "/v1/complete", "", "Bearer " + x, "application/json", `{"product":"` + room + `"}`},
 		{"POST", "/v1/complete", "", "Bearer a.b.c", "text/plain", `x`},

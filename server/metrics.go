@@ -62,7 +62,11 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 		Name: "flashgate_enter_script_users_total",
 		Help: "Users those enter script calls carried (divided by the calls: the mean batch size).",
 	}, func() float64 { _, u := is.EnterBatchStats(); return float64(u) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.sseOpen, rc, rc.errors, batches, batched} {
+	restored := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "flashgate_rooms_restored_total",
+		Help: "Rooms this replica recreated from their last known config after Redis lost them (each also logged at WARN).",
+	}, func() float64 { return float64(is.RoomsRestored()) })
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.sseOpen, rc, rc.errors, batches, batched, restored} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

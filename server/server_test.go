@@ -29,7 +29,7 @@ func TestEnter(t *testing.T) {
 	assert.NotEmpty(t, a["admission_id"])
 	assert.NotZero(t, a["expires_at_ms"])
 	assert.NotContains(t, a, "position")
-	assert.True(t, strings.HasPrefix(a["waiting_token"].(string), "fgw1_"))
+	assert.True(t, strings.HasPrefix(a["waiting_token"].(string), "fgw2_"))
 
 	// Capacity used up: bob waits.
 	r := e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", user: "bob"})
@@ -192,7 +192,7 @@ func TestComplete(t *testing.T) {
 	forged := parts[0] + "." + b64.EncodeToString(pl) + "." + parts[2]
 	p = e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: forged}).problem(t, 401, "invalid_admission_token")
 	assert.Equal(t, "bad_signature", p["reason"])
-	p = e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: "fgw1_1_AAAA"}).problem(t, 401, "invalid_admission_token")
+	p = e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: "fgw2_AAAA_e_1_AAAAAAAAAAAAAAAAAAAAAA"}).problem(t, 401, "invalid_admission_token")
 	assert.Equal(t, "malformed", p["reason"])
 
 	// Expired token (signed by the ring, exp in the past).

@@ -95,7 +95,8 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if secret == nil {
+	shared := secret == nil
+	if shared {
 		if secret, err = issuer.LoadOrCreateSecret(ctx, rdb); err != nil {
 			return fmt.Errorf("waiting-token secret: %w", err)
 		}
@@ -103,7 +104,7 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	}
 
 	is, err := issuer.New(issuer.Config{Redis: rdb, Signer: ring, Issuer: c.Issuer, Audience: c.Audience,
-		WaitingSecret: secret, DefaultRoom: c.defaultRoom(), Logger: log,
+		WaitingSecret: secret, SharedSecret: shared, DefaultRoom: c.defaultRoom(), Logger: log,
 		CompletionReplicas: c.CompletionReplicas, CompletionTimeout: c.CompletionTimeout,
 		StatusSnapshot: c.StatusSnapshot, EnterBatch: c.EnterBatch})
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -208,10 +207,9 @@ func TestReplicasUnderFaults(t *testing.T) {
 	var log []adm
 	seqs := map[int64]bool{}
 	for _, jti := range admits {
-		p := strings.Split(jti, ".")
-		require.Len(t, p, 3, jti)
-		seq, _ := strconv.ParseInt(p[0], 10, 64)
-		no, _ := strconv.ParseInt(p[1], 10, 64)
+		id, ok := issuer.ParseAdmissionID(jti)
+		require.True(t, ok, jti)
+		seq, no := id.Arrival, id.Admission
 		assert.False(t, seqs[seq], "arrival %d admitted twice", seq)
 		seqs[seq] = true
 		log = append(log, adm{seq, no})

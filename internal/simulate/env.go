@@ -116,7 +116,7 @@ func setup(ctx context.Context, o *Options, hc *http.Client) (_ *env, err error)
 		return nil, fmt.Errorf("simulate: waiting-token secret: %w", err)
 	}
 	is, err := issuer.New(issuer.Config{Redis: rdb, Signer: ring, Issuer: o.TokenIssuer, Audience: o.Audience,
-		WaitingSecret: secret, Logger: o.Logger})
+		WaitingSecret: secret, SharedSecret: true, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}

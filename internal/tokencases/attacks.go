@@ -365,10 +365,10 @@ func (b *builder) attacks(a attackBase) {
 		verifier.CodeBadUser, func(c *Case) { c.User = User })
 
 	// ---- item 18: waiting tokens -------------------------------------------------------------------------
-	mal("waiting_token_real_format", "DESIGN.md / issuer/waiting.go shape fgw1_<seq>_<base64url HMAC-SHA256[:16]>: no dots",
-		"fgw1_1_"+b64.EncodeToString(hmacSum([]byte("0123456789abcdef0123456789abcdef"), "fgw1:sku-1:user-12345:1")[:16]))
-	mal("waiting_token_max_length", "issuer.MaxWaitingTokenLen = 64", "fgw1_"+strings.Repeat("9", 19)+"_"+strings.Repeat("A", 39))
-	mal("waiting_token_dotted", "waiting token reshaped into three segments", "fgw1.42.AAAAAAAAAAAAAAAAAAAAAA")
+	mal("waiting_token_real_format", "DESIGN.md / issuer/waiting.go shape fgw2_<sid>_<epoch>_<seq>_<base64url HMAC-SHA256[:16]>: no dots",
+		"fgw2_AbCd_hoeiiktxjt_1_"+b64.EncodeToString(hmacSum([]byte("0123456789abcdef0123456789abcdef"), "fgw2:sku-1:user-12345:hoeiiktxjt:1")[:16]))
+	mal("waiting_token_max_length", "issuer.MaxWaitingTokenLen = 80", "fgw2_AbCd_"+strings.Repeat("z", 13)+"_"+strings.Repeat("9", 19)+"_"+strings.Repeat("A", 36))
+	mal("waiting_token_dotted", "waiting token reshaped into three segments", "fgw2.42.AAAAAAAAAAAAAAAAAAAAAA")
 	alg("waiting_token_as_hs256_jwt", "DESIGN.md: a waiting token is never an admission token (HMAC-keyed)",
 		hmacTok("HS256", sha256.New, []byte("0123456789abcdef0123456789abcdef")))
 	typ("typ_waiting_signed_by_issuer", "DESIGN.md: different typ even under the admission key",

@@ -362,7 +362,7 @@ func Build() (*Set, error) {
 	mal("flattened_json_serialization", "RFC 7515 §7.2.2",
 		`{"payload":"`+pSeg+`","protected":"`+hSeg+`","signature":"`+sigSeg+`"}`)
 	mal("raw_json", "not a JWS", C)
-	mal("waiting_token", "DESIGN.md: a waiting token can never pass as an admission token", "fgw1_42_AAAAAAAAAAAAAAAAAAAAAA")
+	mal("waiting_token", "DESIGN.md: a waiting token can never pass as an admission token", "fgw2_AbCd_hoeiiktxjt_42_AAAAAAAAAAAAAAAAAAAAAA")
 	mal("bearer_prefix_kept", "caller bug: scheme not stripped", "Bearer "+valid)
 	mal("header_not_object", "RFC 7515 §4: header is a JSON object", Sign(cur, `["EdDSA"]`, C))
 	mal("header_not_json", "RFC 7515 §5.2 step 3", Sign(cur, `alg=EdDSA`, C))

@@ -2,15 +2,16 @@
 -- still active and not expired -> consume, drop the user index (the user may
 -- queue again). A repeated completion returns the first result (idempotent
 -- under retries); expired, revoked, left or unknown admissions are refused
--- (invariant 4). Returns {'COMPLETED', at_ms, repeated} or {'ERROR', code}.
+-- (invariant 4), and so is an admission id of an earlier epoch ('stale', invariant 6).
+-- Returns {'COMPLETED', at_ms, repeated} or {'ERROR', code}.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
 keep_clock(cfg, now)
 local user, jti = ARGV[3], ARGV[4]
-local seq = seq_of(jti)
-if not seq then return { 'ERROR', 'not_found' } end
-local kind, at = ended(seq)
+local seq = seq_of(cfg, jti)
+if not seq then return { 'ERROR', 'stale' } end
+local kind, at = ended(cfg, seq)
 if kind == 'C' then return { 'COMPLETED', at, 1 } end
 if kind == 'R' then return { 'ERROR', 'revoked' } end
 if kind == 'E' then return { 'ERROR', 'expired' } end
@@ -21,12 +22,12 @@ if redis.call('HGET', K_USERS, user) ~= jti then return { 'ERROR', 'owner_mismat
 if tonumber(e) <= now then
   redis.call('ZREM', K_ACTIVE, jti)
   redis.call('HDEL', K_USERS, user)
-  end_entry('E', seq, now)
+  end_entry(cfg, 'E', seq, now)
   redis.call('HINCRBY', K_STATS, 'expired', 1)
   return { 'ERROR', 'expired' }
 end
 redis.call('ZREM', K_ACTIVE, jti)
 redis.call('HDEL', K_USERS, user)
-end_entry('C', seq, now)
+end_entry(cfg, 'C', seq, now)
 redis.call('HINCRBY', K_STATS, 'completed', 1)
 return { 'COMPLETED', now, 0 }

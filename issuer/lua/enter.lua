@@ -13,7 +13,7 @@
 --
 -- Reply (flat, integers where possible: Redis converts every reply element,
 -- so a wide reply costs more than the queue work):
---   created, rate, room_state,
+--   created, rate, room_state, epoch,
 --   then per user: 1, seq, position, total_waiting            (WAITING)
 --              or: 2, seq, total_waiting, jti, expiry_ms      (ACTIVE)
 local cfg, created = load_config(true)
@@ -36,7 +36,7 @@ local joined = {} -- user -> {seq, position} of newcomers, ZADDed at the end
 local zadd = {}
 local admitted = {} -- user -> {seq, jti, exp} of fast-track admissions in this batch
 
-local out = { created, cfg.rate, cfg.state }
+local out = { created, cfg.rate, cfg.state, cfg.epoch }
 local function waiting_reply(s, pos)
   out[#out + 1] = 1; out[#out + 1] = s; out[#out + 1] = pos; out[#out + 1] = waiting
 end
@@ -56,19 +56,20 @@ local function enter_one(i, user)
 
   local j = index[i]
   if j then
+    local js = seq_of(cfg, j)
     local e = redis.call('ZSCORE', K_ACTIVE, j)
-    if e and tonumber(e) > clock() then
-      return active_reply(seq_of(j), j, tonumber(e))
+    if js and e and tonumber(e) > clock() then
+      return active_reply(js, j, tonumber(e))
     end
-    -- The index points at a lapsed admission or at nothing (a zombie, invariant 5):
-    -- clean it up and let the user queue again.
+    -- The index points at a lapsed admission, at nothing (a zombie, invariant 5) or at an
+    -- admission of an earlier epoch (invariant 6): clean it up and let the user queue again.
     keep_clock(cfg, clock())
     redis.call('HDEL', K_USERS, user)
-    if e then
+    if js and e then
       redis.call('ZREM', K_ACTIVE, j)
-      end_entry('E', seq_of(j), now)
+      end_entry(cfg, 'E', js, now)
       redis.call('HINCRBY', K_STATS, 'expired', 1)
-    elseif not ended(seq_of(j) or 0) then
+    elseif not (js and ended(cfg, js)) then
       redis.call('HINCRBY', K_STATS, 'zombies', 1)
     end
   end

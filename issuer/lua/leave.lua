@@ -1,4 +1,4 @@
--- leave: ARGV[3] = user, ARGV[4] = arrival seq. Removes the waiting entry, or
+-- leave: ARGV[3] = user, ARGV[4] = arrival seq, ARGV[5] = epoch (from the waiting token). Removes the waiting entry, or
 -- ends the live admission (freeing its capacity), and the user index.
 -- Returns {'LEFT'} or {'NOT_FOUND'}; a repeated leave answers NOT_FOUND.
 local cfg = load_config(false)
@@ -6,18 +6,19 @@ if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
 keep_clock(cfg, now)
 local user, seq = ARGV[3], tonumber(ARGV[4])
+if ARGV[5] ~= cfg.epoch then return { 'NOT_FOUND' } end -- lost with an earlier epoch's data
 local s = redis.call('ZSCORE', K_WAITING, user)
 if s and tonumber(s) == seq then
   redis.call('ZREM', K_WAITING, user)
-  end_entry('L', seq, now)
+  end_entry(cfg, 'L', seq, now)
   redis.call('HINCRBY', K_STATS, 'left', 1)
   return { 'LEFT' }
 end
 local j = redis.call('HGET', K_USERS, user)
-if j and seq_of(j) == seq then
+if j and seq_of(cfg, j) == seq then
   redis.call('HDEL', K_USERS, user)
   if redis.call('ZREM', K_ACTIVE, j) == 1 then
-    end_entry('L', seq, now)
+    end_entry(cfg, 'L', seq, now)
     redis.call('HINCRBY', K_STATS, 'left', 1)
     return { 'LEFT' }
   end

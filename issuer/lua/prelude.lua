@@ -1,9 +1,10 @@
 -- prelude.lua is prepended to every flashgate script (see issuer/scripts.go).
 --
 -- KEYS (all share the room's hash tag, so a script touches one Cluster slot):
---   1 config   HASH  state, capacity, rate, session_ms, batch, tick_ms, clock_ms, opens_ms, closes_ms
+--   1 config   HASH  state, capacity, rate, session_ms, batch, tick_ms, clock_ms, opens_ms, closes_ms,
+--                   epoch (created with the room; see new_epoch)
 --   2 waiting  ZSET  user -> arrival seq (strict FIFO: seq comes from the counter below, never ties)
---   3 active   ZSET  jti  -> expiry (ms since epoch)
+--   3 active   ZSET  jti  -> expiry (ms since 1970); jti = "<epoch>.<seq>.<admno>.<admitted_ms>"
 --   4 users    HASH  user -> jti of the user's current admission (seed 000's USER_INDEX)
 --   5 seq      STRING arrival counter (the enter script advances it, one per entry created)
 --   6 admno    STRING admission counter (INCR): admission order, for FIFO audits
@@ -11,9 +12,17 @@
 --   8 bucket   HASH  tokens, ts: shared token bucket that paces admissions within the minute
 --   9 stats    HASH  counters: admitted, fast_track, expired, completed, revoked, left, zombies, peak_active
 --                   (entries ever created = the seq counter)
---  10 ended    ZSET  "<C|R|E|L>:<seq>" -> end time (ms): completed / revoked / expired / left entries
+--  10 ended    ZSET  "<C|R|E|L>:<epoch>.<seq>" -> end time (ms): completed / revoked / expired / left entries
 -- ARGV[1] = now in ms, or "" to use Redis TIME (one clock for every replica).
--- ARGV[2] = default room policy "state,capacity,rate,session_ms,batch,tick_ms" or "".
+-- ARGV[2] = the policy to create a missing room with (enter: the replica's last known config of the
+--           room, else the default policy; tick: the last known config only), as
+--           "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms", or "".
+--
+-- Epochs (DESIGN.md invariant 6): arrival and admission numbers restart at 1 when Redis loses a
+-- room's data, so every id carries the room's epoch, a value created with the room and never
+-- reused: waiting tokens carry it (issuer/waiting.go), admission ids (jti) begin with it, ended
+-- records are keyed by it, and every script compares it with the room's before trusting an id.
+-- An id of another epoch is "from before a data loss": never another buyer's entry or admission.
 -- Scripts validate first and write after: Redis has no rollback.
 local K_CONFIG, K_WAITING, K_ACTIVE, K_USERS, K_SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_ADMNO, K_ADMITS, K_BUCKET, K_STATS, K_ENDED = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
@@ -36,27 +45,49 @@ end
 
 local function num(x) return string.format('%d', x) end
 
--- load_config returns the room's config table, or nil for an unknown room.
--- With allow_create and a default policy in ARGV[2], an unknown room is created.
+-- new_epoch returns a fresh epoch: Redis TIME in microseconds, base36 (10 characters until
+-- 2059). A room recreated after a data loss is recreated later, so its epoch differs.
+local B36 = '0123456789abcdefghijklmnopqrstuvwxyz'
+local function new_epoch()
+  local t = redis.call('TIME')
+  local n = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local s = ''
+  repeat
+    local d = n % 36
+    s = string.sub(B36, d + 1, d + 1) .. s
+    n = (n - d) / 36
+  until n == 0
+  return s
+end
+
+-- load_config returns the room's config table and whether this call created
+-- the room, or nil for an unknown room. With allow_create and a policy in
+-- ARGV[2], a missing room is created from it (a new room, or one restored
+-- after a data loss: either way with a new epoch). A config without an epoch
+-- (a room written by the admin API, issuer.SetRoom) gets one here.
 -- cfg.state is the state in effect: a room with an event window (opens_ms,
 -- closes_ms; 0 = unbounded) is 'paused' before it opens (users line up,
 -- nobody is admitted) and 'closed' from the moment it closes; the state as
 -- configured is cfg.configured. Only windowed rooms read the clock here.
 local function load_config(allow_create)
   local c = redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms',
-    'clock_ms', 'opens_ms', 'closes_ms')
+    'clock_ms', 'opens_ms', 'closes_ms', 'epoch')
   local created = 0
   if not c[1] then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
-    c = {}
-    for f in string.gmatch(ARGV[2], '[^,]+') do c[#c + 1] = f end
+    local p = {}
+    for f in string.gmatch(ARGV[2], '[^,]+') do p[#p + 1] = f end
+    c = { p[1], p[2], p[3], p[4], p[5], p[6], false, p[7], p[8], new_epoch() }
     redis.call('HSET', K_CONFIG, 'state', c[1], 'capacity', c[2], 'rate', c[3],
-      'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6])
+      'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6], 'opens_ms', c[8], 'closes_ms', c[9], 'epoch', c[10])
     created = 1
+  elseif not c[10] then
+    c[10] = new_epoch()
+    redis.call('HSET', K_CONFIG, 'epoch', c[10])
   end
   local cfg = { state = c[1], configured = c[1], capacity = tonumber(c[2]), rate = tonumber(c[3]),
     session = tonumber(c[4]), batch = tonumber(c[5]), tick = tonumber(c[6]), clock = tonumber(c[7]) or 0,
-    opens = tonumber(c[8]) or 0, closes = tonumber(c[9]) or 0 }
+    opens = tonumber(c[8]) or 0, closes = tonumber(c[9]) or 0, epoch = c[10] }
   if (cfg.opens > 0 or cfg.closes > 0) and cfg.state ~= 'closed' then
     local now = now_ms(cfg)
     if cfg.closes > 0 and now >= cfg.closes then
@@ -76,18 +107,21 @@ local function keep_clock(cfg, now)
   end
 end
 
--- seq_of extracts the arrival seq from a jti "<seq>.<admno>.<admitted_ms>".
-local function seq_of(jti)
-  return tonumber(string.match(jti, '^(%d+)%.'))
+-- seq_of returns the arrival seq of a jti "<epoch>.<seq>.<admno>.<admitted_ms>" of this room's
+-- current epoch, or nil for any other string (an id minted before a data loss, or garbage).
+local function seq_of(cfg, jti)
+  local e, s = string.match(jti, '^([0-9a-z]+)%.(%d+)%.%d+%.%d+$')
+  if e ~= cfg.epoch then return nil end
+  return tonumber(s)
 end
 
-local function end_entry(kind, seq, now)
-  redis.call('ZADD', K_ENDED, now, kind .. ':' .. num(seq))
+local function end_entry(cfg, kind, seq, now)
+  redis.call('ZADD', K_ENDED, now, kind .. ':' .. cfg.epoch .. '.' .. num(seq))
 end
 
-local function ended(seq)
+local function ended(cfg, seq)
   for _, kind in ipairs({ 'C', 'R', 'E', 'L' }) do
-    local at = redis.call('ZSCORE', K_ENDED, kind .. ':' .. num(seq))
+    local at = redis.call('ZSCORE', K_ENDED, kind .. ':' .. cfg.epoch .. '.' .. num(seq))
     if at then return kind, tonumber(at) end
   end
   return nil, 0
@@ -122,7 +156,7 @@ end
 local function admit(cfg, user, seq, now)
   local admno = redis.call('INCR', K_ADMNO)
   local exp = now + cfg.session
-  local jti = num(seq) .. '.' .. num(admno) .. '.' .. num(now)
+  local jti = cfg.epoch .. '.' .. num(seq) .. '.' .. num(admno) .. '.' .. num(now)
   redis.call('ZADD', K_ACTIVE, num(exp), jti)
   redis.call('HSET', K_USERS, user, jti)
   redis.call('ZADD', K_ADMITS, num(now), jti)

@@ -11,13 +11,13 @@ if jti == '' then
   jti = redis.call('HGET', K_USERS, user)
   if not jti then return { 'ERROR', 'not_found' } end
 end
-local seq = seq_of(jti)
-if not seq then return { 'ERROR', 'not_found' } end
-local kind, at = ended(seq)
+local seq = seq_of(cfg, jti)
+if not seq then return { 'ERROR', 'stale' } end -- an admission of an earlier epoch (invariant 6)
+local kind, at = ended(cfg, seq)
 if kind == 'R' then return { 'REVOKED', at, 1, jti } end
 if kind == 'C' then return { 'ERROR', 'completed' } end
 if redis.call('ZREM', K_ACTIVE, jti) == 0 then return { 'ERROR', 'not_found' } end
 if user ~= '' and redis.call('HGET', K_USERS, user) == jti then redis.call('HDEL', K_USERS, user) end
-end_entry('R', seq, now)
+end_entry(cfg, 'R', seq, now)
 redis.call('HINCRBY', K_STATS, 'revoked', 1)
 return { 'REVOKED', now, 0, jti }

@@ -1,5 +1,5 @@
--- status: ARGV[3] = user, ARGV[4] = arrival seq from the (already authenticated)
--- waiting token. Read-mostly: it never admits or cleans up.
+-- status: ARGV[3] = user, ARGV[4] = arrival seq and ARGV[5] = epoch from the (already
+-- authenticated) waiting token. Read-mostly: it never admits or cleans up.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local user, seq = ARGV[3], tonumber(ARGV[4])
@@ -10,6 +10,8 @@ local user, seq = ARGV[3], tonumber(ARGV[4])
 local function result(state, pos, jti, at)
   return { state, seq, pos, redis.call('ZCARD', K_WAITING), jti, at, cfg.rate, cfg.state }
 end
+-- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
+if ARGV[5] ~= cfg.epoch then return result('NOT_FOUND', 0, '', 0) end
 
 local s = redis.call('ZSCORE', K_WAITING, user)
 if s and tonumber(s) == seq then -- the hot path needs no clock
@@ -17,7 +19,7 @@ if s and tonumber(s) == seq then -- the hot path needs no clock
 end
 local now = now_ms(cfg)
 local j = redis.call('HGET', K_USERS, user)
-if j and seq_of(j) == seq then
+if j and seq_of(cfg, j) == seq then
   local e = redis.call('ZSCORE', K_ACTIVE, j)
   if e then
     if tonumber(e) > now then return result('ACTIVE', 0, j, tonumber(e)) end
@@ -27,8 +29,8 @@ end
 -- The index names this entry's admission only while it is the user's
 -- current one; after a re-entry it names the new admission, not ours.
 local mine = ''
-if j and seq_of(j) == seq then mine = j end
-local kind, at = ended(seq)
+if j and seq_of(cfg, j) == seq then mine = j end
+local kind, at = ended(cfg, seq)
 if kind == 'C' then return result('COMPLETED', 0, mine, at) end
 if kind == 'R' then return result('REVOKED', 0, mine, at) end
 if kind == 'E' then return result('EXPIRED', 0, mine, at) end

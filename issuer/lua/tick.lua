@@ -3,12 +3,15 @@
 --      (at most 10 * ARGV[3] per call);
 --   2. admit min(capacity - live, rate budget, ARGV[3], what is left of batch) from the head of the line.
 -- Safe to run from any number of replicas at once: all limits live in Redis.
+-- ARGV[2] is the replica's last known config of the room, or "": a room whose config was lost
+-- with Redis's data is restored from it (with a new epoch; issuer.Run logs and counts it).
 -- ARGV[3] = the most admissions and the most expiries this call may do
 -- (issuer.MaxTickPerCall: Issuer.Tick works a batch off in calls of at most
 -- that many); ARGV[4], ARGV[5] = admissions and expiries earlier calls of the
 -- same tick did, so that the tick as a whole stays within the batch.
--- Returns {admitted, expired, live, waiting, tick_ms} or {'ERROR', code}.
-local cfg = load_config(false)
+-- Returns {admitted, expired, live, waiting, tick_ms, created, then the room's config as
+-- configured: state, capacity, rate, session_ms, batch, opens_ms, closes_ms} or {'ERROR', code}.
+local cfg, created = load_config(true)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
 keep_clock(cfg, now)
@@ -20,7 +23,8 @@ local lapsed = {}
 if max_expire > 0 then lapsed = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', num(now), 'LIMIT', 0, max_expire) end
 for _, j in ipairs(lapsed) do
   redis.call('ZREM', K_ACTIVE, j)
-  end_entry('E', seq_of(j) or 0, now)
+  local s = seq_of(cfg, j)
+  if s then end_entry(cfg, 'E', s, now) end -- an earlier epoch's admission leaves no record
 end
 if #lapsed > 0 then redis.call('HINCRBY', K_STATS, 'expired', #lapsed) end
 -- Ended records are kept long enough to answer status and repeated
@@ -46,4 +50,5 @@ if cfg.state == 'open' and live < cfg.capacity and redis.call('ZCARD', K_WAITING
     live = note_peak(now)
   end
 end
-return { admitted, #lapsed, live, redis.call('ZCARD', K_WAITING), cfg.tick }
+return { admitted, #lapsed, live, redis.call('ZCARD', K_WAITING), cfg.tick, created,
+  cfg.configured, cfg.capacity, cfg.rate, cfg.session, cfg.batch, cfg.opens, cfg.closes }

@@ -54,7 +54,7 @@ func TestRedisAwayFailsClosed(t *testing.T) {
 	chk, err := redischeck.New(rdb)
 	require.NoError(t, err)
 	srv.Kill()
-	tok := &verifier.Token{Product: "sku", User: "alice", ID: "1.1.1"}
+	tok := &verifier.Token{Product: "sku", User: "alice", ID: "e0.1.1.1"}
 	_, err = chk.Complete(context.Background(), tok)
 	assert.ErrorIs(t, err, issuer.ErrUnavailable)
 	assert.ErrorIs(t, chk.CheckActive(context.Background(), tok), issuer.ErrUnavailable)

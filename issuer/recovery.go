@@ -1,0 +1,180 @@
+package issuer
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Recovery after a Redis data loss (a restart without persistence, a
+// failover to an empty replica, FLUSHALL). What was in Redis is gone; what
+// each replica keeps in memory is used to come back without operator action:
+//
+//   - Epochs (lua/prelude.lua): a room recreated after the loss gets a new
+//     epoch, and every id minted before it — waiting tokens, admission ids —
+//     is refused as "from an earlier epoch" (NOT_FOUND), never read as the
+//     entry or admission that now has the same arrival number (invariant 6).
+//   - Room configs: each replica remembers the last config it saw of every
+//     room (SetRoom, Room, Stats and every tick report it). A lost room is
+//     recreated from it — by the next tick of any replica that knew it, or by
+//     the next enter — instead of answering 404 unknown_room or falling back
+//     to the default policy. Each restore is logged (WARN) and counted
+//     (RoomsRestored, the metric flashgate_rooms_restored_total).
+//   - The waiting-token secret (Config.SharedSecret): SyncSecret puts a lost
+//     fg:waiting-secret back and adopts the one in Redis when it differs, so
+//     every replica converges on one secret; tokens keyed by a secret a
+//     replica never held read NOT_FOUND (waiting.go), not ErrOwnerMismatch.
+
+// knownRoom is a replica's last known config of a room and its policy string.
+type knownRoom struct {
+	cfg    RoomConfig
+	policy string
+}
+
+// remember records c as room's last known config.
+func (is *Issuer) remember(room string, c RoomConfig) {
+	if v, ok := is.known.Load(room); ok && v.(*knownRoom).cfg.equal(c) {
+		return
+	}
+	// The key outlives the call: a copy (invariant 7).
+	is.known.Store(strings.Clone(room), &knownRoom{cfg: c, policy: c.policy()})
+}
+
+// equal compares configs by value (time.Time by instant).
+func (c RoomConfig) equal(d RoomConfig) bool {
+	return c.Capacity == d.Capacity && c.RatePerMinute == d.RatePerMinute && c.Session == d.Session &&
+		c.Tick == d.Tick && c.Batch == d.Batch && c.State == d.State &&
+		c.Opens.Equal(d.Opens) && c.Closes.Equal(d.Closes)
+}
+
+// knows reports whether this replica has seen room's config.
+func (is *Issuer) knows(room string) bool {
+	_, ok := is.known.Load(room)
+	return ok
+}
+
+// policyFor is the scripts' create-room argument for room (lua/prelude.lua
+// ARGV[2]): its last known config, else the default policy, else "".
+func (is *Issuer) policyFor(room string) string {
+	if v, ok := is.known.Load(room); ok {
+		return v.(*knownRoom).policy
+	}
+	return is.policy
+}
+
+// noteCreated is called when an enter created room: from its last known
+// config (a restore after a data loss), or from the default policy.
+func (is *Issuer) noteCreated(room string) {
+	v, ok := is.known.Load(room)
+	if !ok {
+		if is.cfg.DefaultRoom != nil {
+			is.remember(room, is.cfg.DefaultRoom.WithDefaults())
+		}
+		return
+	}
+	is.restoredRoom(room, v.(*knownRoom).cfg, "enter")
+}
+
+func (is *Issuer) restoredRoom(room string, c RoomConfig, by string) {
+	is.restored.Add(1)
+	is.snaps.forget(room)
+	is.log.Warn("waiting room restored from its last known config: its data was lost from Redis, "+
+		"so it starts a new epoch and every earlier waiting token and admission reads NOT_FOUND",
+		"room", room, "by", by, "state", string(c.State), "capacity", c.Capacity,
+		"rate_per_minute", c.RatePerMinute, "session", c.Session.String())
+}
+
+// noteTick reads the tick script's reply after its first five fields:
+// created, then the config as configured (state, capacity, rate, session_ms,
+// batch, opens_ms, closes_ms; the tick is r[4]). It remembers the config and,
+// when the tick restored the room, logs and counts it and registers the room
+// with the tick loops again (fg:rooms was lost with the rest).
+func (is *Issuer) noteTick(ctx context.Context, room string, r []any) error {
+	if len(r) < 13 {
+		return errorf(CodeInternal, "tick script: malformed reply %v", r)
+	}
+	c := RoomConfig{State: RoomState(asString(r[6])), Capacity: int(asInt(r[7])),
+		RatePerMinute: int(asInt(r[8])), Session: time.Duration(asInt(r[9])) * time.Millisecond,
+		Batch: int(asInt(r[10])), Tick: time.Duration(asInt(r[4])) * time.Millisecond,
+		Opens: windowTime(asInt(r[11])), Closes: windowTime(asInt(r[12]))}
+	is.remember(room, c)
+	if asInt(r[5]) != 1 {
+		return nil
+	}
+	is.restoredRoom(room, c, "tick")
+	if err := is.cfg.Redis.SAdd(ctx, keyRooms, room).Err(); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// withKnown returns rooms (from fg:rooms) with every room this replica
+// knows added, sorted: a room lost from Redis is still ticked, which
+// restores it.
+func (is *Issuer) withKnown(rooms []string) []string {
+	is.known.Range(func(k, _ any) bool {
+		if r := k.(string); !slices.Contains(rooms, r) {
+			rooms = append(rooms, r)
+		}
+		return true
+	})
+	slices.Sort(rooms)
+	return rooms
+}
+
+// RoomsRestored counts the rooms this Issuer recreated from their last known
+// config after Redis lost them (since New).
+func (is *Issuer) RoomsRestored() int64 { return is.restored.Load() }
+
+// SyncSecret keeps this replica's waiting-token secret in step with the
+// shared one in Redis (fg:waiting-secret, LoadOrCreateSecret): a missing key
+// (lost with Redis's data) is set back to this replica's secret (SETNX: the
+// first replica to get there wins), and a key that differs is adopted as the
+// current secret. Secrets held before stay valid for verifying tokens (at
+// most 4 in all), so replicas converge on one secret without refusing tokens
+// they minted. Run calls it every 2 s when Config.SharedSecret is set.
+// Errors: ErrInternal (no secret, or a corrupt stored one), ErrUnavailable.
+func (is *Issuer) SyncSecret(ctx context.Context) error {
+	set := is.secrets.Load()
+	if set == nil {
+		return errorf(CodeInternal, "issuer: Config.WaitingSecret is not set")
+	}
+	stored, err := is.cfg.Redis.Get(ctx, keySecret).Result()
+	if errors.Is(err, redis.Nil) {
+		mine := base64.StdEncoding.EncodeToString(set.current.secret)
+		if err := is.cfg.Redis.SetNX(ctx, keySecret, mine, 0).Err(); err != nil {
+			return unavailable(err)
+		}
+		if stored, err = is.cfg.Redis.Get(ctx, keySecret).Result(); err == nil && stored == mine {
+			is.log.Warn("waiting-token secret was missing from Redis (data loss?): stored this replica's",
+				"key", keySecret, "sid", set.current.sid)
+		}
+	}
+	if err != nil {
+		return unavailable(err)
+	}
+	secret, err := decodeSecret(stored)
+	if err != nil {
+		return err
+	}
+	if sid := secretID(secret); sid != set.current.sid {
+		is.secrets.Store(set.adopt(secret))
+		is.log.Warn("adopted the shared waiting-token secret from Redis; tokens of the previous one still verify",
+			"key", keySecret, "sid", sid, "previous_sid", set.current.sid)
+	}
+	return nil
+}
+
+// decodeSecret decodes a stored waiting secret (standard base64, ≥ 32 bytes).
+func decodeSecret(s string) ([]byte, error) {
+	secret, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(secret) < 32 {
+		return nil, errorf(CodeInternal, "stored waiting secret %s is corrupt", keySecret)
+	}
+	return secret, nil
+}
