@@ -4,11 +4,11 @@
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
-keep_clock(cfg, now)
 local user, seq = ARGV[3], tonumber(ARGV[4])
 local s = redis.call('ZSCORE', K_WAITING, user)
 if s and tonumber(s) == seq then
   redis.call('ZREM', K_WAITING, user)
+  keep_clock(cfg, now)
   end_entry('L', seq, now)
   redis.call('HINCRBY', K_STATS, 'left', 1)
   return { 'LEFT' }
@@ -17,6 +17,7 @@ local j = redis.call('HGET', K_USERS, user)
 if j and seq_of(j) == seq then
   redis.call('HDEL', K_USERS, user)
   if redis.call('ZREM', K_ACTIVE, j) == 1 then
+    keep_clock(cfg, now)
     end_entry('L', seq, now)
     redis.call('HINCRBY', K_STATS, 'left', 1)
     return { 'LEFT' }

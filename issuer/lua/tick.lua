@@ -6,7 +6,6 @@
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
-keep_clock(cfg, now)
 
 local lapsed = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', num(now), 'LIMIT', 0, cfg.batch)
 for _, j in ipairs(lapsed) do
@@ -17,6 +16,7 @@ if #lapsed > 0 then redis.call('HINCRBY', K_STATS, 'expired', #lapsed) end
 -- Ended records are kept long enough to answer status and repeated
 -- completions for any token still valid: twice the session, at least 10 min.
 redis.call('ZREMRANGEBYSCORE', K_ENDED, '-inf', num(now - math.max(2 * cfg.session, 600000)))
+keep_clock(cfg, now)
 
 local admitted = 0
 local live = live_count(now)
