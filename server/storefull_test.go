@@ -2,38 +2,15 @@ package server
 
 import (
 	"context"
-	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate/internal/logtest"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 )
-
-// records is a slog.Handler that keeps every record's level and message.
-type records struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *records) Enabled(context.Context, slog.Level) bool { return true }
-func (r *records) WithAttrs([]slog.Attr) slog.Handler      { return r }
-func (r *records) WithGroup(string) slog.Handler           { return r }
-func (r *records) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, rec.Level.String()+" "+rec.Message)
-	return nil
-}
-
-func (r *records) all() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.msgs...)
-}
 
 // TestStoreFullOverHTTP: Redis over maxmemory. A new entry is refused with
 // its own problem, store_full (503, Retry-After), counted in
@@ -46,9 +23,9 @@ func (r *records) all() []string {
 func TestStoreFullOverHTTP(t *testing.T) {
 	rdb := redistest.Start(t).Client(t) // CONFIG SET: never on a shared server
 	ring := newTestRing(t)
-	logs := &records{}
+	logs, log := logtest.New()
 	is := newIssuer(t, rdb, ring)
-	srv, err := New(Options{Issuer: is, Keys: ring, AdminToken: adminToken, Logger: slog.New(logs)})
+	srv, err := New(Options{Issuer: is, Keys: ring, AdminToken: adminToken, Logger: log})
 	require.NoError(t, err)
 	e := &env{t: t, rdb: rdb, is: is, ring: ring, srv: srv}
 	room := e.room(issuer.RoomConfig{Capacity: 1})
@@ -87,6 +64,6 @@ func TestStoreFullOverHTTP(t *testing.T) {
 	assert.Equal(t, 200, e.do(req{method: "GET", path: "/readyz"}).status)
 	e.enter(room, "carol")
 
-	assert.Equal(t, []string{"WARN not ready", "INFO ready again"}, logs.all(),
+	assert.Equal(t, []string{"WARN not ready", "INFO ready again"}, logs.Lines(),
 		"readiness changes are logged once each; refused enters are counted, not logged")
 }
