@@ -157,7 +157,7 @@ func (is *Issuer) Run(ctx context.Context) error {
 	}
 	storeOK := func() {
 		if !storeFailing.IsZero() {
-			is.log.Info("tick loop: ticking again", "failed_for", time.Since(storeFailing).Round(time.Millisecond))
+			is.log.Info("tick loop: ticking again", "failed_for", time.Since(storeFailing).Round(time.Millisecond).String())
 			storeFailing = time.Time{}
 		}
 	}

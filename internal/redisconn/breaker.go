@@ -245,7 +245,7 @@ func (n *node) trip(cause error) {
 	n.b.open.Add(1)
 	n.mu.Unlock()
 	n.b.log.Warn("redis down: commands fail fast until a probe answers", "addr", n.addr, "err", cause,
-		"consecutive_failures", n.fails.Load(), "probe_every", n.b.probeEvery)
+		"consecutive_failures", n.fails.Load(), "probe_every", n.b.probeEvery.String())
 	n.gen.Load().cancel()
 	go n.probe(o)
 }
@@ -277,7 +277,7 @@ func (n *node) probe(o *outage) {
 // silent when the client was closed).
 func (n *node) reset(o *outage, up bool) {
 	if up {
-		n.b.log.Info("redis up", "addr", n.addr, "down_for", time.Since(o.since).Round(time.Millisecond),
+		n.b.log.Info("redis up", "addr", n.addr, "down_for", time.Since(o.since).Round(time.Millisecond).String(),
 			"failed_fast", o.rejected.Load())
 	}
 	n.mu.Lock()
