@@ -23,6 +23,7 @@ const (
 	CodeRevoked       Code = "revoked"               // an operator ended the admission
 	CodeCompleted     Code = "completed"             // the admission was consumed by an order
 	CodeUnavailable   Code = "unavailable"           // Redis unreachable or failing; retry later
+	CodeStoreFull     Code = "store_full"            // Redis refuses writes for memory (maxmemory); retry later
 	CodeInternal      Code = "internal"              // a bug or misconfiguration
 )
 
@@ -65,6 +66,7 @@ var (
 	ErrRevoked       = &Error{Code: CodeRevoked, Message: "admission revoked"}
 	ErrCompleted     = &Error{Code: CodeCompleted, Message: "admission already completed"}
 	ErrUnavailable   = &Error{Code: CodeUnavailable, Message: "queue store unavailable"}
+	ErrStoreFull     = &Error{Code: CodeStoreFull, Message: "queue store full"}
 	ErrInternal      = &Error{Code: CodeInternal, Message: "internal error"}
 )
 

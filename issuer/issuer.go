@@ -193,7 +193,13 @@ func LoadOrCreateSecret(ctx context.Context, rdb Redis) ([]byte, error) {
 	return decodeSecret(s)
 }
 
+// unavailable maps a failed Redis call: an OOM refusal (used memory over
+// maxmemory; Redis refuses a script whose first write would allocate, and
+// deny-oom commands) to ErrStoreFull, anything else to ErrUnavailable.
 func unavailable(err error) error {
+	if redis.HasErrorPrefix(err, "OOM") {
+		return &Error{Code: CodeStoreFull, Message: "queue store full (Redis maxmemory): no new entries until memory is freed", Err: err}
+	}
 	return &Error{Code: CodeUnavailable, Message: "queue store unavailable", Err: err}
 }
 
@@ -412,7 +418,8 @@ func (is *Issuer) needSecret() error {
 // second place (invariant 1). When nobody waits and capacity and rate allow,
 // the user is admitted at once (fast track, seed 000).
 //
-// Errors: ErrInvalidInput (ids), ErrUnknownRoom, ErrRoomClosed, ErrUnavailable.
+// Errors: ErrInvalidInput (ids), ErrUnknownRoom, ErrRoomClosed, ErrUnavailable,
+// ErrStoreFull (Redis is over maxmemory and refuses the new entry).
 func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
@@ -754,9 +761,11 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 	}
 }
 
-// Ping checks that Redis answers (readiness).
+// Ping checks that Redis answers and takes writes (readiness): one SET NX of
+// a small expiring key, which Redis refuses while its used memory is over
+// maxmemory, as it refuses new entries. Errors: ErrUnavailable, ErrStoreFull.
 func (is *Issuer) Ping(ctx context.Context) error {
-	if err := is.cfg.Redis.Ping(ctx).Err(); err != nil {
+	if err := is.cfg.Redis.SetNX(ctx, keyReady, "1", time.Minute).Err(); err != nil {
 		return unavailable(err)
 	}
 	return nil

@@ -142,7 +142,8 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 // Run ticks every registered room at its configured tick until ctx ends,
 // then returns ctx.Err(). Run it in every replica: the limits live in Redis,
 // so correctness does not depend on how many run. Errors of one tick are
-// logged (rate-limited) and retried at the next.
+// logged (rate-limited) and retried at the next; the queue store's outages
+// and refusals (ErrUnavailable, ErrStoreFull) only when they start and end.
 //
 // Run also recovers from a Redis data loss (recovery.go): it ticks every room
 // this replica knows even when fg:rooms no longer lists it, so a lost room is
@@ -153,11 +154,24 @@ func (is *Issuer) Run(ctx context.Context) error {
 	next := map[string]time.Time{}
 	var rooms []string
 	var roomsAt time.Time
-	var lastErrLog time.Time
+	var lastErrLog, storeFailing time.Time
 	logErr := func(msg string, err error, attrs ...any) {
+		if c := ErrorCode(err); c == CodeUnavailable || c == CodeStoreFull {
+			if storeFailing.IsZero() {
+				storeFailing = time.Now()
+				is.log.Warn(msg+" (queue store; logged again when ticks succeed)", append(attrs, slog.Any("err", err))...)
+			}
+			return
+		}
 		if time.Since(lastErrLog) > 5*time.Second {
 			lastErrLog = time.Now()
 			is.log.Warn(msg, append(attrs, slog.Any("err", err))...)
+		}
+	}
+	storeOK := func() {
+		if !storeFailing.IsZero() {
+			is.log.Info("tick loop: ticking again", "failed_for", time.Since(storeFailing).Round(time.Millisecond).String())
+			storeFailing = time.Time{}
 		}
 	}
 	t := time.NewTicker(50 * time.Millisecond)
@@ -175,6 +189,9 @@ func (is *Issuer) Run(ctx context.Context) error {
 				logErr("tick loop: list rooms", err)
 			} else {
 				rooms, roomsAt = is.withKnown(r), now
+				if len(rooms) == 0 {
+					storeOK() // otherwise a successful tick says so
+				}
 			}
 			if is.cfg.SharedSecret {
 				if err := is.SyncSecret(ctx); err != nil {
@@ -196,6 +213,7 @@ func (is *Issuer) Run(ctx context.Context) error {
 				next[room] = now.Add(time.Second)
 				continue
 			}
+			storeOK()
 			// ±10 % jitter keeps replicas from ticking in lock-step.
 			next[room] = now.Add(time.Duration(float64(res.Tick) * (0.9 + 0.2*rand.Float64())))
 		}

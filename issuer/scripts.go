@@ -57,6 +57,7 @@ type Redis interface {
 const (
 	keyRooms  = "fg:rooms"          // SET of room ids, read by the tick loop and the admin API
 	keySecret = "fg:waiting-secret" // shared HMAC key for waiting tokens (when not configured)
+	keyReady  = "fg:ready"          // written by Ping (readiness: does Redis take writes?), expires
 )
 
 // RoomKeys returns the ten keys of a room in the order the scripts expect

@@ -28,7 +28,7 @@
 //	GET    /admin/rooms/{room}/stats         admin             200 Stats
 //	GET    /.well-known/jwks.json            -                 200 JWK Set (Cache-Control: public, max-age=60)
 //	GET    /healthz                          -                 200 while the process runs
-//	GET    /readyz                           -                 200 when Redis answers and keys are loaded, else 503
+//	GET    /readyz                           -                 200 when Redis answers and takes writes and keys are loaded, else 503
 //	GET    /metrics                          -                 200 Prometheus text format
 //
 // Entry members (snake_case, empty ones omitted): room, state, waiting_token,
@@ -70,8 +70,12 @@
 // "https://flashgate.dev/problems/<code with '_' as '-'>", title, status,
 // detail, instance, code, plus reason (admission token refusals: the
 // verifier's reason, e.g. "expired", "bad_signature") and position
-// (not_admitted). 503 answers carry Retry-After: 1; internal errors are
-// logged and answered with a generic detail.
+// (not_admitted). 503 answers carry Retry-After: 1 (store_full: 5); internal
+// errors are logged and answered with a generic detail. The queue store's
+// outages and refusals (unavailable, store_full) are not logged one line per
+// request — they are counted in flashgate_store_errors_total{code} — unless
+// Redis itself answered with an unexpected error (a script error, READONLY,
+// NOAUTH, …); /readyz logs when its answer changes.
 //
 //	code                     status  when
 //	invalid_input            400     malformed room/user id, bad room config, unknown JSON member, missing product
@@ -98,7 +102,8 @@
 //	rate_limited             429     enter over Options.EnterPerUser / EnterPerAddress (+ Retry-After)
 //	headers_too_large        431     request headers over fasthttp's buffer
 //	unavailable              503     Redis (or the key set) unavailable; retry
-//	not_ready                503     /readyz: Redis down or no keys loaded
+//	store_full               503     Redis over maxmemory refuses a new entry; retry (Retry-After: 5)
+//	not_ready                503     /readyz: Redis down or full (detail says which), or no keys loaded
 //	internal                 500     a bug or misconfiguration (never expected)
 //
 // A request with a method fasthttp does not know at all is answered by fiber
@@ -144,4 +149,10 @@
 // flashgate_room_waiting, flashgate_room_live, flashgate_room_capacity,
 // flashgate_room_admitted_total, flashgate_room_completed_total (at most
 // 1000 rooms; failures count in flashgate_room_scrape_errors_total).
+// flashgate_store_errors_total{code="unavailable"|"store_full"} counts the
+// requests and event-stream polls refused because of the queue store. With
+// Options.RedisHealth (flashgate serve: the breaker of its Redis client):
+// flashgate_redis_up (0 while Redis is known down and commands fail fast),
+// flashgate_redis_failures_total (connection-level failures) and
+// flashgate_redis_rejected_total (commands failed fast, unsent).
 package server

@@ -19,13 +19,14 @@ import (
 const maxRoomsScraped = 1000
 
 type metrics struct {
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	sseOpen  prometheus.Gauge
-	handler  fiber.Handler
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	sseOpen     prometheus.Gauge
+	storeErrors *prometheus.CounterVec
+	handler     fiber.Handler
 }
 
-func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.Issuer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.Issuer, health RedisHealth) (*metrics, error) {
 	if reg == nil {
 		r := prometheus.NewRegistry()
 		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -52,7 +53,15 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 			Name: "flashgate_sse_streams_open",
 			Help: "Open server-sent event streams.",
 		}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashgate_store_errors_total",
+			Help: "Requests and event-stream polls refused because of the queue store, by problem code: " +
+				"unavailable (Redis unreachable or failing), store_full (Redis over maxmemory). Not logged one by one.",
+		}, []string{"code"}),
 	}
+	// Both series exist from the start, so rate() sees the first refusal.
+	m.storeErrors.WithLabelValues(string(issuer.CodeUnavailable))
+	m.storeErrors.WithLabelValues(string(issuer.CodeStoreFull))
 	rc := newRoomCollector(is)
 	batches := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "flashgate_enter_script_calls_total",
@@ -66,7 +75,25 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 		Name: "flashgate_rooms_restored_total",
 		Help: "Rooms this replica recreated from their last known config after Redis lost them (each also logged at WARN).",
 	}, func() float64 { return float64(is.RoomsRestored()) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.sseOpen, rc, rc.errors, batches, batched, restored} {
+	cs := []prometheus.Collector{m.requests, m.latency, m.sseOpen, m.storeErrors, rc, rc.errors, batches, batched, restored}
+	if health != nil {
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "flashgate_redis_up",
+			Help: "1 while Redis answers; 0 while the connection's breaker is open (Redis known down: commands fail fast).",
+		}, func() float64 {
+			if health.Up() {
+				return 1
+			}
+			return 0
+		}), prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "flashgate_redis_failures_total",
+			Help: "Connection-level Redis failures (refused, reset, EOF, timeout); consecutive ones open the breaker.",
+		}, func() float64 { return float64(health.Failures()) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "flashgate_redis_rejected_total",
+			Help: "Redis commands failed fast, without being sent, while the breaker was open.",
+		}, func() float64 { return float64(health.Rejected()) }))
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -75,6 +102,14 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
 	return m, nil
+}
+
+// storeError counts a refusal because of the queue store (code unavailable
+// or store_full); other codes are not counted here.
+func (m *metrics) storeError(code string) {
+	if code == string(issuer.CodeUnavailable) || code == string(issuer.CodeStoreFull) {
+		m.storeErrors.WithLabelValues(code).Inc()
+	}
 }
 
 func (m *metrics) observe(route, method string, status int, d time.Duration) {

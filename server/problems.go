@@ -32,6 +32,10 @@ const (
 	codeNotReady          = "not_ready"
 )
 
+// storeFullRetryAfter is the Retry-After (seconds) of store_full: memory
+// frees at the pace of completions and expiries, not within a second.
+const storeFullRetryAfter = 5
+
 // problemKind is one row of the table: the HTTP status and title of a code.
 type problemKind struct {
 	status int
@@ -55,6 +59,10 @@ var problemTable = map[string]problemKind{
 	string(issuer.CodeCompleted):     {fiber.StatusConflict, "Admission already completed"},
 	string(issuer.CodeUnavailable):   {fiber.StatusServiceUnavailable, "Service unavailable"},
 	string(issuer.CodeInternal):      {fiber.StatusInternalServerError, "Internal error"},
+	// Redis over maxmemory is temporary (completions, leaves and expiries
+	// free memory): 503 with Retry-After like unavailable, not 507 (WebDAV's
+	// "cannot store the representation", which clients and CDNs do not retry).
+	string(issuer.CodeStoreFull): {fiber.StatusServiceUnavailable, "Queue store full"},
 	// Server-level errors.
 	codeMissingUser:       {fiber.StatusUnauthorized, "User not identified"},
 	codeAdminUnauthorized: {fiber.StatusUnauthorized, "Admin authorization required"},
@@ -103,6 +111,9 @@ func problem(code, detail string) *Problem {
 		Status: k.status, Detail: detail, Code: code}
 	if k.status == fiber.StatusServiceUnavailable {
 		p.retryAfter = 1
+		if code == string(issuer.CodeStoreFull) {
+			p.retryAfter = storeFullRetryAfter
+		}
 	}
 	return p
 }
@@ -123,6 +134,10 @@ func toProblem(err error) *Problem {
 			return q
 		case issuer.CodeUnavailable:
 			q := problem(string(de.Code), "the queue store is unavailable; retry later")
+			q.cause = err
+			return q
+		case issuer.CodeStoreFull:
+			q := problem(string(de.Code), "the queue store is full: no new entries until memory is freed; retry later")
 			q.cause = err
 			return q
 		}
@@ -160,7 +175,8 @@ func toProblem(err error) *Problem {
 // here, as application/problem+json.
 func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	p := toProblem(err)
-	if p.cause != nil {
+	s.m.storeError(p.Code)
+	if logged(p) {
 		lvl := slog.LevelError
 		if p.Status == fiber.StatusServiceUnavailable {
 			lvl = slog.LevelWarn
@@ -187,4 +203,27 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Status(p.Status)
 	return c.JSON(p, "application/problem+json")
+}
+
+// logged reports whether p's cause is logged: every internal error, but not
+// the queue store's outages and refusals (unavailable, store_full). Those are
+// one line per request for as long as Redis is down or full (thousands a
+// second), so they are counted instead (flashgate_store_errors_total), and
+// their state changes are logged once: Redis down and up again by the
+// connection's breaker (internal/redisconn), not ready and ready again by
+// /readyz. A Redis error reply behind unavailable (a script error, READONLY,
+// NOAUTH, …) is still logged: Redis answered, and something is wrong that
+// no probe reports.
+func logged(p *Problem) bool {
+	if p.cause == nil {
+		return false
+	}
+	switch p.Code {
+	case string(issuer.CodeStoreFull):
+		return false
+	case string(issuer.CodeUnavailable):
+		var reply interface{ RedisError() } // go-redis's redis.Error: Redis's own answer
+		return errors.As(p.cause, &reply)
+	}
+	return true
 }

@@ -100,14 +100,32 @@ type Options struct {
 	// TrustedProxies are the IP addresses and CIDR ranges of the proxies
 	// whose ProxyHeader is believed. Required with ProxyHeader.
 	TrustedProxies []string
-	// Logger receives request failures (5xx); nil means slog.Default().
+	// Logger receives request failures (5xx; not the queue store's outages
+	// and refusals, which are counted) and readiness changes; nil means
+	// slog.Default().
 	Logger *slog.Logger
+	// RedisHealth, when set, is exported as flashgate_redis_up,
+	// flashgate_redis_failures_total and flashgate_redis_rejected_total
+	// (flashgate serve passes the breaker of its Redis client).
+	RedisHealth RedisHealth
 	// Registerer receives the server's metrics. Nil: a private registry,
 	// with Go and process collectors, served on /metrics.
 	Registerer prometheus.Registerer
 	// Gatherer is what /metrics serves. Nil: the private registry, or
 	// Registerer when it is also a Gatherer, else prometheus.DefaultGatherer.
 	Gatherer prometheus.Gatherer
+}
+
+// RedisHealth is what a circuit breaker in front of the Redis client knows
+// (internal/redisconn's Breaker implements it).
+type RedisHealth interface {
+	// Up is false while the breaker is open: Redis is known down and
+	// commands fail fast.
+	Up() bool
+	// Failures counts connection-level failures (refused, reset, EOF, timeout).
+	Failures() uint64
+	// Rejected counts commands failed fast, unsent, while the breaker was open.
+	Rejected() uint64
 }
 
 // Server is the flashgate HTTP layer (fiber v2) over an issuer.Issuer.
@@ -121,6 +139,11 @@ type Server struct {
 	adminSum [32]byte
 	admin    bool
 	m        *metrics
+
+	// notReady is the reason of the last /readyz answer ("" = ready), to log
+	// changes only.
+	readyMu  sync.Mutex
+	notReady string
 
 	stopOnce sync.Once
 	stopping chan struct{}
@@ -165,7 +188,7 @@ func New(opts Options) (*Server, error) {
 	if opts.AdminToken != "" {
 		s.admin, s.adminSum = true, sha256.Sum256([]byte(opts.AdminToken))
 	}
-	if s.m, err = newMetrics(opts.Registerer, opts.Gatherer, s.is); err != nil {
+	if s.m, err = newMetrics(opts.Registerer, opts.Gatherer, s.is, opts.RedisHealth); err != nil {
 		return nil, err
 	}
 	enterLimits, err := s.enterLimits(opts)
@@ -346,22 +369,44 @@ func (s *Server) healthz(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"status": "ok"})
 }
 
-// readyz answers 200 when Redis answers and the key ring has a public key.
+// readyz answers 200 when Redis answers and takes writes, and the key ring
+// has a public key; otherwise 503 not_ready with the reason. Changes of the
+// answer are logged, not every probe.
 func (s *Server) readyz(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 	defer cancel()
-	if err := s.is.Ping(ctx); err != nil {
-		p := problem(codeNotReady, "the queue store does not answer")
-		p.cause = err
-		return p
+	reason, err := "", s.is.Ping(ctx)
+	switch {
+	case errors.Is(err, issuer.ErrStoreFull):
+		reason = "the queue store is full (Redis maxmemory): new entries are refused; status, completions and leaves still work"
+	case err != nil:
+		reason = "the queue store does not answer"
+	default:
+		if err = s.keysLoaded(); err != nil {
+			reason = "no signing keys loaded"
+		}
 	}
-	if err := s.keysLoaded(); err != nil {
-		p := problem(codeNotReady, "no signing keys loaded")
-		p.cause = err
-		return p
+	s.readyChanged(reason, err)
+	if reason != "" {
+		return problem(codeNotReady, reason)
 	}
 	return c.JSON(fiber.Map{"status": "ready"})
+}
+
+// readyChanged logs a /readyz answer that differs from the previous one.
+func (s *Server) readyChanged(reason string, err error) {
+	s.readyMu.Lock()
+	prev := s.notReady
+	s.notReady = reason
+	s.readyMu.Unlock()
+	switch {
+	case reason == prev:
+	case reason == "":
+		s.log.Info("ready again", "was", prev)
+	default:
+		s.log.Warn("not ready", "reason", reason, "err", err)
+	}
 }
 
 func (s *Server) keysLoaded() error {

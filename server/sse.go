@@ -68,7 +68,8 @@ func (s *Server) stream(w *bufio.Writer, room, user, tok string, e *issuer.Entry
 		cancel()
 		if err != nil {
 			p := toProblem(err)
-			if p.cause != nil {
+			s.m.storeError(p.Code)
+			if logged(p) {
 				s.log.Warn("event stream: status failed", "room", room, "err", p.cause)
 			}
 			p.Instance = "/v1/rooms/" + room + "/events"

@@ -74,8 +74,14 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 		}
 		log.Info("queue store", "redis", redactURL(cfg.RedisURL))
 	}
+	redisconn.LogTo(log)
+	// Fail fast while Redis is down: consecutive connection failures open
+	// the breaker, commands then fail at once (503 unavailable), and a probe
+	// closes it when Redis answers again.
+	breaker := redisconn.Protect(rdb, redisconn.BreakerOptions{Logger: log})
 	defer func() {
 		log.Info("shutdown: closing the Redis connections")
+		breaker.Close()
 		_ = rdb.Close()
 	}()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -120,7 +126,7 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	srv, err := server.New(server.Options{Issuer: is, Keys: ring,
 		AdminToken: c.AdminToken, UserHeader: c.UserHeader, Logger: log,
 		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
-		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies})
+		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisHealth: breaker})
 	if err != nil {
 		return err
 	}

@@ -86,6 +86,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return exitUsage
 		}
 		defer rdb.Close()
+		redisconn.LogTo(o.Logger)
+		breaker := redisconn.Protect(rdb, redisconn.BreakerOptions{Logger: o.Logger})
+		defer breaker.Close()
 		o.Redis, o.StoreName = rdb, "redis "+redactURL(*redisURL)
 	}
 	r, err := simulate.Run(ctx, o)

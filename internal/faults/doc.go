@@ -21,6 +21,12 @@
 //     traffic, then restarted empty. Defence: every Redis failure becomes
 //     503 unavailable with Retry-After (never 500), /readyz follows Redis,
 //     /healthz does not, and the issuer (tick loop included) recovers alone.
+//   - TestRedisDownFailsFastAndQuietly: redis-server SIGKILLed under HTTP
+//     traffic with the Redis client behind the breaker, as flashgate serve
+//     runs it. Defence: internal/redisconn's Breaker. Once it is open, enter
+//     and status answer 503 within 250 ms each (measured one by one); the
+//     log says "redis down" and "redis up" once, not a line per request; it
+//     closes by itself when Redis is back.
 //   - TestRedisUnreachable: the verifier keeps verifying offline while
 //     completion fails closed with a retryable error (redischeck,
 //     /v1/complete, the order service); TestRedisHangs does the same for a

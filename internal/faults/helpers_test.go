@@ -61,10 +61,14 @@ func newRing(t testing.TB) *keys.Ring {
 }
 
 // serve runs an issuer HTTP server on a loopback port until the test ends
-// and returns its base URL.
-func serve(t testing.TB, is *issuer.Issuer, ring *keys.Ring, admin string) string {
+// and returns its base URL; mod, if any, adjusts its Options.
+func serve(t testing.TB, is *issuer.Issuer, ring *keys.Ring, admin string, mod ...func(*server.Options)) string {
 	t.Helper()
-	srv, err := server.New(server.Options{Issuer: is, Keys: ring, AdminToken: admin, Logger: quiet})
+	opts := server.Options{Issuer: is, Keys: ring, AdminToken: admin, Logger: quiet}
+	for _, m := range mod {
+		m(&opts)
+	}
+	srv, err := server.New(opts)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -13,7 +13,9 @@
 package redisconn
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -74,4 +76,20 @@ func redact(err error, rawURL string) error {
 		}
 	}
 	return fmt.Errorf("%s", msg)
+}
+
+// LogTo sends go-redis's own log lines (process-wide: one per failed dial,
+// several a second while Redis is down) to log at debug level; the Breaker
+// reports outages in two lines.
+func LogTo(log *slog.Logger) { redis.SetLogger(debugLog{log}) }
+
+type debugLog struct{ log *slog.Logger }
+
+func (l debugLog) Printf(ctx context.Context, format string, v ...any) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if l.log.Enabled(ctx, slog.LevelDebug) {
+		l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+	}
 }

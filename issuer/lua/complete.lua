@@ -7,7 +7,6 @@
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
-keep_clock(cfg, now)
 local user, jti = ARGV[3], ARGV[4]
 local seq = seq_of(cfg, jti)
 if not seq then return { 'ERROR', 'stale' } end
@@ -22,12 +21,14 @@ if redis.call('HGET', K_USERS, user) ~= jti then return { 'ERROR', 'owner_mismat
 if tonumber(e) <= now then
   redis.call('ZREM', K_ACTIVE, jti)
   redis.call('HDEL', K_USERS, user)
+  keep_clock(cfg, now)
   end_entry(cfg, 'E', seq, now)
   redis.call('HINCRBY', K_STATS, 'expired', 1)
   return { 'ERROR', 'expired' }
 end
 redis.call('ZREM', K_ACTIVE, jti)
 redis.call('HDEL', K_USERS, user)
+keep_clock(cfg, now)
 end_entry(cfg, 'C', seq, now)
 redis.call('HINCRBY', K_STATS, 'completed', 1)
 return { 'COMPLETED', now, 0 }

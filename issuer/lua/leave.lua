@@ -4,12 +4,12 @@
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
-keep_clock(cfg, now)
 local user, seq = ARGV[3], tonumber(ARGV[4])
 if ARGV[5] ~= cfg.epoch then return { 'NOT_FOUND' } end -- lost with an earlier epoch's data
 local s = redis.call('ZSCORE', K_WAITING, user)
 if s and tonumber(s) == seq then
   redis.call('ZREM', K_WAITING, user)
+  keep_clock(cfg, now)
   end_entry(cfg, 'L', seq, now)
   redis.call('HINCRBY', K_STATS, 'left', 1)
   return { 'LEFT' }
@@ -18,6 +18,7 @@ local j = redis.call('HGET', K_USERS, user)
 if j and seq_of(cfg, j) == seq then
   redis.call('HDEL', K_USERS, user)
   if redis.call('ZREM', K_ACTIVE, j) == 1 then
+    keep_clock(cfg, now)
     end_entry(cfg, 'L', seq, now)
     redis.call('HINCRBY', K_STATS, 'left', 1)
     return { 'LEFT' }

@@ -100,6 +100,9 @@ local function load_config(allow_create)
 end
 
 -- keep_clock records now as the room's latest time (scripts that write call it).
+-- Scripts that free memory call it after their first freeing write (ZREM, HDEL):
+-- over maxmemory, Redis refuses a script's first write if it is a deny-oom one
+-- (HSET, ZADD, HINCRBY), so complete, leave, revoke and tick still work then.
 local function keep_clock(cfg, now)
   if now > cfg.clock then
     redis.call('HSET', K_CONFIG, 'clock_ms', num(now))

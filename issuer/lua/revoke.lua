@@ -5,7 +5,6 @@
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
-keep_clock(cfg, now)
 local user, jti = ARGV[3], ARGV[4]
 if jti == '' then
   jti = redis.call('HGET', K_USERS, user)
@@ -18,6 +17,7 @@ if kind == 'R' then return { 'REVOKED', at, 1, jti } end
 if kind == 'C' then return { 'ERROR', 'completed' } end
 if redis.call('ZREM', K_ACTIVE, jti) == 0 then return { 'ERROR', 'not_found' } end
 if user ~= '' and redis.call('HGET', K_USERS, user) == jti then redis.call('HDEL', K_USERS, user) end
+keep_clock(cfg, now)
 end_entry(cfg, 'R', seq, now)
 redis.call('HINCRBY', K_STATS, 'revoked', 1)
 return { 'REVOKED', now, 0, jti }

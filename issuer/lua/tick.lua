@@ -14,7 +14,6 @@
 local cfg, created = load_config(true)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
-keep_clock(cfg, now)
 local bound = tonumber(ARGV[3]) or cfg.batch
 local max_expire = math.max(0, math.min(bound, cfg.batch - (tonumber(ARGV[5]) or 0)))
 local max_admit = math.max(0, math.min(bound, cfg.batch - (tonumber(ARGV[4]) or 0)))
@@ -33,6 +32,7 @@ if #lapsed > 0 then redis.call('HINCRBY', K_STATS, 'expired', #lapsed) end
 -- batch; a delete costs about a microsecond, a tenth of an admission).
 local old = redis.call('ZCOUNT', K_ENDED, '-inf', num(now - math.max(2 * cfg.session, 600000)))
 if old > 0 then redis.call('ZREMRANGEBYRANK', K_ENDED, 0, math.min(old, 10 * bound) - 1) end
+keep_clock(cfg, now)
 
 local admitted = 0
 local live = live_count(now)

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/internal/redistest"
+)
+
+// TestServeRedisOutage checks serve's wiring of the Redis breaker: with
+// Redis killed, enter answers 503 at once and /metrics says
+// flashgate_redis_up 0; the log says "redis down" once, however many
+// requests fail, and "redis up" once Redis is back.
+func TestServeRedisOutage(t *testing.T) {
+	rs := redistest.Start(t)
+	port := redistest.FreePort(t)
+	t.Setenv("REDIS_URL", "redis://"+rs.Addr+"/0")
+	t.Setenv("FLASHGATE_ADDR", fmt.Sprintf("127.0.0.1:%d", port))
+	t.Setenv("FLASHGATE_KEYS_FILE", filepath.Join(t.TempDir(), "keys.json"))
+	t.Setenv("FLASHGATE_DEFAULT_ROOM", "open")
+	t.Setenv("FLASHGATE_ENTER_PER_USER", "0")
+	t.Setenv("FLASHGATE_LOG_FORMAT", "json")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"serve"}, strings.NewReader(""), &syncBuffer{}, &stderr) }()
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	get := func(path, user string) (int, string) {
+		method := http.MethodGet
+		if strings.HasSuffix(path, "/enter") {
+			method = http.MethodPost
+		}
+		req, _ := http.NewRequest(method, base+path, nil)
+		req.Header.Set("X-User-ID", user)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	require.Eventually(t, func() bool { s, _ := get("/readyz", ""); return s == http.StatusOK },
+		time.Minute, 20*time.Millisecond, "serve never became ready: %s", stderr.String())
+	s, body := get("/v1/rooms/launch/enter", "alice")
+	require.Equal(t, http.StatusOK, s, body)
+
+	rs.Kill()
+	require.Eventually(t, func() bool {
+		_, m := get("/metrics", "")
+		return strings.Contains(m, "flashgate_redis_up 0")
+	}, 10*time.Second, 20*time.Millisecond, "the breaker never opened")
+	for i := range 50 {
+		start := time.Now()
+		s, body := get("/v1/rooms/launch/enter", fmt.Sprintf("u%d", i))
+		require.Equal(t, http.StatusServiceUnavailable, s, body)
+		require.Less(t, time.Since(start), 250*time.Millisecond)
+	}
+
+	require.NoError(t, rs.Restart())
+	require.Eventually(t, func() bool { s, _ := get("/v1/rooms/launch/enter", "bob"); return s == http.StatusOK },
+		10*time.Second, 20*time.Millisecond, "enter never worked again")
+	cancel()
+	require.Equal(t, exitOK, <-done, stderr.String())
+	logs := stderr.String()
+	assert.Equal(t, 1, strings.Count(logs, `"msg":"redis down`), logs)
+	assert.Equal(t, 1, strings.Count(logs, `"msg":"redis up"`), logs)
+	assert.NotContains(t, logs, "request failed")
+	assert.NotContains(t, logs, "go-redis:", "go-redis's own lines are debug")
+}
