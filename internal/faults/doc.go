@@ -48,6 +48,8 @@
 //     nothing minted before it completes or reads WAITING. Each scenario
 //     prints a summary; FLASHGATE_STORM_DURATION (default 12s) and
 //     FLASHGATE_STORM_BUYERS (default 250) make the runs longer or larger.
+//     TestStormChecks runs the checks on made-up histories, so that a check
+//     that cannot fail is caught without a storm.
 //
 // Every test bounds its own run time, polls with deadlines instead of
 // asserting on timing, and uses loopback only.

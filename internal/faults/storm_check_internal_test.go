@@ -113,7 +113,7 @@ func TestStormChecks(t *testing.T) {
 
 	t.Run("epochs and data loss", func(t *testing.T) {
 		loss := spec
-		loss.dataLoss, loss.lossAt, loss.restoredAt = true, t0.Add(2*time.Second), t0.Add(2500*time.Millisecond)
+		loss.dataLoss, loss.restartAt, loss.restoredAt = true, t0.Add(2*time.Second), t0.Add(2500*time.Millisecond)
 		// Before the loss: epoch e1, arrivals 1 and 2 admitted, live until
 		// their expiry. After it: epoch e2 starts again at 1, and two more
 		// are live at once — four overlapping admissions, two per epoch.

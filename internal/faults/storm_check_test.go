@@ -54,12 +54,16 @@ type stormSpec struct {
 	rate     int
 	session  time.Duration
 	start    time.Time
-	// dataLoss: Redis was killed at lossAt and restarted empty; it answered
-	// again at restoredAt. Entries entered (and admissions first seen) before
-	// lossAt belong to the lost data; requests sent after restoredAt meet
-	// the new, empty store.
+	// dataLoss: Redis was SIGKILLed, and restarted empty at restartAt; it
+	// answered again at restoredAt. Nothing answered between the kill and
+	// restartAt, so an answer received before restartAt (even one received
+	// after the kill: a reply in flight) came from the lost data, and
+	// entries entered and admissions first seen then belong to it. Entries
+	// entered after restoredAt belong to the new store; the few in between
+	// are judged by neither rule. Requests sent after restoredAt meet the
+	// new store.
 	dataLoss   bool
-	lossAt     time.Time
+	restartAt  time.Time
 	restoredAt time.Time
 }
 
@@ -167,9 +171,13 @@ func check(spec stormSpec, buyers []*buyer) *outcome {
 	adms := map[string]*admission{}
 	sentComplete, settled := map[string]bool{}, map[string]bool{}
 	var completedAfterLoss []*call
-	// lostEntry: the entry was made before the data loss.
+	// lostEntry: the entry was made before the data loss; newEntry: it was
+	// made in the store the buyer is talking to.
 	lostEntry := func(v *visit) bool {
-		return spec.dataLoss && v != nil && v.enteredAt.Before(spec.lossAt)
+		return spec.dataLoss && v != nil && v.enteredAt.Before(spec.restartAt)
+	}
+	newEntry := func(v *visit) bool {
+		return !spec.dataLoss || v != nil && !v.enteredAt.Before(spec.restoredAt)
 	}
 	afterLoss := func(c *call) bool { return spec.dataLoss && c.sent.After(spec.restoredAt) }
 	// see records an admission id from an answer and checks it against the
@@ -241,7 +249,7 @@ func check(spec stormSpec, buyers []*buyer) *outcome {
 
 			// Entries and admissions do not vanish, except with the data.
 			gone := c.status == http.StatusNotFound || (c.status == http.StatusOK && c.r.State == "NOT_FOUND")
-			if gone && (c.op == "enter" || !lostEntry(c.v)) {
+			if gone && (c.op == "enter" || newEntry(c.v)) {
 				o.violate(vVanished, o.describe(c))
 			}
 			if c.op == "status" && c.status == http.StatusOK && c.r.State == "WAITING" && lostEntry(c.v) && afterLoss(c) {
@@ -312,7 +320,7 @@ func check(spec stormSpec, buyers []*buyer) *outcome {
 		}
 	}
 	for _, c := range completedAfterLoss {
-		if a := adms[akey(spec.rooms[c.b.room], c.jti)]; a != nil && a.firstSeen.Before(spec.lossAt) {
+		if a := adms[akey(spec.rooms[c.b.room], c.jti)]; a != nil && a.firstSeen.Before(spec.restartAt) {
 			o.violate(vOldCompleted, o.describe(c))
 		}
 	}

@@ -73,8 +73,8 @@ type faultEnv struct {
 
 	mu         sync.Mutex
 	notes      []string
-	lossAt     time.Time
-	restoredAt time.Time
+	restartAt  time.Time // data loss: the empty server is being started
+	restoredAt time.Time // … and answers
 }
 
 func (f *faultEnv) note(format string, args ...any) {
@@ -96,9 +96,9 @@ type stormFault struct {
 func stormFaults() []stormFault {
 	killRestart := func(f *faultEnv) {
 		f.note("SIGKILL redis-server")
-		f.lossAt = time.Now()
 		f.redis.Kill()
 		sleepCtx(f.ctx, 500*time.Millisecond)
+		f.restartAt = time.Now()
 		if err := f.redis.Restart(); err != nil {
 			f.note("restart failed: %v", err)
 			return
@@ -311,7 +311,7 @@ func runStorm(t *testing.T, cfg stormConfig, bin, keysFile string, f stormFault,
 	<-faultDone
 
 	spec := stormSpec{name: f.name, rooms: rooms, capacity: stormCapacity, rate: stormRate, session: stormSession,
-		start: start, dataLoss: f.dataLoss, lossAt: fe.lossAt, restoredAt: fe.restoredAt}
+		start: start, dataLoss: f.dataLoss, restartAt: fe.restartAt, restoredAt: fe.restoredAt}
 	if f.dataLoss && fe.restoredAt.IsZero() {
 		t.Fatalf("the data-loss fault did not complete: %v", fe.notes)
 	}
