@@ -36,6 +36,26 @@
 //     injected mid-run. Defence: atomic scripts with all limits in Redis, and
 //     idempotent retries: FIFO, capacity, one admission and at most one
 //     completion per user.
+//   - TestStorm: the client-side storm (issue 7). Two `flashgate serve`
+//     processes (the binary is built by the test) over one redis-server,
+//     two rooms (capacity 25, 600/min, 6 s sessions), 250 buyers entering,
+//     polling, exchanging and completing or abandoning through both
+//     replicas, retrying 503s after Retry-After. One scenario per fault:
+//     none; Redis SIGKILL and restart with appendonly yes; the same without
+//     persistence (data lost); a replica SIGKILLed and restarted; Redis
+//     SIGSTOPped for 5 s; SCRIPT FLUSH every 100 ms; maxmemory halved for
+//     3 s. The invariants are checked only from what the buyers saw
+//     (storm_check_test.go): FIFO and live ≤ capacity within a room's epoch
+//     (the first part of a four-part admission id), admissions per 60 s ≤
+//     rate, at most one non-repeated completion per admission and no 200
+//     for a purchase the buyer never completed, no 5xx but 503, Retry-After
+//     on every 503, every answer within 3 s, no owner mismatch for one's own
+//     token, no entry vanishing but with the data — and after a data loss
+//     nothing minted before it completes or reads WAITING. Each scenario
+//     prints a summary; FLASHGATE_STORM_DURATION (default 12s) and
+//     FLASHGATE_STORM_BUYERS (default 250) make the runs longer or larger.
+//     TestStormChecks runs the checks on made-up histories, so that a check
+//     that cannot fail is caught without a storm.
 //
 // Every test bounds its own run time, polls with deadlines instead of
 // asserting on timing, and uses loopback only.
