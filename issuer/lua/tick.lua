@@ -32,7 +32,6 @@ if #lapsed > 0 then redis.call('HINCRBY', K_STATS, 'expired', #lapsed) end
 -- batch; a delete costs about a microsecond, a tenth of an admission).
 local old = redis.call('ZCOUNT', K_ENDED, '-inf', num(now - math.max(2 * cfg.session, 600000)))
 if old > 0 then redis.call('ZREMRANGEBYRANK', K_ENDED, 0, math.min(old, 10 * bound) - 1) end
-keep_clock(cfg, now)
 
 local admitted = 0
 local live = live_count(now)
@@ -50,5 +49,10 @@ if cfg.state == 'open' and live < cfg.capacity and redis.call('ZCARD', K_WAITING
     live = note_peak(now)
   end
 end
+-- The clock is kept last, and only by a tick that changed something: under
+-- maxmemory Redis refuses a script whose first write allocates (HSET), while
+-- one that began by freeing (ZREM, ZPOPMIN) may go on; a tick that did
+-- nothing writes nothing.
+if #lapsed > 0 or old > 0 or admitted > 0 then keep_clock(cfg, now) end
 return { admitted, #lapsed, live, redis.call('ZCARD', K_WAITING), cfg.tick, created,
   cfg.configured, cfg.capacity, cfg.rate, cfg.session, cfg.batch, cfg.opens, cfg.closes }
