@@ -3,6 +3,7 @@ package issuer
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // DefaultEnterBatch is the default Config.EnterBatch: the most users one
@@ -102,7 +103,10 @@ func (b *enterBatcher) flush() {
 
 // send runs the enter script for batch. Callers whose context already ended
 // are left out; the call runs under the first remaining caller's context
-// values without its cancellation, since it serves everyone in the batch.
+// values without its cancellation, since it serves everyone in the batch,
+// and with the latest of their deadlines (when they all have one): a hung
+// Redis then holds the batch, and its leading caller, no longer than the
+// callers' own budgets.
 func (b *enterBatcher) send(batch []*enterCall) {
 	args := make([]any, 0, len(batch))
 	live := batch[:0:0]
@@ -118,7 +122,14 @@ func (b *enterBatcher) send(batch []*enterCall) {
 	if len(live) == 0 {
 		return
 	}
-	res, err := b.is.enterUsers(context.WithoutCancel(live[0].ctx), b.room, args...)
+	ctx := context.WithoutCancel(live[0].ctx)
+	if d, ok := latestDeadline(live); ok {
+		// Nobody waits for the reply past the last caller's deadline.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d)
+		defer cancel()
+	}
+	res, err := b.is.enterUsers(ctx, b.room, args...)
 	for i, c := range live {
 		if err != nil {
 			c.err = err
@@ -127,6 +138,22 @@ func (b *enterBatcher) send(batch []*enterCall) {
 		}
 		close(c.done)
 	}
+}
+
+// latestDeadline returns the latest of the callers' deadlines, or false
+// when one of them has none.
+func latestDeadline(calls []*enterCall) (time.Time, bool) {
+	var last time.Time
+	for _, c := range calls {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return time.Time{}, false
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return last, true
 }
 
 // EnterBatchStats reports the enter script calls this Issuer has sent and

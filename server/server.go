@@ -50,6 +50,8 @@ const (
 	// BodyTimeout is how long a request's body may take once its headers
 	// are in (bodies are at most Options.BodyLimit, 16 KiB by default).
 	BodyTimeout = 10 * time.Second
+	// DefaultRedisTimeout is the default Options.RedisTimeout.
+	DefaultRedisTimeout = time.Second
 )
 
 // Options configures a Server.
@@ -74,6 +76,17 @@ type Options struct {
 	// connection closed. Its body then has BodyTimeout (10 s). Zero means
 	// DefaultHeaderTimeout (5 s).
 	HeaderTimeout time.Duration
+	// RedisTimeout bounds how long one API request waits for the queue store
+	// (the deadline of the context its issuer calls get); past it the request
+	// is answered 503 unavailable with Retry-After, so a Redis that accepts
+	// connections and never answers (hung, SIGSTOP) costs a client at most
+	// this long. A request that used its whole budget also counts towards
+	// opening the Redis breaker (internal/redisconn), after which requests
+	// fail within microseconds. Zero means DefaultRedisTimeout (1 s);
+	// negative: no bound but go-redis's own timeouts. Needs a client that
+	// honours context deadlines (go-redis ContextTimeoutEnabled; redisconn.Open
+	// sets it).
+	RedisTimeout time.Duration
 	// EnterPerUser is how many POST /v1/rooms/{room}/enter requests one user
 	// id (the trusted user header, across rooms) may send per EnterWindow;
 	// more are answered 429 rate_limited with Retry-After. 0 disables it
@@ -147,6 +160,8 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopping chan struct{}
+	// redisTimeout is Options.RedisTimeout.
+	redisTimeout time.Duration
 	// sseInterval, when non-zero, replaces the entries' poll_after between
 	// SSE events (tests).
 	sseInterval time.Duration
@@ -170,6 +185,9 @@ func New(opts Options) (*Server, error) {
 	if opts.HeaderTimeout <= 0 {
 		opts.HeaderTimeout = DefaultHeaderTimeout
 	}
+	if opts.RedisTimeout == 0 {
+		opts.RedisTimeout = DefaultRedisTimeout
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -184,7 +202,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{is: opts.Issuer, keys: opts.Keys, verify: v, log: opts.Logger,
-		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream}
+		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout}
 	if opts.AdminToken != "" {
 		s.admin, s.adminSum = true, sha256.Sum256([]byte(opts.AdminToken))
 	}
@@ -246,24 +264,26 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 	a.Get("/metrics", s.m.handler)
 	a.Get("/.well-known/jwks.json", s.jwks)
 
-	enter := append(append([]fiber.Handler{noStore}, enterLimits...), requireJSON, noMembers, s.enter)
+	// api: no-store, and a bounded wait for the queue store (Options.RedisTimeout).
+	api := s.noStoreBudget
+	enter := append(append([]fiber.Handler{api}, enterLimits...), requireJSON, noMembers, s.enter)
 	a.Post("/v1/rooms/:room/enter", enter...)
-	a.Get("/v1/rooms/:room/status", noStore, s.status)
-	a.Get("/v1/rooms/:room/events", noStore, s.events)
-	a.Post("/v1/rooms/:room/leave", noStore, requireJSON, noMembers, s.leave)
-	a.Post("/v1/rooms/:room/exchange", noStore, requireJSON, noMembers, s.exchange)
-	a.Post("/v1/complete", noStore, requireJSON, s.complete)
+	a.Get("/v1/rooms/:room/status", api, s.status)
+	a.Get("/v1/rooms/:room/events", api, s.events)
+	a.Post("/v1/rooms/:room/leave", api, requireJSON, noMembers, s.leave)
+	a.Post("/v1/rooms/:room/exchange", api, requireJSON, noMembers, s.exchange)
+	a.Post("/v1/complete", api, requireJSON, s.complete)
 
 	if s.admin {
 		auth := s.adminAuth
-		a.Get("/admin/rooms", noStore, auth, s.adminRooms)
-		a.Get("/admin/rooms/:room", noStore, auth, s.adminRoom)
-		a.Put("/admin/rooms/:room", noStore, auth, requireJSON, s.adminPutRoom)
-		a.Post("/admin/rooms/:room/open", noStore, auth, requireJSON, noMembers, s.adminState(issuer.RoomOpen))
-		a.Post("/admin/rooms/:room/pause", noStore, auth, requireJSON, noMembers, s.adminState(issuer.RoomPaused))
-		a.Post("/admin/rooms/:room/close", noStore, auth, requireJSON, noMembers, s.adminState(issuer.RoomClosed))
-		a.Post("/admin/rooms/:room/revoke", noStore, auth, requireJSON, s.adminRevoke)
-		a.Get("/admin/rooms/:room/stats", noStore, auth, s.adminStats)
+		a.Get("/admin/rooms", api, auth, s.adminRooms)
+		a.Get("/admin/rooms/:room", api, auth, s.adminRoom)
+		a.Put("/admin/rooms/:room", api, auth, requireJSON, s.adminPutRoom)
+		a.Post("/admin/rooms/:room/open", api, auth, requireJSON, noMembers, s.adminState(issuer.RoomOpen))
+		a.Post("/admin/rooms/:room/pause", api, auth, requireJSON, noMembers, s.adminState(issuer.RoomPaused))
+		a.Post("/admin/rooms/:room/close", api, auth, requireJSON, noMembers, s.adminState(issuer.RoomClosed))
+		a.Post("/admin/rooms/:room/revoke", api, auth, requireJSON, s.adminRevoke)
+		a.Get("/admin/rooms/:room/stats", api, auth, s.adminStats)
 	}
 }
 
@@ -337,8 +357,17 @@ func noMembers(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-func noStore(c *fiber.Ctx) error {
+// noStoreBudget marks the answer Cache-Control: no-store and gives the
+// handler's issuer calls a context with the Options.RedisTimeout deadline
+// (an SSE stream's later polls have their own, sse.go).
+func (s *Server) noStoreBudget(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderCacheControl, "no-store")
+	if s.redisTimeout <= 0 {
+		return c.Next()
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.redisTimeout)
+	defer cancel()
+	c.SetUserContext(ctx)
 	return c.Next()
 }
 

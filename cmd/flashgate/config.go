@@ -46,6 +46,7 @@ type serveConfig struct {
 	CompletionTimeout  time.Duration `env:"COMPLETION_TIMEOUT" envDefault:"200ms" help:"how long a completion waits for FLASHGATE_COMPLETION_REPLICAS acknowledgements"`
 	StatusSnapshot     time.Duration `env:"STATUS_SNAPSHOT" envDefault:"500ms" help:"largest age of the per-replica room snapshot that answers status for users far behind the head (position_estimated); negative: every status asks Redis"`
 	EnterBatch         int           `env:"ENTER_BATCH" envDefault:"32" help:"most users one enter script call carries (1 … 1000): concurrent enters for a room share a call (group commit); 1 turns coalescing off"`
+	RedisTimeout       time.Duration `env:"REDIS_TIMEOUT" envDefault:"1s" help:"the most one API request waits for Redis before answering 503 unavailable (a hung Redis costs a client at most this long; requests that use it all open the Redis breaker, after which they fail at once)"`
 	ShutdownTimeout    time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests"`
 	LogLevel           string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
 	LogFormat          string        `env:"LOG_FORMAT" envDefault:"text" help:"text | json"`
@@ -86,6 +87,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.EnterBatch < 1 || c.EnterBatch > issuer.MaxEnterBatch {
 		return fmt.Errorf("FLASHGATE_ENTER_BATCH must be 1 … %d, got %d", issuer.MaxEnterBatch, c.EnterBatch)
+	}
+	if c.RedisTimeout <= 0 {
+		return fmt.Errorf("FLASHGATE_REDIS_TIMEOUT must be positive, got %s", c.RedisTimeout)
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("FLASHGATE_SHUTDOWN_TIMEOUT must be positive, got %s", c.ShutdownTimeout)

@@ -126,7 +126,8 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	srv, err := server.New(server.Options{Issuer: is, Keys: ring,
 		AdminToken: c.AdminToken, UserHeader: c.UserHeader, Logger: log,
 		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
-		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisHealth: breaker})
+		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisHealth: breaker,
+		HeaderTimeout: server.DefaultHeaderTimeout, RedisTimeout: c.RedisTimeout})
 	if err != nil {
 		return err
 	}

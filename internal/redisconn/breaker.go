@@ -335,8 +335,13 @@ func (c linked) Err() error            { return c.g.ctx.Err() }
 func (c linked) AfterFunc(f func()) func() bool { return context.AfterFunc(c.g.ctx, f) }
 
 // settle turns the result of a command into its final error and records
-// it: a command the opening breaker cut short fails with ErrDown.
-func (n *node) settle(ctx context.Context, err error, tripped bool) error {
+// it: a command the opening breaker cut short fails with ErrDown. A caller
+// that gave up says nothing about Redis — unless its deadline ran out after
+// the command had waited at least the probe timeout: then Redis let a whole
+// request budget go by without an answer (a hung server, SIGSTOP), which is
+// as telling as a read timeout, and callers with deadlines shorter than
+// go-redis's read timeout would otherwise keep the breaker from ever opening.
+func (n *node) settle(ctx context.Context, err error, tripped bool, start time.Time) error {
 	switch {
 	case err == nil:
 		n.record(answered, nil)
@@ -345,8 +350,10 @@ func (n *node) settle(ctx context.Context, err error, tripped bool) error {
 			return o.err
 		}
 		return ErrDown
-	case ctx.Err() == nil: // a caller that gave up says nothing about Redis
+	case ctx.Err() == nil:
 		n.record(classify(err), err)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && time.Since(start) >= n.b.probeMax:
+		n.record(failed, err)
 	}
 	return err
 }
@@ -374,9 +381,10 @@ func (n *node) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			cmd.SetErr(err)
 			return err
 		}
+		start := time.Now()
 		cctx, gd := n.guard(ctx)
 		err := next(cctx, cmd)
-		if final := n.settle(ctx, err, gd.done()); final != err {
+		if final := n.settle(ctx, err, gd.done(), start); final != err {
 			cmd.SetErr(final)
 			err = final
 		}
@@ -395,9 +403,10 @@ func (n *node) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 			}
 			return err
 		}
+		start := time.Now()
 		cctx, gd := n.guard(ctx)
 		err := next(cctx, cmds)
-		if final := n.settle(ctx, err, gd.done()); final != err {
+		if final := n.settle(ctx, err, gd.done(), start); final != err {
 			for _, c := range cmds {
 				if c.Err() != nil {
 					c.SetErr(final)

@@ -32,7 +32,10 @@ const (
 )
 
 // Open returns a client for rawURL and the topology it selected. Errors
-// name the URL form expected; the URL's password is never echoed.
+// name the URL form expected; the URL's password is never echoed. Every
+// client honours its callers' context deadlines (go-redis
+// ContextTimeoutEnabled), so a request budget (server.Options.RedisTimeout)
+// bounds a command even against a Redis that accepts and never answers.
 func Open(rawURL string) (redis.UniversalClient, Mode, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
@@ -45,6 +48,7 @@ func Open(rawURL string) (redis.UniversalClient, Mode, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("redis URL: %w", redact(err, rawURL))
 		}
+		o.ContextTimeoutEnabled = true
 		return redis.NewClient(o), Standalone, nil
 	case topo == "sentinel" && (base == "redis" || base == "rediss"):
 		o, err := redis.ParseFailoverURL(base + "://" + rest)
@@ -54,12 +58,14 @@ func Open(rawURL string) (redis.UniversalClient, Mode, error) {
 		if o.MasterName == "" {
 			return nil, "", fmt.Errorf("redis+sentinel URL needs ?master_name=<name>")
 		}
+		o.ContextTimeoutEnabled = true
 		return redis.NewFailoverClient(o), Sentinel, nil
 	case topo == "cluster" && (base == "redis" || base == "rediss"):
 		o, err := redis.ParseClusterURL(base + "://" + rest)
 		if err != nil {
 			return nil, "", fmt.Errorf("redis+cluster URL: %w", redact(err, rawURL))
 		}
+		o.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(o), Cluster, nil
 	}
 	return nil, "", fmt.Errorf("unsupported redis URL scheme %q: use redis, rediss, unix, redis+sentinel or redis+cluster", scheme)
