@@ -472,7 +472,7 @@ func (is *Issuer) Status(ctx context.Context, room, user, waitingToken string) (
 	ref, err := is.checkWaiting(room, user, waitingToken)
 	if err != nil {
 		if errors.Is(err, errUnknownSecret) {
-			return is.notFound(room, user, waitingToken), nil
+			return is.notFound(room, user, waitingToken, ref.seq), nil
 		}
 		return nil, err
 	}
@@ -482,10 +482,11 @@ func (is *Issuer) Status(ctx context.Context, room, user, waitingToken string) (
 	return is.exactStatus(ctx, room, user, waitingToken, ref)
 }
 
-// notFound is the NOT_FOUND entry: what a waiting token whose entry is gone
-// (left, superseded, or lost with Redis's data) reads; the client enters again.
-func (is *Issuer) notFound(room, user, tok string) *Entry {
-	return &Entry{Room: room, User: user, State: StateNotFound, WaitingToken: tok}
+// notFound is the NOT_FOUND entry, as the status script reports it: what a
+// waiting token whose entry (arrival seq) is gone — left, superseded, or lost
+// with Redis's data — reads; the client enters again.
+func (is *Issuer) notFound(room, user, tok string, seq int64) *Entry {
+	return &Entry{Room: room, User: user, State: StateNotFound, WaitingToken: tok, Arrival: seq}
 }
 
 // exactStatus runs the status script for a verified waiting token. A room
@@ -495,7 +496,7 @@ func (is *Issuer) exactStatus(ctx context.Context, room, user, tok string, ref w
 	r, err := is.run(ctx, statusScript, room, user, ref.seq, ref.epoch)
 	if err != nil {
 		if errors.Is(err, ErrUnknownRoom) && is.knows(room) {
-			return is.notFound(room, user, tok), nil
+			return is.notFound(room, user, tok, ref.seq), nil
 		}
 		return nil, err
 	}

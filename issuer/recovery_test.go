@@ -189,6 +189,7 @@ func TestLostRoomRestoredFromLastKnownConfig(t *testing.T) {
 		st, err := a.Status(ctx, room, "alice", alice.WaitingToken)
 		require.NoError(t, err, "a lost room this replica knew reads NOT_FOUND, not unknown_room")
 		assert.Equal(t, issuer.StateNotFound, st.State)
+		assert.Equal(t, alice.Arrival, st.Arrival)
 
 		e, err := a.Enter(ctx, room, "alice")
 		require.NoError(t, err, "the enter restores the room")
@@ -264,6 +265,7 @@ func TestSharedSecretConvergesAfterDataLoss(t *testing.T) {
 	st, err := c.Status(ctx, room, "alice", alice.WaitingToken)
 	require.NoError(t, err, "not token_owner_mismatch")
 	assert.Equal(t, issuer.StateNotFound, st.State)
+	assert.Equal(t, alice.Arrival, st.Arrival, "NOT_FOUND names the token's entry, as the status script does")
 	_, err = c.Exchange(ctx, room, "alice", alice.WaitingToken)
 	assert.ErrorIs(t, err, issuer.ErrNotFound)
 

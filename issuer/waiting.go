@@ -139,7 +139,8 @@ var errUnknownSecret = errorf(CodeNotFound, "waiting token from before the queue
 // parse checks tok's form and MAC for (room, user) and returns the entry it
 // names. A well-formed token whose MAC fails is reported as ErrOwnerMismatch:
 // it was minted for another user (or forged); one keyed by a secret this
-// replica does not hold is errUnknownSecret.
+// replica does not hold is errUnknownSecret, returned with the (unverified)
+// entry it names.
 func (s *secretSet) parse(room, user, tok string) (waitingRef, error) {
 	bad := func() (waitingRef, error) { return waitingRef{}, errorf(CodeBadWaiting, "not a waiting token") }
 	if len(tok) > MaxWaitingTokenLen || !strings.HasPrefix(tok, waitingPrefix) {
@@ -171,7 +172,7 @@ func (s *secretSet) parse(room, user, tok string) (waitingRef, error) {
 	}
 	p := s.bySID(sid)
 	if p == nil {
-		return waitingRef{}, errUnknownSecret
+		return waitingRef{epoch: epoch, seq: seq}, errUnknownSecret // what it names, unverified
 	}
 	want := p.mac(room, user, epoch, seq)
 	if !hmac.Equal(mac[:], want[:]) {
