@@ -178,20 +178,43 @@ func (is *Issuer) TokenClaims() (iss, aud string) { return is.cfg.Issuer, is.cfg
 // exists, so every replica agrees without configuration. Pass it as
 // Config.WaitingSecret with Config.SharedSecret set, so that Run keeps the
 // replicas agreeing after Redis loses the key (SyncSecret).
+//
+// When the key is missing it first waits SecretGrace (1 s, two SyncSecret
+// periods) and looks again: after a Redis data loss, replicas still running
+// put their secret back within that time, and a replica starting then adopts
+// it instead of inventing a second one (whose tokens the others would not
+// know for up to a sync period). Only a first deployment pays the wait.
+// Errors: ErrUnavailable, ErrInternal (a corrupt stored secret), ctx's.
 func LoadOrCreateSecret(ctx context.Context, rdb Redis) ([]byte, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
-	}
-	if err := rdb.SetNX(ctx, keySecret, base64.StdEncoding.EncodeToString(b[:]), 0).Err(); err != nil {
-		return nil, unavailable(err)
-	}
 	s, err := rdb.Get(ctx, keySecret).Result()
+	if errors.Is(err, redis.Nil) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(SecretGrace):
+		}
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		if err := rdb.SetNX(ctx, keySecret, base64.StdEncoding.EncodeToString(b[:]), 0).Err(); err != nil {
+			return nil, unavailable(err)
+		}
+		s, err = rdb.Get(ctx, keySecret).Result()
+	}
 	if err != nil {
 		return nil, unavailable(err)
 	}
 	return decodeSecret(s)
 }
+
+// SecretSyncEvery is how often Run calls SyncSecret (Config.SharedSecret),
+// and SecretGrace how long LoadOrCreateSecret waits for a running replica
+// to restore a lost shared secret before it creates one.
+const (
+	SecretSyncEvery = 500 * time.Millisecond
+	SecretGrace     = 2 * SecretSyncEvery
+)
 
 // unavailable maps a failed Redis call: an OOM refusal (used memory over
 // maxmemory; Redis refuses a script whose first write would allocate, and

@@ -27,7 +27,8 @@ import (
 //     (RoomsRestored, the metric flashgate_rooms_restored_total).
 //   - The waiting-token secret (Config.SharedSecret): SyncSecret puts a lost
 //     fg:waiting-secret back and adopts the one in Redis when it differs, so
-//     every replica converges on one secret; tokens keyed by a secret a
+//     every replica converges on one secret (and LoadOrCreateSecret gives
+//     running replicas SecretGrace to put it back before inventing one); tokens keyed by a secret a
 //     replica never held read NOT_FOUND (waiting.go), not ErrOwnerMismatch.
 
 // knownRoom is a replica's last known config of a room and its policy string.
@@ -137,7 +138,8 @@ func (is *Issuer) RoomsRestored() int64 { return is.restored.Load() }
 // first replica to get there wins), and a key that differs is adopted as the
 // current secret. Secrets held before stay valid for verifying tokens (at
 // most 4 in all), so replicas converge on one secret without refusing tokens
-// they minted. Run calls it every 2 s when Config.SharedSecret is set.
+// they minted. Run calls it every SecretSyncEvery (500 ms) when
+// Config.SharedSecret is set.
 // Errors: ErrInternal (no secret, or a corrupt stored one), ErrUnavailable.
 func (is *Issuer) SyncSecret(ctx context.Context) error {
 	set := is.secrets.Load()

@@ -293,4 +293,19 @@ func TestSharedSecretConvergesAfterDataLoss(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ec.WaitingToken, ed.WaitingToken, "the new replica uses the running replicas' secret")
 	assert.True(t, strings.HasPrefix(ed.WaitingToken, "fgw2_"))
+
+	// With a replica's Run loop going, a replica that starts right after a
+	// loss waits out SecretGrace and takes the secret Run put back, instead
+	// of inventing a second one.
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	e := shared(t)
+	ee, err := e.Enter(ctx, room, "carol")
+	require.NoError(t, err)
+	ed, err = d.Enter(ctx, room, "carol")
+	require.NoError(t, err)
+	assert.Equal(t, ed.WaitingToken, ee.WaitingToken, "one secret after the loss, with no sync by hand")
 }

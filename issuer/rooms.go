@@ -148,12 +148,13 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 // Run also recovers from a Redis data loss (recovery.go): it ticks every room
 // this replica knows even when fg:rooms no longer lists it, so a lost room is
 // restored from its last known config at its next tick; and, with
-// Config.SharedSecret, it keeps the waiting-token secret in step with Redis.
+// Config.SharedSecret, it keeps the waiting-token secret in step with Redis
+// (SyncSecret every SecretSyncEvery).
 func (is *Issuer) Run(ctx context.Context) error {
 	const roomsEvery = 2 * time.Second
 	next := map[string]time.Time{}
 	var rooms []string
-	var roomsAt time.Time
+	var roomsAt, secretAt time.Time
 	var lastErrLog, storeFailing time.Time
 	logErr := func(msg string, err error, attrs ...any) {
 		if c := ErrorCode(err); c == CodeUnavailable || c == CodeStoreFull {
@@ -193,10 +194,11 @@ func (is *Issuer) Run(ctx context.Context) error {
 					storeOK() // otherwise a successful tick says so
 				}
 			}
-			if is.cfg.SharedSecret {
-				if err := is.SyncSecret(ctx); err != nil {
-					logErr("tick loop: sync waiting secret", err)
-				}
+		}
+		if is.cfg.SharedSecret && now.Sub(secretAt) >= SecretSyncEvery {
+			secretAt = now
+			if err := is.SyncSecret(ctx); err != nil {
+				logErr("tick loop: sync waiting secret", err)
 			}
 		}
 		for _, room := range rooms {

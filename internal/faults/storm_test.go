@@ -88,6 +88,9 @@ type stormFault struct {
 	name      string
 	redisArgs []string
 	dataLoss  bool
+	// sharedSecret: no FLASHGATE_WAITING_SECRET; the replicas share the
+	// waiting-token secret through Redis (fg:waiting-secret).
+	sharedSecret bool
 	// at is when the fault starts, as a share of the run (default 1/3).
 	at     float64
 	inject func(f *faultEnv) // nil: no fault
@@ -113,6 +116,21 @@ func stormFaults() []stormFault {
 		// complete.
 		{name: "redis-kill-aof", redisArgs: []string{"--appendonly", "yes"}, at: 1.0 / 6, inject: killRestart},
 		{name: "redis-kill-lost", dataLoss: true, at: 1.0 / 6, inject: killRestart},
+		// The waiting-token secret lives in Redis and is lost with it; a
+		// replica restarts right after the loss, while the other runs on
+		// with the old secret: they must agree on one again, and nobody's own
+		// token may read as someone else's (token_owner_mismatch).
+		{name: "redis-kill-lost-shared-secret", dataLoss: true, sharedSecret: true, at: 1.0 / 6, inject: func(f *faultEnv) {
+			r := f.replicas[1]
+			f.note("SIGKILL %s", r.name)
+			r.kill()
+			killRestart(f)
+			if err := r.start(); err != nil {
+				f.note("%s restart failed: %v", r.name, err)
+				return
+			}
+			f.note("%s restarted after the loss", r.name)
+		}},
 		{name: "replica-kill", inject: func(f *faultEnv) {
 			r := f.replicas[1]
 			f.note("SIGKILL %s", r.name)
@@ -219,7 +237,6 @@ func runStorm(t *testing.T, cfg stormConfig, bin, keysFile string, f stormFault,
 		"REDIS_URL=redis://" + srv.Addr + "/0",
 		"FLASHGATE_KEYS_FILE=" + keysFile,
 		"FLASHGATE_ADMIN_TOKEN=" + stormAdmin,
-		"FLASHGATE_WAITING_SECRET=" + base64.StdEncoding.EncodeToString(secret),
 		// A room lost with the data comes back with the same policy on the
 		// next enter.
 		"FLASHGATE_DEFAULT_ROOM=open",
@@ -231,6 +248,9 @@ func runStorm(t *testing.T, cfg stormConfig, bin, keysFile string, f stormFault,
 		"FLASHGATE_ENTER_PER_USER=0",
 		"FLASHGATE_SHUTDOWN_TIMEOUT=2s",
 		"FLASHGATE_LOG_LEVEL=warn",
+	}
+	if !f.sharedSecret {
+		env = append(env, "FLASHGATE_WAITING_SECRET="+base64.StdEncoding.EncodeToString(secret))
 	}
 	var replicas []*replica
 	for i := range 2 {
