@@ -115,6 +115,10 @@ type Server struct {
 	// SSE events (tests).
 	sseInterval time.Duration
 	sseMax      time.Duration
+	// afterRequest, when set, runs after each request has been answered,
+	// before fiber and fasthttp reuse its buffers (tests: zerocopy_test.go
+	// overwrites them, so that anything kept past the request shows).
+	afterRequest func(*fiber.Ctx)
 }
 
 // New returns a Server with every route registered.
@@ -239,6 +243,9 @@ func (s *Server) observe(c *fiber.Ctx) error {
 		}
 	}
 	s.m.observe(route, c.Method(), c.Response().StatusCode(), time.Since(start))
+	if s.afterRequest != nil {
+		s.afterRequest(c)
+	}
 	return nil
 }
 
