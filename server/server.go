@@ -97,7 +97,9 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 }
 
-// Server is the flashgate HTTP layer (fiber v2) over an issuer.Issuer.
+// Server is the flashgate HTTP layer (fiber v2) over an issuer.Issuer. It
+// keeps nothing of a request past its handler but copies (package doc,
+// "Request values"); event streams hold copies of their room, user and token.
 type Server struct {
 	is       *issuer.Issuer
 	keys     KeyRing
