@@ -87,7 +87,8 @@ type Options struct {
 	// TrustedProxies are the IP addresses and CIDR ranges of the proxies
 	// whose ProxyHeader is believed. Required with ProxyHeader.
 	TrustedProxies []string
-	// Logger receives request failures (5xx); nil means slog.Default().
+	// Logger receives request failures (5xx) with their method and path,
+	// copies it may keep; nil means slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the server's metrics. Nil: a private registry,
 	// with Go and process collectors, served on /metrics.
