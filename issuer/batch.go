@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 )
@@ -50,11 +51,14 @@ type enterCall struct {
 	err  error
 }
 
-// batcher returns room's enterBatcher.
+// batcher returns room's enterBatcher. A new batcher keeps a copy of room
+// (as its map key too): the caller's string may alias a buffer that is
+// reused after the call (invariant 7; fiber's request strings do).
 func (is *Issuer) batcher(room string) *enterBatcher {
 	if b, ok := is.batchers.Load(room); ok {
 		return b.(*enterBatcher)
 	}
+	room = strings.Clone(room)
 	b, _ := is.batchers.LoadOrStore(room, &enterBatcher{is: is, room: room})
 	return b.(*enterBatcher)
 }
@@ -62,8 +66,10 @@ func (is *Issuer) batcher(room string) *enterBatcher {
 // enter queues user and returns its result once its batch has run,
 // or ctx's error (as ErrUnavailable) if ctx ends first — the batch may still
 // enter the user, exactly as when a reply is lost; a retry returns that entry.
+// The queue holds a copy of user: a caller that gave up has returned, and
+// its string may alias a reused buffer.
 func (b *enterBatcher) enter(ctx context.Context, user string) (scriptEntry, error) {
-	c := &enterCall{user: user, ctx: ctx, done: make(chan struct{})}
+	c := &enterCall{user: strings.Clone(user), ctx: ctx, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	lead := !b.busy

@@ -97,6 +97,11 @@ type pipeliner interface {
 // Issuer is the domain core: enter, status, leave, tick, exchange, complete,
 // revoke and room administration, over Redis. It is safe for concurrent use,
 // and any number of Issuers (replicas) may share one Redis.
+//
+// An Issuer never retains a caller's string beyond the call: what it keeps
+// (room ids as keys of its per-room state, user ids queued for an enter
+// script call) it copies first, so callers may pass strings that alias
+// buffers they reuse, such as fiber's request values (DESIGN.md invariant 7).
 type Issuer struct {
 	cfg    Config
 	policy string // the default room policy (lua/prelude.lua ARGV[2]), or ""
@@ -441,6 +446,10 @@ func (is *Issuer) needSecret() error {
 // second place (invariant 1). When nobody waits and capacity and rate allow,
 // the user is admitted at once (fast track, seed 000).
 //
+// Enter keeps copies of room (the room's enter batcher, the registered
+// rooms) and, while user waits for an enter script call, of user; the
+// returned Entry holds the caller's strings.
+//
 // Errors: ErrInvalidInput (ids), ErrUnknownRoom, ErrRoomClosed, ErrUnavailable,
 // ErrStoreFull (Redis is over maxmemory and refuses the new entry).
 func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) {
@@ -478,7 +487,7 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 		if err := is.cfg.Redis.SAdd(ctx, keyRooms, room).Err(); err != nil {
 			return nil, unavailable(err)
 		}
-		is.registered.Store(room, struct{}{})
+		is.registered.Store(strings.Clone(room), struct{}{}) // kept: a copy (invariant 7)
 	}
 	return e, nil
 }
@@ -488,6 +497,8 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 // NOT_FOUND (left, or superseded by a newer entry). Users far behind the head
 // are answered from the replica's room snapshot (PositionEstimated; a token
 // whose owner left may then still read WAITING until the line reaches it).
+// Status keeps a copy of room as the key of the replica's snapshot; the
+// returned Entry holds the caller's strings.
 //
 // Errors: ErrInvalidInput, ErrBadWaiting (not a waiting token),
 // ErrOwnerMismatch (another user's token), ErrUnknownRoom, ErrUnavailable.

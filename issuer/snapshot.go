@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,7 +62,7 @@ func (s *snapshots) room(room string) *roomSnapshot {
 	}
 	if rs = s.rooms[room]; rs == nil {
 		rs = &roomSnapshot{}
-		s.rooms[room] = rs
+		s.rooms[strings.Clone(room)] = rs // kept: a copy (invariant 7)
 	}
 	return rs
 }

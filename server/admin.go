@@ -65,7 +65,7 @@ func (s *Server) adminRooms(c *fiber.Ctx) error {
 
 // GET /admin/rooms/:room
 func (s *Server) adminRoom(c *fiber.Ctx) error {
-	room := c.Params("room")
+	room := param(c, "room")
 	cfg, err := s.is.Room(c.UserContext(), room)
 	if err != nil {
 		return err
@@ -75,7 +75,7 @@ func (s *Server) adminRoom(c *fiber.Ctx) error {
 
 // PUT /admin/rooms/:room: create (201) or update (200) a room.
 func (s *Server) adminPutRoom(c *fiber.Ctx) error {
-	room := c.Params("room")
+	room := param(c, "room")
 	var p roomPatch
 	if len(c.Body()) == 0 {
 		return problem(codeMalformedJSON, "a JSON object with the room configuration is required")
@@ -166,7 +166,7 @@ func i64(p *int) *int64 {
 // POST /admin/rooms/:room/open|pause|close
 func (s *Server) adminState(st issuer.RoomState) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		room := c.Params("room")
+		room := param(c, "room")
 		cfg, err := s.is.SetState(c.UserContext(), room, st)
 		if err != nil {
 			return err
@@ -197,7 +197,7 @@ func (s *Server) adminRevoke(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	r, err := s.is.Revoke(c.UserContext(), c.Params("room"), req.User, req.AdmissionID)
+	r, err := s.is.Revoke(c.UserContext(), param(c, "room"), req.User, req.AdmissionID)
 	if err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ type Stats struct {
 
 // GET /admin/rooms/:room/stats
 func (s *Server) adminStats(c *fiber.Ctx) error {
-	st, err := s.is.Stats(c.UserContext(), c.Params("room"))
+	st, err := s.is.Stats(c.UserContext(), param(c, "room"))
 	if err != nil {
 		return err
 	}

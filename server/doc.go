@@ -140,6 +140,18 @@
 // Options.TrustedProxies; behind a gateway or CDN without them, every
 // request has the proxy's address.
 //
+// # Request values
+//
+// fiber (over fasthttp) is zero-copy: the strings and slices it hands a
+// handler alias buffers it reuses for later requests once the handler
+// returns. Handlers therefore copy every request value they pass on — room
+// and user ids, waiting and admission tokens, the product — where they read
+// it (param, header and query in handlers.go); bodies are decoded by
+// encoding/json, which copies; and the issuer copies whatever it keeps
+// (DESIGN.md invariant 7). fiber's Immutable option, which copies every
+// value fiber hands out, is off: per request it cost two to three times as
+// much server CPU and allocations as these copies (README, "Measurements").
+//
 // # Metrics
 //
 // flashgate_http_requests_total{route,method,status},

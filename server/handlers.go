@@ -68,9 +68,27 @@ func retryAfter(d time.Duration) string {
 	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
 }
 
+// Handlers read the request through param, header and query, which copy
+// (DESIGN.md invariant 7): fiber's strings alias buffers that fasthttp and
+// fiber reuse for later requests once the handler returns, and what a
+// handler passes on — to the issuer, the verifier, an event stream — may be
+// kept longer. Bodies are decoded by encoding/json, which copies too.
+// Middleware that only looks at a value during the request reads fiber's
+// strings directly. (Why copies here rather than fiber's Immutable: README,
+// "Measurements".)
+
+// param returns the route parameter name, copied.
+func param(c *fiber.Ctx, name string) string { return strings.Clone(c.Params(name)) }
+
+// header returns the request header name, copied.
+func header(c *fiber.Ctx, name string) string { return strings.Clone(c.Get(name)) }
+
+// query returns the query parameter name, copied.
+func query(c *fiber.Ctx, name string) string { return strings.Clone(c.Query(name)) }
+
 // user returns the trusted user id header; its validity is the issuer's to judge.
 func (s *Server) user(c *fiber.Ctx) (string, error) {
-	u := c.Get(s.userHdr)
+	u := header(c, s.userHdr)
 	if u == "" {
 		return "", problem(codeMissingUser, "the "+s.userHdr+" header is missing: requests must pass the platform gateway")
 	}
@@ -81,10 +99,10 @@ func (s *Server) user(c *fiber.Ctx) (string, error) {
 // for EventSource clients that cannot set headers, the waiting_token query
 // parameter. An absent token is left to the issuer (invalid_waiting_token).
 func waitingToken(c *fiber.Ctx) string {
-	if t, ok := bearer(c.Get(fiber.HeaderAuthorization)); ok {
+	if t, ok := bearer(header(c, fiber.HeaderAuthorization)); ok {
 		return t
 	}
-	return c.Query("waiting_token")
+	return query(c, "waiting_token")
 }
 
 func (s *Server) renderEntry(c *fiber.Ctx, e *issuer.Entry) error {
@@ -100,7 +118,7 @@ func (s *Server) enter(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.is.Enter(c.UserContext(), c.Params("room"), u)
+	e, err := s.is.Enter(c.UserContext(), param(c, "room"), u)
 	if err != nil {
 		return err
 	}
@@ -113,7 +131,7 @@ func (s *Server) status(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.is.Status(c.UserContext(), c.Params("room"), u, waitingToken(c))
+	e, err := s.is.Status(c.UserContext(), param(c, "room"), u, waitingToken(c))
 	if err != nil {
 		return err
 	}
@@ -126,7 +144,7 @@ func (s *Server) leave(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := s.is.Leave(c.UserContext(), c.Params("room"), u, waitingToken(c)); err != nil {
+	if err := s.is.Leave(c.UserContext(), param(c, "room"), u, waitingToken(c)); err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)
@@ -147,7 +165,7 @@ func (s *Server) exchange(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	room, tok := c.Params("room"), waitingToken(c)
+	room, tok := param(c, "room"), waitingToken(c)
 	a, err := s.is.Exchange(c.UserContext(), room, u, tok)
 	var de *issuer.Error
 	if errors.As(err, &de) && de.Code == issuer.CodeNotAdmitted && de.Entry != nil {
@@ -180,13 +198,13 @@ type completeRequest struct {
 // never from the token; user from the trusted header when present), then
 // consume the admission.
 func (s *Server) complete(c *fiber.Ctx) error {
-	raw, ok := bearer(c.Get(fiber.HeaderAuthorization))
+	raw, ok := bearer(header(c, fiber.HeaderAuthorization))
 	if !ok {
 		p := problem(codeBadAdmission, "send the admission token as a Bearer token")
 		p.Reason = "missing" // the same reason verifier.Middleware gives
 		return p
 	}
-	product := c.Query("product")
+	product := query(c, "product")
 	if body := c.Body(); len(body) > 0 {
 		var req completeRequest
 		if err := decodeJSON(body, &req); err != nil {
@@ -202,7 +220,7 @@ func (s *Server) complete(c *fiber.Ctx) error {
 	if product == "" {
 		return problem(string(issuer.CodeInvalidInput), "product is required (query parameter or JSON body field)")
 	}
-	tok, err := s.verify.Verify(c.UserContext(), raw, verifier.Expect{Product: product, User: c.Get(s.userHdr)})
+	tok, err := s.verify.Verify(c.UserContext(), raw, verifier.Expect{Product: product, User: header(c, s.userHdr)})
 	if err != nil {
 		code := verifier.CodeOf(err)
 		var p *Problem

@@ -88,7 +88,13 @@ func newEnv(t testing.TB, mod ...func(*Options)) *env {
 // newEnvIssuer is newEnv with isMod applied to the issuer's Config (nil: none).
 func newEnvIssuer(t testing.TB, isMod func(*issuer.Config), mod ...func(*Options)) *env {
 	t.Helper()
-	rdb := redistest.Client(t)
+	return newEnvRedis(t, redistest.Client(t), isMod, mod...)
+}
+
+// newEnvRedis is newEnvIssuer on rdb, e.g. a redis-server of the test's own
+// (redistest.Start) whose whole keyspace the test may inspect.
+func newEnvRedis(t testing.TB, rdb *redis.Client, isMod func(*issuer.Config), mod ...func(*Options)) *env {
+	t.Helper()
 	ring := newTestRing(t)
 	var isMods []func(*issuer.Config)
 	if isMod != nil {

@@ -181,8 +181,9 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		if p.Status == fiber.StatusServiceUnavailable {
 			lvl = slog.LevelWarn
 		}
-		s.log.Log(c.UserContext(), lvl, "request failed", "method", c.Method(), "path", c.Path(),
-			"status", p.Status, "err", p.cause)
+		// A handler may keep the record past the request: copies (invariant 7).
+		s.log.Log(c.UserContext(), lvl, "request failed", "method", methodLabel(c.Method()),
+			"path", strings.Clone(c.Path()), "status", p.Status, "err", p.cause)
 	}
 	if p.Instance == "" {
 		p.Instance = c.Path()

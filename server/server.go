@@ -113,9 +113,9 @@ type Options struct {
 	// TrustedProxies are the IP addresses and CIDR ranges of the proxies
 	// whose ProxyHeader is believed. Required with ProxyHeader.
 	TrustedProxies []string
-	// Logger receives request failures (5xx; not the queue store's outages
-	// and refusals, which are counted) and readiness changes; nil means
-	// slog.Default().
+	// Logger receives request failures (5xx, with their method and path,
+	// copies it may keep; not the queue store's outages and refusals, which
+	// are counted) and readiness changes; nil means slog.Default().
 	Logger *slog.Logger
 	// RedisHealth, when set, is exported as flashgate_redis_up,
 	// flashgate_redis_failures_total and flashgate_redis_rejected_total
@@ -141,7 +141,9 @@ type RedisHealth interface {
 	Rejected() uint64
 }
 
-// Server is the flashgate HTTP layer (fiber v2) over an issuer.Issuer.
+// Server is the flashgate HTTP layer (fiber v2) over an issuer.Issuer. It
+// keeps nothing of a request past its handler but copies (package doc,
+// "Request values"); event streams hold copies of their room, user and token.
 type Server struct {
 	is       *issuer.Issuer
 	keys     KeyRing
@@ -166,6 +168,10 @@ type Server struct {
 	// SSE events (tests).
 	sseInterval time.Duration
 	sseMax      time.Duration
+	// afterRequest, when set, runs after each request has been answered,
+	// before fiber and fasthttp reuse its buffers (tests: zerocopy_test.go
+	// overwrites them, so that anything kept past the request shows).
+	afterRequest func(*fiber.Ctx)
 }
 
 // New returns a Server with every route registered.
@@ -303,6 +309,9 @@ func (s *Server) observe(c *fiber.Ctx) error {
 		}
 	}
 	s.m.observe(route, c.Method(), c.Response().StatusCode(), time.Since(start))
+	if s.afterRequest != nil {
+		s.afterRequest(c)
+	}
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -27,9 +26,9 @@ func (s *Server) events(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	// fiber's strings point into buffers reused after the handler returns,
-	// and the stream (and the Entry it holds) outlives the handler.
-	room, u, tok := strings.Clone(c.Params("room")), strings.Clone(u), strings.Clone(waitingToken(c))
+	// The stream (and the Entry it holds) outlives the handler: room, u and
+	// tok are copies (param, header, query).
+	room, tok := param(c, "room"), waitingToken(c)
 	e, err := s.is.Status(c.UserContext(), room, u, tok)
 	if err != nil {
 		return err
