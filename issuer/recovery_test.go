@@ -1,43 +1,19 @@
 package issuer_test
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate/internal/logtest"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 )
-
-// logBuffer is a slog handler target that tests can read while issuers log.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func withLog(l *logBuffer) func(*issuer.Config) {
-	return func(c *issuer.Config) { c.Logger = slog.New(slog.NewTextHandler(l, nil)) }
-}
 
 // admittedEntry enters user into an open room with free capacity (fast track).
 func admittedEntry(t *testing.T, is *issuer.Issuer, room, user string) *issuer.Entry {
@@ -170,13 +146,14 @@ func TestLostRoomRestoredFromLastKnownConfig(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	var logs logBuffer
+	logs, log := logtest.New()
+	withLog := func(c *issuer.Config) { c.Logger = log }
 	room := redistest.Room("restore")
 	cfg := issuer.RoomConfig{Capacity: 7, RatePerMinute: 123, Session: 90 * time.Second, Tick: 250 * time.Millisecond,
 		Batch: 11, State: issuer.RoomOpen, Closes: time.Now().Add(time.Hour).Truncate(time.Millisecond)}
 
 	t.Run("by enter", func(t *testing.T) {
-		a := newIssuer(t, rdb, nil, withLog(&logs)) // no default policy: unknown rooms are refused
+		a := newIssuer(t, rdb, nil, withLog) // no default policy: unknown rooms are refused
 		_, err := a.SetRoom(ctx, room, cfg)
 		require.NoError(t, err)
 		before, err := a.Stats(ctx, room)
@@ -203,14 +180,14 @@ func TestLostRoomRestoredFromLastKnownConfig(t *testing.T) {
 		require.NoError(t, err)
 		assert.NotEqual(t, before.Epoch, after.Epoch, "a restored room starts a new epoch")
 		assert.EqualValues(t, 1, a.RoomsRestored())
-		assert.Contains(t, logs.String(), "waiting room restored")
+		assert.Equal(t, 1, logs.Count("waiting room restored"), "logged: %q", logs.Lines())
 		rooms, err := a.Rooms(ctx)
 		require.NoError(t, err)
 		assert.Contains(t, rooms, room, "registered with the tick loops again")
 	})
 
 	t.Run("by the tick loop", func(t *testing.T) {
-		b := newIssuer(t, rdb, nil, withLog(&logs))
+		b := newIssuer(t, rdb, nil, withLog)
 		_, err := b.Tick(ctx, room) // a replica learns the config from its ticks
 		require.NoError(t, err)
 		require.NoError(t, rdb.FlushAll(ctx).Err())
