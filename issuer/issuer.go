@@ -241,7 +241,7 @@ func (is *Issuer) nowArg() string {
 // run executes a script for room and returns its reply, mapping
 // {'ERROR', code} replies to domain errors and Redis failures to ErrUnavailable.
 func (is *Issuer) run(ctx context.Context, s *redis.Script, room string, args ...any) ([]any, error) {
-	argv := append([]any{is.nowArg(), is.policyFor(room)}, args...)
+	argv := append([]any{is.nowArg(), is.createArg(s, room)}, args...)
 	res, err := s.Run(ctx, is.cfg.Redis, RoomKeys(room), argv...).Slice()
 	return reply(res, err, room)
 }
@@ -266,7 +266,7 @@ func (is *Issuer) runReplicated(ctx context.Context, s *redis.Script, room strin
 	if n <= 0 {
 		return is.run(ctx, s, room, args...)
 	}
-	argv := append([]any{is.nowArg(), is.policyFor(room)}, args...)
+	argv := append([]any{is.nowArg(), is.createArg(s, room)}, args...)
 	keys := RoomKeys(room)
 	// exec pipelines the script (EVALSHA, or EVAL after NOSCRIPT) and WAIT,
 	// since WAIT only counts the writes of its own connection.

@@ -28,8 +28,9 @@ import (
 //   - The waiting-token secret (Config.SharedSecret): SyncSecret puts a lost
 //     fg:waiting-secret back and adopts the one in Redis when it differs, so
 //     every replica converges on one secret (and LoadOrCreateSecret gives
-//     running replicas SecretGrace to put it back before inventing one); tokens keyed by a secret a
-//     replica never held read NOT_FOUND (waiting.go), not ErrOwnerMismatch.
+//     running replicas SecretGrace to put it back before inventing one);
+//     tokens keyed by a secret a replica never held read NOT_FOUND
+//     (waiting.go), not ErrOwnerMismatch.
 
 // knownRoom is a replica's last known config of a room and its policy string.
 type knownRoom struct {
@@ -59,11 +60,21 @@ func (is *Issuer) knows(room string) bool {
 	return ok
 }
 
-// policyFor is the scripts' create-room argument for room (lua/prelude.lua
-// ARGV[2]): its last known config, else the default policy, else "".
-func (is *Issuer) policyFor(room string) string {
+// createArg is a script's create-room argument for room (lua/prelude.lua
+// ARGV[2]). Only enter and tick may create a missing room (load_config(true)):
+// both get the room's last known config; failing that, enter gets the
+// default policy (a new room) and tick "" (a tick only restores, so every
+// room it creates is a restore, logged as one). Every other script gets "",
+// which keeps the lookup and the bytes off the status and completion paths.
+func (is *Issuer) createArg(s *redis.Script, room string) string {
+	if s != enterScript && s != tickScript {
+		return ""
+	}
 	if v, ok := is.known.Load(room); ok {
 		return v.(*knownRoom).policy
+	}
+	if s == tickScript {
+		return ""
 	}
 	return is.policy
 }

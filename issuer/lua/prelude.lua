@@ -14,8 +14,9 @@
 --                   (entries ever created = the seq counter)
 --  10 ended    ZSET  "<C|R|E|L>:<epoch>.<seq>" -> end time (ms): completed / revoked / expired / left entries
 -- ARGV[1] = now in ms, or "" to use Redis TIME (one clock for every replica).
--- ARGV[2] = the policy to create a missing room with (enter: the replica's last known config of the
---           room, else the default policy; tick: the last known config only), as
+-- ARGV[2] = the policy to create a missing room with, for the scripts that may (enter: the replica's
+--           last known config of the room, else the default policy; tick: the last known config
+--           only; "" for the others), as
 --           "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms", or "".
 --
 -- Epochs (DESIGN.md invariant 6): arrival and admission numbers restart at 1 when Redis loses a
