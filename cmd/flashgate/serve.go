@@ -127,7 +127,7 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 		AdminToken: c.AdminToken, UserHeader: c.UserHeader, Logger: log,
 		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
 		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisHealth: breaker,
-		HeaderTimeout: server.DefaultHeaderTimeout, RedisTimeout: c.RedisTimeout})
+		RedisTimeout: c.RedisTimeout})
 	if err != nil {
 		return err
 	}
