@@ -99,12 +99,18 @@ func (r *replica) start() error {
 	return fmt.Errorf("%s did not answer /healthz within 20 s:\n%s", r.name, r.tail(20))
 }
 
-// kill SIGKILLs the process (a crash) and waits for it.
-func (r *replica) kill() {
+// take hands over the running process (nil if none) to the one stopping it.
+func (r *replica) take() (*exec.Cmd, chan struct{}) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	cmd, exited := r.cmd, r.exited
 	r.cmd = nil
-	r.mu.Unlock()
+	return cmd, exited
+}
+
+// kill SIGKILLs the process (a crash) and waits for it.
+func (r *replica) kill() {
+	cmd, exited := r.take()
 	if cmd == nil {
 		return
 	}
@@ -114,10 +120,7 @@ func (r *replica) kill() {
 
 // stop shuts the process down gracefully (SIGTERM), SIGKILL after 5 s.
 func (r *replica) stop() {
-	r.mu.Lock()
-	cmd, exited := r.cmd, r.exited
-	r.cmd = nil
-	r.mu.Unlock()
+	cmd, exited := r.take()
 	if cmd == nil {
 		return
 	}
