@@ -11,6 +11,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -81,7 +82,11 @@ func TestTooLargeAllocatesConstant(t *testing.T) {
 		if bytes > maxBytes {
 			t.Errorf("%s: %.0f bytes allocated per refusal, want ≤ %d", name, bytes, maxBytes)
 		}
-		if ref >= 0 && allocs != ref {
+		// One allocation either way is noise, not input dependence: under
+		// -race, sync.Pool (fmt's printers, behind the error message) drops
+		// items at random, so a refusal sometimes allocates one more (seen
+		// in 1 of 5 -race runs). Dependence on the input shows in bytes.
+		if ref >= 0 && math.Abs(allocs-ref) > 1 {
 			t.Errorf("%s: %.0f allocations, other oversized inputs %.0f: cost depends on the input", name, allocs, ref)
 		}
 		ref = allocs
