@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/verifier"
@@ -47,7 +48,7 @@ func atkKey(label string) ed25519.PrivateKey {
 func (s *atkSigner) Sign(payload []byte) (string, error) {
 	h := s.header
 	if h == "" {
-		h = `{"alg":"EdDSA","kid":"` + s.kid + `","typ":"` + verifier.Type + `"}`
+		h = `{"alg":"EdDSA","kid":"` + s.kid + `","typ":"` + verifier.TokenType + `"}`
 	}
 	in := base64.RawURLEncoding.EncodeToString([]byte(h)) + "." + base64.RawURLEncoding.EncodeToString(payload)
 	return in + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(s.priv, []byte(in))), nil
@@ -99,7 +100,7 @@ func (e *atkEnv) admitted(t *testing.T, user string) *issuer.Entry {
 	t.Helper()
 	en, err := e.is.Enter(e.ctx, e.room, user)
 	require.NoError(t, err)
-	require.Equal(t, issuer.StateActive, en.State)
+	require.Equal(t, flashgate.StateActive, en.State)
 	return en
 }
 
@@ -120,7 +121,7 @@ func atkVariants(t *testing.T, e *atkEnv, user, waiting string) []string {
 	for _, s := range []*atkSigner{
 		e.keyA,
 		e.keyB,
-		{kid: "kA", priv: e.keyA.priv, header: `{"typ":"` + verifier.Type + `","kid":"kA","alg":"EdDSA"}`},
+		{kid: "kA", priv: e.keyA.priv, header: `{"typ":"` + verifier.TokenType + `","kid":"kA","alg":"EdDSA"}`},
 	} {
 		a, err := e.issuer(t, s).Exchange(e.ctx, e.room, user, waiting)
 		require.NoError(t, err)
@@ -147,24 +148,24 @@ func TestAttackReplayKeyedOnJTI(t *testing.T) {
 		assert.Equal(t, en.AdmissionID, vt.ID, "every variant carries the admission id as jti")
 		verified = append(verified, vt)
 	}
-	require.NoError(t, e.is.CheckActive(e.ctx, verified[1]))
+	require.NoError(t, e.is.CheckActive(e.ctx, verified[1].Product, verified[1].ID))
 
-	first, err := e.is.CompleteToken(e.ctx, verified[0])
+	first, err := e.is.Complete(e.ctx, verified[0].Product, verified[0].User, verified[0].ID)
 	require.NoError(t, err)
 	require.False(t, first.Repeated)
 	e.now.Add(1500)
 	for i, vt := range verified {
-		c, err := e.is.CompleteToken(e.ctx, vt)
+		c, err := e.is.Complete(e.ctx, vt.Product, vt.User, vt.ID)
 		require.NoErrorf(t, err, "variant %d", i)
 		assert.Truef(t, c.Repeated, "variant %d completes the already completed admission again", i)
 		assert.Truef(t, first.CompletedAt.Equal(c.CompletedAt), "variant %d: the first completion's time", i)
-		assert.ErrorIsf(t, e.is.CheckActive(e.ctx, vt), issuer.ErrNotFound, "variant %d no longer active", i)
+		assert.ErrorIsf(t, e.is.CheckActive(e.ctx, vt.Product, vt.ID), flashgate.ErrNotFound, "variant %d no longer active", i)
 	}
 	st, err := e.is.Stats(e.ctx, e.room)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, st.Completed, "one admission, one completion")
 	_, err = e.is.Exchange(e.ctx, e.room, "alice", en.WaitingToken)
-	assert.ErrorIs(t, err, issuer.ErrCompleted, "no fresh token for a completed admission")
+	assert.ErrorIs(t, err, flashgate.ErrCompleted, "no fresh token for a completed admission")
 
 	// Ed25519 signatures are not malleable: R || (S + L) is refused, so the
 	// only way to a second token string is a re-mint, which keeps the jti.
@@ -187,10 +188,10 @@ func TestAttackReplayAfterRevocation(t *testing.T) {
 	require.NoError(t, err)
 	for i, tok := range toks {
 		vt := e.verify(t, tok, "bob")
-		assert.ErrorIsf(t, e.is.CheckActive(e.ctx, vt), issuer.ErrNotFound, "variant %d", i)
+		assert.ErrorIsf(t, e.is.CheckActive(e.ctx, vt.Product, vt.ID), flashgate.ErrNotFound, "variant %d", i)
 		for try := 0; try < 2; try++ {
-			_, err := e.is.CompleteToken(e.ctx, vt)
-			assert.ErrorIsf(t, err, issuer.ErrRevoked, "variant %d, try %d", i, try)
+			_, err := e.is.Complete(e.ctx, vt.Product, vt.User, vt.ID)
+			assert.ErrorIsf(t, err, flashgate.ErrRevoked, "variant %d, try %d", i, try)
 		}
 	}
 	st, err := e.is.Stats(e.ctx, e.room)
@@ -203,8 +204,8 @@ func TestAttackReplayAfterRevocation(t *testing.T) {
 	require.NoError(t, err)
 	vt := e.verify(t, a.Token, "carol")
 	e.now.Add(time.Minute.Milliseconds())
-	_, err = e.is.CompleteToken(e.ctx, vt)
-	assert.ErrorIs(t, err, issuer.ErrExpired)
+	_, err = e.is.Complete(e.ctx, vt.Product, vt.User, vt.ID)
+	assert.ErrorIs(t, err, flashgate.ErrExpired)
 }
 
 // TestAttackReplayOtherUserOrProduct (item 17 at completion): the verified
@@ -224,13 +225,13 @@ func TestAttackReplayOtherUserOrProduct(t *testing.T) {
 	vt := e.verify(t, a.Token, "alice")
 	other := *vt
 	other.User = "mallory"
-	_, err = e.is.CompleteToken(e.ctx, &other)
-	assert.ErrorIs(t, err, issuer.ErrOwnerMismatch)
+	_, err = e.is.Complete(e.ctx, other.Product, other.User, other.ID)
+	assert.ErrorIs(t, err, flashgate.ErrOwnerMismatch)
 	otherRoom := *vt
 	otherRoom.Product = redistest.Room("atk-other")
-	_, err = e.is.CompleteToken(e.ctx, &otherRoom)
+	_, err = e.is.Complete(e.ctx, otherRoom.Product, otherRoom.User, otherRoom.ID)
 	assert.Error(t, err)
-	c, err := e.is.CompleteToken(e.ctx, vt)
+	c, err := e.is.Complete(e.ctx, vt.Product, vt.User, vt.ID)
 	require.NoError(t, err, "the rightful owner still completes")
 	assert.False(t, c.Repeated)
 }
@@ -250,15 +251,15 @@ func TestAttackWaitingTokenAsAdmission(t *testing.T) {
 	assert.ErrorIs(t, err, verifier.ErrMalformed)
 
 	_, err = e.is.Complete(e.ctx, e.room, "dave", w)
-	assert.ErrorIs(t, err, issuer.ErrNotFound, "a waiting token is not an admission id")
-	assert.ErrorIs(t, e.is.CheckActive(e.ctx, &verifier.Token{Product: e.room, User: "dave", ID: w}), issuer.ErrNotFound)
+	assert.ErrorIs(t, err, flashgate.ErrNotFound, "a waiting token is not an admission id")
+	assert.ErrorIs(t, e.is.CheckActive(e.ctx, e.room, w), flashgate.ErrNotFound)
 
 	a, err := e.is.Exchange(e.ctx, e.room, "dave", w)
 	require.NoError(t, err)
 	_, err = e.is.Status(e.ctx, e.room, "dave", a.Token)
-	assert.ErrorIs(t, err, issuer.ErrBadWaiting, "an admission token is not a waiting token")
+	assert.ErrorIs(t, err, flashgate.ErrBadWaiting, "an admission token is not a waiting token")
 	_, err = e.is.Exchange(e.ctx, e.room, "dave", a.Token)
-	assert.ErrorIs(t, err, issuer.ErrBadWaiting)
+	assert.ErrorIs(t, err, flashgate.ErrBadWaiting)
 }
 
 // atkL is the order of the Ed25519 base point (RFC 8032 §5.1).

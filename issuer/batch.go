@@ -64,7 +64,7 @@ func (is *Issuer) batcher(room string) *enterBatcher {
 }
 
 // enter queues user and returns its result once its batch has run,
-// or ctx's error (as ErrUnavailable) if ctx ends first — the batch may still
+// or ctx's error (as flashgate.ErrUnavailable) if ctx ends first — the batch may still
 // enter the user, exactly as when a reply is lost; a retry returns that entry.
 // The queue holds a copy of user: a caller that gave up has returned, and
 // its string may alias a reused buffer.

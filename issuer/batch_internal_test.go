@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 )
 
@@ -41,7 +42,7 @@ func TestEnterBatchIsSequential(t *testing.T) {
 	type pos struct{ seq, pos, total int64 }
 	var ps []pos
 	for _, e := range got {
-		assert.Equal(t, StateWaiting, e.state)
+		assert.Equal(t, flashgate.StateWaiting, e.state)
 		ps = append(ps, pos{e.seq, e.pos, e.total})
 	}
 	assert.Equal(t, []pos{{1, 1, 1}, {2, 2, 2}, {1, 1, 2}, {3, 3, 3}}, ps)
@@ -72,11 +73,11 @@ func TestEnterBatchFastTrack(t *testing.T) {
 
 	got, err := is.enterUsers(ctx, room, "a", "b", "c", "a", "d")
 	require.NoError(t, err)
-	states := make([]State, len(got))
+	states := make([]flashgate.State, len(got))
 	for i, e := range got {
 		states[i] = e.state
 	}
-	assert.Equal(t, []State{StateActive, StateActive, StateWaiting, StateActive, StateWaiting}, states)
+	assert.Equal(t, []flashgate.State{flashgate.StateActive, flashgate.StateActive, flashgate.StateWaiting, flashgate.StateActive, flashgate.StateWaiting}, states)
 	assert.Equal(t, got[0].jti, got[3].jti, "a's second enter returns its admission")
 	assert.NotEqual(t, got[0].jti, got[1].jti)
 	assert.Equal(t, []int64{1, 2}, []int64{got[2].pos, got[4].pos})
@@ -157,13 +158,13 @@ func TestEnterCoalescesConcurrentCalls(t *testing.T) {
 }
 
 // An Enter whose context has ended before its batch is sent is answered
-// ErrUnavailable and never reaches Redis.
+// flashgate.ErrUnavailable and never reaches Redis.
 func TestEnterCancelledBeforeSend(t *testing.T) {
 	is, rdb, room := batchIssuer(t, 0, RoomConfig{State: RoomPaused})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := is.Enter(ctx, room, "late")
-	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, flashgate.ErrUnavailable)
 	require.ErrorIs(t, err, context.Canceled)
 	_, err = rdb.ZScore(context.Background(), RoomKeys(room)[1], "late").Result()
 	assert.True(t, errors.Is(err, redis.Nil), "a cancelled enter must not take a place: %v", err)
@@ -183,8 +184,8 @@ func TestDecodeEnterMalformed(t *testing.T) {
 	}
 	got, err := decodeEnter(cat(head, waiting, active), 2)
 	require.NoError(t, err)
-	assert.Equal(t, scriptEntry{state: StateWaiting, seq: 7, pos: 3, total: 3, rate: 600, roomState: RoomOpen, epoch: "ep0ch"}, got[0])
-	assert.Equal(t, scriptEntry{state: StateActive, seq: 8, jti: "ep0ch.8.1.1000", at: 2000, rate: 600, roomState: RoomOpen, epoch: "ep0ch"}, got[1])
+	assert.Equal(t, scriptEntry{state: flashgate.StateWaiting, seq: 7, pos: 3, total: 3, rate: 600, roomState: RoomOpen, epoch: "ep0ch"}, got[0])
+	assert.Equal(t, scriptEntry{state: flashgate.StateActive, seq: 8, jti: "ep0ch.8.1.1000", at: 2000, rate: 600, roomState: RoomOpen, epoch: "ep0ch"}, got[1])
 
 	for name, r := range map[string][]any{
 		"empty":          {},
@@ -198,7 +199,7 @@ func TestDecodeEnterMalformed(t *testing.T) {
 		"one user extra": cat(head, waiting, waiting, waiting),
 	} {
 		_, err := decodeEnter(r, 2)
-		assert.ErrorIs(t, err, ErrInternal, name)
+		assert.ErrorIs(t, err, flashgate.ErrInternal, name)
 	}
 }
 
@@ -207,7 +208,7 @@ func TestEnterBatchConfig(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	for _, n := range []int{-1, MaxEnterBatch + 1} {
 		_, err := New(Config{Redis: rdb, EnterBatch: n})
-		assert.ErrorIs(t, err, ErrInvalidInput, "EnterBatch %d", n)
+		assert.ErrorIs(t, err, flashgate.ErrInvalidInput, "EnterBatch %d", n)
 	}
 	is, err := New(Config{Redis: rdb})
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 )
@@ -67,10 +68,10 @@ func TestRedisCluster(t *testing.T) {
 			require.NoError(t, err)
 			a, err := is.Enter(ctx, room, "alice")
 			require.NoError(t, err)
-			require.Equal(t, issuer.StateActive, a.State)
+			require.Equal(t, flashgate.StateActive, a.State)
 			b, err := is.Enter(ctx, room, "bob")
 			require.NoError(t, err)
-			require.Equal(t, issuer.StateWaiting, b.State)
+			require.Equal(t, flashgate.StateWaiting, b.State)
 			adm, err := is.Exchange(ctx, room, "alice", a.WaitingToken)
 			require.NoError(t, err)
 			_, err = is.Complete(ctx, room, "alice", adm.ID)
@@ -81,7 +82,7 @@ func TestRedisCluster(t *testing.T) {
 			assert.Equal(t, 1, res.Admitted)
 			st, err := is.Status(ctx, room, "bob", b.WaitingToken)
 			require.NoError(t, err)
-			assert.Equal(t, issuer.StateActive, st.State)
+			assert.Equal(t, flashgate.StateActive, st.State)
 			_, err = is.Revoke(ctx, room, "bob", "")
 			require.NoError(t, err)
 			stats, err := is.Stats(ctx, room)

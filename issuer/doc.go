@@ -45,13 +45,13 @@
 //
 // # Errors
 //
-// Errors are *Error values with a Code (errors.go); compare with errors.Is
-// against the Err… sentinels. Redis failures are ErrUnavailable (retry;
+// Errors are *flashgate.Error values with a Code (errors.go); compare with errors.Is
+// against the Err… sentinels. Redis failures are flashgate.ErrUnavailable (retry;
 // nothing is half-written), except Redis refusing a write for memory (over
-// maxmemory): ErrStoreFull, met by what allocates (a new entry, a room's
+// maxmemory): flashgate.ErrStoreFull, met by what allocates (a new entry, a room's
 // configuration); completion, leave, revocation and the tick free memory
 // before they allocate any, so they keep working, and so do reads. A
-// script's refusal is its own code (ErrUnknownRoom,
-// ErrRoomClosed, ErrNotAdmitted, …). Package server maps codes to HTTP
+// script's refusal is its own code (flashgate.ErrUnknownRoom,
+// flashgate.ErrRoomClosed, flashgate.ErrNotAdmitted, …). Package server maps codes to HTTP
 // statuses in one table.
 package issuer

@@ -1,110 +1,40 @@
 package issuer
 
-import (
-	"errors"
-	"fmt"
-)
+import "github.com/flashgate/flashgate"
 
-// Code is a stable, machine-readable domain error code. The HTTP layer maps
-// each code to one status and one RFC 9457 problem type (server/problems.go);
-// nothing else in flashgate turns codes into statuses.
-type Code string
-
-// The domain error codes.
-const (
-	CodeInvalidInput  Code = "invalid_input"         // malformed room id, user id or room config
-	CodeUnknownRoom   Code = "unknown_room"          // no such waiting room and no default policy
-	CodeRoomClosed    Code = "room_closed"           // the room accepts no new entries
-	CodeBadWaiting    Code = "invalid_waiting_token" // not a waiting token, or not for this room
-	CodeOwnerMismatch Code = "token_owner_mismatch"  // a waiting token of another user (seed 000)
-	CodeNotFound      Code = "not_found"             // no such entry or admission
-	CodeNotAdmitted   Code = "not_admitted"          // exchange asked while still waiting
-	CodeExpired       Code = "expired"               // the admission lapsed
-	CodeRevoked       Code = "revoked"               // an operator ended the admission
-	CodeCompleted     Code = "completed"             // the admission was consumed by an order
-	CodeUnavailable   Code = "unavailable"           // Redis unreachable or failing; retry later
-	CodeStoreFull     Code = "store_full"            // Redis refuses writes for memory (maxmemory); retry later
-	CodeInternal      Code = "internal"              // a bug or misconfiguration
-)
-
-// Error is a domain error. Compare with errors.Is against the sentinels below
-// (comparison is by Code, so errors carrying details still match).
-type Error struct {
-	Code    Code
-	Message string
-	Err     error // cause, if any (e.g. the Redis error behind CodeUnavailable)
-	// Entry is the entry the error is about, when the caller can use it:
-	// set for CodeNotAdmitted (the still WAITING entry: position, poll hint).
+// NotAdmittedError is Exchange's answer while the entry is still waiting: a
+// flashgate.ErrNotAdmitted (errors.Is matches it) that carries the WAITING
+// entry (position, poll hint), for callers that show it.
+type NotAdmittedError struct {
+	Err   *flashgate.Error // Code is flashgate.CodeNotAdmitted
 	Entry *Entry
 }
 
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return e.Message + ": " + e.Err.Error()
-	}
-	return e.Message
-}
+func (e *NotAdmittedError) Error() string { return e.Err.Error() }
 
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is reports whether target is an *Error with the same Code.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
-
-// Sentinels, one per Code.
-var (
-	ErrInvalidInput  = &Error{Code: CodeInvalidInput, Message: "invalid input"}
-	ErrUnknownRoom   = &Error{Code: CodeUnknownRoom, Message: "unknown waiting room"}
-	ErrRoomClosed    = &Error{Code: CodeRoomClosed, Message: "waiting room is closed"}
-	ErrBadWaiting    = &Error{Code: CodeBadWaiting, Message: "invalid waiting token"}
-	ErrOwnerMismatch = &Error{Code: CodeOwnerMismatch, Message: "token owner mismatch"}
-	ErrNotFound      = &Error{Code: CodeNotFound, Message: "entry not found"}
-	ErrNotAdmitted   = &Error{Code: CodeNotAdmitted, Message: "not admitted yet"}
-	ErrExpired       = &Error{Code: CodeExpired, Message: "admission expired"}
-	ErrRevoked       = &Error{Code: CodeRevoked, Message: "admission revoked"}
-	ErrCompleted     = &Error{Code: CodeCompleted, Message: "admission already completed"}
-	ErrUnavailable   = &Error{Code: CodeUnavailable, Message: "queue store unavailable"}
-	ErrStoreFull     = &Error{Code: CodeStoreFull, Message: "queue store full"}
-	ErrInternal      = &Error{Code: CodeInternal, Message: "internal error"}
-)
-
-func errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// ErrorCode returns err's Code: "" for nil, CodeInternal for non-domain errors.
-func ErrorCode(err error) Code {
-	if err == nil {
-		return ""
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return CodeInternal
-}
+// Unwrap returns the domain error, so errors.As(err, **flashgate.Error) and
+// errors.Is(err, flashgate.ErrNotAdmitted) see it.
+func (e *NotAdmittedError) Unwrap() error { return e.Err }
 
 // scriptError maps the codes scripts return as {'ERROR', code}.
 func scriptError(code, room string) error {
 	switch code {
 	case "unknown_room":
-		return errorf(CodeUnknownRoom, "unknown waiting room %q", room)
+		return flashgate.Errorf(flashgate.CodeUnknownRoom, "unknown waiting room %q", room)
 	case "room_closed":
-		return errorf(CodeRoomClosed, "waiting room %q is closed", room)
+		return flashgate.Errorf(flashgate.CodeRoomClosed, "waiting room %q is closed", room)
 	case "not_found":
-		return errorf(CodeNotFound, "admission not found in room %q", room)
+		return flashgate.Errorf(flashgate.CodeNotFound, "admission not found in room %q", room)
 	case "stale":
-		return errorf(CodeNotFound, "admission from an earlier epoch of room %q: it was lost when the queue store lost its data; queue again", room)
+		return flashgate.Errorf(flashgate.CodeNotFound, "admission from an earlier epoch of room %q: it was lost when the queue store lost its data; queue again", room)
 	case "expired":
-		return errorf(CodeExpired, "admission expired")
+		return flashgate.Errorf(flashgate.CodeExpired, "admission expired")
 	case "revoked":
-		return errorf(CodeRevoked, "admission revoked")
+		return flashgate.Errorf(flashgate.CodeRevoked, "admission revoked")
 	case "completed":
-		return errorf(CodeCompleted, "admission already completed")
+		return flashgate.Errorf(flashgate.CodeCompleted, "admission already completed")
 	case "owner_mismatch":
-		return errorf(CodeOwnerMismatch, "admission belongs to another user")
+		return flashgate.Errorf(flashgate.CodeOwnerMismatch, "admission belongs to another user")
 	}
-	return errorf(CodeInternal, "unexpected script result %q", code)
+	return flashgate.Errorf(flashgate.CodeInternal, "unexpected script result %q", code)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,26 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flashgate/flashgate"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/flashgate/flashgate/verifier"
-)
-
-// State is what a client can see of its entry (DESIGN.md vocabulary).
-type State string
-
-// Entry states.
-const (
-	StateWaiting   State = "WAITING"
-	StateActive    State = "ACTIVE"
-	StateExpired   State = "EXPIRED"
-	StateCompleted State = "COMPLETED"
-	StateRevoked   State = "REVOKED"
-	StateNotFound  State = "NOT_FOUND"
 )
 
 // Signer signs an admission token's claims (JSON) as a compact JWS with
-// header {"alg":"EdDSA","kid":…,"typ":verifier.Type}. keys.Ring and
+// header {"alg":"EdDSA","kid":…,"typ":verifier.TokenType}. keys.Ring and
 // keys.FileRing implement it.
 type Signer interface {
 	Sign(payload []byte) (string, error)
@@ -60,7 +45,7 @@ type Config struct {
 	// on one secret after a Redis data loss.
 	SharedSecret bool
 	// DefaultRoom, when non-nil, creates unknown rooms on first Enter with
-	// this policy. Nil: unknown rooms are refused with ErrUnknownRoom.
+	// this policy. Nil: unknown rooms are refused with flashgate.ErrUnknownRoom.
 	DefaultRoom *RoomConfig
 	// Now, when set, is the clock used for queue scores and expiries (tests).
 	// Nil means Redis TIME: one clock for every replica (DESIGN.md).
@@ -75,7 +60,7 @@ type Config struct {
 	// CompletionReplicas, when > 0, makes Complete and Revoke wait (Redis
 	// WAIT, pipelined on the script's connection) until that many replicas
 	// acknowledged the write, for at most CompletionTimeout (default 200 ms).
-	// Fewer acknowledgements → ErrUnavailable; the write stands on the master,
+	// Fewer acknowledgements → flashgate.ErrUnavailable; the write stands on the master,
 	// and a retry returns the first result (Repeated). This narrows what a
 	// Sentinel failover can lose: an acknowledged completion is on a replica.
 	// Needs a client with Pipeline() that talks to one master (*redis.Client,
@@ -123,13 +108,13 @@ type Issuer struct {
 	batchCalls, batchUsers atomic.Int64
 }
 
-// New returns an Issuer, or a CodeInvalidInput error for a bad Config.
+// New returns an Issuer, or a flashgate.CodeInvalidInput error for a bad Config.
 func New(cfg Config) (*Issuer, error) {
 	if cfg.Redis == nil {
-		return nil, errorf(CodeInvalidInput, "issuer: Config.Redis is required")
+		return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: Config.Redis is required")
 	}
 	if cfg.WaitingSecret != nil && len(cfg.WaitingSecret) < 32 {
-		return nil, errorf(CodeInvalidInput, "issuer: WaitingSecret must be at least 32 bytes")
+		return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: WaitingSecret must be at least 32 bytes")
 	}
 	if cfg.Issuer == "" {
 		cfg.Issuer = "flashgate"
@@ -139,10 +124,10 @@ func New(cfg Config) (*Issuer, error) {
 	}
 	if cfg.CompletionReplicas > 0 {
 		if _, ok := cfg.Redis.(pipeliner); !ok {
-			return nil, errorf(CodeInvalidInput, "issuer: CompletionReplicas needs a client with Pipeline()")
+			return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: CompletionReplicas needs a client with Pipeline()")
 		}
 		if _, cluster := cfg.Redis.(*redis.ClusterClient); cluster {
-			return nil, errorf(CodeInvalidInput, "issuer: CompletionReplicas is not supported on Redis Cluster (WAIT is per node)")
+			return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: CompletionReplicas is not supported on Redis Cluster (WAIT is per node)")
 		}
 		if cfg.CompletionTimeout <= 0 {
 			cfg.CompletionTimeout = 200 * time.Millisecond
@@ -155,7 +140,7 @@ func New(cfg Config) (*Issuer, error) {
 		cfg.EnterBatch = DefaultEnterBatch
 	}
 	if cfg.EnterBatch < 0 || cfg.EnterBatch > MaxEnterBatch {
-		return nil, errorf(CodeInvalidInput, "issuer: EnterBatch must be 0 (default %d) … %d", DefaultEnterBatch, MaxEnterBatch)
+		return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: EnterBatch must be 0 (default %d) … %d", DefaultEnterBatch, MaxEnterBatch)
 	}
 	is := &Issuer{cfg: cfg, log: cfg.Logger}
 	if cfg.WaitingSecret != nil {
@@ -189,7 +174,7 @@ func (is *Issuer) TokenClaims() (iss, aud string) { return is.cfg.Issuer, is.cfg
 // put their secret back within that time, and a replica starting then adopts
 // it instead of inventing a second one (whose tokens the others would not
 // know for up to a sync period). Only a first deployment pays the wait.
-// Errors: ErrUnavailable, ErrInternal (a corrupt stored secret), ctx's.
+// Errors: flashgate.ErrUnavailable, flashgate.ErrInternal (a corrupt stored secret), ctx's.
 func LoadOrCreateSecret(ctx context.Context, rdb Redis) ([]byte, error) {
 	s, err := rdb.Get(ctx, keySecret).Result()
 	if errors.Is(err, redis.Nil) {
@@ -223,12 +208,12 @@ const (
 
 // unavailable maps a failed Redis call: an OOM refusal (used memory over
 // maxmemory; Redis refuses a script whose first write would allocate, and
-// deny-oom commands) to ErrStoreFull, anything else to ErrUnavailable.
+// deny-oom commands) to flashgate.ErrStoreFull, anything else to flashgate.ErrUnavailable.
 func unavailable(err error) error {
 	if redis.HasErrorPrefix(err, "OOM") {
-		return &Error{Code: CodeStoreFull, Message: "queue store full (Redis maxmemory): no new entries until memory is freed", Err: err}
+		return &flashgate.Error{Code: flashgate.CodeStoreFull, Message: "queue store full (Redis maxmemory): no new entries until memory is freed", Err: err}
 	}
-	return &Error{Code: CodeUnavailable, Message: "queue store unavailable", Err: err}
+	return &flashgate.Error{Code: flashgate.CodeUnavailable, Message: "queue store unavailable", Err: err}
 }
 
 func (is *Issuer) nowArg() string {
@@ -239,14 +224,14 @@ func (is *Issuer) nowArg() string {
 }
 
 // run executes a script for room and returns its reply, mapping
-// {'ERROR', code} replies to domain errors and Redis failures to ErrUnavailable.
+// {'ERROR', code} replies to domain errors and Redis failures to flashgate.ErrUnavailable.
 func (is *Issuer) run(ctx context.Context, s *redis.Script, room string, args ...any) ([]any, error) {
 	argv := append([]any{is.nowArg(), is.createArg(s, room)}, args...)
 	res, err := s.Run(ctx, is.cfg.Redis, RoomKeys(room), argv...).Slice()
 	return reply(res, err, room)
 }
 
-// reply maps a script's reply: Redis failures to ErrUnavailable,
+// reply maps a script's reply: Redis failures to flashgate.ErrUnavailable,
 // {'ERROR', code} to the code's domain error.
 func reply(res []any, err error, room string) ([]any, error) {
 	if err != nil {
@@ -290,7 +275,7 @@ func (is *Issuer) runReplicated(ctx context.Context, s *redis.Script, room strin
 		return nil, err
 	}
 	if acks < int64(n) {
-		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf(
+		return nil, &flashgate.Error{Code: flashgate.CodeUnavailable, Message: fmt.Sprintf(
 			"write acknowledged by %d of %d replicas within %s; retry (a retry returns the first result)",
 			acks, n, is.cfg.CompletionTimeout)}
 	}
@@ -301,7 +286,7 @@ func (is *Issuer) runReplicated(ctx context.Context, s *redis.Script, room strin
 type Entry struct {
 	Room         string
 	User         string
-	State        State
+	State        flashgate.State
 	WaitingToken string
 	// Arrival is the entry's arrival number in its room (1, 2, …): FIFO order.
 	Arrival int64
@@ -348,37 +333,6 @@ func asString(v any) string {
 	return s
 }
 
-// AdmissionID is what an admission id (the admission token's jti) names:
-// "<epoch>.<arrival>.<admission>.<admitted_ms>" (lua/prelude.lua admit).
-type AdmissionID struct {
-	Epoch      string    // the room's epoch when admitted (DESIGN.md invariant 6)
-	Arrival    int64     // arrival number in the room (FIFO order)
-	Admission  int64     // admission number in the room
-	AdmittedAt time.Time // millisecond precision, the room's clock
-}
-
-// ParseAdmissionID splits an admission id; ok is false for any other string.
-func ParseAdmissionID(jti string) (id AdmissionID, ok bool) {
-	epoch, seq, admno, ms, ok := parseJTI(jti)
-	if !ok {
-		return AdmissionID{}, false
-	}
-	return AdmissionID{Epoch: epoch, Arrival: seq, Admission: admno, AdmittedAt: time.UnixMilli(ms)}, true
-}
-
-// parseJTI splits an admission id "<epoch>.<seq>.<admno>.<admitted_ms>".
-func parseJTI(jti string) (epoch string, seq, admno, admittedMs int64, ok bool) {
-	parts := strings.Split(jti, ".")
-	if len(parts) != 4 || !validEpoch(parts[0]) {
-		return "", 0, 0, 0, false
-	}
-	var err1, err2, err3 error
-	seq, err1 = strconv.ParseInt(parts[1], 10, 64)
-	admno, err2 = strconv.ParseInt(parts[2], 10, 64)
-	admittedMs, err3 = strconv.ParseInt(parts[3], 10, 64)
-	return parts[0], seq, admno, admittedMs, err1 == nil && err2 == nil && err3 == nil && seq > 0 && admno > 0
-}
-
 // entry builds an Entry from a script result; tok is the caller's verified
 // waiting token for this entry, or "" to mint it.
 func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
@@ -394,18 +348,18 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 	}
 	at := r.at
 	if e.AdmissionID != "" {
-		if _, _, admno, ms, ok := parseJTI(e.AdmissionID); ok {
-			e.Admission, e.AdmittedAt = admno, time.UnixMilli(ms)
+		if id, ok := flashgate.ParseAdmissionID(e.AdmissionID); ok {
+			e.Admission, e.AdmittedAt = id.Number, id.AdmittedAt
 		}
 	}
 	switch e.State {
-	case StateActive:
+	case flashgate.StateActive:
 		e.ExpiresAt = time.UnixMilli(at)
-	case StateExpired, StateCompleted, StateRevoked:
+	case flashgate.StateExpired, flashgate.StateCompleted, flashgate.StateRevoked:
 		e.EndedAt = time.UnixMilli(at)
 	}
 	rate := r.rate
-	if e.State == StateWaiting {
+	if e.State == flashgate.StateWaiting {
 		e.Ahead = e.Position - 1
 		e.EstimatedWait = -1
 		if e.RoomState == RoomOpen && rate > 0 {
@@ -436,7 +390,7 @@ func pollAfter(eta time.Duration) time.Duration {
 
 func (is *Issuer) needSecret() error {
 	if is.secrets.Load() == nil {
-		return errorf(CodeInternal, "issuer: Config.WaitingSecret is not set")
+		return flashgate.Errorf(flashgate.CodeInternal, "issuer: Config.WaitingSecret is not set")
 	}
 	return nil
 }
@@ -450,8 +404,8 @@ func (is *Issuer) needSecret() error {
 // rooms) and, while user waits for an enter script call, of user; the
 // returned Entry holds the caller's strings.
 //
-// Errors: ErrInvalidInput (ids), ErrUnknownRoom, ErrRoomClosed, ErrUnavailable,
-// ErrStoreFull (Redis is over maxmemory and refuses the new entry).
+// Errors: flashgate.ErrInvalidInput (ids), flashgate.ErrUnknownRoom, flashgate.ErrRoomClosed, flashgate.ErrUnavailable,
+// flashgate.ErrStoreFull (Redis is over maxmemory and refuses the new entry).
 func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
@@ -500,8 +454,8 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 // Status keeps a copy of room as the key of the replica's snapshot; the
 // returned Entry holds the caller's strings.
 //
-// Errors: ErrInvalidInput, ErrBadWaiting (not a waiting token),
-// ErrOwnerMismatch (another user's token), ErrUnknownRoom, ErrUnavailable.
+// Errors: flashgate.ErrInvalidInput, flashgate.ErrBadWaiting (not a waiting token),
+// flashgate.ErrOwnerMismatch (another user's token), flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
 func (is *Issuer) Status(ctx context.Context, room, user, waitingToken string) (*Entry, error) {
 	ref, err := is.checkWaiting(room, user, waitingToken)
 	if err != nil {
@@ -520,16 +474,16 @@ func (is *Issuer) Status(ctx context.Context, room, user, waitingToken string) (
 // waiting token whose entry (arrival seq) is gone — left, superseded, or lost
 // with Redis's data — reads; the client enters again.
 func (is *Issuer) notFound(room, user, tok string, seq int64) *Entry {
-	return &Entry{Room: room, User: user, State: StateNotFound, WaitingToken: tok, Arrival: seq}
+	return &Entry{Room: room, User: user, State: flashgate.StateNotFound, WaitingToken: tok, Arrival: seq}
 }
 
 // exactStatus runs the status script for a verified waiting token. A room
 // lost with Redis's data that this replica knew reads NOT_FOUND (the entry is
-// gone; the client's next enter restores the room), not ErrUnknownRoom.
+// gone; the client's next enter restores the room), not flashgate.ErrUnknownRoom.
 func (is *Issuer) exactStatus(ctx context.Context, room, user, tok string, ref waitingRef) (*Entry, error) {
 	r, err := is.run(ctx, statusScript, room, user, ref.seq, ref.epoch)
 	if err != nil {
-		if errors.Is(err, ErrUnknownRoom) && is.knows(room) {
+		if errors.Is(err, flashgate.ErrUnknownRoom) && is.knows(room) {
 			return is.notFound(room, user, tok, ref.seq), nil
 		}
 		return nil, err
@@ -551,7 +505,7 @@ func (is *Issuer) checkWaiting(room, user, tok string) (waitingRef, error) {
 }
 
 // Leave removes the waiting entry, or ends the live admission, behind a
-// waiting token, and the user index. Errors as Status, plus ErrNotFound when
+// waiting token, and the user index. Errors as Status, plus flashgate.ErrNotFound when
 // there is nothing to leave (a repeated leave).
 func (is *Issuer) Leave(ctx context.Context, room, user, waitingToken string) error {
 	ref, err := is.checkWaiting(room, user, waitingToken)
@@ -559,14 +513,14 @@ func (is *Issuer) Leave(ctx context.Context, room, user, waitingToken string) er
 		return err
 	}
 	r, err := is.run(ctx, leaveScript, room, user, ref.seq, ref.epoch)
-	if errors.Is(err, ErrUnknownRoom) && is.knows(room) {
-		return errorf(CodeNotFound, "no live entry to leave: room %q lost its data", room)
+	if errors.Is(err, flashgate.ErrUnknownRoom) && is.knows(room) {
+		return flashgate.Errorf(flashgate.CodeNotFound, "no live entry to leave: room %q lost its data", room)
 	}
 	if err != nil {
 		return err
 	}
 	if asString(r[0]) != "LEFT" {
-		return errorf(CodeNotFound, "no live entry to leave")
+		return flashgate.Errorf(flashgate.CodeNotFound, "no live entry to leave")
 	}
 	return nil
 }
@@ -582,25 +536,13 @@ type Admission struct {
 	ExpiresAt time.Time // exp (second precision, = the active entry's expiry, floored)
 }
 
-// claims is the admission token payload; field order is fixed so the same
-// admission always serialises, and so signs, to the same bytes.
-type claims struct {
-	Iss     string `json:"iss"`
-	Aud     string `json:"aud"`
-	Sub     string `json:"sub"`
-	Product string `json:"product"`
-	Jti     string `json:"jti"`
-	Iat     int64  `json:"iat"`
-	Exp     int64  `json:"exp"`
-}
-
 // Exchange trades an ACTIVE entry's waiting token for an admission token
 // (EdDSA JWT, exp = the active entry's expiry). Re-minting the same admission
 // gives the same jti and exp (and, with the same key, the same token).
 //
-// Errors: those of Status, plus ErrNotAdmitted (still waiting; its
-// *Error.Entry is the WAITING entry), ErrExpired,
-// ErrCompleted, ErrRevoked, ErrNotFound, ErrInternal (no signer, sign failure).
+// Errors: those of Status, plus flashgate.ErrNotAdmitted (still waiting; its
+// *flashgate.Error.Entry is the WAITING entry), flashgate.ErrExpired,
+// flashgate.ErrCompleted, flashgate.ErrRevoked, flashgate.ErrNotFound, flashgate.ErrInternal (no signer, sign failure).
 func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string) (*Admission, error) {
 	ref, err := is.checkWaiting(room, user, waitingToken)
 	if err != nil {
@@ -611,44 +553,30 @@ func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string)
 		return nil, err
 	}
 	switch e.State {
-	case StateActive:
-	case StateWaiting:
-		err := errorf(CodeNotAdmitted, "not admitted yet: position %d of %d", e.Position, e.TotalWaiting)
-		err.Entry = e
-		return nil, err
-	case StateExpired:
-		return nil, errorf(CodeExpired, "admission expired")
-	case StateCompleted:
-		return nil, errorf(CodeCompleted, "admission already completed")
-	case StateRevoked:
-		return nil, errorf(CodeRevoked, "admission revoked")
+	case flashgate.StateActive:
+	case flashgate.StateWaiting:
+		return nil, &NotAdmittedError{Entry: e, Err: flashgate.Errorf(flashgate.CodeNotAdmitted,
+			"not admitted yet: position %d of %d", e.Position, e.TotalWaiting)}
+	case flashgate.StateExpired:
+		return nil, flashgate.Errorf(flashgate.CodeExpired, "admission expired")
+	case flashgate.StateCompleted:
+		return nil, flashgate.Errorf(flashgate.CodeCompleted, "admission already completed")
+	case flashgate.StateRevoked:
+		return nil, flashgate.Errorf(flashgate.CodeRevoked, "admission revoked")
 	default:
-		return nil, errorf(CodeNotFound, "no entry for this waiting token")
+		return nil, flashgate.Errorf(flashgate.CodeNotFound, "no entry for this waiting token")
 	}
 	if is.cfg.Signer == nil {
-		return nil, errorf(CodeInternal, "issuer: Config.Signer is not set")
+		return nil, flashgate.Errorf(flashgate.CodeInternal, "issuer: Config.Signer is not set")
 	}
 	a := &Admission{ID: e.AdmissionID, Room: room, User: user, Admission: e.Admission,
 		IssuedAt:  time.Unix(e.AdmittedAt.Unix(), 0),
 		ExpiresAt: time.Unix(e.ExpiresAt.Unix(), 0)}
-	payload, err := json.Marshal(claims{Iss: is.cfg.Issuer, Aud: is.cfg.Audience, Sub: user,
-		Product: room, Jti: a.ID, Iat: a.IssuedAt.Unix(), Exp: a.ExpiresAt.Unix()})
-	if err != nil {
-		return nil, &Error{Code: CodeInternal, Message: "encode claims", Err: err}
-	}
+	payload := flashgate.NewClaims(is.cfg.Issuer, is.cfg.Audience, user, room, a.ID, a.IssuedAt, a.ExpiresAt).JSON()
 	if a.Token, err = is.cfg.Signer.Sign(payload); err != nil {
-		return nil, &Error{Code: CodeInternal, Message: "sign admission token", Err: err}
+		return nil, &flashgate.Error{Code: flashgate.CodeInternal, Message: "sign admission token", Err: err}
 	}
 	return a, nil
-}
-
-// Completion is the result of Complete.
-type Completion struct {
-	AdmissionID string
-	CompletedAt time.Time
-	// Repeated is true when the admission had already been completed: the
-	// first completion's time is returned (idempotent under retries).
-	Repeated bool
 }
 
 // Complete consumes an admission atomically: still active and unexpired →
@@ -657,51 +585,47 @@ type Completion struct {
 // user = sub, admissionID = jti. Replay protection keys on jti, never on the
 // token string.
 //
-// Errors: ErrInvalidInput, ErrUnknownRoom, ErrExpired, ErrRevoked,
-// ErrNotFound (unknown, left), ErrOwnerMismatch, ErrUnavailable.
-func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) (*Completion, error) {
+// Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrExpired, flashgate.ErrRevoked,
+// flashgate.ErrNotFound (unknown, left), flashgate.ErrOwnerMismatch, flashgate.ErrUnavailable.
+func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) (*flashgate.Completion, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
 	if err := checkUser(user); err != nil {
 		return nil, err
 	}
-	if _, _, _, _, ok := parseJTI(admissionID); !ok {
-		return nil, errorf(CodeNotFound, "unknown admission id %q", clip(admissionID))
+	if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
+		return nil, flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
 	}
 	r, err := is.runReplicated(ctx, completeScript, room, user, admissionID)
 	if err != nil {
 		return nil, err
 	}
-	return &Completion{AdmissionID: admissionID, CompletedAt: time.UnixMilli(asInt(r[1])), Repeated: asInt(r[2]) == 1}, nil
+	return &flashgate.Completion{AdmissionID: admissionID, CompletedAt: time.UnixMilli(asInt(r[1])), Repeated: asInt(r[2]) == 1}, nil
 }
 
-// CompleteToken is Complete for a verified admission token.
-func (is *Issuer) CompleteToken(ctx context.Context, t *verifier.Token) (*Completion, error) {
-	return is.Complete(ctx, t.Product, t.User, t.ID)
-}
-
-// CheckActive asks Redis (one ZSCORE) whether a verified admission is still
-// live: nil if so; ErrNotFound when it is no longer in the active set
-// (revoked, completed, left or expired and cleaned up), ErrExpired when it
-// has lapsed, ErrUnavailable when Redis cannot answer (fail closed).
-func (is *Issuer) CheckActive(ctx context.Context, t *verifier.Token) error {
-	if !ValidID(t.Product) {
-		return errorf(CodeInvalidInput, "invalid product %q", clip(t.Product))
+// CheckActive asks Redis (one ZSCORE, and the room's clock) whether the
+// admission admissionID in room is still live: nil if so; ErrNotFound when it
+// is no longer in the active set (revoked, completed, left, or expired and
+// cleaned up), ErrExpired when it has lapsed by the room's clock (Redis TIME,
+// or Config.Now when set — never the caller's clock), ErrInvalidInput for a
+// malformed room id, ErrUnavailable when Redis cannot answer (fail closed).
+func (is *Issuer) CheckActive(ctx context.Context, room, admissionID string) error {
+	if err := checkRoom(room); err != nil {
+		return err
 	}
-	score, err := is.cfg.Redis.ZScore(ctx, activeKey(t.Product), t.ID).Result()
-	if errors.Is(err, redis.Nil) {
-		return errorf(CodeNotFound, "admission %q is no longer active", clip(t.ID))
+	if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
+		return flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
 	}
+	r, err := is.run(ctx, activeScript, room, admissionID)
 	if err != nil {
-		return unavailable(err)
+		return err
 	}
-	now := time.Now()
-	if is.cfg.Now != nil {
-		now = is.cfg.Now()
-	}
-	if int64(score) <= now.UnixMilli() {
-		return errorf(CodeExpired, "admission expired")
+	if asString(r[0]) != "ACTIVE" {
+		if asString(r[0]) == "EXPIRED" {
+			return flashgate.Errorf(flashgate.CodeExpired, "admission expired")
+		}
+		return flashgate.Errorf(flashgate.CodeNotFound, "admission %q is no longer active", clip(admissionID))
 	}
 	return nil
 }
@@ -715,14 +639,14 @@ type Revocation struct {
 
 // Revoke ends an admission early, named by admission id (jti) or by user
 // (their current admission). Later completions of its token are refused;
-// the user may queue again. Errors: ErrInvalidInput, ErrUnknownRoom,
-// ErrNotFound, ErrCompleted, ErrUnavailable.
+// the user may queue again. Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom,
+// flashgate.ErrNotFound, flashgate.ErrCompleted, flashgate.ErrUnavailable.
 func (is *Issuer) Revoke(ctx context.Context, room, user, admissionID string) (*Revocation, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
 	if user == "" && admissionID == "" {
-		return nil, errorf(CodeInvalidInput, "revoke needs a user or an admission id")
+		return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "revoke needs a user or an admission id")
 	}
 	if user != "" {
 		if err := checkUser(user); err != nil {
@@ -730,8 +654,8 @@ func (is *Issuer) Revoke(ctx context.Context, room, user, admissionID string) (*
 		}
 	}
 	if admissionID != "" {
-		if _, _, _, _, ok := parseJTI(admissionID); !ok {
-			return nil, errorf(CodeNotFound, "unknown admission id %q", clip(admissionID))
+		if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
+			return nil, flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
 		}
 	}
 	r, err := is.runReplicated(ctx, revokeScript, room, user, admissionID)
@@ -798,7 +722,7 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 
 // Ping checks that Redis answers and takes writes (readiness): one SET NX of
 // a small expiring key, which Redis refuses while its used memory is over
-// maxmemory, as it refuses new entries. Errors: ErrUnavailable, ErrStoreFull.
+// maxmemory, as it refuses new entries. Errors: flashgate.ErrUnavailable, flashgate.ErrStoreFull.
 func (is *Issuer) Ping(ctx context.Context) error {
 	if err := is.cfg.Redis.SetNX(ctx, keyReady, "1", time.Minute).Err(); err != nil {
 		return unavailable(err)

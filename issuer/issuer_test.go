@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/verifier"
@@ -34,7 +35,7 @@ func newClock() *clock {
 func (c *clock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
 func (c *clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
-// testSigner signs like keys.Ring: header {"alg":"EdDSA","kid":"k1","typ":verifier.Type}.
+// testSigner signs like keys.Ring: header {"alg":"EdDSA","kid":"k1","typ":verifier.TokenType}.
 type testSigner struct{ priv ed25519.PrivateKey }
 
 func newSigner() *testSigner {
@@ -42,7 +43,7 @@ func newSigner() *testSigner {
 }
 
 func (s *testSigner) Sign(payload []byte) (string, error) {
-	h := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"EdDSA","kid":"k1","typ":"` + verifier.Type + `"}`))
+	h := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"EdDSA","kid":"k1","typ":"` + verifier.TokenType + `"}`))
 	in := h + "." + base64.RawURLEncoding.EncodeToString(payload)
 	return in + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(s.priv, []byte(in))), nil
 }
@@ -80,12 +81,12 @@ func TestEnterIsIdempotentAndFastTracks(t *testing.T) {
 
 	a, err := is.Enter(ctx, room, "alice")
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateActive, a.State, "empty room, free capacity: fast track")
+	assert.Equal(t, flashgate.StateActive, a.State, "empty room, free capacity: fast track")
 	assert.NotEmpty(t, a.AdmissionID)
 
 	b, err := is.Enter(ctx, room, "bob")
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateWaiting, b.State, "capacity 1 is taken")
+	assert.Equal(t, flashgate.StateWaiting, b.State, "capacity 1 is taken")
 	assert.EqualValues(t, 1, b.Position)
 	assert.EqualValues(t, 0, b.Ahead)
 
@@ -116,30 +117,30 @@ func TestStatusOwnershipAndBadTokens(t *testing.T) {
 
 	st, err := is.Status(ctx, room, "bob", bob.WaitingToken)
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateWaiting, st.State)
+	assert.Equal(t, flashgate.StateWaiting, st.State)
 
 	_, err = is.Status(ctx, room, "mallory", bob.WaitingToken)
-	assert.ErrorIs(t, err, issuer.ErrOwnerMismatch, "another user's waiting token")
+	assert.ErrorIs(t, err, flashgate.ErrOwnerMismatch, "another user's waiting token")
 	assert.Contains(t, err.Error(), "token owner mismatch")
 
 	other := redistest.Room("other")
 	_, err = is.SetRoom(ctx, other, issuer.RoomConfig{})
 	require.NoError(t, err)
 	_, err = is.Status(ctx, other, "bob", bob.WaitingToken)
-	assert.ErrorIs(t, err, issuer.ErrOwnerMismatch, "a token of another room")
+	assert.ErrorIs(t, err, flashgate.ErrOwnerMismatch, "a token of another room")
 
 	for _, tok := range []string{"", "garbage", "fgw2_", "fgw2_AAAA_e_0_AAAAAAAAAAAAAAAAAAAAAA",
 		"fgw2_AAAA_e_01_AAAAAAAAAAAAAAAAAAAAAA", "fgw2_AAAA_E_1_AAAAAAAAAAAAAAAAAAAAAA", "fgw2_AAA_e_1_AAAAAAAAAAAAAAAAAAAAAA",
 		"fgw2_AAAA_e_1_AAAA", "fgw1_1_AAAAAAAAAAAAAAAAAAAAAA", strings.Repeat("x", 5000), "eyJhbGciOiJFZERTQSJ9.e30.AAAA"} {
 		_, err = is.Status(ctx, room, "bob", tok)
-		assert.ErrorIs(t, err, issuer.ErrBadWaiting, "token %q", tok)
+		assert.ErrorIs(t, err, flashgate.ErrBadWaiting, "token %q", tok)
 	}
 	_, err = is.Status(ctx, "bad{room}", "bob", bob.WaitingToken)
-	assert.ErrorIs(t, err, issuer.ErrInvalidInput)
+	assert.ErrorIs(t, err, flashgate.ErrInvalidInput)
 	_, err = is.Enter(ctx, room, "bad user")
-	assert.ErrorIs(t, err, issuer.ErrInvalidInput)
+	assert.ErrorIs(t, err, flashgate.ErrInvalidInput)
 	_, err = is.Enter(ctx, "nope-"+room, "bob")
-	assert.ErrorIs(t, err, issuer.ErrUnknownRoom)
+	assert.ErrorIs(t, err, flashgate.ErrUnknownRoom)
 }
 
 func TestLeave(t *testing.T) {
@@ -150,10 +151,10 @@ func TestLeave(t *testing.T) {
 	carol, _ := is.Enter(ctx, room, "carol")
 
 	require.NoError(t, is.Leave(ctx, room, "bob", bob.WaitingToken))
-	assert.ErrorIs(t, is.Leave(ctx, room, "bob", bob.WaitingToken), issuer.ErrNotFound, "repeated leave")
+	assert.ErrorIs(t, is.Leave(ctx, room, "bob", bob.WaitingToken), flashgate.ErrNotFound, "repeated leave")
 	st, err := is.Status(ctx, room, "bob", bob.WaitingToken)
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateNotFound, st.State)
+	assert.Equal(t, flashgate.StateNotFound, st.State)
 	st, _ = is.Status(ctx, room, "carol", carol.WaitingToken)
 	assert.EqualValues(t, 1, st.Position, "carol moved up")
 
@@ -163,7 +164,7 @@ func TestLeave(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Admitted)
 	st, _ = is.Status(ctx, room, "carol", carol.WaitingToken)
-	assert.Equal(t, issuer.StateActive, st.State)
+	assert.Equal(t, flashgate.StateActive, st.State)
 
 	// bob may enter again, at the back.
 	again, err := is.Enter(ctx, room, "bob")
@@ -175,18 +176,18 @@ func TestExpiryAndLazyCleanup(t *testing.T) {
 	ctx := context.Background()
 	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 2, Session: 10 * time.Second})
 	a, _ := is.Enter(ctx, room, "alice")
-	require.Equal(t, issuer.StateActive, a.State)
+	require.Equal(t, flashgate.StateActive, a.State)
 	assert.Equal(t, clk.Now().Add(10*time.Second), a.ExpiresAt)
 
 	clk.Advance(10*time.Second - time.Millisecond)
 	st, _ := is.Status(ctx, room, "alice", a.WaitingToken)
-	assert.Equal(t, issuer.StateActive, st.State, "1 ms before expiry")
+	assert.Equal(t, flashgate.StateActive, st.State, "1 ms before expiry")
 
 	clk.Advance(time.Millisecond)
 	st, _ = is.Status(ctx, room, "alice", a.WaitingToken)
-	assert.Equal(t, issuer.StateExpired, st.State, "expiry == now is expired")
+	assert.Equal(t, flashgate.StateExpired, st.State, "expiry == now is expired")
 	_, err := is.Exchange(ctx, room, "alice", a.WaitingToken)
-	assert.ErrorIs(t, err, issuer.ErrExpired)
+	assert.ErrorIs(t, err, flashgate.ErrExpired)
 
 	// The entry is still in the active ZSET until a tick drops it lazily.
 	n, _ := rdb.ZCard(ctx, issuer.RoomKeys(room)[2]).Result()
@@ -197,15 +198,15 @@ func TestExpiryAndLazyCleanup(t *testing.T) {
 	n, _ = rdb.ZCard(ctx, issuer.RoomKeys(room)[2]).Result()
 	assert.EqualValues(t, 0, n)
 	st, _ = is.Status(ctx, room, "alice", a.WaitingToken)
-	assert.Equal(t, issuer.StateExpired, st.State, "still EXPIRED after cleanup")
+	assert.Equal(t, flashgate.StateExpired, st.State, "still EXPIRED after cleanup")
 
 	// The user may queue again after expiry.
 	again, err := is.Enter(ctx, room, "alice")
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateActive, again.State)
+	assert.Equal(t, flashgate.StateActive, again.State)
 	assert.NotEqual(t, a.AdmissionID, again.AdmissionID)
 	st, _ = is.Status(ctx, room, "alice", a.WaitingToken)
-	assert.Equal(t, issuer.StateExpired, st.State, "the old token stays EXPIRED")
+	assert.Equal(t, flashgate.StateExpired, st.State, "the old token stays EXPIRED")
 }
 
 func TestZombieIndexIsCleanedUp(t *testing.T) {
@@ -216,7 +217,7 @@ func TestZombieIndexIsCleanedUp(t *testing.T) {
 	require.NoError(t, rdb.HSet(ctx, issuer.RoomKeys(room)[3], "zed", "77.3.1700000000000").Err())
 	e, err := is.Enter(ctx, room, "zed")
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateActive, e.State)
+	assert.Equal(t, flashgate.StateActive, e.State)
 	assert.NotEqual(t, "77.3.1700000000000", e.AdmissionID)
 	st, err := is.Stats(ctx, room)
 	require.NoError(t, err)
@@ -228,7 +229,7 @@ func TestPauseAndClose(t *testing.T) {
 	is, _, room, _ := setup(t, issuer.RoomConfig{Capacity: 5, State: issuer.RoomPaused})
 	e, err := is.Enter(ctx, room, "alice")
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateWaiting, e.State, "paused: no fast track")
+	assert.Equal(t, flashgate.StateWaiting, e.State, "paused: no fast track")
 	assert.Equal(t, time.Duration(-1), e.EstimatedWait)
 	res, _ := is.Tick(ctx, room)
 	assert.Equal(t, 0, res.Admitted, "paused: no admissions")
@@ -241,10 +242,10 @@ func TestPauseAndClose(t *testing.T) {
 	_, err = is.SetState(ctx, room, issuer.RoomClosed)
 	require.NoError(t, err)
 	_, err = is.Enter(ctx, room, "bob")
-	assert.ErrorIs(t, err, issuer.ErrRoomClosed)
+	assert.ErrorIs(t, err, flashgate.ErrRoomClosed)
 	st, err := is.Status(ctx, room, "alice", e.WaitingToken)
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateActive, st.State, "closing keeps existing admissions")
+	assert.Equal(t, flashgate.StateActive, st.State, "closing keeps existing admissions")
 }
 
 // The event window: before Opens an open room lines users up without
@@ -265,7 +266,7 @@ func TestEventWindow(t *testing.T) {
 
 	a, err := is.Enter(ctx, room, "alice")
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateWaiting, a.State, "before the window: no fast track")
+	assert.Equal(t, flashgate.StateWaiting, a.State, "before the window: no fast track")
 	assert.Equal(t, issuer.RoomPaused, a.RoomState)
 	res, err := is.Tick(ctx, room)
 	require.NoError(t, err)
@@ -281,14 +282,14 @@ func TestEventWindow(t *testing.T) {
 	assert.Equal(t, 1, res.Admitted)
 	b, err := is.Enter(ctx, room, "bob")
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateActive, b.State, "inside the window: fast track")
+	assert.Equal(t, flashgate.StateActive, b.State, "inside the window: fast track")
 	assert.Equal(t, issuer.RoomOpen, b.RoomState)
 	_, err = is.Enter(ctx, room, "carol")
 	require.NoError(t, err)
 
 	clk.Advance(50 * time.Second) // closes
 	_, err = is.Enter(ctx, room, "dave")
-	assert.ErrorIs(t, err, issuer.ErrRoomClosed, "after the window: new entries refused")
+	assert.ErrorIs(t, err, flashgate.ErrRoomClosed, "after the window: new entries refused")
 	res, err = is.Tick(ctx, room)
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.Admitted, "after the window: nobody more admitted")
@@ -297,7 +298,7 @@ func TestEventWindow(t *testing.T) {
 	assert.Equal(t, issuer.RoomClosed, st.State)
 	s, err := is.Status(ctx, room, "bob", b.WaitingToken)
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateActive, s.State, "admissions made keep running")
+	assert.Equal(t, flashgate.StateActive, s.State, "admissions made keep running")
 	adm, err := is.Exchange(ctx, room, "bob", b.WaitingToken)
 	require.NoError(t, err)
 	_, err = is.Complete(ctx, room, "bob", adm.ID)
@@ -310,7 +311,7 @@ func TestEventWindow(t *testing.T) {
 		{Opens: time.Unix(-5, 0)},
 	} {
 		_, err := is.SetRoom(ctx, room, c)
-		assert.ErrorIs(t, err, issuer.ErrInvalidInput, "%+v", c)
+		assert.ErrorIs(t, err, flashgate.ErrInvalidInput, "%+v", c)
 	}
 }
 
@@ -320,7 +321,7 @@ func TestExchangeMintsStableTokens(t *testing.T) {
 	a, _ := is.Enter(ctx, room, "alice")
 	b, _ := is.Enter(ctx, room, "bob")
 	_, err := is.Exchange(ctx, room, "bob", b.WaitingToken)
-	assert.ErrorIs(t, err, issuer.ErrNotAdmitted)
+	assert.ErrorIs(t, err, flashgate.ErrNotAdmitted)
 
 	adm, err := is.Exchange(ctx, room, "alice", a.WaitingToken)
 	require.NoError(t, err)
@@ -350,7 +351,7 @@ func TestCompletion(t *testing.T) {
 	enterAdmitted := func(user string) *issuer.Entry {
 		e, err := is.Enter(ctx, room, user)
 		require.NoError(t, err)
-		require.Equal(t, issuer.StateActive, e.State)
+		require.Equal(t, flashgate.StateActive, e.State)
 		return e
 	}
 
@@ -364,15 +365,15 @@ func TestCompletion(t *testing.T) {
 	assert.True(t, c2.Repeated)
 	assert.Equal(t, c.CompletedAt, c2.CompletedAt)
 	st, _ := is.Status(ctx, room, "alice", a.WaitingToken)
-	assert.Equal(t, issuer.StateCompleted, st.State)
+	assert.Equal(t, flashgate.StateCompleted, st.State)
 	_, err = is.Exchange(ctx, room, "alice", a.WaitingToken)
-	assert.ErrorIs(t, err, issuer.ErrCompleted, "no token for a completed admission")
+	assert.ErrorIs(t, err, flashgate.ErrCompleted, "no token for a completed admission")
 
 	// After completion the user may queue (and buy) again; the old admission stays consumed.
 	a2 := enterAdmitted("alice")
 	assert.NotEqual(t, a.AdmissionID, a2.AdmissionID)
 	st, _ = is.Status(ctx, room, "alice", a.WaitingToken)
-	assert.Equal(t, issuer.StateCompleted, st.State, "the old token still reports its own entry")
+	assert.Equal(t, flashgate.StateCompleted, st.State, "the old token still reports its own entry")
 	assert.NotEqual(t, a2.AdmissionID, st.AdmissionID, "never the new admission's id")
 	_, err = is.Complete(ctx, room, "alice", a2.AdmissionID)
 	require.NoError(t, err)
@@ -381,9 +382,9 @@ func TestCompletion(t *testing.T) {
 	b := enterAdmitted("bob")
 	clk.Advance(time.Minute)
 	_, err = is.Complete(ctx, room, "bob", b.AdmissionID)
-	assert.ErrorIs(t, err, issuer.ErrExpired)
+	assert.ErrorIs(t, err, flashgate.ErrExpired)
 	_, err = is.Complete(ctx, room, "bob", b.AdmissionID)
-	assert.ErrorIs(t, err, issuer.ErrExpired, "and stays refused")
+	assert.ErrorIs(t, err, flashgate.ErrExpired, "and stays refused")
 
 	// Completion after revocation.
 	d := enterAdmitted("dave")
@@ -394,33 +395,33 @@ func TestCompletion(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, r2.Repeated)
 	_, err = is.Complete(ctx, room, "dave", d.AdmissionID)
-	assert.ErrorIs(t, err, issuer.ErrRevoked)
+	assert.ErrorIs(t, err, flashgate.ErrRevoked)
 	st, _ = is.Status(ctx, room, "dave", d.WaitingToken)
-	assert.Equal(t, issuer.StateRevoked, st.State)
+	assert.Equal(t, flashgate.StateRevoked, st.State)
 
 	// Revoke by user; the index is cleared so the user may queue again.
 	e := enterAdmitted("erin")
 	_, err = is.Revoke(ctx, room, "erin", "")
 	require.NoError(t, err)
 	_, err = is.Complete(ctx, room, "erin", e.AdmissionID)
-	assert.ErrorIs(t, err, issuer.ErrRevoked)
+	assert.ErrorIs(t, err, flashgate.ErrRevoked)
 	_, err = is.Revoke(ctx, room, "erin", "")
-	assert.ErrorIs(t, err, issuer.ErrNotFound)
+	assert.ErrorIs(t, err, flashgate.ErrNotFound)
 
 	// Unknown ids, a token of another user, and revoking a completed admission.
 	_, err = is.Complete(ctx, room, "alice", "999.1.1") // no epoch: not an admission id
-	assert.ErrorIs(t, err, issuer.ErrNotFound)
+	assert.ErrorIs(t, err, flashgate.ErrNotFound)
 	_, err = is.Complete(ctx, room, "alice", "zz.999.1.1") // an epoch of another time
-	assert.ErrorIs(t, err, issuer.ErrNotFound)
+	assert.ErrorIs(t, err, flashgate.ErrNotFound)
 	_, err = is.Complete(ctx, room, "alice", e.AdmissionID[:strings.IndexByte(e.AdmissionID, '.')]+".999.1.1")
-	assert.ErrorIs(t, err, issuer.ErrNotFound)
+	assert.ErrorIs(t, err, flashgate.ErrNotFound)
 	_, err = is.Complete(ctx, room, "alice", "not-a-jti")
-	assert.ErrorIs(t, err, issuer.ErrNotFound)
+	assert.ErrorIs(t, err, flashgate.ErrNotFound)
 	f := enterAdmitted("frank")
 	_, err = is.Complete(ctx, room, "gina", f.AdmissionID)
-	assert.ErrorIs(t, err, issuer.ErrOwnerMismatch)
+	assert.ErrorIs(t, err, flashgate.ErrOwnerMismatch)
 	_, err = is.Revoke(ctx, room, "", a.AdmissionID)
-	assert.ErrorIs(t, err, issuer.ErrCompleted)
+	assert.ErrorIs(t, err, flashgate.ErrCompleted)
 
 	st2, err := is.Stats(ctx, room)
 	require.NoError(t, err)
@@ -432,15 +433,14 @@ func TestCheckActive(t *testing.T) {
 	ctx := context.Background()
 	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 10, Session: time.Minute})
 	a, _ := is.Enter(ctx, room, "alice")
-	tok := &verifier.Token{Product: room, User: "alice", ID: a.AdmissionID}
-	require.NoError(t, is.CheckActive(ctx, tok))
+	require.NoError(t, is.CheckActive(ctx, room, a.AdmissionID))
 	_, err := is.Revoke(ctx, room, "", a.AdmissionID)
 	require.NoError(t, err)
-	assert.ErrorIs(t, is.CheckActive(ctx, tok), issuer.ErrNotFound)
+	assert.ErrorIs(t, is.CheckActive(ctx, room, a.AdmissionID), flashgate.ErrNotFound)
 
 	b, _ := is.Enter(ctx, room, "bob")
 	clk.Advance(time.Minute)
-	assert.ErrorIs(t, is.CheckActive(ctx, &verifier.Token{Product: room, User: "bob", ID: b.AdmissionID}), issuer.ErrExpired)
+	assert.ErrorIs(t, is.CheckActive(ctx, room, b.AdmissionID), flashgate.ErrExpired)
 }
 
 func TestDefaultRoomPolicy(t *testing.T) {
@@ -471,7 +471,7 @@ func TestRoomConfigValidation(t *testing.T) {
 		{Tick: time.Millisecond}, {Batch: 20000}, {State: "sleepy"},
 	} {
 		_, err := is.SetRoom(ctx, redistest.Room("bad"), c)
-		assert.ErrorIs(t, err, issuer.ErrInvalidInput, "%+v", c)
+		assert.ErrorIs(t, err, flashgate.ErrInvalidInput, "%+v", c)
 	}
 }
 
@@ -571,9 +571,9 @@ func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, r
 			mu.Lock()
 			a, ok := seen[jti]
 			if !ok {
-				id, ok := issuer.ParseAdmissionID(jti)
+				id, ok := flashgate.ParseAdmissionID(jti)
 				require.True(t, ok, jti)
-				a = &adm{seq: id.Arrival, admno: id.Admission, at: id.AdmittedAt.UnixMilli(), user: user}
+				a = &adm{seq: id.Arrival, admno: id.Number, at: id.AdmittedAt.UnixMilli(), user: user}
 				seen[jti] = a
 			}
 			mu.Unlock()

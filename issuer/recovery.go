@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashgate/flashgate"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,7 +31,7 @@ import (
 //     every replica converges on one secret (and LoadOrCreateSecret gives
 //     running replicas SecretGrace to put it back before inventing one);
 //     tokens keyed by a secret a replica never held read NOT_FOUND
-//     (waiting.go), not ErrOwnerMismatch.
+//     (waiting.go), not flashgate.ErrOwnerMismatch.
 
 // knownRoom is a replica's last known config of a room and its policy string.
 type knownRoom struct {
@@ -108,7 +109,7 @@ func (is *Issuer) restoredRoom(room string, c RoomConfig, by string) {
 // with the tick loops again (fg:rooms was lost with the rest).
 func (is *Issuer) noteTick(ctx context.Context, room string, r []any) error {
 	if len(r) < 13 {
-		return errorf(CodeInternal, "tick script: malformed reply %v", r)
+		return flashgate.Errorf(flashgate.CodeInternal, "tick script: malformed reply %v", r)
 	}
 	c := RoomConfig{State: RoomState(asString(r[6])), Capacity: int(asInt(r[7])),
 		RatePerMinute: int(asInt(r[8])), Session: time.Duration(asInt(r[9])) * time.Millisecond,
@@ -151,11 +152,11 @@ func (is *Issuer) RoomsRestored() int64 { return is.restored.Load() }
 // most 4 in all), so replicas converge on one secret without refusing tokens
 // they minted. Run calls it every SecretSyncEvery (500 ms) when
 // Config.SharedSecret is set.
-// Errors: ErrInternal (no secret, or a corrupt stored one), ErrUnavailable.
+// Errors: flashgate.ErrInternal (no secret, or a corrupt stored one), flashgate.ErrUnavailable.
 func (is *Issuer) SyncSecret(ctx context.Context) error {
 	set := is.secrets.Load()
 	if set == nil {
-		return errorf(CodeInternal, "issuer: Config.WaitingSecret is not set")
+		return flashgate.Errorf(flashgate.CodeInternal, "issuer: Config.WaitingSecret is not set")
 	}
 	stored, err := is.cfg.Redis.Get(ctx, keySecret).Result()
 	if errors.Is(err, redis.Nil) {
@@ -187,7 +188,7 @@ func (is *Issuer) SyncSecret(ctx context.Context) error {
 func decodeSecret(s string) ([]byte, error) {
 	secret, err := base64.StdEncoding.DecodeString(s)
 	if err != nil || len(secret) < 32 {
-		return nil, errorf(CodeInternal, "stored waiting secret %s is corrupt", keySecret)
+		return nil, flashgate.Errorf(flashgate.CodeInternal, "stored waiting secret %s is corrupt", keySecret)
 	}
 	return secret, nil
 }

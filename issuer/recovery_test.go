@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/logtest"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
@@ -20,7 +21,7 @@ func admittedEntry(t *testing.T, is *issuer.Issuer, room, user string) *issuer.E
 	t.Helper()
 	e, err := is.Enter(context.Background(), room, user)
 	require.NoError(t, err)
-	require.Equal(t, issuer.StateActive, e.State, "%s fast-tracked", user)
+	require.Equal(t, flashgate.StateActive, e.State, "%s fast-tracked", user)
 	return e
 }
 
@@ -67,13 +68,13 @@ func TestDataLossOldIDsNeverReadAsNewBuyers(t *testing.T) {
 
 	// alice's old admission: refused, never "COMPLETED, repeated" with bob's time.
 	c, err := is.Complete(ctx, room, "alice", alice.AdmissionID)
-	assert.ErrorIs(t, err, issuer.ErrNotFound, "old admission completed: %+v", c)
+	assert.ErrorIs(t, err, flashgate.ErrNotFound, "old admission completed: %+v", c)
 	assert.Contains(t, err.Error(), "earlier epoch")
 	// carol's old admission: refused, and it does not consume dan's.
 	_, err = is.Complete(ctx, room, "carol", carol.AdmissionID)
-	assert.ErrorIs(t, err, issuer.ErrNotFound)
+	assert.ErrorIs(t, err, flashgate.ErrNotFound)
 	_, err = is.Revoke(ctx, room, "", carol.AdmissionID)
-	assert.ErrorIs(t, err, issuer.ErrNotFound)
+	assert.ErrorIs(t, err, flashgate.ErrNotFound)
 	d, err := is.Complete(ctx, room, "dan", dan.AdmissionID)
 	require.NoError(t, err)
 	assert.False(t, d.Repeated)
@@ -83,17 +84,17 @@ func TestDataLossOldIDsNeverReadAsNewBuyers(t *testing.T) {
 	for _, old := range []*issuer.Entry{alice, carol} {
 		st, err := is.Status(ctx, room, old.User, old.WaitingToken)
 		require.NoError(t, err)
-		assert.Equal(t, issuer.StateNotFound, st.State, "%s's old token", old.User)
+		assert.Equal(t, flashgate.StateNotFound, st.State, "%s's old token", old.User)
 		_, err = is.Exchange(ctx, room, old.User, old.WaitingToken)
-		assert.ErrorIs(t, err, issuer.ErrNotFound)
-		assert.ErrorIs(t, is.Leave(ctx, room, old.User, old.WaitingToken), issuer.ErrNotFound)
+		assert.ErrorIs(t, err, flashgate.ErrNotFound)
+		assert.ErrorIs(t, is.Leave(ctx, room, old.User, old.WaitingToken), flashgate.ErrNotFound)
 	}
 	// Entering again gives carol a place of the new epoch.
 	again := admittedEntry(t, is, room, "carol")
 	assert.NotEqual(t, carol.WaitingToken, again.WaitingToken)
 	st, err := is.Status(ctx, room, "carol", again.WaitingToken)
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateActive, st.State)
+	assert.Equal(t, flashgate.StateActive, st.State)
 }
 
 // The status snapshot answers waiting users far behind the head without a
@@ -133,7 +134,7 @@ func TestDataLossSnapshotAnswersNotFound(t *testing.T) {
 	for name, is := range map[string]*issuer.Issuer{"fresh replica": b, "same replica": a} {
 		st, err := is.Status(ctx, room, far.User, far.WaitingToken)
 		require.NoError(t, err, name)
-		assert.Equal(t, issuer.StateNotFound, st.State, "%s: old token read %+v", name, st)
+		assert.Equal(t, flashgate.StateNotFound, st.State, "%s: old token read %+v", name, st)
 		assert.False(t, st.PositionEstimated, name)
 	}
 }
@@ -165,12 +166,12 @@ func TestLostRoomRestoredFromLastKnownConfig(t *testing.T) {
 
 		st, err := a.Status(ctx, room, "alice", alice.WaitingToken)
 		require.NoError(t, err, "a lost room this replica knew reads NOT_FOUND, not unknown_room")
-		assert.Equal(t, issuer.StateNotFound, st.State)
+		assert.Equal(t, flashgate.StateNotFound, st.State)
 		assert.Equal(t, alice.Arrival, st.Arrival)
 
 		e, err := a.Enter(ctx, room, "alice")
 		require.NoError(t, err, "the enter restores the room")
-		assert.Equal(t, issuer.StateActive, e.State)
+		assert.Equal(t, flashgate.StateActive, e.State)
 		got, err := a.Room(ctx, room)
 		require.NoError(t, err)
 		assert.True(t, cfg.WithDefaults().Closes.Equal(got.Closes))
@@ -241,16 +242,16 @@ func TestSharedSecretConvergesAfterDataLoss(t *testing.T) {
 	// On c, alice's token is keyed by a secret c never held: NOT_FOUND.
 	st, err := c.Status(ctx, room, "alice", alice.WaitingToken)
 	require.NoError(t, err, "not token_owner_mismatch")
-	assert.Equal(t, issuer.StateNotFound, st.State)
+	assert.Equal(t, flashgate.StateNotFound, st.State)
 	assert.Equal(t, alice.Arrival, st.Arrival, "NOT_FOUND names the token's entry, as the status script does")
 	_, err = c.Exchange(ctx, room, "alice", alice.WaitingToken)
-	assert.ErrorIs(t, err, issuer.ErrNotFound)
+	assert.ErrorIs(t, err, flashgate.ErrNotFound)
 
 	// a adopts the secret in Redis; bob's token (c's secret) now verifies on a.
 	require.NoError(t, a.SyncSecret(ctx))
 	st, err = a.Status(ctx, room, "bob", bob.WaitingToken)
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateWaiting, st.State)
+	assert.Equal(t, flashgate.StateWaiting, st.State)
 	// Both mint with the same secret now: the same entry gets the same token.
 	ea, err := a.Enter(ctx, room, "carol")
 	require.NoError(t, err)
@@ -259,7 +260,7 @@ func TestSharedSecretConvergesAfterDataLoss(t *testing.T) {
 	assert.Equal(t, ea.WaitingToken, ec.WaitingToken, "converged on one secret")
 	// Another user's token is still refused as someone else's.
 	_, err = a.Status(ctx, room, "bob", ec.WaitingToken)
-	assert.ErrorIs(t, err, issuer.ErrOwnerMismatch)
+	assert.ErrorIs(t, err, flashgate.ErrOwnerMismatch)
 
 	// A lost key is put back by a running replica (SETNX), not left for the
 	// next replica to start to invent.

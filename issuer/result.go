@@ -1,10 +1,13 @@
 package issuer
 
-import "context"
+import (
+	"context"
+	"github.com/flashgate/flashgate"
+)
 
 // scriptEntry is one entry as the enter and status scripts report it.
 type scriptEntry struct {
-	state           State
+	state           flashgate.State
 	seq, pos, total int64 // arrival number, 1-based position (WAITING), users waiting
 	jti             string
 	at              int64 // ms: expiry (ACTIVE, EXPIRED) or end time (COMPLETED, REVOKED)
@@ -17,7 +20,7 @@ type scriptEntry struct {
 // statusResult decodes the status script's reply {state, seq, position,
 // total_waiting, jti, at_ms, rate, room_state} (lua/status.lua).
 func statusResult(r []any) scriptEntry {
-	return scriptEntry{state: State(asString(r[0])), seq: asInt(r[1]), pos: asInt(r[2]),
+	return scriptEntry{state: flashgate.State(asString(r[0])), seq: asInt(r[1]), pos: asInt(r[2]),
 		total: asInt(r[3]), jti: asString(r[4]), at: asInt(r[5]), rate: asInt(r[6]),
 		roomState: RoomState(asString(r[7]))}
 }
@@ -37,12 +40,12 @@ func (is *Issuer) enterUsers(ctx context.Context, room string, users ...any) ([]
 // decodeEnter decodes the enter script's reply for n users (lua/enter.lua):
 // created, rate, room_state, epoch, then per user 1, seq, position,
 // total_waiting (WAITING) or 2, seq, total_waiting, jti, expiry_ms (ACTIVE).
-// A reply of any other shape is a CodeInternal error.
+// A reply of any other shape is a flashgate.CodeInternal error.
 func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 	bad := func() ([]scriptEntry, error) {
-		return nil, errorf(CodeInternal, "enter script: malformed reply for %d users: %v", n, r)
+		return nil, flashgate.Errorf(flashgate.CodeInternal, "enter script: malformed reply for %d users: %v", n, r)
 	}
-	if len(r) < 4 || !validEpoch(asString(r[3])) {
+	if len(r) < 4 || !flashgate.ValidEpoch(asString(r[3])) {
 		return bad()
 	}
 	head := scriptEntry{created: asInt(r[0]) == 1, rate: asInt(r[1]), roomState: RoomState(asString(r[2])),
@@ -55,13 +58,13 @@ func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 			if i+4 > len(r) {
 				return bad()
 			}
-			e.state, e.seq, e.pos, e.total = StateWaiting, asInt(r[i+1]), asInt(r[i+2]), asInt(r[i+3])
+			e.state, e.seq, e.pos, e.total = flashgate.StateWaiting, asInt(r[i+1]), asInt(r[i+2]), asInt(r[i+3])
 			i += 4
 		case 2:
 			if i+5 > len(r) {
 				return bad()
 			}
-			e.state, e.seq, e.total, e.jti, e.at = StateActive, asInt(r[i+1]), asInt(r[i+2]), asString(r[i+3]), asInt(r[i+4])
+			e.state, e.seq, e.total, e.jti, e.at = flashgate.StateActive, asInt(r[i+1]), asInt(r[i+2]), asString(r[i+3]), asInt(r[i+4])
 			i += 5
 		default:
 			return bad()

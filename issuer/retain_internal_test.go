@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/flashgate/flashgate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -56,7 +57,7 @@ func TestIssuerCopiesWhatItKeeps(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err = is.Enter(gone, aliased(roomBuf), aliased(bobBuf))
-	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, flashgate.ErrUnavailable)
 	scribble(roomBuf, bobBuf)
 
 	assert.Equal(t, []string{room}, syncMapKeys(&is.batchers), "batchers")
@@ -78,7 +79,7 @@ func TestIssuerCopiesWhatItKeeps(t *testing.T) {
 	// The room still works: carol's call also carries bob's, who is left out.
 	c, err := is.Enter(ctx, room, "carol")
 	require.NoError(t, err)
-	assert.Equal(t, StateWaiting, c.State)
+	assert.Equal(t, flashgate.StateWaiting, c.State)
 	waiting, err := rdb.ZRange(ctx, RoomKeys(room)[1], 0, -1).Result()
 	require.NoError(t, err)
 	assert.Equal(t, []string{"carol"}, waiting)

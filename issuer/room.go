@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"fmt"
+	"github.com/flashgate/flashgate"
 	"time"
 )
 
@@ -82,25 +83,25 @@ func (c RoomConfig) WithDefaults() RoomConfig {
 	return c
 }
 
-// Validate reports a CodeInvalidInput error describing the first bad field.
+// Validate reports a flashgate.CodeInvalidInput error describing the first bad field.
 func (c RoomConfig) Validate() error {
 	switch {
 	case c.Capacity < 1 || c.Capacity > 10_000_000:
-		return errorf(CodeInvalidInput, "capacity must be 1…10000000, got %d", c.Capacity)
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "capacity must be 1…10000000, got %d", c.Capacity)
 	case c.RatePerMinute < 1 || c.RatePerMinute > 10_000_000:
-		return errorf(CodeInvalidInput, "rate_per_minute must be 1…10000000, got %d", c.RatePerMinute)
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "rate_per_minute must be 1…10000000, got %d", c.RatePerMinute)
 	case c.Session < time.Second || c.Session > MaxSession || c.Session%time.Second != 0:
-		return errorf(CodeInvalidInput, "session must be whole seconds in 1s…%s, got %s", MaxSession, c.Session)
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "session must be whole seconds in 1s…%s, got %s", MaxSession, c.Session)
 	case c.Tick < 100*time.Millisecond || c.Tick > time.Minute:
-		return errorf(CodeInvalidInput, "tick must be 100ms…1m, got %s", c.Tick)
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "tick must be 100ms…1m, got %s", c.Tick)
 	case c.Batch < 1 || c.Batch > 10_000:
-		return errorf(CodeInvalidInput, "batch must be 1…10000, got %d", c.Batch)
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "batch must be 1…10000, got %d", c.Batch)
 	case c.State != RoomOpen && c.State != RoomPaused && c.State != RoomClosed:
-		return errorf(CodeInvalidInput, "state must be open, paused or closed, got %q", c.State)
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "state must be open, paused or closed, got %q", c.State)
 	case !c.Opens.IsZero() && c.Opens.UnixMilli() <= 0, !c.Closes.IsZero() && c.Closes.UnixMilli() <= 0:
-		return errorf(CodeInvalidInput, "opens and closes must be after 1970-01-01")
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "opens and closes must be after 1970-01-01")
 	case !c.Opens.IsZero() && !c.Closes.IsZero() && !c.Closes.After(c.Opens):
-		return errorf(CodeInvalidInput, "closes (%s) must be after opens (%s)",
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "closes (%s) must be after opens (%s)",
 			c.Closes.UTC().Format(time.RFC3339), c.Opens.UTC().Format(time.RFC3339))
 	}
 	return nil
@@ -150,14 +151,14 @@ func ValidID(s string) bool {
 
 func checkRoom(room string) error {
 	if !ValidID(room) {
-		return errorf(CodeInvalidInput, "invalid room id %q: want 1…128 of [A-Za-z0-9-_.~@+=]", clip(room))
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "invalid room id %q: want 1…128 of [A-Za-z0-9-_.~@+=]", clip(room))
 	}
 	return nil
 }
 
 func checkUser(user string) error {
 	if !ValidID(user) {
-		return errorf(CodeInvalidInput, "invalid user id %q: want 1…128 of [A-Za-z0-9-_.~@+=]", clip(user))
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "invalid user id %q: want 1…128 of [A-Za-z0-9-_.~@+=]", clip(user))
 	}
 	return nil
 }

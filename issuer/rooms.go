@@ -9,12 +9,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/flashgate/flashgate"
 	"github.com/redis/go-redis/v9"
 )
 
 // SetRoom creates or replaces room's configuration (zero fields take their
 // defaults) and registers the room with the tick loop. Changes apply to the
-// next script run on every replica. Errors: ErrInvalidInput, ErrUnavailable.
+// next script run on every replica. Errors: flashgate.ErrInvalidInput, flashgate.ErrUnavailable.
 func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomConfig, error) {
 	if err := checkRoom(room); err != nil {
 		return RoomConfig{}, err
@@ -37,8 +38,8 @@ func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomC
 	return c, nil
 }
 
-// Room returns room's configuration. Errors: ErrInvalidInput,
-// ErrUnknownRoom, ErrUnavailable.
+// Room returns room's configuration. Errors: flashgate.ErrInvalidInput,
+// flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
 func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 	if err := checkRoom(room); err != nil {
 		return RoomConfig{}, err
@@ -48,7 +49,7 @@ func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 		return RoomConfig{}, unavailable(err)
 	}
 	if len(m) == 0 {
-		return RoomConfig{}, errorf(CodeUnknownRoom, "unknown waiting room %q", room)
+		return RoomConfig{}, flashgate.Errorf(flashgate.CodeUnknownRoom, "unknown waiting room %q", room)
 	}
 	atoi := func(k string) int { n, _ := strconv.Atoi(m[k]); return n }
 	c := RoomConfig{
@@ -110,7 +111,7 @@ type Stats struct {
 	At    time.Time
 }
 
-// Stats returns room's counters. Errors: ErrInvalidInput, ErrUnknownRoom, ErrUnavailable.
+// Stats returns room's counters. Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
 func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
@@ -143,7 +144,7 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 // then returns ctx.Err(). Run it in every replica: the limits live in Redis,
 // so correctness does not depend on how many run. Errors of one tick are
 // logged (rate-limited) and retried at the next; the queue store's outages
-// and refusals (ErrUnavailable, ErrStoreFull) only when they start and end.
+// and refusals (flashgate.ErrUnavailable, flashgate.ErrStoreFull) only when they start and end.
 //
 // Run also recovers from a Redis data loss (recovery.go): it ticks every room
 // this replica knows even when fg:rooms no longer lists it, so a lost room is
@@ -157,7 +158,7 @@ func (is *Issuer) Run(ctx context.Context) error {
 	var roomsAt, secretAt time.Time
 	var lastErrLog, storeFailing time.Time
 	logErr := func(msg string, err error, attrs ...any) {
-		if c := ErrorCode(err); c == CodeUnavailable || c == CodeStoreFull {
+		if c := flashgate.ErrorCode(err); c == flashgate.CodeUnavailable || c == flashgate.CodeStoreFull {
 			if storeFailing.IsZero() {
 				storeFailing = time.Now()
 				is.log.Warn(msg+" (queue store; logged again when ticks succeed)", append(attrs, slog.Any("err", err))...)
@@ -207,7 +208,7 @@ func (is *Issuer) Run(ctx context.Context) error {
 			}
 			res, err := is.Tick(ctx, room)
 			if err != nil {
-				if errors.Is(err, ErrUnknownRoom) {
+				if errors.Is(err, flashgate.ErrUnknownRoom) {
 					next[room] = now.Add(roomsEvery)
 					continue
 				}

@@ -31,6 +31,7 @@ var (
 	statusScript   = loadScript("status")
 	leaveScript    = loadScript("leave")
 	completeScript = loadScript("complete")
+	activeScript   = loadScript("active")
 	revokeScript   = loadScript("revoke")
 	tickScript     = loadScript("tick")
 	statsScript    = loadScript("stats")

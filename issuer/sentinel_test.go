@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 )
@@ -49,7 +50,7 @@ func TestSentinelFailover(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			err := f()
-			if err == nil || !errors.Is(err, issuer.ErrUnavailable) || time.Now().After(deadline) {
+			if err == nil || !errors.Is(err, flashgate.ErrUnavailable) || time.Now().After(deadline) {
 				return err
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -85,19 +86,19 @@ func TestSentinelFailover(t *testing.T) {
 					return
 				}
 				tok := e.WaitingToken
-				for e.State == issuer.StateWaiting {
+				for e.State == flashgate.StateWaiting {
 					time.Sleep(20 * time.Millisecond)
 					if err := retry(func() (err error) { e, err = is.Status(ctx, room, user, tok); return }); err != nil {
 						t.Errorf("status %s: %v", user, err)
 						return
 					}
 				}
-				if e.State != issuer.StateActive {
+				if e.State != flashgate.StateActive {
 					continue // the entry was lost in the failover: queue again, as a client would
 				}
-				var c *issuer.Completion
+				var c *flashgate.Completion
 				err := retry(func() (err error) { c, err = is.Complete(ctx, room, user, e.AdmissionID); return })
-				if errors.Is(err, issuer.ErrNotFound) || errors.Is(err, issuer.ErrExpired) {
+				if errors.Is(err, flashgate.ErrNotFound) || errors.Is(err, flashgate.ErrExpired) {
 					continue // admission lost in the failover: refused, the buyer queues again
 				}
 				if err != nil {

@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"context"
+	"github.com/flashgate/flashgate"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -125,7 +126,7 @@ func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, ref 
 		return nil
 	}
 	pos := 1 + (seq-s.head)*(s.waiting-1)/(s.tail-s.head)
-	e := &Entry{Room: room, User: user, State: StateWaiting, Arrival: seq, Position: pos, Ahead: pos - 1,
+	e := &Entry{Room: room, User: user, State: flashgate.StateWaiting, Arrival: seq, Position: pos, Ahead: pos - 1,
 		TotalWaiting: s.waiting, RoomState: s.state, PositionEstimated: true, EstimatedWait: -1,
 		WaitingToken: tok}
 	if s.state == RoomOpen && s.rate > 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 )
@@ -55,7 +56,7 @@ func TestStatusFromSnapshot(t *testing.T) {
 		assert.True(t, e.PositionEstimated, "u%d", i)
 		assert.EqualValues(t, i, e.Position)
 		assert.EqualValues(t, 300, e.TotalWaiting)
-		assert.Equal(t, issuer.StateWaiting, e.State)
+		assert.Equal(t, flashgate.StateWaiting, e.State)
 		assert.Equal(t, toks[i], e.WaitingToken)
 	}
 	assert.LessOrEqual(t, evalCalls(t, rdb)-before, int64(2), "201 status answers cost one snapshot script (EVALSHA, then EVAL on NOSCRIPT the first time)")
@@ -92,7 +93,7 @@ func TestStatusFromSnapshot(t *testing.T) {
 
 	// Ownership is checked before any snapshot is used.
 	_, err = fresh.Status(ctx, room, "u201", toks[200])
-	assert.ErrorIs(t, err, issuer.ErrOwnerMismatch)
+	assert.ErrorIs(t, err, flashgate.ErrOwnerMismatch)
 }
 
 // TestExchangeIgnoresSnapshot: a stale snapshot never hides an admission.

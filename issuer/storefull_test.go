@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
 )
 
@@ -39,9 +40,9 @@ func TestStoreFull(t *testing.T) {
 		entries[u] = e
 	}
 	for _, u := range users[:3] {
-		require.Equal(t, issuer.StateActive, entries[u].State, u)
+		require.Equal(t, flashgate.StateActive, entries[u].State, u)
 	}
-	require.Equal(t, issuer.StateWaiting, entries["w1"].State)
+	require.Equal(t, flashgate.StateWaiting, entries["w1"].State)
 	require.NoError(t, is.Ping(ctx))
 
 	setMaxMemory(t, rdb, "1") // any data is over it
@@ -53,11 +54,11 @@ func TestStoreFull(t *testing.T) {
 	step()
 	_, err := is.Enter(ctx, room, "newcomer")
 	require.Error(t, err)
-	assert.ErrorIs(t, err, issuer.ErrStoreFull)
-	assert.Equal(t, issuer.CodeStoreFull, issuer.ErrorCode(err))
-	assert.NotErrorIs(t, err, issuer.ErrUnavailable)
+	assert.ErrorIs(t, err, flashgate.ErrStoreFull)
+	assert.Equal(t, flashgate.CodeStoreFull, flashgate.ErrorCode(err))
+	assert.NotErrorIs(t, err, flashgate.ErrUnavailable)
 	assert.Contains(t, err.Error(), "OOM", "the cause is kept")
-	assert.ErrorIs(t, is.Ping(ctx), issuer.ErrStoreFull, "readiness sees it")
+	assert.ErrorIs(t, is.Ping(ctx), flashgate.ErrStoreFull, "readiness sees it")
 
 	step()
 	again, err := is.Enter(ctx, room, "w2")
@@ -65,7 +66,7 @@ func TestStoreFull(t *testing.T) {
 	assert.Equal(t, entries["w2"].WaitingToken, again.WaitingToken)
 	st, err := is.Status(ctx, room, "w1", entries["w1"].WaitingToken)
 	require.NoError(t, err, "status only reads")
-	assert.Equal(t, issuer.StateWaiting, st.State)
+	assert.Equal(t, flashgate.StateWaiting, st.State)
 
 	step()
 	c, err := is.Complete(ctx, room, "a1", entries["a1"].AdmissionID)
@@ -99,5 +100,5 @@ func TestStoreFull(t *testing.T) {
 	require.NoError(t, is.Ping(ctx))
 	e, err := is.Enter(ctx, room, "newcomer")
 	require.NoError(t, err)
-	assert.Equal(t, issuer.StateActive, e.State)
+	assert.Equal(t, flashgate.StateActive, e.State)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
 )
 
@@ -100,7 +101,7 @@ func TestTickWorksALargeBatchOffInBoundedCalls(t *testing.T) {
 	require.NoError(t, err)
 	// Load the script (an unknown room), so that no NOSCRIPT round is counted below.
 	_, err = is.Tick(ctx, room+"-unknown")
-	require.ErrorIs(t, err, issuer.ErrUnknownRoom)
+	require.ErrorIs(t, err, flashgate.ErrUnknownRoom)
 
 	res, calls := h.tick(t, is, rdb, room)
 	assert.Equal(t, 3000, res.Admitted, "one tick admits the whole batch")

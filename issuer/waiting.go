@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"github.com/flashgate/flashgate"
 	"hash"
 	"strconv"
 	"strings"
@@ -15,7 +16,7 @@ import (
 //   - sid names the secret that keyed the MAC: base64url(SHA-256(secret)[:3]),
 //     4 characters, so a replica tells "minted under a secret I do not hold"
 //     (a token from before a Redis data loss or a secret change: NOT_FOUND)
-//     from "minted for someone else" (ErrOwnerMismatch);
+//     from "minted for someone else" (flashgate.ErrOwnerMismatch);
 //   - epoch is the room's epoch when the entry was created (lua/prelude.lua):
 //     after a data loss the room has a new one, and the token reads NOT_FOUND
 //     instead of whatever entry now has its arrival number (invariant 6);
@@ -26,7 +27,7 @@ import (
 // They are
 //   - unguessable: forging one needs the 128-bit MAC;
 //   - bound to (room, user): the MAC is checked against the caller's user id,
-//     so another user's token fails with ErrOwnerMismatch (seed 000);
+//     so another user's token fails with flashgate.ErrOwnerMismatch (seed 000);
 //   - never admission tokens: no dots, so the verifier refuses them as
 //     malformed before any decoding, and they are keyed by a secret that is
 //     not a signing key.
@@ -36,9 +37,6 @@ const waitingPrefix = "fgw2_"
 
 // MaxWaitingTokenLen bounds a waiting token; longer input is refused unread.
 const MaxWaitingTokenLen = 80
-
-// maxEpochLen bounds the epoch field (base36 microseconds: 10 characters until 2059).
-const maxEpochLen = 13
 
 // strictB64 rejects non-zero trailing bits (Strict copies the encoding, so
 // make it once).
@@ -133,16 +131,18 @@ func (s *secretSet) bySID(sid string) *macPool {
 
 // errUnknownSecret marks a well-formed waiting token keyed by a secret this
 // replica does not hold: minted before a data loss or a secret change. The
-// entry it named is gone, so callers answer NOT_FOUND (never ErrOwnerMismatch).
-var errUnknownSecret = errorf(CodeNotFound, "waiting token from before the queue store was reset: enter again")
+// entry it named is gone, so callers answer NOT_FOUND (never flashgate.ErrOwnerMismatch).
+var errUnknownSecret = flashgate.Errorf(flashgate.CodeNotFound, "waiting token from before the queue store was reset: enter again")
 
 // parse checks tok's form and MAC for (room, user) and returns the entry it
-// names. A well-formed token whose MAC fails is reported as ErrOwnerMismatch:
+// names. A well-formed token whose MAC fails is reported as flashgate.ErrOwnerMismatch:
 // it was minted for another user (or forged); one keyed by a secret this
 // replica does not hold is errUnknownSecret, returned with the (unverified)
 // entry it names.
 func (s *secretSet) parse(room, user, tok string) (waitingRef, error) {
-	bad := func() (waitingRef, error) { return waitingRef{}, errorf(CodeBadWaiting, "not a waiting token") }
+	bad := func() (waitingRef, error) {
+		return waitingRef{}, flashgate.Errorf(flashgate.CodeBadWaiting, "not a waiting token")
+	}
 	if len(tok) > MaxWaitingTokenLen || !strings.HasPrefix(tok, waitingPrefix) {
 		return bad()
 	}
@@ -155,7 +155,7 @@ func (s *secretSet) parse(room, user, tok string) (waitingRef, error) {
 	epoch, rest, ok1 := strings.Cut(rest, "_")
 	seqs, m, ok2 := strings.Cut(rest, "_")
 	var sb [3]byte
-	if !ok1 || !ok2 || !validEpoch(epoch) {
+	if !ok1 || !ok2 || !flashgate.ValidEpoch(epoch) {
 		return bad()
 	} else if n, err := strictB64.Decode(sb[:], unsafe.Slice(unsafe.StringData(sid), 4)); err != nil || n != 3 {
 		return bad()
@@ -176,20 +176,7 @@ func (s *secretSet) parse(room, user, tok string) (waitingRef, error) {
 	}
 	want := p.mac(room, user, epoch, seq)
 	if !hmac.Equal(mac[:], want[:]) {
-		return waitingRef{}, errorf(CodeOwnerMismatch, "token owner mismatch: the waiting token was not issued to this user in room %q", room)
+		return waitingRef{}, flashgate.Errorf(flashgate.CodeOwnerMismatch, "token owner mismatch: the waiting token was not issued to this user in room %q", room)
 	}
 	return waitingRef{epoch: epoch, seq: seq}, nil
-}
-
-// validEpoch reports whether e has the form of a room epoch: 1…13 of [0-9a-z].
-func validEpoch(e string) bool {
-	if len(e) == 0 || len(e) > maxEpochLen {
-		return false
-	}
-	for i := 0; i < len(e); i++ {
-		if c := e[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
-			return false
-		}
-	}
-	return true
 }

@@ -78,7 +78,7 @@
 //
 // Ring.Sign produces JWS compact serializations with the protected header
 // {"alg":"EdDSA","kid":<kid>,"typ":"flashgate-admission+jwt"} (verifier.Alg,
-// verifier.Type). Ed25519 signatures are deterministic.
+// verifier.TokenType). Ed25519 signatures are deterministic.
 //
 // # Remote key sets
 //

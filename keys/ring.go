@@ -81,7 +81,7 @@ func newKey(priv ed25519.PrivateKey, status Status, created, retireUntil time.Ti
 		Alg string `json:"alg"`
 		Kid string `json:"kid"`
 		Typ string `json:"typ"`
-	}{verifier.Alg, kid, verifier.Type})
+	}{verifier.Alg, kid, verifier.TokenType})
 	return &key{
 		kid:         kid,
 		priv:        priv,

@@ -116,7 +116,7 @@ func TestSignVerifiesWithJWX(t *testing.T) {
 	hdr, err := base64.RawURLEncoding.DecodeString(strings.SplitN(tok, ".", 2)[0])
 	require.NoError(t, err)
 	assert.Equal(t, `{"alg":"EdDSA","kid":"`+r.ActiveKeyID()+`","typ":"flashgate-admission+jwt"}`, string(hdr))
-	assert.Equal(t, verifier.Type, "flashgate-admission+jwt")
+	assert.Equal(t, verifier.TokenType, "flashgate-admission+jwt")
 
 	// verifies with the key PublicKey returns
 	pub, err := r.PublicKey(context.Background(), r.ActiveKeyID())

@@ -6,7 +6,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/problem"
 )
 
 // RoomConfig is the admin API's JSON form of issuer.RoomConfig.
@@ -78,13 +80,13 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	room := param(c, "room")
 	var p roomPatch
 	if len(c.Body()) == 0 {
-		return problem(codeMalformedJSON, "a JSON object with the room configuration is required")
+		return problemFor(problem.MalformedJSON, "a JSON object with the room configuration is required")
 	}
 	if err := decodeJSON(c.Body(), &p); err != nil {
 		return err
 	}
 	cur, err := s.is.Room(c.UserContext(), room)
-	created := errors.Is(err, issuer.ErrUnknownRoom)
+	created := errors.Is(err, flashgate.ErrUnknownRoom)
 	if err != nil && !created {
 		return err
 	}
@@ -98,14 +100,14 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	}{{"capacity", i64(p.Capacity)}, {"rate_per_minute", i64(p.RatePerMinute)},
 		{"session_seconds", p.SessionSeconds}, {"tick_ms", p.TickMs}, {"batch", i64(p.Batch)}} {
 		if f.v != nil && *f.v <= 0 {
-			return problem(string(issuer.CodeInvalidInput), f.name+" must be positive")
+			return problemFor(string(flashgate.CodeInvalidInput), f.name+" must be positive")
 		}
 	}
 	if p.SessionSeconds != nil && *p.SessionSeconds > int64(issuer.MaxSession/time.Second) {
-		return problem(string(issuer.CodeInvalidInput), "session_seconds must be at most 900")
+		return problemFor(string(flashgate.CodeInvalidInput), "session_seconds must be at most 900")
 	}
 	if p.TickMs != nil && *p.TickMs > int64(time.Minute/time.Millisecond) {
-		return problem(string(issuer.CodeInvalidInput), "tick_ms must be at most 60000")
+		return problemFor(string(flashgate.CodeInvalidInput), "tick_ms must be at most 60000")
 	}
 	if p.Capacity != nil {
 		cur.Capacity = *p.Capacity
@@ -134,14 +136,14 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 		default:
 			t, err := time.Parse(time.RFC3339, *f.v)
 			if err != nil {
-				return problem(string(issuer.CodeInvalidInput), f.name+` must be an RFC 3339 time ("2026-11-27T09:00:00Z") or "" for none`)
+				return problemFor(string(flashgate.CodeInvalidInput), f.name+` must be an RFC 3339 time ("2026-11-27T09:00:00Z") or "" for none`)
 			}
 			*f.dst = t
 		}
 	}
 	if p.State != nil {
 		if *p.State == "" {
-			return problem(string(issuer.CodeInvalidInput), "state must be open, paused or closed")
+			return problemFor(string(flashgate.CodeInvalidInput), "state must be open, paused or closed")
 		}
 		cur.State = issuer.RoomState(*p.State)
 	}
@@ -192,7 +194,7 @@ type RevokeResponse struct {
 func (s *Server) adminRevoke(c *fiber.Ctx) error {
 	var req revokeRequest
 	if len(c.Body()) == 0 {
-		return problem(codeMalformedJSON, `a JSON object {"admission_id":…} or {"user":…} is required`)
+		return problemFor(problem.MalformedJSON, `a JSON object {"admission_id":…} or {"user":…} is required`)
 	}
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
@@ -201,7 +203,7 @@ func (s *Server) adminRevoke(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(RevokeResponse{State: string(issuer.StateRevoked), AdmissionID: r.AdmissionID,
+	return c.JSON(RevokeResponse{State: string(flashgate.StateRevoked), AdmissionID: r.AdmissionID,
 		RevokedAtMs: r.RevokedAt.UnixMilli(), Repeated: r.Repeated})
 }
 

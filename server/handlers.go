@@ -11,7 +11,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/verifier"
 )
 
@@ -50,7 +52,7 @@ func entryJSON(e *issuer.Entry) Entry {
 	out := Entry{Room: e.Room, State: string(e.State), WaitingToken: e.WaitingToken, Arrival: e.Arrival,
 		AdmissionID: e.AdmissionID, Admission: e.Admission, AdmittedAtMs: unixMs(e.AdmittedAt),
 		ExpiresAtMs: unixMs(e.ExpiresAt), EndedAtMs: unixMs(e.EndedAt), RoomState: string(e.RoomState)}
-	if e.State == issuer.StateWaiting {
+	if e.State == flashgate.StateWaiting {
 		eta := int64(-1)
 		if e.EstimatedWait >= 0 {
 			eta = e.EstimatedWait.Milliseconds()
@@ -90,7 +92,7 @@ func query(c *fiber.Ctx, name string) string { return strings.Clone(c.Query(name
 func (s *Server) user(c *fiber.Ctx) (string, error) {
 	u := header(c, s.userHdr)
 	if u == "" {
-		return "", problem(codeMissingUser, "the "+s.userHdr+" header is missing: requests must pass the platform gateway")
+		return "", problemFor(problem.MissingUser, "the "+s.userHdr+" header is missing: requests must pass the platform gateway")
 	}
 	return u, nil
 }
@@ -99,14 +101,14 @@ func (s *Server) user(c *fiber.Ctx) (string, error) {
 // for EventSource clients that cannot set headers, the waiting_token query
 // parameter. An absent token is left to the issuer (invalid_waiting_token).
 func waitingToken(c *fiber.Ctx) string {
-	if t, ok := bearer(header(c, fiber.HeaderAuthorization)); ok {
+	if t, ok := problem.Bearer(header(c, fiber.HeaderAuthorization)); ok {
 		return t
 	}
 	return query(c, "waiting_token")
 }
 
 func (s *Server) renderEntry(c *fiber.Ctx, e *issuer.Entry) error {
-	if e.State == issuer.StateWaiting {
+	if e.State == flashgate.StateWaiting {
 		c.Set(fiber.HeaderRetryAfter, retryAfter(e.PollAfter))
 	}
 	return c.JSON(entryJSON(e))
@@ -167,12 +169,12 @@ func (s *Server) exchange(c *fiber.Ctx) error {
 	}
 	room, tok := param(c, "room"), waitingToken(c)
 	a, err := s.is.Exchange(c.UserContext(), room, u, tok)
-	var de *issuer.Error
-	if errors.As(err, &de) && de.Code == issuer.CodeNotAdmitted && de.Entry != nil {
+	var na *issuer.NotAdmittedError
+	if errors.As(err, &na) {
 		// Report the position and when to retry as data.
 		p := toProblem(err)
-		p.Position = de.Entry.Position
-		p.retryAfter, _ = strconv.Atoi(retryAfter(de.Entry.PollAfter))
+		p.Position = na.Entry.Position
+		p.kind.RetryAfter, _ = strconv.Atoi(retryAfter(na.Entry.PollAfter))
 		return p
 	}
 	if err != nil {
@@ -198,11 +200,9 @@ type completeRequest struct {
 // never from the token; user from the trusted header when present), then
 // consume the admission.
 func (s *Server) complete(c *fiber.Ctx) error {
-	raw, ok := bearer(header(c, fiber.HeaderAuthorization))
+	raw, ok := problem.Bearer(header(c, fiber.HeaderAuthorization))
 	if !ok {
-		p := problem(codeBadAdmission, "send the admission token as a Bearer token")
-		p.Reason = "missing" // the same reason verifier.Middleware gives
-		return p
+		return tokenProblem("missing", "send the admission token as a Bearer token", nil)
 	}
 	product := query(c, "product")
 	if body := c.Body(); len(body) > 0 {
@@ -211,38 +211,44 @@ func (s *Server) complete(c *fiber.Ctx) error {
 			return err
 		}
 		if product != "" && req.Product != "" && product != req.Product {
-			return problem(string(issuer.CodeInvalidInput), "product in the query and in the body differ")
+			return problemFor(string(flashgate.CodeInvalidInput), "product in the query and in the body differ")
 		}
 		if req.Product != "" {
 			product = req.Product
 		}
 	}
 	if product == "" {
-		return problem(string(issuer.CodeInvalidInput), "product is required (query parameter or JSON body field)")
+		return problemFor(string(flashgate.CodeInvalidInput), "product is required (query parameter or JSON body field)")
 	}
 	tok, err := s.verify.Verify(c.UserContext(), raw, verifier.Expect{Product: product, User: header(c, s.userHdr)})
 	if err != nil {
-		code := verifier.CodeOf(err)
-		var p *Problem
-		switch code {
-		case verifier.CodeBadProduct, verifier.CodeBadUser:
-			p = problem(codeAdmissionScope, "the admission token is valid but not for this "+
-				strings.TrimPrefix(code.String(), "bad_"))
-		case verifier.CodeUnavailable:
-			p = problem(string(issuer.CodeUnavailable), "the signing keys are unavailable; retry later")
-			p.cause = err
-		default:
-			p = problem(codeBadAdmission, "the admission token was refused: "+code.String())
+		reason := verifier.CodeOf(err).String()
+		detail := "the admission token was refused: " + reason
+		switch problem.Token(reason).Code {
+		case problem.AdmissionScope:
+			detail = "the admission token is valid but not for this " + strings.TrimPrefix(reason, "bad_")
+		case string(flashgate.CodeUnavailable):
+			detail = "the signing keys are unavailable; retry later"
 		}
-		p.Reason = code.String()
-		return p
+		return tokenProblem(reason, detail, err)
 	}
-	done, err := s.is.CompleteToken(c.UserContext(), tok)
+	done, err := s.is.Complete(c.UserContext(), tok.Product, tok.User, tok.ID)
 	if err != nil {
 		return err
 	}
-	return c.JSON(CompleteResponse{State: string(issuer.StateCompleted), AdmissionID: done.AdmissionID,
+	return c.JSON(CompleteResponse{State: string(flashgate.StateCompleted), AdmissionID: done.AdmissionID,
 		CompletedAtMs: done.CompletedAt.UnixMilli(), Repeated: done.Repeated})
+}
+
+// tokenProblem is the answer to a refused admission token: the row
+// problem.Token gives the verifier's reason (invalid_admission_token,
+// admission_token_scope or unavailable), with the reason member set — the
+// same reason verifier.Middleware reports. cause, if any, is logged.
+func tokenProblem(reason, detail string, cause error) *Problem {
+	k := problem.Token(reason)
+	p := &Problem{Details: *k.New(detail), kind: k, cause: cause}
+	p.Reason = reason
+	return p
 }
 
 // decodeJSON decodes one JSON object strictly: unknown members and trailing
@@ -252,16 +258,16 @@ func decodeJSON(body []byte, v any) error {
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
 		if strings.HasPrefix(err.Error(), "json: unknown field") {
-			return problem(string(issuer.CodeInvalidInput), strings.TrimPrefix(err.Error(), "json: "))
+			return problemFor(string(flashgate.CodeInvalidInput), strings.TrimPrefix(err.Error(), "json: "))
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return problem(string(issuer.CodeInvalidInput), "field "+te.Field+" must be a "+te.Type.String())
+			return problemFor(string(flashgate.CodeInvalidInput), "field "+te.Field+" must be a "+te.Type.String())
 		}
-		return problem(codeMalformedJSON, "the body is not a valid JSON object")
+		return problemFor(problem.MalformedJSON, "the body is not a valid JSON object")
 	}
 	if err := d.Decode(&struct{}{}); err != io.EOF {
-		return problem(codeMalformedJSON, "trailing data after the JSON object")
+		return problemFor(problem.MalformedJSON, "trailing data after the JSON object")
 	}
 	return nil
 }

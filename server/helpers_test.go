@@ -38,7 +38,7 @@ func newTestRing(t testing.TB) *testRing {
 var b64 = base64.RawURLEncoding
 
 func (r *testRing) Sign(payload []byte) (string, error) {
-	h := b64.EncodeToString([]byte(`{"alg":"EdDSA","kid":"test","typ":"` + verifier.Type + `"}`))
+	h := b64.EncodeToString([]byte(`{"alg":"EdDSA","kid":"test","typ":"` + verifier.TokenType + `"}`))
 	in := h + "." + b64.EncodeToString(payload)
 	return in + "." + b64.EncodeToString(ed25519.Sign(r.priv, []byte(in))), nil
 }

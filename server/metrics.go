@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
 )
 
@@ -60,8 +61,8 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 		}, []string{"code"}),
 	}
 	// Both series exist from the start, so rate() sees the first refusal.
-	m.storeErrors.WithLabelValues(string(issuer.CodeUnavailable))
-	m.storeErrors.WithLabelValues(string(issuer.CodeStoreFull))
+	m.storeErrors.WithLabelValues(string(flashgate.CodeUnavailable))
+	m.storeErrors.WithLabelValues(string(flashgate.CodeStoreFull))
 	rc := newRoomCollector(is)
 	batches := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "flashgate_enter_script_calls_total",
@@ -107,7 +108,7 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 // storeError counts a refusal because of the queue store (code unavailable
 // or store_full); other codes are not counted here.
 func (m *metrics) storeError(code string) {
-	if code == string(issuer.CodeUnavailable) || code == string(issuer.CodeStoreFull) {
+	if code == string(flashgate.CodeUnavailable) || code == string(flashgate.CodeStoreFull) {
 		m.storeErrors.WithLabelValues(code).Inc()
 	}
 }
@@ -165,7 +166,7 @@ func (rc *roomCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, room := range rooms {
 		st, err := rc.is.Stats(ctx, room)
 		if err != nil {
-			if !errors.Is(err, issuer.ErrUnknownRoom) {
+			if !errors.Is(err, flashgate.ErrUnknownRoom) {
 				rc.errors.Inc()
 			}
 			continue

@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/limiter"
 
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/problem"
 )
 
 // Enter rate limits.
@@ -35,9 +36,6 @@ const (
 	// DefaultEnterWindow is the window of both limits.
 	DefaultEnterWindow = 10 * time.Second
 )
-
-// codeRateLimited is the problem code of a refused enter (429).
-const codeRateLimited = "rate_limited"
 
 // proxyConfig validates ProxyHeader and TrustedProxies and returns them in
 // the form fiber.Config wants (IPs normalised, so that fiber's string
@@ -114,11 +112,11 @@ func (s *Server) enterLimits(opts Options) ([]fiber.Handler, error) {
 // Retry-After to the seconds left in the window.
 func rateLimited(what string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		p := problem(codeRateLimited, "too many enter requests from this "+what+
+		p := problemFor(problem.RateLimited, "too many enter requests from this "+what+
 			"; retry after the Retry-After delay (a repeated enter keeps the same place in line)")
-		p.retryAfter, _ = strconv.Atoi(string(c.Response().Header.Peek(fiber.HeaderRetryAfter)))
-		if p.retryAfter < 1 {
-			p.retryAfter = 1
+		p.kind.RetryAfter, _ = strconv.Atoi(string(c.Response().Header.Peek(fiber.HeaderRetryAfter)))
+		if p.kind.RetryAfter < 1 {
+			p.kind.RetryAfter = 1
 		}
 		return p
 	}

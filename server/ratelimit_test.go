@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/problem"
 )
 
 // enterAs enters room as user from client address addr (the X-Real-IP
@@ -225,7 +226,6 @@ func TestRateLimitOptionsValidate(t *testing.T) {
 }
 
 func TestRateLimitedInProblemTable(t *testing.T) {
-	k, ok := problemTable[codeRateLimited]
-	require.True(t, ok)
-	assert.Equal(t, 429, k.status)
+	require.True(t, problem.Known(problem.RateLimited))
+	assert.Equal(t, 429, problem.Lookup(problem.RateLimited).Status)
 }

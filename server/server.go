@@ -23,7 +23,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/verifier"
 )
 
@@ -330,7 +332,7 @@ func requireJSON(c *fiber.Ctx) error {
 	})
 	if coded {
 		c.Set(fiber.HeaderAcceptEncoding, "identity")
-		return problem(codeUnsupportedMedia, "compressed request bodies are not accepted (Content-Encoding)")
+		return problemFor(problem.UnsupportedMedia, "compressed request bodies are not accepted (Content-Encoding)")
 	}
 	body := c.Request().Body()
 	if len(body) == 0 {
@@ -338,10 +340,10 @@ func requireJSON(c *fiber.Ctx) error {
 	}
 	mt, _, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
 	if err != nil || mt != fiber.MIMEApplicationJSON {
-		return problem(codeUnsupportedMedia, "request bodies must be application/json")
+		return problemFor(problem.UnsupportedMedia, "request bodies must be application/json")
 	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' || !json.Valid(body) {
-		return problem(codeMalformedJSON, "the body is not one JSON object")
+		return problemFor(problem.MalformedJSON, "the body is not one JSON object")
 	}
 	return c.Next()
 }
@@ -357,11 +359,11 @@ func noMembers(c *fiber.Ctx) error {
 	var m map[string]json.RawMessage
 	d := json.NewDecoder(bytes.NewReader(body))
 	if d.Decode(&m) != nil || m == nil || d.Decode(&struct{}{}) != io.EOF {
-		return problem(codeMalformedJSON, "the body, if any, must be one JSON object")
+		return problemFor(problem.MalformedJSON, "the body, if any, must be one JSON object")
 	}
 	if len(m) > 0 {
 		names := slices.Sorted(maps.Keys(m))
-		return problem(string(issuer.CodeInvalidInput), fmt.Sprintf("unknown field %q: this request takes no body members", names[0]))
+		return problemFor(string(flashgate.CodeInvalidInput), fmt.Sprintf("unknown field %q: this request takes no body members", names[0]))
 	}
 	return c.Next()
 }
@@ -383,23 +385,12 @@ func (s *Server) noStoreBudget(c *fiber.Ctx) error {
 // adminAuth checks the admin bearer token in constant time (over SHA-256
 // digests, so the length does not leak either).
 func (s *Server) adminAuth(c *fiber.Ctx) error {
-	tok, ok := bearer(c.Get(fiber.HeaderAuthorization))
+	tok, ok := problem.Bearer(c.Get(fiber.HeaderAuthorization))
 	sum := sha256.Sum256([]byte(tok))
 	if subtle.ConstantTimeCompare(sum[:], s.adminSum[:]) != 1 || !ok {
-		return problem(codeAdminUnauthorized, "send the admin token as a Bearer token")
+		return problemFor(problem.AdminUnauthorized, "send the admin token as a Bearer token")
 	}
 	return c.Next()
-}
-
-// bearer extracts the token of an "Authorization: Bearer <token>" header
-// (scheme case-insensitive, RFC 6750 §2.1).
-func bearer(h string) (string, bool) {
-	const p = "bearer "
-	if len(h) <= len(p) || !strings.EqualFold(h[:len(p)], p) {
-		return "", false
-	}
-	t := strings.TrimSpace(h[len(p):])
-	return t, t != ""
 }
 
 func (s *Server) healthz(c *fiber.Ctx) error {
@@ -416,7 +407,7 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	defer cancel()
 	reason, err := "", s.is.Ping(ctx)
 	switch {
-	case errors.Is(err, issuer.ErrStoreFull):
+	case errors.Is(err, flashgate.ErrStoreFull):
 		reason = "the queue store is full (Redis maxmemory): new entries are refused; status, completions and leaves still work"
 	case err != nil:
 		reason = "the queue store does not answer"
@@ -427,7 +418,7 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	}
 	s.readyChanged(reason, err)
 	if reason != "" {
-		return problem(codeNotReady, reason)
+		return problemFor(problem.NotReady, reason)
 	}
 	return c.JSON(fiber.Map{"status": "ready"})
 }

@@ -13,8 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/verifier"
 )
 
@@ -477,14 +479,11 @@ func TestBodyLimit(t *testing.T) {
 }
 
 func TestProblemTable(t *testing.T) {
-	for _, c := range []issuer.Code{issuer.CodeInvalidInput, issuer.CodeUnknownRoom, issuer.CodeRoomClosed,
-		issuer.CodeBadWaiting, issuer.CodeOwnerMismatch, issuer.CodeNotFound, issuer.CodeNotAdmitted,
-		issuer.CodeExpired, issuer.CodeRevoked, issuer.CodeCompleted, issuer.CodeUnavailable, issuer.CodeInternal} {
-		_, ok := problemTable[string(c)]
-		assert.True(t, ok, "issuer code %s has no row", c)
+	for _, c := range flashgate.Codes {
+		assert.True(t, problem.Known(string(c)), "issuer code %s has no row", c)
 	}
 	// Internal errors never leak their text.
-	p := toProblem(&issuer.Error{Code: issuer.CodeInternal, Message: "secret detail"})
+	p := toProblem(&flashgate.Error{Code: flashgate.CodeInternal, Message: "secret detail"})
 	assert.Equal(t, 500, p.Status)
 	assert.NotContains(t, p.Detail, "secret")
 	p = toProblem(assertErr("boom at 10.0.0.1"))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
 )
 
@@ -49,7 +50,7 @@ func (s *Server) stream(w *bufio.Writer, room, user, tok string, e *issuer.Entry
 		if s.sseInterval > 0 {
 			wait = s.sseInterval
 		}
-		if writeEvent(w, "status", entryJSON(e), wait) != nil || e.State != issuer.StateWaiting {
+		if writeEvent(w, "status", entryJSON(e), wait) != nil || e.State != flashgate.StateWaiting {
 			return
 		}
 		t := time.NewTimer(wait)

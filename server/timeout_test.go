@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/problem"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
@@ -49,7 +50,7 @@ func TestHeaderTimeout(t *testing.T) {
 		br := bufio.NewReader(conn)
 		res, err := http.ReadResponse(br, nil)
 		require.NoError(t, err)
-		readResp(t, res).problem(t, http.StatusRequestTimeout, codeRequestTimeout)
+		readResp(t, res).problem(t, http.StatusRequestTimeout, problem.RequestTimeout)
 		_, err = br.ReadByte()
 		assert.ErrorIs(t, err, io.EOF, "the server closes the connection")
 		assert.Less(t, time.Since(start), 2*time.Second, "answered and closed after the %s header timeout", timeout)
@@ -92,7 +93,7 @@ func TestHeaderTimeout(t *testing.T) {
 		"GET\r\n\r\n",
 		"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: zz\r\n\r\n",
 	} {
-		rawRequest(t, base, raw).problem(t, http.StatusBadRequest, codeBadRequest)
+		rawRequest(t, base, raw).problem(t, http.StatusBadRequest, problem.BadRequest)
 	}
 }
 

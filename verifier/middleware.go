@@ -4,9 +4,9 @@ package verifier
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"strings"
+
+	"github.com/flashgate/flashgate/problem"
 )
 
 // DefaultCookie is the cookie Middleware reads when no Authorization header
@@ -53,16 +53,14 @@ func Middleware(v *Verifier, opts MiddlewareOptions) func(http.Handler) http.Han
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			raw := bearerToken(r)
+			raw, _ := problem.Bearer(r.Header.Get("Authorization"))
 			if raw == "" {
 				if c, err := r.Cookie(cookie); err == nil {
 					raw = c.Value
 				}
 			}
 			if raw == "" {
-				w.Header().Set("WWW-Authenticate", "Bearer")
-				writeProblem(w, http.StatusUnauthorized, "missing", "Admission token required",
-					"send the admission token as a Bearer token or in the "+cookie+" cookie", "missing")
+				refuse(w, "missing", "send the admission token as a Bearer token or in the "+cookie+" cookie")
 				return
 			}
 			var want Expect
@@ -74,19 +72,7 @@ func Middleware(v *Verifier, opts MiddlewareOptions) func(http.Handler) http.Han
 			}
 			tok, err := v.Verify(r.Context(), raw, want)
 			if err != nil {
-				code := CodeOf(err)
-				status := http.StatusUnauthorized
-				switch code {
-				case CodeBadProduct, CodeBadUser:
-					status = http.StatusForbidden
-					w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope"`)
-				case CodeUnavailable:
-					status = http.StatusServiceUnavailable
-					w.Header().Set("Retry-After", "1")
-				default:
-					w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-				}
-				writeProblem(w, status, strings.ReplaceAll(code.String(), "_", "-"), codeTitles[code], err.Error(), code.String())
+				refuse(w, CodeOf(err).String(), err.Error())
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)))
@@ -94,56 +80,10 @@ func Middleware(v *Verifier, opts MiddlewareOptions) func(http.Handler) http.Han
 	}
 }
 
-// bearerToken returns the token of an "Authorization: Bearer" header
-// (scheme case-insensitive), or "".
-func bearerToken(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	const scheme = "bearer "
-	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-		return ""
-	}
-	return strings.TrimLeft(h[len(scheme):], " ")
-}
-
-var codeTitles = [codeCount]string{
-	CodeTooLarge:        "Admission token too large",
-	CodeMalformed:       "Malformed admission token",
-	CodeDuplicateKey:    "Admission token has duplicate JSON members",
-	CodeUnsupportedAlg:  "Admission token algorithm not accepted",
-	CodeForbiddenHeader: "Admission token has a forbidden header",
-	CodeBadType:         "Not an admission token",
-	CodeUnknownKey:      "Admission token signed by an unknown key",
-	CodeBadSignature:    "Admission token signature invalid",
-	CodeBadIssuer:       "Admission token from another issuer",
-	CodeBadAudience:     "Admission token for another audience",
-	CodeBadProduct:      "Admission token for another product",
-	CodeBadUser:         "Admission token for another user",
-	CodeInvalidClaims:   "Admission token claims invalid",
-	CodeExpired:         "Admission token expired",
-	CodeNotYetValid:     "Admission token not yet valid",
-	CodeLifetimeTooLong: "Admission token lifetime too long",
-	CodeUnavailable:     "Signing keys unavailable",
-}
-
-// problem is an RFC 9457 problem details document.
-type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	Reason string `json:"reason"`
-}
-
-func writeProblem(w http.ResponseWriter, status int, typ, title, detail, reason string) {
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(problem{
-		Type:   "https://flashgate.dev/problems/token-" + typ,
-		Title:  title,
-		Status: status,
-		Detail: detail,
-		Reason: reason,
-	})
+// refuse answers a refused admission token: the row problem.Token gives
+// reason (status, WWW-Authenticate, Retry-After), as a document of type
+// problem.Base + "token-" + reason with a "reason" member.
+func refuse(w http.ResponseWriter, reason, detail string) {
+	k, d := problem.TokenDetails(reason, detail)
+	k.Write(w, d)
 }

@@ -32,7 +32,7 @@ func TestMiddleware(t *testing.T) {
 	}))
 
 	expiredTok := tokencases.Sign(set.Current,
-		`{"alg":"EdDSA","kid":"`+set.CurrentKID+`","typ":"`+verifier.Type+`"}`,
+		`{"alg":"EdDSA","kid":"`+set.CurrentKID+`","typ":"`+verifier.TokenType+`"}`,
 		`{"iss":"`+tokencases.Issuer+`","aud":"orders","sub":"user-12345","product":"sku-1","jti":"j","iat":`+
 			itoa(tokencases.IssuedAt-600)+`,"exp":`+itoa(tokencases.IssuedAt-300)+`}`)
 

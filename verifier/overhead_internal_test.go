@@ -67,7 +67,7 @@ func BenchmarkNonCryptoWork(b *testing.B) {
 				kidM = &members[k]
 			}
 		}
-		if !stringIs(hdr, alg, Alg) || !stringIs(hdr, typ, Type) || stringLen(hdr, kidM) > maxKIDLen {
+		if !stringIs(hdr, alg, Alg) || !stringIs(hdr, typ, TokenType) || stringLen(hdr, kidM) > maxKIDLen {
 			b.Fatal("header")
 		}
 		keyID := stringValue(hdr, kidM)

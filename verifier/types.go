@@ -8,8 +8,8 @@ import (
 
 // Token profile constants (DESIGN.md "Tokens").
 const (
-	// Type is the admission token's typ header (RFC 8725 §3.11 explicit typing).
-	Type = "flashgate-admission+jwt"
+	// TokenType is the admission token's typ header (RFC 8725 §3.11 explicit typing).
+	TokenType = "flashgate-admission+jwt"
 	// Alg is the only accepted alg; it is fixed by the key type (Ed25519), never by the token.
 	Alg = "EdDSA"
 	// ProductClaim is the private claim that carries the product (waiting room id).
@@ -66,4 +66,7 @@ type Token struct {
 	ID        string    // jti, the admission id
 	IssuedAt  time.Time // iat (second precision)
 	ExpiresAt time.Time // exp (second precision)
+	// Raw is the compact token as verified, for callers that forward it
+	// (order.HTTP sends it to the issuer's completion endpoint).
+	Raw string
 }

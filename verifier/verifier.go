@@ -79,7 +79,7 @@ const (
 //  3. header: strict base64url, one JSON object → ErrMalformed; repeated member → ErrDuplicateKey;
 //  4. alg == "EdDSA" exactly → ErrUnsupportedAlg;
 //  5. no jwk, jku, x5u, x5c, x5t, x5t#S256, crit, b64 member → ErrForbiddenHeader;
-//  6. typ == Type exactly → ErrBadType;
+//  6. typ == TokenType exactly → ErrBadType;
 //  7. kid a non-empty string of ≤ 128 bytes → ErrUnknownKey, then the KeySet's error;
 //  8. signature: 64 bytes, strict base64url, ed25519.Verify over the raw
 //     "header.payload" bytes → ErrBadSignature;
@@ -166,7 +166,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string, want Expect) (*Token,
 		return nil, fmt.Errorf("%w: %q", ErrForbiddenHeader, forbidden)
 	}
 	// 6. Explicit typing (RFC 8725 §3.11).
-	if !stringIs(hdr, typ, Type) {
+	if !stringIs(hdr, typ, TokenType) {
 		return nil, fmt.Errorf("%w: typ %s", ErrBadType, describe(hdr, typ))
 	}
 	// 7. Key lookup.
@@ -202,7 +202,11 @@ func (v *Verifier) Verify(ctx context.Context, raw string, want Expect) (*Token,
 	if err != nil {
 		return nil, jsonError("payload", err)
 	}
-	return v.claimsFrom(pl, members, keyID, want, &scratch)
+	t, err := v.claimsFrom(pl, members, keyID, want, &scratch)
+	if t != nil {
+		t.Raw = raw
+	}
+	return t, err
 }
 
 // claimsFrom picks the claims Verify checks out of the payload's members and

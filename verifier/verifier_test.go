@@ -158,7 +158,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func signClaims(priv ed25519.PrivateKey, kid string, iat, exp int64) string {
-	h := `{"alg":"EdDSA","kid":"` + kid + `","typ":"` + verifier.Type + `"}`
+	h := `{"alg":"EdDSA","kid":"` + kid + `","typ":"` + verifier.TokenType + `"}`
 	c := `{"iss":"` + tokencases.Issuer + `","aud":"` + tokencases.Audience + `","sub":"` + tokencases.User +
 		`","product":"` + tokencases.Product + `","jti":"j1","iat":` + itoa(iat) + `,"exp":` + itoa(exp) + `}`
 	return tokencases.Sign(priv, h, c)

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/server"
@@ -149,7 +150,7 @@ func do(hc *http.Client, method, url, user, bearer string) answer {
 func isUnavailable(a answer) bool {
 	return a.Err == nil && a.status == http.StatusServiceUnavailable &&
 		a.contentType == "application/problem+json" && a.retryAfter != "" &&
-		a.Type == server.ProblemBase+"unavailable" && a.Code == string(issuer.CodeUnavailable)
+		a.Type == server.ProblemBase+"unavailable" && a.Code == string(flashgate.CodeUnavailable)
 }
 
 // eventually polls f every 20 ms until it returns true or d passes.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/internal/simulate"
 	"github.com/flashgate/flashgate/issuer"
@@ -42,7 +43,7 @@ func (tr *traffic) record(a answer) {
 		tr.ok++
 	case isUnavailable(a):
 		tr.down++
-	case a.Err == nil && a.status == http.StatusNotFound && a.Code == string(issuer.CodeUnknownRoom):
+	case a.Err == nil && a.status == http.StatusNotFound && a.Code == string(flashgate.CodeUnknownRoom):
 		tr.gone++
 	default:
 		if len(tr.bad) < 20 {

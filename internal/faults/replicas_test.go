@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 )
@@ -124,7 +125,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 	retry := func(f func(is *issuer.Issuer) error) error {
 		for {
 			err := f(replicas[rand.IntN(len(replicas))])
-			if err == nil || !errors.Is(err, issuer.ErrUnavailable) || ctx.Err() != nil {
+			if err == nil || !errors.Is(err, flashgate.ErrUnavailable) || ctx.Err() != nil {
 				return err
 			}
 			unavailable.Add(1)
@@ -207,9 +208,9 @@ func TestReplicasUnderFaults(t *testing.T) {
 	var log []adm
 	seqs := map[int64]bool{}
 	for _, jti := range admits {
-		id, ok := issuer.ParseAdmissionID(jti)
+		id, ok := flashgate.ParseAdmissionID(jti)
 		require.True(t, ok, jti)
-		seq, no := id.Arrival, id.Admission
+		seq, no := id.Arrival, id.Number
 		assert.False(t, seqs[seq], "arrival %d admitted twice", seq)
 		seqs[seq] = true
 		log = append(log, adm{seq, no})
@@ -242,7 +243,7 @@ func (s *shopper) shop(ctx context.Context, retry func(func(*issuer.Issuer) erro
 	}
 	tok := e.WaitingToken
 	s.arrival = e.Arrival
-	for e.State == issuer.StateWaiting {
+	for e.State == flashgate.StateWaiting {
 		time.Sleep(time.Duration(50+rand.IntN(100)) * time.Millisecond)
 		if err := retry(func(is *issuer.Issuer) (err error) {
 			e, err = is.Status(ctx, room, s.user, tok)
@@ -251,7 +252,7 @@ func (s *shopper) shop(ctx context.Context, retry func(func(*issuer.Issuer) erro
 			return fmt.Errorf("status: %w", err)
 		}
 	}
-	if e.State != issuer.StateActive {
+	if e.State != flashgate.StateActive {
 		return fmt.Errorf("state %s, want ACTIVE", e.State)
 	}
 	if e.Arrival != s.arrival {
@@ -262,7 +263,7 @@ func (s *shopper) shop(ctx context.Context, retry func(func(*issuer.Issuer) erro
 	time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond) // shopping
 	// Complete twice on purpose: the second is a client retry.
 	for range 2 {
-		var c *issuer.Completion
+		var c *flashgate.Completion
 		if err := retry(func(is *issuer.Issuer) (err error) {
 			c, err = is.Complete(ctx, room, s.user, e.AdmissionID)
 			return err

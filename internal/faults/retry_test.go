@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 )
@@ -129,14 +130,14 @@ func TestScriptsRepeatedAfterLostReply(t *testing.T) {
 
 	// Fast track: nobody waits, capacity and rate allow.
 	alice, _ := enter("alice")
-	require.Equal(t, issuer.StateActive, alice.State)
+	require.Equal(t, flashgate.StateActive, alice.State)
 	bob, _ := enter("bob")
-	require.Equal(t, issuer.StateActive, bob.State)
+	require.Equal(t, flashgate.StateActive, bob.State)
 	// Capacity taken: the next ones wait.
 	var waiting []*issuer.Entry
 	for _, u := range []string{"carol", "dave", "erin", "frank", "gina"} {
 		e, _ := enter(u)
-		require.Equal(t, issuer.StateWaiting, e.State)
+		require.Equal(t, flashgate.StateWaiting, e.State)
 		waiting = append(waiting, e)
 	}
 	assert.Equal(t, "7", seq(rep), "the arrival counter advanced once per user")
@@ -211,7 +212,7 @@ func TestScriptsRepeatedAfterLostReply(t *testing.T) {
 		clk.Advance(10 * time.Millisecond)
 		require.NoError(t, once.is.Leave(ctx, room, e.User, e.WaitingToken))
 		err := rep.is.Leave(ctx, room, e.User, e.WaitingToken)
-		assert.ErrorIs(t, err, issuer.ErrNotFound, "a repeated leave answers NOT_FOUND")
+		assert.ErrorIs(t, err, flashgate.ErrNotFound, "a repeated leave answers NOT_FOUND")
 		same("leave " + e.User)
 	}
 
@@ -264,7 +265,7 @@ func TestRepeatedTicksRespectLimits(t *testing.T) {
 			for i := range 10 {
 				e, err := w.is.Enter(ctx, room, fmt.Sprintf("u%02d", i))
 				require.NoError(t, err)
-				require.Equal(t, issuer.StateWaiting, e.State, "paused: everyone waits")
+				require.Equal(t, flashgate.StateWaiting, e.State, "paused: everyone waits")
 			}
 			_, err = w.is.SetState(ctx, room, issuer.RoomOpen)
 			require.NoError(t, err)
@@ -293,7 +294,7 @@ func TestRepeatedTicksRespectLimits(t *testing.T) {
 			for u, jti := range users {
 				i, err := strconv.Atoi(u[1:])
 				require.NoError(t, err)
-				id, ok := issuer.ParseAdmissionID(jti)
+				id, ok := flashgate.ParseAdmissionID(jti)
 				assert.True(t, ok && id.Arrival == int64(i+1), "%s admitted with its own arrival number: %s", u, jti)
 			}
 		})
@@ -313,10 +314,10 @@ func TestAutoCreatedRoomSurvivesRetriedEnter(t *testing.T) {
 	room := redistest.Room("auto")
 	a, err := w.is.Enter(ctx, room, "alice")
 	require.NoError(t, err)
-	require.Equal(t, issuer.StateActive, a.State, "fast track in a new room")
+	require.Equal(t, flashgate.StateActive, a.State, "fast track in a new room")
 	b, err := w.is.Enter(ctx, room, "bob")
 	require.NoError(t, err)
-	require.Equal(t, issuer.StateWaiting, b.State)
+	require.Equal(t, flashgate.StateWaiting, b.State)
 	rooms, err := w.is.Rooms(ctx)
 	require.NoError(t, err)
 	assert.Contains(t, rooms, room, "the auto-created room is registered with the tick loop")

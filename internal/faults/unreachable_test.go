@@ -12,12 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/orderservice"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/order"
 	"github.com/flashgate/flashgate/server"
 	"github.com/flashgate/flashgate/verifier"
-	"github.com/flashgate/flashgate/verifier/redischeck"
 )
 
 // TestRedisUnreachable: with Redis gone, admission tokens still verify
@@ -40,7 +41,7 @@ func TestRedisUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	e, err := is.Enter(ctx, room, "alice")
 	require.NoError(t, err)
-	require.Equal(t, issuer.StateActive, e.State, "fast track")
+	require.Equal(t, flashgate.StateActive, e.State, "fast track")
 	adm, err := is.Exchange(ctx, room, "alice", e.WaitingToken)
 	require.NoError(t, err)
 
@@ -51,22 +52,18 @@ func TestRedisUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	v, err := verifier.New(ks, verifier.Config{Issuer: "flashgate", Audience: "orders"})
 	require.NoError(t, err)
-	chk, err := redischeck.New(rdb)
+	chk, err := order.NewRedis(rdb, nil)
 	require.NoError(t, err)
 
 	base := serve(t, is, ring, "")
 	hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	orderOverRedis := httptest.NewServer(orderservice.New(orderservice.Options{Verifier: v, Logger: quiet,
-		Completer: func(ctx context.Context, t *verifier.Token) (bool, error) {
-			c, err := chk.Complete(ctx, t)
-			if err != nil {
-				return false, err
-			}
-			return c.Repeated, nil
-		}}))
+		Completer: chk}))
 	t.Cleanup(orderOverRedis.Close)
+	overHTTP, err := order.NewHTTP(base, &order.HTTPConfig{Client: hc})
+	require.NoError(t, err)
 	orderOverHTTP := httptest.NewServer(orderservice.New(orderservice.Options{Verifier: v, Logger: quiet,
-		Completer: orderservice.HTTPCompleter(hc, base)}))
+		Completer: overHTTP}))
 	t.Cleanup(orderOverHTTP.Close)
 
 	srv.Kill()
@@ -79,13 +76,13 @@ func TestRedisUnreachable(t *testing.T) {
 		assert.Equal(t, "alice", tok.User)
 	})
 
-	t.Run("redischeck fails closed", func(t *testing.T) {
+	t.Run("order.Redis fails closed", func(t *testing.T) {
 		tok, err := v.Verify(ctx, adm.Token, verifier.Expect{Product: room})
 		require.NoError(t, err)
 		c, err := chk.Complete(ctx, tok)
-		assert.ErrorIs(t, err, issuer.ErrUnavailable)
+		assert.ErrorIs(t, err, flashgate.ErrUnavailable)
 		assert.Nil(t, c)
-		assert.ErrorIs(t, chk.CheckActive(ctx, tok), issuer.ErrUnavailable)
+		assert.ErrorIs(t, chk.CheckActive(ctx, tok), flashgate.ErrUnavailable)
 	})
 
 	t.Run("issuer /v1/complete answers 503", func(t *testing.T) {
@@ -109,13 +106,13 @@ func TestRedisUnreachable(t *testing.T) {
 	require.NoError(t, srv.Restart())
 	tok, err := v.Verify(ctx, adm.Token, verifier.Expect{Product: room})
 	require.NoError(t, err)
-	var c *issuer.Completion
+	var c *flashgate.Completion
 	eventually(t, 20*time.Second, "Redis to answer again", func() bool {
 		c, err = chk.Complete(ctx, tok)
-		return !issuer.ErrUnavailable.Is(err)
+		return !flashgate.ErrUnavailable.Is(err)
 	})
 	assert.Nil(t, c)
-	assert.ErrorIs(t, err, issuer.ErrUnknownRoom, "an admission lost with the data never completes")
+	assert.ErrorIs(t, err, flashgate.ErrUnknownRoom, "an admission lost with the data never completes")
 }
 
 // TestRedisHangs: a Redis that accepts connections and never answers (a
@@ -149,7 +146,7 @@ func TestRedisHangs(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1,
 		DialTimeout: time.Second, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
-	chk, err := redischeck.New(rdb)
+	chk, err := order.NewRedis(rdb, nil)
 	require.NoError(t, err)
 
 	ring := newRing(t)
@@ -170,8 +167,8 @@ func TestRedisHangs(t *testing.T) {
 	defer cancel()
 	c, err := chk.Complete(ctx, vt)
 	assert.Nil(t, c)
-	assert.ErrorIs(t, err, issuer.ErrUnavailable)
-	assert.ErrorIs(t, chk.CheckActive(ctx, vt), issuer.ErrUnavailable)
+	assert.ErrorIs(t, err, flashgate.ErrUnavailable)
+	assert.ErrorIs(t, chk.CheckActive(ctx, vt), flashgate.ErrUnavailable)
 
 	// The same through the issuer's HTTP completion endpoint.
 	is, err := issuer.New(issuer.Config{Redis: rdb, Logger: quiet})

@@ -5,14 +5,15 @@
 //
 // The token is verified offline (verifier.Middleware, keys from the issuer's
 // JWKS); only the completion — the one step that must be exact — goes to
-// the queue store, through Options.Completer (issuer.CompleteToken against
-// Redis, or the issuer's HTTP /v1/complete; see HTTPCompleter).
+// the queue store, through Options.Completer (order.Redis against the
+// issuer's Redis, or order.HTTP through the issuer's /v1/complete).
 //
-// Answers: 201 {order_id, user, product, admission_id}; 409 "completed" for
-// an admission that was already used; 410 for an expired, revoked or
-// unknown admission; 401/403 with the verifier's reason for a bad token;
-// 503 when the queue store cannot answer. Errors are RFC 9457
-// application/problem+json documents with a "reason" member.
+// Answers: 201 {order_id, user, product, admission_id}; for a refused
+// completion, the status of its code in package problem's table (409
+// "completed" for an admission that was already used; 410 expired or
+// revoked; 404 not_found; 503 when the queue store cannot answer); 401/403
+// with the verifier's reason for a bad token. Errors are RFC 9457
+// application/problem+json documents with "code" and "reason" members.
 package orderservice
 
 import (
@@ -28,23 +29,20 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/order"
+	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/verifier"
 )
-
-// Completer consumes a verified admission: repeated is true when it had
-// already been completed (the order must not be placed twice). Errors are
-// issuer domain errors (issuer.ErrExpired, issuer.ErrRevoked,
-// issuer.ErrNotFound, issuer.ErrOwnerMismatch, issuer.ErrUnavailable, …);
-// anything else is answered 500.
-type Completer func(ctx context.Context, t *verifier.Token) (repeated bool, err error)
 
 // Options configures New.
 type Options struct {
 	// Verifier checks admission tokens. Required.
 	Verifier *verifier.Verifier
-	// Completer consumes admissions. Required.
-	Completer Completer
+	// Completer consumes admissions (order.Redis, order.HTTP). Its errors
+	// are domain errors (flashgate.ErrExpired, …); anything else is answered
+	// 500. Required.
+	Completer order.Completer
 	// UserHeader, when non-empty and present on a request, names the header
 	// carrying the caller's user id; the token's sub must then equal it.
 	UserHeader string
@@ -71,17 +69,8 @@ type Stats struct {
 	// Orders is the number of orders placed (201).
 	Orders int64 `json:"orders"`
 	// Rejections counts refused requests by reason (verifier code name, or
-	// completed / expired / revoked / not_found / …).
+	// the completion's domain code: completed / expired / revoked / not_found / …).
 	Rejections map[string]int64 `json:"rejections"`
-}
-
-type rawTokenKey struct{}
-
-// RawToken returns the compact admission token of the request being served
-// (set before verification), for Completers that forward it.
-func RawToken(ctx context.Context) string {
-	s, _ := ctx.Value(rawTokenKey{}).(string)
-	return s
 }
 
 // New returns the order service.
@@ -110,9 +99,6 @@ func New(opts Options) *Service {
 
 // ServeHTTP implements http.Handler.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if tok := bearer(r); tok != "" {
-		r = r.WithContext(context.WithValue(r.Context(), rawTokenKey{}, tok))
-	}
 	rec := &recorder{ResponseWriter: w}
 	s.h.ServeHTTP(rec, r)
 	if rec.status >= 400 && strings.HasPrefix(r.URL.Path, "/orders/") {
@@ -148,27 +134,31 @@ type Order struct {
 	AdmissionID string `json:"admission_id"`
 }
 
-func (s *Service) order(complete Completer) http.Handler {
+func (s *Service) order(c order.Completer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := verifier.TokenFromContext(r.Context())
 		if !ok { // unreachable behind the middleware
-			writeProblem(w, http.StatusUnauthorized, "missing", "Admission token required", "")
+			k, d := problem.TokenDetails("missing", "no verified admission token")
+			k.Write(w, d)
 			return
 		}
 		s.verified.Add(1)
-		repeated, err := complete(r.Context(), tok)
-		if err == nil && repeated {
-			err = issuer.ErrCompleted
+		done, err := c.Complete(r.Context(), tok)
+		if err == nil && done.Repeated {
+			err = flashgate.Errorf(flashgate.CodeCompleted, "admission %s was already used for an order", tok.ID)
 		}
 		if err != nil {
-			status, reason := classify(err)
-			if status == http.StatusInternalServerError {
+			code := flashgate.ErrorCode(err)
+			if code == flashgate.CodeInternal && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+				code = flashgate.CodeUnavailable
+			}
+			if code == flashgate.CodeInternal {
 				s.log.Error("orderservice: completion failed", "admission_id", tok.ID, "err", err)
 			}
-			if status == http.StatusServiceUnavailable {
-				w.Header().Set("Retry-After", "1")
-			}
-			writeProblem(w, status, reason, titles[reason], err.Error())
+			k := problem.Lookup(string(code))
+			d := k.New(err.Error())
+			d.Reason = string(code)
+			k.Write(w, d)
 			return
 		}
 		s.orders.Add(1)
@@ -180,69 +170,6 @@ func (s *Service) order(complete Completer) http.Handler {
 		_ = json.NewEncoder(w).Encode(Order{OrderID: "ord_" + hex.EncodeToString(b[:]),
 			User: tok.User, Product: tok.Product, AdmissionID: tok.ID})
 	})
-}
-
-// classify maps a completion error to a status and a reason.
-func classify(err error) (int, string) {
-	switch code := issuer.ErrorCode(err); code {
-	case issuer.CodeCompleted:
-		return http.StatusConflict, string(code)
-	case issuer.CodeExpired, issuer.CodeRevoked, issuer.CodeNotFound:
-		return http.StatusGone, string(code)
-	case issuer.CodeOwnerMismatch:
-		return http.StatusForbidden, string(code)
-	case issuer.CodeUnknownRoom:
-		return http.StatusNotFound, string(code)
-	case issuer.CodeInvalidInput:
-		return http.StatusBadRequest, string(code)
-	case issuer.CodeUnavailable:
-		return http.StatusServiceUnavailable, string(code)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return http.StatusServiceUnavailable, string(issuer.CodeUnavailable)
-	}
-	return http.StatusInternalServerError, string(issuer.CodeInternal)
-}
-
-var titles = map[string]string{
-	"missing":              "Admission token required",
-	"completed":            "Admission already used for an order",
-	"expired":              "Admission expired",
-	"revoked":              "Admission revoked",
-	"not_found":            "Admission no longer exists",
-	"token_owner_mismatch": "Admission belongs to another user",
-	"unknown_room":         "Unknown product",
-	"invalid_input":        "Invalid request",
-	"unavailable":          "Queue store unavailable, retry",
-	"internal":             "Internal error",
-}
-
-// Problem is an RFC 9457 problem document as this service writes it.
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	Reason string `json:"reason"`
-}
-
-func writeProblem(w http.ResponseWriter, status int, reason, title, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(Problem{
-		Type:  "https://flashgate.dev/problems/order-" + strings.ReplaceAll(reason, "_", "-"),
-		Title: title, Status: status, Detail: detail, Reason: reason,
-	})
-}
-
-func bearer(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	const scheme = "bearer "
-	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-		return ""
-	}
-	return strings.TrimLeft(h[len(scheme):], " ")
 }
 
 // recorder captures the status and (for errors) the start of the body.

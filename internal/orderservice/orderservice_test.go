@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/orderservice"
-	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/verifier"
 )
@@ -40,21 +40,21 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	f := &fixture{ring: ring}
 	f.svc = orderservice.New(orderservice.Options{Verifier: v, UserHeader: "X-User-ID", Logger: slog.New(slog.DiscardHandler),
-		Completer: func(ctx context.Context, tok *verifier.Token) (bool, error) {
+		Completer: completerFunc(func(ctx context.Context, tok *verifier.Token) (*flashgate.Completion, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			f.raw = append(f.raw, orderservice.RawToken(ctx))
+			f.raw = append(f.raw, tok.Raw)
 			for _, id := range f.seen {
 				if id == tok.ID {
-					return true, nil
+					return &flashgate.Completion{AdmissionID: tok.ID, Repeated: true}, nil
 				}
 			}
 			if err := f.next; err != nil {
-				return false, err
+				return nil, err
 			}
 			f.seen = append(f.seen, tok.ID)
-			return false, nil
-		}})
+			return &flashgate.Completion{AdmissionID: tok.ID}, nil
+		})})
 	f.srv = httptest.NewServer(f.svc)
 	t.Cleanup(f.srv.Close)
 	return f
@@ -138,12 +138,12 @@ func TestCompletionErrors(t *testing.T) {
 		status int
 		reason string
 	}{
-		{issuer.ErrExpired, http.StatusGone, "expired"},
-		{issuer.ErrRevoked, http.StatusGone, "revoked"},
-		{issuer.ErrNotFound, http.StatusGone, "not_found"},
-		{issuer.ErrCompleted, http.StatusConflict, "completed"},
-		{issuer.ErrOwnerMismatch, http.StatusForbidden, "token_owner_mismatch"},
-		{&issuer.Error{Code: issuer.CodeUnavailable, Message: "down"}, http.StatusServiceUnavailable, "unavailable"},
+		{flashgate.ErrExpired, http.StatusGone, "expired"},
+		{flashgate.ErrRevoked, http.StatusGone, "revoked"},
+		{flashgate.ErrNotFound, http.StatusNotFound, "not_found"}, // package problem's table (was 410 here alone)
+		{flashgate.ErrCompleted, http.StatusConflict, "completed"},
+		{flashgate.ErrOwnerMismatch, http.StatusForbidden, "token_owner_mismatch"},
+		{&flashgate.Error{Code: flashgate.CodeUnavailable, Message: "down"}, http.StatusServiceUnavailable, "unavailable"},
 		{errors.New("boom"), http.StatusInternalServerError, "internal"},
 	} {
 		f.mu.Lock()
@@ -156,42 +156,8 @@ func TestCompletionErrors(t *testing.T) {
 	assert.Zero(t, f.svc.Stats().Orders)
 }
 
-func TestCompleteOverHTTP(t *testing.T) {
-	var gotAuth, gotProduct string
-	issuerSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gotAuth, gotProduct = r.Header.Get("Authorization"), r.URL.Query().Get("product")
-		switch r.Header.Get("Authorization") {
-		case "Bearer good":
-			_, _ = w.Write([]byte(`{"state":"COMPLETED","admission_id":"1.1.1","completed_at_ms":1700000000123,"repeated":true}`))
-		case "Bearer gone":
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusGone)
-			_, _ = w.Write([]byte(`{"type":"https://flashgate.dev/problems/expired","status":410,"code":"expired","detail":"admission expired"}`))
-		default:
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	}))
-	defer issuerSrv.Close()
-	ctx := context.Background()
+type completerFunc func(ctx context.Context, tok *verifier.Token) (*flashgate.Completion, error)
 
-	c, err := orderservice.CompleteOverHTTP(ctx, issuerSrv.Client(), issuerSrv.URL+"/", "sneaker", "good")
-	require.NoError(t, err)
-	assert.Equal(t, "Bearer good", gotAuth)
-	assert.Equal(t, "sneaker", gotProduct)
-	assert.True(t, c.Repeated)
-	assert.Equal(t, int64(1700000000123), c.CompletedAt.UnixMilli())
-
-	_, err = orderservice.CompleteOverHTTP(ctx, issuerSrv.Client(), issuerSrv.URL, "sneaker", "gone")
-	assert.ErrorIs(t, err, issuer.ErrExpired)
-	_, err = orderservice.CompleteOverHTTP(ctx, issuerSrv.Client(), issuerSrv.URL, "sneaker", "other")
-	assert.ErrorIs(t, err, issuer.ErrUnavailable)
-	_, err = orderservice.CompleteOverHTTP(ctx, issuerSrv.Client(), "http://127.0.0.1:1", "sneaker", "good")
-	assert.ErrorIs(t, err, issuer.ErrUnavailable)
-}
-
-func TestProblemErrorByType(t *testing.T) {
-	err := orderservice.ProblemError(http.StatusGone, []byte(`{"type":"https://flashgate.dev/problems/revoked"}`))
-	assert.ErrorIs(t, err, issuer.ErrRevoked)
-	err = orderservice.ProblemError(http.StatusConflict, []byte(`not json`))
-	assert.ErrorIs(t, err, issuer.ErrCompleted)
+func (f completerFunc) Complete(ctx context.Context, tok *verifier.Token) (*flashgate.Completion, error) {
+	return f(ctx, tok)
 }

@@ -18,9 +18,11 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/orderservice"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
+	"github.com/flashgate/flashgate/order"
 	"github.com/flashgate/flashgate/server"
 	"github.com/flashgate/flashgate/verifier"
 )
@@ -30,7 +32,7 @@ type env struct {
 	base     string // issuer base URL
 	admin    string // admin token
 	store    string // what holds the queue, for the report
-	complete func(ctx context.Context, t *verifier.Token) (*issuer.Completion, error)
+	complete order.Completer
 
 	// completedAt records the server-reported completion time (ms) of every
 	// admission the order service completed, by jti.
@@ -77,16 +79,18 @@ func setup(ctx context.Context, o *Options, hc *http.Client) (_ *env, err error)
 		e.store = "issuer at " + e.base
 		if rdb != nil {
 			// Completions the Go way: straight to Redis.
-			is, err := issuer.New(issuer.Config{Redis: rdb, Issuer: o.TokenIssuer, Audience: o.Audience, Logger: o.Logger})
+			c, err := order.NewRedis(rdb, nil)
 			if err != nil {
 				return nil, err
 			}
-			e.complete = is.CompleteToken
+			e.complete = c
 			e.store += " + " + o.storeName("redis")
 		} else {
-			e.complete = func(ctx context.Context, t *verifier.Token) (*issuer.Completion, error) {
-				return orderservice.CompleteOverHTTP(ctx, hc, e.base, t.Product, orderservice.RawToken(ctx))
+			c, err := order.NewHTTP(e.base, &order.HTTPConfig{Client: hc})
+			if err != nil {
+				return nil, err
 			}
+			e.complete = c
 		}
 		return e, nil
 	}
@@ -153,7 +157,9 @@ func setup(ctx context.Context, o *Options, hc *http.Client) (_ *env, err error)
 		_ = is.Run(tickCtx)
 	}()
 	e.closers = append(e.closers, func() { stopTick(); <-ticked })
-	e.complete = is.CompleteToken
+	if e.complete, err = order.NewRedis(rdb, nil); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -181,14 +187,7 @@ func (e *env) startOrderService(ctx context.Context, o *Options, hc *http.Client
 		Verifier:   v,
 		UserHeader: o.UserHeader,
 		Logger:     o.Logger,
-		Completer: func(ctx context.Context, t *verifier.Token) (bool, error) {
-			c, err := e.complete(ctx, t)
-			if err != nil {
-				return false, err
-			}
-			e.recordCompletion(t.ID, c.CompletedAt)
-			return c.Repeated, nil
-		},
+		Completer:  recording{e},
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -271,4 +270,16 @@ func (s *sim) adminDo(ctx context.Context, method, path string, body []byte) (in
 		return 0, nil, errors.New("the issuer's admin API is disabled (no admin token configured)")
 	}
 	return resp.StatusCode, raw, nil
+}
+
+// recording is the order service's Completer: e.complete, recording the
+// completion time the queue reports.
+type recording struct{ e *env }
+
+func (r recording) Complete(ctx context.Context, t *verifier.Token) (*flashgate.Completion, error) {
+	c, err := r.e.complete.Complete(ctx, t)
+	if err == nil {
+		r.e.recordCompletion(t.ID, c.CompletedAt)
+	}
+	return c, err
 }

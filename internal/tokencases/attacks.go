@@ -280,7 +280,7 @@ func (b *builder) attacks(a attackBase) {
 	mal("raw_json_array", "not a JWS", "["+C+"]")
 
 	// ---- item 13: duplicate JSON keys -------------------------------------------------------------
-	dup("duplicate_typ", "RFC 7515 §5.2 step 4", signH(header(kid).plus("typ", q(verifier.Type))))
+	dup("duplicate_typ", "RFC 7515 §5.2 step 4", signH(header(kid).plus("typ", q(verifier.TokenType))))
 	dup("duplicate_unknown_header", "RFC 7515 §5.2 step 4 (even for ignored members)", signH(header(kid).plus("x", "1").plus("x", "2")))
 	dup("duplicate_exp_same_value", "RFC 7519 §4: any repetition, even equal", signC(claims().plus("exp", num(ExpiresAt))))
 	dup("duplicate_iat", "RFC 7519 §4", signC(claims().plus("iat", num(IssuedAt-100000))))
@@ -329,8 +329,8 @@ func (b *builder) attacks(a attackBase) {
 	// ---- item 16: typ / iss / aud / sub ----------------------------------------------------------------
 	typ("typ_empty", "RFC 8725 §3.11", signH(header(kid).with("typ", q(""))))
 	typ("typ_null", "RFC 8725 §3.11", signH(header(kid).with("typ", "null")))
-	typ("typ_array", "RFC 7515 §4.1.9", signH(header(kid).with("typ", `["`+verifier.Type+`"]`)))
-	typ("typ_trailing_space", "exact comparison", signH(header(kid).with("typ", q(verifier.Type+" "))))
+	typ("typ_array", "RFC 7515 §4.1.9", signH(header(kid).with("typ", `["`+verifier.TokenType+`"]`)))
+	typ("typ_trailing_space", "exact comparison", signH(header(kid).with("typ", q(verifier.TokenType+" "))))
 	typ("typ_prefix", "exact comparison (substring)", signH(header(kid).with("typ", q("flashgate-admission"))))
 	typ("typ_at_jwt", "RFC 9068 access token substituted", signH(header(kid).with("typ", q("at+jwt"))))
 	typ("typ_jose", "RFC 7515 §4.1.9 JOSE", signH(header(kid).with("typ", q("JOSE"))))

@@ -201,7 +201,7 @@ func (o obj) String() string {
 }
 
 func header(kid string) obj {
-	return obj{{"alg", q("EdDSA")}, {"kid", q(kid)}, {"typ", q(verifier.Type)}}
+	return obj{{"alg", q("EdDSA")}, {"kid", q(kid)}, {"typ", q(verifier.TokenType)}}
 }
 
 func claims() obj {
@@ -316,7 +316,7 @@ func Build() (*Set, error) {
 		signC(claims().with("scope", q("buy")).with("n", "1.5e3")), kid, nil)
 	// RFC 7515 A.1 uses CRLF and spaces inside the JSON: insignificant whitespace.
 	b.ok("valid_json_whitespace", "RFC 7515 A.1 (CRLF inside header/payload JSON)",
-		Sign(cur, "{\"alg\":\"EdDSA\",\r\n \"kid\":"+q(kid)+",\r\n \"typ\":\""+verifier.Type+"\"}",
+		Sign(cur, "{\"alg\":\"EdDSA\",\r\n \"kid\":"+q(kid)+",\r\n \"typ\":\""+verifier.TokenType+"\"}",
 			"\r\n { \"iss\" : "+q(Issuer)+" ,\n\t\"aud\":"+q(Audience)+",\"sub\":"+q(User)+",\"product\":"+q(Product)+
 				",\"jti\":"+q(JTI)+",\"iat\":"+num(IssuedAt)+",\"exp\":"+num(ExpiresAt)+"} "), kid, nil)
 	// JSON escapes denote the same strings (RFC 8259 §7).
@@ -447,7 +447,7 @@ func Build() (*Set, error) {
 	typ("typ_missing", "RFC 8725 §3.11 explicit typing", signH(header(kid).without("typ")))
 	typ("typ_jwt", "RFC 8725 §3.11 (generic JWT substituted)", signH(header(kid).with("typ", q("JWT"))))
 	typ("typ_uppercase", "exact comparison", signH(header(kid).with("typ", q("FLASHGATE-ADMISSION+JWT"))))
-	typ("typ_application_prefix", "RFC 7515 §4.1.9 prefix form not accepted", signH(header(kid).with("typ", q("application/"+verifier.Type))))
+	typ("typ_application_prefix", "RFC 7515 §4.1.9 prefix form not accepted", signH(header(kid).with("typ", q("application/"+verifier.TokenType))))
 	typ("typ_waiting", "DESIGN.md waiting token has a different typ", signH(header(kid).with("typ", q("flashgate-waiting+jwt"))))
 	typ("typ_not_string", "RFC 7515 §4.1.9", signH(header(kid).with("typ", "1")))
 
@@ -577,7 +577,7 @@ func jwxSign(key ed25519.PrivateKey, kid, payload string) (string, error) {
 	if err := h.Set(jws.KeyIDKey, kid); err != nil {
 		return "", err
 	}
-	if err := h.Set(jws.TypeKey, verifier.Type); err != nil {
+	if err := h.Set(jws.TypeKey, verifier.TokenType); err != nil {
 		return "", err
 	}
 	out, err := jws.Sign([]byte(payload), jws.WithKey(jwa.EdDSA, key, jws.WithProtectedHeaders(h)))
@@ -587,7 +587,7 @@ func jwxSign(key ed25519.PrivateKey, kid, payload string) (string, error) {
 // sized returns a valid token of exactly n bytes (padded with a private claim).
 func sized(key ed25519.PrivateKey, kid string, n int) string {
 	for hpad := 0; hpad < 4; hpad++ {
-		h := `{"alg":"EdDSA","kid":` + q(kid) + `,"typ":"` + verifier.Type + `"` + strings.Repeat(" ", hpad) + "}"
+		h := `{"alg":"EdDSA","kid":` + q(kid) + `,"typ":"` + verifier.TokenType + `"` + strings.Repeat(" ", hpad) + "}"
 		base := len(Sign(key, h, claims().with("pad", q("")).String()))
 		start := (n-base)*3/4 - 8
 		if start < 0 {

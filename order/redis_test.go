@@ -1,9 +1,10 @@
-package redischeck_test
+package order_test
 
 import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,10 +12,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/order"
 	"github.com/flashgate/flashgate/verifier"
-	"github.com/flashgate/flashgate/verifier/redischeck"
 )
 
 func TestCompleteAndCheckActive(t *testing.T) {
@@ -26,7 +28,7 @@ func TestCompleteAndCheckActive(t *testing.T) {
 	b, err := is.Enter(ctx, room, "bob")
 	require.NoError(t, err)
 
-	chk, err := redischeck.New(rdb)
+	chk, err := order.NewRedis(rdb, nil)
 	require.NoError(t, err)
 	ta := &verifier.Token{Product: room, User: "alice", ID: a.AdmissionID}
 	tb := &verifier.Token{Product: room, User: "bob", ID: b.AdmissionID}
@@ -38,26 +40,26 @@ func TestCompleteAndCheckActive(t *testing.T) {
 	c2, err := chk.Complete(ctx, ta)
 	require.NoError(t, err)
 	assert.True(t, c2.Repeated, "a retried completion returns the first result")
-	assert.ErrorIs(t, chk.CheckActive(ctx, ta), issuer.ErrNotFound, "completed: no longer active")
+	assert.ErrorIs(t, chk.CheckActive(ctx, ta), flashgate.ErrNotFound, "completed: no longer active")
 
 	_, err = is.Revoke(ctx, room, "", b.AdmissionID)
 	require.NoError(t, err)
-	assert.ErrorIs(t, chk.CheckActive(ctx, tb), issuer.ErrNotFound)
+	assert.ErrorIs(t, chk.CheckActive(ctx, tb), flashgate.ErrNotFound)
 	_, err = chk.Complete(ctx, tb)
-	assert.ErrorIs(t, err, issuer.ErrRevoked)
+	assert.ErrorIs(t, err, flashgate.ErrRevoked)
 }
 
 func TestRedisAwayFailsClosed(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	chk, err := redischeck.New(rdb)
+	chk, err := order.NewRedis(rdb, nil)
 	require.NoError(t, err)
 	srv.Kill()
 	tok := &verifier.Token{Product: "sku", User: "alice", ID: "e0.1.1.1"}
 	_, err = chk.Complete(context.Background(), tok)
-	assert.ErrorIs(t, err, issuer.ErrUnavailable)
-	assert.ErrorIs(t, chk.CheckActive(context.Background(), tok), issuer.ErrUnavailable)
+	assert.ErrorIs(t, err, flashgate.ErrUnavailable)
+	assert.ErrorIs(t, chk.CheckActive(context.Background(), tok), flashgate.ErrUnavailable)
 }
 
 func TestCompletionReplicas(t *testing.T) {
@@ -70,10 +72,10 @@ func TestCompletionReplicas(t *testing.T) {
 	tok := &verifier.Token{Product: room, User: "alice", ID: a.AdmissionID}
 
 	// No replica: the completion is applied but not acknowledged → fail closed.
-	chk, err := redischeck.New(rdb, redischeck.WithCompletionReplicas(1, 50*time.Millisecond))
+	chk, err := order.NewRedis(rdb, &order.Config{CompletionReplicas: 1, CompletionTimeout: 50 * time.Millisecond})
 	require.NoError(t, err)
 	_, err = chk.Complete(ctx, tok)
-	assert.ErrorIs(t, err, issuer.ErrUnavailable)
+	assert.ErrorIs(t, err, flashgate.ErrUnavailable)
 	assert.Contains(t, err.Error(), "0 of 1 replicas")
 
 	// With a replica attached, the retry returns the first result.
@@ -82,15 +84,15 @@ func TestCompletionReplicas(t *testing.T) {
 		info, _ := rdb.Info(ctx, "replication").Result()
 		return strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
 	}, 10*time.Second, 50*time.Millisecond, "replica %s attached", replica.Addr)
-	chk, err = redischeck.New(rdb, redischeck.WithCompletionReplicas(1, 2*time.Second))
+	chk, err = order.NewRedis(rdb, &order.Config{CompletionReplicas: 1, CompletionTimeout: 2 * time.Second})
 	require.NoError(t, err)
 	c, err := chk.Complete(ctx, tok)
 	require.NoError(t, err)
 	assert.True(t, c.Repeated)
 
-	_, err = redischeck.New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}}),
-		redischeck.WithCompletionReplicas(1, 0))
-	assert.ErrorIs(t, err, issuer.ErrInvalidInput, "WAIT is per node: not on Cluster")
+	_, err = order.NewRedis(redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}}),
+		&order.Config{CompletionReplicas: 1})
+	assert.ErrorIs(t, err, flashgate.ErrInvalidInput, "WAIT is per node: not on Cluster")
 }
 
 // issuerRoom returns an issuer on rdb and a fresh room with capacity 5.
@@ -102,4 +104,35 @@ func issuerRoom(t *testing.T, rdb *redis.Client) (*issuer.Issuer, string) {
 	_, err = is.SetRoom(context.Background(), room, issuer.RoomConfig{Capacity: 5})
 	require.NoError(t, err)
 	return is, room
+}
+
+// The active check judges expiry by the room's clock (the latest time a
+// script of the room wrote), never by this pod's: a room whose clock runs an
+// hour ahead of the pod has expired an admission the pod's clock would still
+// call live.
+func TestCheckActiveUsesTheRoomClock(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	var mu sync.Mutex
+	roomNow := time.Now().Add(time.Hour)
+	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: make([]byte, 32),
+		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return roomNow }})
+	require.NoError(t, err)
+	room := redistest.Room("clock")
+	_, err = is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 5, Session: time.Minute})
+	require.NoError(t, err)
+	a, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	chk, err := order.NewRedis(rdb, nil) // Redis TIME: an hour behind the room
+	require.NoError(t, err)
+	tok := &verifier.Token{Product: room, User: "alice", ID: a.AdmissionID}
+	require.NoError(t, chk.CheckActive(ctx, tok))
+
+	mu.Lock()
+	roomNow = roomNow.Add(2 * time.Minute)
+	mu.Unlock()
+	_, err = is.Enter(ctx, room, "bob") // a write: the room's clock moves on
+	require.NoError(t, err)
+	require.True(t, a.ExpiresAt.After(time.Now()), "by the pod's clock the admission is live")
+	assert.ErrorIs(t, chk.CheckActive(ctx, tok), flashgate.ErrExpired, "by the room's clock it lapsed")
 }

@@ -1,0 +1,12 @@
+-- active: ARGV[3] = jti. Is the admission still live, by the room's clock
+-- (now_ms: Redis TIME, never the caller's)? Read-only. Returns
+-- {'ACTIVE', expiry_ms}, {'EXPIRED', expiry_ms} (lapsed, not yet dropped by a
+-- tick) or {'GONE'}: not in the active set (revoked, completed, left, expired
+-- and dropped, an id of an earlier epoch) or no such room.
+local cfg = load_config(false)
+if not cfg then return { 'GONE' } end
+local e = redis.call('ZSCORE', K_ACTIVE, ARGV[3])
+if not e then return { 'GONE' } end
+e = tonumber(e)
+if e <= now_ms(cfg) then return { 'EXPIRED', e } end
+return { 'ACTIVE', e }

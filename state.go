@@ -1,0 +1,28 @@
+package flashgate
+
+import "time"
+
+// State is what a client can see of its entry (DESIGN.md vocabulary).
+type State string
+
+// Entry states.
+const (
+	StateWaiting   State = "WAITING"
+	StateActive    State = "ACTIVE"
+	StateExpired   State = "EXPIRED"
+	StateCompleted State = "COMPLETED"
+	StateRevoked   State = "REVOKED"
+	StateNotFound  State = "NOT_FOUND"
+)
+
+// Completion is the result of completing an admission (the order went
+// through; DESIGN.md "completion").
+type Completion struct {
+	AdmissionID string
+	// CompletedAt is when the admission was consumed, millisecond precision,
+	// by the room's clock (Redis TIME).
+	CompletedAt time.Time
+	// Repeated is true when the admission had already been completed: the
+	// first completion's time is returned (idempotent under retries).
+	Repeated bool
+}
