@@ -15,7 +15,8 @@
 //	Revoke    end an admission (operator)
 //
 // plus room administration (SetRoom, Room, SetState, Rooms, Stats) and the
-// order-side checks CompleteToken and CheckActive.
+// active check CheckActive (the order side, package order, calls Complete and
+// CheckActive).
 // Run ticks every registered room until its context ends; any number of Issuers
 // (replicas) may share one Redis, and the rate budget lives in Redis, so
 // three replicas ticking at once admit no more than one would.

@@ -70,7 +70,7 @@ func TestHTTPComplete(t *testing.T) {
 	assert.ErrorIs(t, err, flashgate.ErrUnavailable)
 }
 
-func TestProblemErrorByType(t *testing.T) {
+func TestParseProblemByType(t *testing.T) {
 	err := order.ParseProblem(http.StatusGone, []byte(`{"type":"https://flashgate.dev/problems/revoked"}`))
 	assert.ErrorIs(t, err, flashgate.ErrRevoked)
 	err = order.ParseProblem(http.StatusConflict, []byte(`not json`))

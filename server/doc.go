@@ -40,7 +40,7 @@
 // 200 with state NOT_FOUND.
 //
 // /v1/complete is for order services not written in Go (Go services use
-// verifier.Middleware and issuer.CompleteToken directly). The expected
+// verifier.Middleware and package order directly). The expected
 // product comes from the request — query parameter or JSON body field
 // "product" — never from the token itself; when the user header is present,
 // the token's sub must match it. The token is verified offline

@@ -28,7 +28,7 @@
 //     log says "redis down" and "redis up" once, not a line per request; it
 //     closes by itself when Redis is back.
 //   - TestRedisUnreachable: the verifier keeps verifying offline while
-//     completion fails closed with a retryable error (redischeck,
+//     completion fails closed with a retryable error (order.Redis,
 //     /v1/complete, the order service); TestRedisHangs does the same for a
 //     Redis that accepts connections and never answers.
 //   - TestReplicasUnderFaults: three issuer replicas tick one room while 500

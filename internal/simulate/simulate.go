@@ -75,7 +75,7 @@ type Options struct {
 	// IssuerURL, when set, uses a running issuer instead of starting one;
 	// AdminToken is its admin token (required, to configure the room and
 	// read its stats). Completions then go through Redis when Redis is set
-	// (issuer.CompleteToken), else through the issuer's /v1/complete.
+	// (order.Redis), else through the issuer's /v1/complete (order.HTTP).
 	IssuerURL  string
 	AdminToken string
 	// TokenIssuer and Audience are the admission tokens' iss and aud
