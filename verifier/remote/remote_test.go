@@ -170,8 +170,8 @@ func TestUnknownKidSingleFlight(t *testing.T) {
 	assert.EqualValues(t, 2, srv.requests.Load(), "one fetch for 50 concurrent callers")
 }
 
-// Port of keys.Remote's rotation test: after two rotations on the issuer
-// the new active key, never seen before, is fetched once for 50 callers.
+// After two rotations of the issuer's keys.Ring, the new active key, never
+// seen before, is fetched once for 50 callers.
 func TestRotationPickedUp(t *testing.T) {
 	ring, err := keys.Generate(time.Now())
 	require.NoError(t, err)
