@@ -1,7 +1,7 @@
 // Package keys owns flashgate's admission-token signing keys: an Ed25519
 // key ring kept in a private JWK Set file, the public JWK Set served at
-// /.well-known/jwks.json, key rotation, signing, and — for order services —
-// a cached remote JWK Set that implements verifier.KeySet.
+// /.well-known/jwks.json, key rotation and signing. Order services that
+// only verify fetch the public JWK Set with package verifier/remote.
 //
 // # Key ring file
 //
@@ -79,18 +79,4 @@
 // Ring.Sign produces JWS compact serializations with the protected header
 // {"alg":"EdDSA","kid":<kid>,"typ":"flashgate-admission+jwt"} (verifier.Alg,
 // verifier.TokenType). Ed25519 signatures are deterministic.
-//
-// # Remote key sets
-//
-// Order services that cannot read the ring file verify with a Remote, which
-// fetches the issuer's JWK Set through jwx's jwk.Cache. The cache honours
-// Cache-Control max-age and Expires, but never refreshes more often than
-// RemoteOptions.MinRefreshInterval (default 10 s); the background loop
-// looks for due refreshes every RemoteOptions.CheckEvery (default 1 min).
-// A kid that is not in the cached set forces one refresh: concurrent
-// callers share one fetch and at most one forced fetch starts per
-// MinRefreshInterval. A failed fetch keeps the last good set. Unknown kids
-// give verifier.ErrUnknownKey; a set that was never fetched gives
-// verifier.ErrUnavailable. Only Ed25519 OKP public keys with use "sig" (or
-// no use) and alg "EdDSA" (or no alg) are returned.
 package keys

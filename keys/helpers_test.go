@@ -3,11 +3,15 @@ package keys_test
 import (
 	"crypto/ed25519"
 	"encoding/base64"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 

@@ -24,7 +24,8 @@ const (
 )
 
 // KeySet resolves a kid to an Ed25519 public key. Implementations: *StaticKeys
-// (a parsed JWKS document, stdlib only) and keys.Remote (a fetched, cached JWKS).
+// (a parsed JWKS document) and *remote.KeySet in package verifier/remote (a
+// fetched, cached JWKS); both are stdlib only.
 //
 // PublicKey returns ErrUnknownKey (possibly wrapped) when kid names no key, and
 // ErrUnavailable when the set cannot be obtained at all.

@@ -25,6 +25,7 @@ import (
 	"github.com/flashgate/flashgate/order"
 	"github.com/flashgate/flashgate/server"
 	"github.com/flashgate/flashgate/verifier"
+	"github.com/flashgate/flashgate/verifier/remote"
 )
 
 // env is the servers of one run and how to stop them.
@@ -175,11 +176,11 @@ func (o *Options) storeName(def string) string {
 func (e *env) startOrderService(ctx context.Context, o *Options, hc *http.Client) (string, error) {
 	kctx, stopKeys := context.WithCancel(context.WithoutCancel(ctx))
 	e.closers = append(e.closers, stopKeys)
-	remote, err := keys.NewRemote(kctx, e.base+"/.well-known/jwks.json", keys.RemoteOptions{HTTPClient: hc, Logger: o.Logger})
+	ks, err := remote.New(kctx, e.base+"/.well-known/jwks.json", &remote.Config{HTTPClient: hc, Logger: o.Logger})
 	if err != nil {
 		return "", err
 	}
-	v, err := verifier.New(remote, verifier.Config{Issuer: o.TokenIssuer, Audience: o.Audience})
+	v, err := verifier.New(ks, verifier.Config{Issuer: o.TokenIssuer, Audience: o.Audience})
 	if err != nil {
 		return "", err
 	}
