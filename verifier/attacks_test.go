@@ -46,11 +46,8 @@ func oversized(set *tokencases.Set) map[string]string {
 func TestTooLargeAllocatesConstant(t *testing.T) {
 	const maxAllocs, maxBytes = 6, 512 // today: 4 allocations, 137 B (the wrapped error)
 	set := buildSet(t)
-	keys, err := verifier.ParseJWKS(set.JWKS)
-	require.NoError(t, err)
 	c := set.Cases[0]
-	v, err := verifier.New(keys, set.Config(c))
-	require.NoError(t, err)
+	v := tokencases.Verifier(t, set, set.Config(c))
 	ctx, want := context.Background(), c.Expect()
 
 	names := make([]string, 0, 8)
@@ -97,15 +94,8 @@ func TestTooLargeAllocatesConstant(t *testing.T) {
 // 4097 bytes to 1 MiB (run with -benchmem).
 func BenchmarkVerifyRejectTooLarge(b *testing.B) {
 	set := buildSet(b)
-	keys, err := verifier.ParseJWKS(set.JWKS)
-	if err != nil {
-		b.Fatal(err)
-	}
 	c := set.Cases[0]
-	v, err := verifier.New(keys, set.Config(c))
-	if err != nil {
-		b.Fatal(err)
-	}
+	v := tokencases.Verifier(b, set, set.Config(c))
 	inputs := oversized(set)
 	for _, name := range []string{"4097_bytes", "1mib_garbage", "1mib_dot_flood"} {
 		raw := inputs[name]
@@ -157,13 +147,10 @@ func TestWycheproofJWS(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &file))
 
 	set := buildSet(t)
-	keys, err := verifier.ParseJWKS(set.JWKS)
-	require.NoError(t, err)
 	// The file's payloads are not our claims; the clock does not matter
 	// because nothing gets that far.
-	v, err := verifier.New(keys, verifier.Config{Issuer: tokencases.Issuer, Audience: tokencases.Audience,
+	v := tokencases.Verifier(t, set, verifier.Config{Issuer: tokencases.Issuer, Audience: tokencases.Audience,
 		Product: tokencases.Product, Now: func() time.Time { return time.Unix(tokencases.Now, 0) }})
-	require.NoError(t, err)
 
 	n := 0
 	codes := map[verifier.Code]int{}

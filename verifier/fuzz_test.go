@@ -14,19 +14,9 @@ import (
 // FuzzVerify: Verify never panics, and whatever it accepts carries a real
 // Ed25519 signature by a published key over its raw signing input.
 func FuzzVerify(f *testing.F) {
-	set, err := tokencases.Build()
-	if err != nil {
-		f.Fatal(err)
-	}
-	keys, err := verifier.ParseJWKS(set.JWKS)
-	if err != nil {
-		f.Fatal(err)
-	}
+	set := buildSet(f)
 	c := set.Cases[0]
-	v, err := verifier.New(keys, set.Config(c))
-	if err != nil {
-		f.Fatal(err)
-	}
+	v := tokencases.Verifier(f, set, set.Config(c))
 	for _, tc := range set.Cases {
 		if len(tc.Token) <= 2*verifier.MaxTokenSize {
 			f.Add(tc.Token)
@@ -62,10 +52,7 @@ func FuzzVerify(f *testing.F) {
 
 // FuzzParseJWKS: ParseJWKS never panics and returns only usable keys.
 func FuzzParseJWKS(f *testing.F) {
-	set, err := tokencases.Build()
-	if err != nil {
-		f.Fatal(err)
-	}
+	set := buildSet(f)
 	f.Add(set.JWKS)
 	f.Add([]byte(`{"keys":[]}`))
 	f.Add([]byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","kid":"a"}]}`))

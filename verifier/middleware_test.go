@@ -14,11 +14,8 @@ import (
 
 func TestMiddleware(t *testing.T) {
 	set := buildSet(t)
-	keys, err := verifier.ParseJWKS(set.JWKS)
-	require.NoError(t, err)
 	c := set.Cases[0]
-	v, err := verifier.New(keys, set.Config(c))
-	require.NoError(t, err)
+	v := tokencases.Verifier(t, set, set.Config(c))
 
 	var seen *verifier.Token
 	h := verifier.Middleware(v, verifier.MiddlewareOptions{
@@ -103,12 +100,9 @@ func TestMiddleware(t *testing.T) {
 
 func TestMiddlewareDefaults(t *testing.T) {
 	set := buildSet(t)
-	keys, err := verifier.ParseJWKS(set.JWKS)
-	require.NoError(t, err)
 	cfg := set.Config(set.Cases[0])
 	cfg.Product = tokencases.Product // nil opts.Product → Config.Product
-	v, err := verifier.New(keys, cfg)
-	require.NoError(t, err)
+	v := tokencases.Verifier(t, set, cfg)
 	h := verifier.Middleware(v, verifier.MiddlewareOptions{Cookie: "adm"})(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
 	r := httptest.NewRequest("GET", "/", nil)

@@ -16,17 +16,17 @@ import (
 	"github.com/flashgate/flashgate/verifier"
 )
 
+// buildSet is the shared case table as committed
+// (internal/tokencases/testdata/cases.json): the bytes the wasm and worker
+// harnesses run too.
 func buildSet(t testing.TB) *tokencases.Set {
 	t.Helper()
-	set, err := tokencases.Build()
-	require.NoError(t, err)
-	return set
+	return tokencases.MustLoad(t, tokencases.GoldenPath(1))
 }
 
 func TestTokenCases(t *testing.T) {
 	set := buildSet(t)
-	keys, err := verifier.ParseJWKS(set.JWKS)
-	require.NoError(t, err)
+	keys := set.Keys(t)
 	require.Equal(t, []string{set.CurrentKID, set.PreviousKID}, sortedPair(set.CurrentKID, set.PreviousKID, keys.KeyIDs()))
 
 	covered := map[verifier.Code]bool{}
@@ -76,8 +76,7 @@ func sortedPair(a, b string, got []string) []string {
 // TestSentinels checks errors.Is on each wrapped failure.
 func TestSentinels(t *testing.T) {
 	set := buildSet(t)
-	keys, err := verifier.ParseJWKS(set.JWKS)
-	require.NoError(t, err)
+	keys := set.Keys(t)
 	sentinels := map[verifier.Code]error{
 		verifier.CodeTooLarge: verifier.ErrTooLarge, verifier.CodeMalformed: verifier.ErrMalformed,
 		verifier.CodeDuplicateKey: verifier.ErrDuplicateKey, verifier.CodeUnsupportedAlg: verifier.ErrUnsupportedAlg,
@@ -196,22 +195,16 @@ func TestKeySetErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	keys, err := verifier.ParseJWKS(set.JWKS)
-	require.NoError(t, err)
-	v, err := verifier.New(keys, set.Config(c))
-	require.NoError(t, err)
-	_, err = v.Verify(ctx, set.Valid, c.Expect()) // StaticKeys ignores ctx
+	v := tokencases.Verifier(t, set, set.Config(c))
+	_, err := v.Verify(ctx, set.Valid, c.Expect()) // StaticKeys ignores ctx
 	require.NoError(t, err)
 }
 
 // TestConcurrent runs the table from many goroutines on one Verifier (-race).
 func TestConcurrent(t *testing.T) {
 	set := buildSet(t)
-	keys, err := verifier.ParseJWKS(set.JWKS)
-	require.NoError(t, err)
 	c := set.Cases[0]
-	v, err := verifier.New(keys, set.Config(c))
-	require.NoError(t, err)
+	v := tokencases.Verifier(t, set, set.Config(c))
 	done := make(chan error, 8)
 	for g := 0; g < 8; g++ {
 		go func() {

@@ -22,14 +22,7 @@ type differ struct {
 }
 
 func newDiffer(tb testing.TB) *differ {
-	set, err := tokencases.Build()
-	if err != nil {
-		tb.Fatalf("tokencases.Build: %v", err)
-	}
-	keys, err := verifier.ParseJWKS(set.JWKS)
-	if err != nil {
-		tb.Fatalf("ParseJWKS: %v", err)
-	}
+	set := tokencases.MustLoad(tb, tokencases.GoldenPath(1))
 	var base tokencases.Case
 	for _, c := range set.Cases {
 		if c.Want == verifier.CodeOK && c.Leeway == 0 && c.User != "" {
@@ -40,10 +33,7 @@ func newDiffer(tb testing.TB) *differ {
 	if base.Token == "" {
 		tb.Fatal("no valid case with a user in the table")
 	}
-	v, err := verifier.New(keys, set.Config(base))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	v := tokencases.Verifier(tb, set, set.Config(base))
 	h := newHost(tb)
 	h.mustSetKeys(string(set.JWKS))
 	h.mustConfigure("iss=" + set.Issuer + "\naud=" + set.Audience + "\nleeway=0")

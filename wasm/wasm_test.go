@@ -415,17 +415,12 @@ func TestWasmKeyRotation(t *testing.T) {
 	expect("b after a rejected configure", tokB, verifier.CodeOK)
 }
 
-// TestWasmTokenCases runs the shared case table through the native verifier
-// and the module and requires the same code and claims from both.
+// TestWasmTokenCases runs the shared case table (the golden file
+// internal/tokencases/testdata/cases.json) through the native verifier and
+// the module and requires the same code and claims from both.
 func TestWasmTokenCases(t *testing.T) {
-	set, err := tokencases.Build()
-	if err != nil {
-		t.Fatalf("tokencases.Build: %v", err)
-	}
-	keys, err := verifier.ParseJWKS(set.JWKS)
-	if err != nil {
-		t.Fatalf("ParseJWKS: %v", err)
-	}
+	set := tokencases.MustLoad(t, tokencases.GoldenPath(1))
+	keys := set.Keys(t)
 	h := newHost(t)
 	h.mustSetKeys(string(set.JWKS))
 	ctx := context.Background()
