@@ -221,27 +221,35 @@ func newEnv(t testing.TB) *env {
 // config.capnp.tmpl filled in, and returns its base URL once it answers.
 func startWorkerd(t testing.TB, bin, wasm, issuerAddr, originAddr string) string {
 	t.Helper()
-	// workerd: config from the template, worker.js and the module next to it,
-	// listening on a socket this process opened (no free-port race).
 	dir := t.TempDir()
 	copyFile(t, "worker.js", filepath.Join(dir, "worker.js"))
 	copyFile(t, wasm, filepath.Join(dir, "flashgate-verifier.wasm"))
-	wln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := wln.Addr().(*net.TCPAddr).Port
-	tmpl, err := os.ReadFile("config.capnp.tmpl")
-	require.NoError(t, err)
-	vars := map[string]string{
-		"PORT":             strconv.Itoa(port),
+	// Ready when the worker itself answers: /products/ has no product, so
+	// the worker answers 404 without touching the issuer or the origin.
+	return launchWorkerd(t, bin, dir, "config.capnp.tmpl", map[string]string{
 		"ISSUER_ADDR":      issuerAddr,
 		"ORIGIN_ADDR":      originAddr,
 		"JWKS_TTL_SECONDS": "300",
 		"WAITING_ROOM_URL": waitingRoom,
-	}
-	config := os.Expand(string(tmpl), func(k string) string {
+	}, "/products/")
+}
+
+// launchWorkerd fills in the template tmpl (vars plus PORT) as dir's
+// config.capnp, runs workerd on it listening on a socket this process
+// opened (no free-port race), and returns its base URL once GET readyPath
+// answers 404.
+func launchWorkerd(t testing.TB, bin, dir, tmpl string, vars map[string]string, readyPath string) string {
+	t.Helper()
+	wln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := wln.Addr().(*net.TCPAddr).Port
+	text, err := os.ReadFile(tmpl)
+	require.NoError(t, err)
+	vars["PORT"] = strconv.Itoa(port)
+	config := os.Expand(string(text), func(k string) string {
 		v, ok := vars[k]
 		if !ok {
-			t.Fatalf("config.capnp.tmpl: unknown placeholder ${%s}", k)
+			t.Fatalf("%s: unknown placeholder ${%s}", tmpl, k)
 		}
 		return v
 	})
@@ -274,8 +282,6 @@ func startWorkerd(t testing.TB, bin, wasm, issuerAddr, originAddr string) string
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	client := &http.Client{Timeout: 2 * time.Second}
 
-	// Ready when the worker itself answers: /products/ has no product, so
-	// the worker answers 404 without touching the issuer or the origin.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
@@ -284,7 +290,7 @@ func startWorkerd(t testing.TB, bin, wasm, issuerAddr, originAddr string) string
 			t.Fatalf("workerd exited during start-up:\n%s", b)
 		default:
 		}
-		resp, err := client.Get(base + "/products/")
+		resp, err := client.Get(base + readyPath)
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusNotFound {
