@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/verifier"
 )
 
@@ -77,11 +78,7 @@ type key struct {
 func newKey(priv ed25519.PrivateKey, status Status, created, retireUntil time.Time) *key {
 	pub := priv.Public().(ed25519.PublicKey)
 	kid := Thumbprint(pub)
-	hdr, _ := json.Marshal(struct {
-		Alg string `json:"alg"`
-		Kid string `json:"kid"`
-		Typ string `json:"typ"`
-	}{verifier.Alg, kid, verifier.TokenType})
+	hdr := flashgate.NewHeader(kid).JSON()
 	return &key{
 		kid:         kid,
 		priv:        priv,
