@@ -23,6 +23,7 @@
 package tokencases
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -39,6 +40,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jws"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/verifier"
 )
 
@@ -200,16 +202,39 @@ func (o obj) String() string {
 	return b.String()
 }
 
-func header(kid string) obj {
-	return obj{{"alg", q("EdDSA")}, {"kid", q(kid)}, {"typ", q(verifier.TokenType)}}
+// objOf returns the members of the JSON object b in order, values raw.
+func objOf(b []byte) obj {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		panic(fmt.Sprintf("tokencases: not a JSON object: %s", b))
+	}
+	var o obj
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			panic(err)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			panic(err)
+		}
+		o = append(o, kv{k.(string), string(v)})
+	}
+	return o
 }
 
-func claims() obj {
-	return obj{
-		{"iss", q(Issuer)}, {"aud", q(Audience)}, {"sub", q(User)}, {"product", q(Product)},
-		{"jti", q(JTI)}, {"iat", num(IssuedAt)}, {"exp", num(ExpiresAt)},
-	}
+// header is the issuer's protected header for kid (flashgate.NewHeader), as
+// an ordered object that attack variants edit member by member.
+func header(kid string) obj { return objOf(flashgate.NewHeader(kid).JSON()) }
+
+// StandardClaims are the claims of the table's valid tokens, built by the
+// issuer's own type.
+func StandardClaims() flashgate.Claims {
+	return flashgate.NewClaims(Issuer, Audience, User, Product, JTI, time.Unix(IssuedAt, 0), time.Unix(ExpiresAt, 0))
 }
+
+// claims is StandardClaims as an ordered object for attack variants.
+func claims() obj { return objOf(StandardClaims().JSON()) }
 
 type builder struct {
 	set *Set
@@ -587,7 +612,7 @@ func jwxSign(key ed25519.PrivateKey, kid, payload string) (string, error) {
 // sized returns a valid token of exactly n bytes (padded with a private claim).
 func sized(key ed25519.PrivateKey, kid string, n int) string {
 	for hpad := 0; hpad < 4; hpad++ {
-		h := `{"alg":"EdDSA","kid":` + q(kid) + `,"typ":"` + verifier.TokenType + `"` + strings.Repeat(" ", hpad) + "}"
+		h := strings.TrimSuffix(header(kid).String(), "}") + strings.Repeat(" ", hpad) + "}"
 		base := len(Sign(key, h, claims().with("pad", q("")).String()))
 		start := (n-base)*3/4 - 8
 		if start < 0 {
