@@ -11,6 +11,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jwt"
 
+	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/internal/tokencases"
 	"github.com/flashgate/flashgate/verifier"
 )
@@ -35,10 +36,7 @@ func newBenchFixture(tb testing.TB) *benchFixture {
 		tb.Fatalf("kid length %d", len(kid))
 	}
 	iat := int64(1763680000)
-	token := tokencases.Sign(priv,
-		`{"alg":"EdDSA","kid":"`+kid+`","typ":"flashgate-admission+jwt"}`,
-		`{"iss":"https://issuer.example","aud":"orders","sub":"user-12345","product":"sku-1",`+
-			`"jti":"1234.56.1763680000000","iat":`+itoa(iat)+`,"exp":`+itoa(iat+300)+`}`)
+	token := (&testkit.Signer{Kid: kid, Key: priv}).Sign(tokencases.StandardClaims()) // iat 1763680000, exp iat+300
 	now := time.Unix(iat+60, 0)
 	v, err := verifier.New(verifier.NewStaticKeys(map[string]ed25519.PublicKey{kid: pub}), verifier.Config{
 		Issuer: "https://issuer.example", Audience: "orders",

@@ -5,9 +5,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/internal/tokencases"
 	"github.com/flashgate/flashgate/verifier"
 )
@@ -28,10 +31,9 @@ func TestMiddleware(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 
-	expiredTok := tokencases.Sign(set.Current,
-		`{"alg":"EdDSA","kid":"`+set.CurrentKID+`","typ":"`+verifier.TokenType+`"}`,
-		`{"iss":"`+tokencases.Issuer+`","aud":"orders","sub":"user-12345","product":"sku-1","jti":"j","iat":`+
-			itoa(tokencases.IssuedAt-600)+`,"exp":`+itoa(tokencases.IssuedAt-300)+`}`)
+	expiredTok := (&testkit.Signer{Kid: set.CurrentKID, Key: set.Current}).Sign(flashgate.NewClaims(
+		tokencases.Issuer, "orders", "user-12345", "sku-1", "j",
+		time.Unix(tokencases.IssuedAt-600, 0), time.Unix(tokencases.IssuedAt-300, 0)))
 
 	type want struct {
 		status int

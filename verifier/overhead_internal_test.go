@@ -3,11 +3,12 @@ package verifier
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/testkit"
 )
 
 // BenchmarkNonCryptoWork times everything Verify does around
@@ -17,16 +18,11 @@ import (
 // BenchmarkEd25519Verify; on a loaded machine this is a steadier number
 // than the difference of two noisy benchmarks.
 func BenchmarkNonCryptoWork(b *testing.B) {
-	seed := sha256.Sum256([]byte("bench"))
-	priv := ed25519.NewKeyFromSeed(seed[:])
-	pub := priv.Public().(ed25519.PublicKey)
-	enc := base64.RawURLEncoding
-	kidSum := sha256.Sum256([]byte(`{"crv":"Ed25519","kty":"OKP","x":"` + enc.EncodeToString(pub) + `"}`))
-	kid := enc.EncodeToString(kidSum[:])
-	in := enc.EncodeToString([]byte(`{"alg":"EdDSA","kid":"`+kid+`","typ":"flashgate-admission+jwt"}`)) + "." +
-		enc.EncodeToString([]byte(`{"iss":"https://issuer.example","aud":"orders","sub":"user-12345","product":"sku-1",`+
-			`"jti":"1234.56.1763680000000","iat":1763680000,"exp":1763680300}`))
-	raw := in + "." + enc.EncodeToString(ed25519.Sign(priv, []byte(in)))
+	signer := testkit.SignerFor("bench")
+	pub, kid := signer.Public(), signer.Kid
+	iat := time.Unix(1763680000, 0)
+	raw := signer.Sign(flashgate.NewClaims("https://issuer.example", "orders", "user-12345", "sku-1",
+		"1234.56.1763680000000", iat, iat.Add(300*time.Second)))
 	now := time.Unix(1763680060, 0)
 	v, err := New(NewStaticKeys(map[string]ed25519.PublicKey{kid: pub}), Config{
 		Issuer: "https://issuer.example", Audience: "orders", Now: func() time.Time { return now }})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/internal/tokencases"
 	"github.com/flashgate/flashgate/verifier"
 )
@@ -157,13 +158,9 @@ func TestDefaults(t *testing.T) {
 }
 
 func signClaims(priv ed25519.PrivateKey, kid string, iat, exp int64) string {
-	h := `{"alg":"EdDSA","kid":"` + kid + `","typ":"` + verifier.TokenType + `"}`
-	c := `{"iss":"` + tokencases.Issuer + `","aud":"` + tokencases.Audience + `","sub":"` + tokencases.User +
-		`","product":"` + tokencases.Product + `","jti":"j1","iat":` + itoa(iat) + `,"exp":` + itoa(exp) + `}`
-	return tokencases.Sign(priv, h, c)
+	return (&testkit.Signer{Kid: kid, Key: priv}).Sign(flashgate.NewClaims(tokencases.Issuer, tokencases.Audience,
+		tokencases.User, tokencases.Product, "j1", time.Unix(iat, 0), time.Unix(exp, 0)))
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 type failingKeys struct{ err error }
 
