@@ -8,8 +8,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"os"
@@ -24,6 +22,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/internal/tokencases"
 	"github.com/flashgate/flashgate/verifier"
 )
@@ -260,32 +260,22 @@ const (
 
 var b64 = base64.RawURLEncoding
 
-func testKey(label string) (string, ed25519.PrivateKey) {
-	seed := sha256.Sum256([]byte("flashgate wasm test: " + label))
-	return "kid-" + label, ed25519.NewKeyFromSeed(seed[:])
-}
+// testKey is the deterministic signer for label.
+func testKey(label string) *testkit.Signer { return testkit.SignerFor("flashgate wasm test: " + label) }
 
 func jwksOf(labels ...string) string {
-	var keys []string
+	var signers []*testkit.Signer
 	for _, l := range labels {
-		kid, k := testKey(l)
-		keys = append(keys, `{"kty":"OKP","crv":"Ed25519","use":"sig","alg":"EdDSA","kid":"`+kid+
-			`","x":"`+b64.EncodeToString(k.Public().(ed25519.PublicKey))+`"}`)
+		signers = append(signers, testKey(l))
 	}
-	return `{"keys":[` + strings.Join(keys, ",") + `]}`
+	return string(testkit.JWKS(signers...))
 }
 
-func sign(label, payload string) string {
-	kid, k := testKey(label)
-	in := b64.EncodeToString([]byte(`{"alg":"EdDSA","kid":"`+kid+`","typ":"flashgate-admission+jwt"}`)) +
-		"." + b64.EncodeToString([]byte(payload))
-	return in + "." + b64.EncodeToString(ed25519.Sign(k, []byte(in)))
-}
+func sign(label, payload string) string { return testKey(label).SignPayload([]byte(payload)) }
 
 func payload(jti string, iat, exp int64) string {
-	return `{"iss":"` + testIssuer + `","aud":"` + testAudience + `","sub":"` + testUser +
-		`","product":"` + testProduct + `","jti":"` + jti + `","iat":` + strconv.FormatInt(iat, 10) +
-		`,"exp":` + strconv.FormatInt(exp, 10) + `}`
+	return string(flashgate.NewClaims(testIssuer, testAudience, testUser, testProduct, jti,
+		time.Unix(iat, 0), time.Unix(exp, 0)).JSON())
 }
 
 const testConfig = "iss=" + testIssuer + "\naud=" + testAudience + "\nleeway=5\nmax_lifetime=900\n"
@@ -347,7 +337,7 @@ func TestWasmVerify(t *testing.T) {
 	if st != 0 {
 		t.Fatalf("valid token: code %d (%s), want 0", st, res)
 	}
-	kid, _ := testKey("a")
+	kid := testKey("a").Kid
 	want := claims{kid, testIssuer, testAudience, testUser, testProduct, "adm-1", testIAT, testEXP}
 	if got := decodeClaims(t, res); got != want {
 		t.Errorf("claims = %+v, want %+v", got, want)
