@@ -22,6 +22,7 @@ import (
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/verifier"
 )
@@ -46,12 +47,11 @@ func atkKey(label string) ed25519.PrivateKey {
 }
 
 func (s *atkSigner) Sign(payload []byte) (string, error) {
-	h := s.header
-	if h == "" {
-		h = `{"alg":"EdDSA","kid":"` + s.kid + `","typ":"` + verifier.TokenType + `"}`
+	ts := &testkit.Signer{Kid: s.kid, Key: s.priv}
+	if s.header != "" {
+		return ts.SignRaw([]byte(s.header), payload), nil
 	}
-	in := base64.RawURLEncoding.EncodeToString([]byte(h)) + "." + base64.RawURLEncoding.EncodeToString(payload)
-	return in + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(s.priv, []byte(in))), nil
+	return ts.SignPayload(payload), nil
 }
 
 type atkEnv struct {
