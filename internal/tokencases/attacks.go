@@ -21,8 +21,8 @@ import (
 // document. Each case fails (native and wasm) if its defence is removed.
 //
 // Verbatim public vectors (RFC 7515 Appendix A, RFC 8037 A.4, C2SP
-// Wycheproof json_web_signature_test.json) are copied from
-// ../shared/vectors/README.md and the Wycheproof file named there; they
+// Wycheproof json_web_signature_test.json) are copied from the RFCs and
+// from verifier/testdata/wycheproof/json_web_signature_test.json; they
 // carry no claims of ours and are refused before their claims are read.
 
 // Verbatim public tokens.
