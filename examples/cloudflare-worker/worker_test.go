@@ -34,6 +34,7 @@ import (
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
+	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/server"
 )
 
@@ -419,14 +420,14 @@ func (e *env) refused(c, product, token, how string, status int, reason string) 
 	require.Equal(t, reason, p["reason"], "%s: %s", c, r.body)
 	require.Equal(t, "https://flashgate.dev/problems/token-"+strings.ReplaceAll(reason, "_", "-"), p["type"], c)
 	require.Equal(t, float64(status), p["status"], c)
-	require.NotEmpty(t, p["title"], c)
-	switch {
-	case reason == "missing":
-		require.Equal(t, "Bearer", r.header.Get("WWW-Authenticate"), c)
-	case status == http.StatusForbidden:
-		require.Equal(t, `Bearer error="insufficient_scope"`, r.header.Get("WWW-Authenticate"), c)
-	default:
-		require.Equal(t, `Bearer error="invalid_token"`, r.header.Get("WWW-Authenticate"), c)
+	// The worker answers as the Go side does: package problem's row for the
+	// reason (status, title, challenge, Retry-After) is the reference.
+	k := problem.Token(reason)
+	require.Equal(t, k.Status, r.status, c)
+	require.Equal(t, k.Title, p["title"], c)
+	require.Equal(t, k.Challenge, r.header.Get("WWW-Authenticate"), c)
+	if k.RetryAfter > 0 {
+		require.Equal(t, strconv.Itoa(k.RetryAfter), r.header.Get("Retry-After"), c)
 	}
 
 	r = e.get(path+"-browser", token, how, acceptBrowser, nil)
