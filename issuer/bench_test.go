@@ -177,7 +177,7 @@ func BenchmarkTickRedisTime(b *testing.B) {
 			for i := range b.N {
 				room := "tick-" + strconv.Itoa(i)
 				_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 10_000_000, RatePerMinute: 10_000_000,
-					Batch: batch, State: issuer.RoomPaused})
+					TickBatch: batch, State: issuer.RoomPaused})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -305,9 +305,9 @@ type Entry struct {
 	PollAfter time.Duration
 	// AdmissionID is the jti (ACTIVE, EXPIRED; COMPLETED/REVOKED when known).
 	AdmissionID string
-	// Admission is the admission order number (1, 2, …) in the room.
-	Admission  int64
-	AdmittedAt time.Time
+	// AdmissionNumber is the admission order number (1, 2, …) in the room.
+	AdmissionNumber int64
+	AdmittedAt      time.Time
 	// ExpiresAt is the admission's expiry (ACTIVE, EXPIRED), millisecond precision.
 	ExpiresAt time.Time
 	// EndedAt is when the entry was completed, revoked or found expired.
@@ -349,7 +349,7 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 	at := r.at
 	if e.AdmissionID != "" {
 		if id, ok := flashgate.ParseAdmissionID(e.AdmissionID); ok {
-			e.Admission, e.AdmittedAt = id.Number, id.AdmittedAt
+			e.AdmissionNumber, e.AdmittedAt = id.Number, id.AdmittedAt
 		}
 	}
 	switch e.State {
@@ -531,7 +531,7 @@ type Admission struct {
 	ID        string    // jti
 	Room      string    // product claim
 	User      string    // sub
-	Admission int64     // admission order number
+	Number    int64     // admission order number
 	IssuedAt  time.Time // iat (second precision)
 	ExpiresAt time.Time // exp (second precision, = the active entry's expiry, floored)
 }
@@ -569,7 +569,7 @@ func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string)
 	if is.cfg.Signer == nil {
 		return nil, flashgate.Errorf(flashgate.CodeInternal, "issuer: Config.Signer is not set")
 	}
-	a := &Admission{ID: e.AdmissionID, Room: room, User: user, Admission: e.Admission,
+	a := &Admission{ID: e.AdmissionID, Room: room, User: user, Number: e.AdmissionNumber,
 		IssuedAt:  time.Unix(e.AdmittedAt.Unix(), 0),
 		ExpiresAt: time.Unix(e.ExpiresAt.Unix(), 0)}
 	payload := flashgate.NewClaims(is.cfg.Issuer, is.cfg.Audience, user, room, a.ID, a.IssuedAt, a.ExpiresAt).JSON()
@@ -676,7 +676,7 @@ const MaxTickPerCall = 1000
 type TickResult struct {
 	Admitted int           // moved from waiting to active, all calls together
 	Expired  int           // lapsed admissions dropped, all calls together
-	Live     int           // live admissions after the step
+	Active   int           // live admissions after the step
 	Waiting  int           // entries still waiting after the step
 	Tick     time.Duration // the room's configured tick
 }
@@ -707,7 +707,7 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 		admitted, expired := int(asInt(r[0])), int(asInt(r[1]))
 		res.Admitted += admitted
 		res.Expired += expired
-		res.Live, res.Waiting = int(asInt(r[2])), int(asInt(r[3]))
+		res.Active, res.Waiting = int(asInt(r[2])), int(asInt(r[3]))
 		res.Tick = time.Duration(asInt(r[4])) * time.Millisecond
 		// A call that did less than its bound found nothing more to do (or
 		// reached the batch, capacity or rate): the step is complete.

@@ -50,8 +50,8 @@ func (is *Issuer) remember(room string, c RoomConfig) {
 
 // equal compares configs by value (time.Time by instant).
 func (c RoomConfig) equal(d RoomConfig) bool {
-	return c.Capacity == d.Capacity && c.RatePerMinute == d.RatePerMinute && c.Session == d.Session &&
-		c.Tick == d.Tick && c.Batch == d.Batch && c.State == d.State &&
+	return c.Capacity == d.Capacity && c.RatePerMinute == d.RatePerMinute && c.SessionDuration == d.SessionDuration &&
+		c.Tick == d.Tick && c.TickBatch == d.TickBatch && c.State == d.State &&
 		c.Opens.Equal(d.Opens) && c.Closes.Equal(d.Closes)
 }
 
@@ -99,7 +99,7 @@ func (is *Issuer) restoredRoom(room string, c RoomConfig, by string) {
 	is.log.Warn("waiting room restored from its last known config: its data was lost from Redis, "+
 		"so it starts a new epoch and every earlier waiting token and admission reads NOT_FOUND",
 		"room", room, "by", by, "state", string(c.State), "capacity", c.Capacity,
-		"rate_per_minute", c.RatePerMinute, "session", c.Session.String())
+		"rate_per_minute", c.RatePerMinute, "session", c.SessionDuration.String())
 }
 
 // noteTick reads the tick script's reply after its first five fields:
@@ -112,8 +112,8 @@ func (is *Issuer) noteTick(ctx context.Context, room string, r []any) error {
 		return flashgate.Errorf(flashgate.CodeInternal, "tick script: malformed reply %v", r)
 	}
 	c := RoomConfig{State: RoomState(asString(r[6])), Capacity: int(asInt(r[7])),
-		RatePerMinute: int(asInt(r[8])), Session: time.Duration(asInt(r[9])) * time.Millisecond,
-		Batch: int(asInt(r[10])), Tick: time.Duration(asInt(r[4])) * time.Millisecond,
+		RatePerMinute: int(asInt(r[8])), SessionDuration: time.Duration(asInt(r[9])) * time.Millisecond,
+		TickBatch: int(asInt(r[10])), Tick: time.Duration(asInt(r[4])) * time.Millisecond,
 		Opens: windowTime(asInt(r[11])), Closes: windowTime(asInt(r[12]))}
 	is.remember(room, c)
 	if asInt(r[5]) != 1 {

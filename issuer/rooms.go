@@ -26,7 +26,7 @@ func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomC
 	}
 	err := is.cfg.Redis.HSet(ctx, RoomKeys(room)[0],
 		"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
-		"session_ms", c.Session.Milliseconds(), "batch", c.Batch, "tick_ms", c.Tick.Milliseconds(),
+		"session_ms", c.SessionDuration.Milliseconds(), "batch", c.TickBatch, "tick_ms", c.Tick.Milliseconds(),
 		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes)).Err()
 	if err == nil {
 		err = is.cfg.Redis.SAdd(ctx, keyRooms, room).Err()
@@ -54,9 +54,9 @@ func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 	atoi := func(k string) int { n, _ := strconv.Atoi(m[k]); return n }
 	c := RoomConfig{
 		Capacity: atoi("capacity"), RatePerMinute: atoi("rate"),
-		Session: time.Duration(atoi("session_ms")) * time.Millisecond,
-		Tick:    time.Duration(atoi("tick_ms")) * time.Millisecond,
-		Batch:   atoi("batch"), State: RoomState(m["state"]),
+		SessionDuration: time.Duration(atoi("session_ms")) * time.Millisecond,
+		Tick:            time.Duration(atoi("tick_ms")) * time.Millisecond,
+		TickBatch:       atoi("batch"), State: RoomState(m["state"]),
 		Opens: windowTime(int64(atoi("opens_ms"))), Closes: windowTime(int64(atoi("closes_ms"))),
 	}
 	is.remember(room, c)
@@ -92,7 +92,7 @@ type Stats struct {
 	// applied (paused before Opens, closed from Closes).
 	State   RoomState
 	Waiting int64
-	Live    int64
+	Active  int64
 	// Entered counts entries ever created in the room (the arrival counter):
 	// refreshes and repeated enters do not count.
 	Entered   int64
@@ -120,10 +120,10 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &Stats{Room: room, Waiting: asInt(r[1]), Live: asInt(r[2]),
+	st := &Stats{Room: room, Waiting: asInt(r[1]), Active: asInt(r[2]),
 		Config: RoomConfig{State: RoomState(asString(r[3])), Capacity: int(asInt(r[4])),
-			RatePerMinute: int(asInt(r[5])), Session: time.Duration(asInt(r[6])) * time.Millisecond,
-			Batch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond,
+			RatePerMinute: int(asInt(r[5])), SessionDuration: time.Duration(asInt(r[6])) * time.Millisecond,
+			TickBatch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond,
 			Opens: windowTime(asInt(r[13])), Closes: windowTime(asInt(r[14]))},
 		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11]), State: RoomState(asString(r[12])),
 		Epoch: asString(r[15])}

@@ -18,7 +18,7 @@ type RoomConfig struct {
 	RatePerMinute  int    `json:"rate_per_minute"`
 	SessionSeconds int64  `json:"session_seconds"`
 	TickMs         int64  `json:"tick_ms"`
-	Batch          int    `json:"batch"`
+	TickBatch      int    `json:"batch"`
 	State          string `json:"state"`
 	// OpensAt and ClosesAt are the event window (RFC 3339), absent when unbounded.
 	OpensAt  *time.Time `json:"opens_at,omitempty"`
@@ -27,8 +27,8 @@ type RoomConfig struct {
 
 func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 	return RoomConfig{Room: room, Capacity: c.Capacity, RatePerMinute: c.RatePerMinute,
-		SessionSeconds: int64(c.Session / time.Second), TickMs: c.Tick.Milliseconds(),
-		Batch: c.Batch, State: string(c.State), OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes)}
+		SessionSeconds: int64(c.SessionDuration / time.Second), TickMs: c.Tick.Milliseconds(),
+		TickBatch: c.TickBatch, State: string(c.State), OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes)}
 }
 
 func utcOrNil(t time.Time) *time.Time {
@@ -46,7 +46,7 @@ type roomPatch struct {
 	RatePerMinute  *int    `json:"rate_per_minute"`
 	SessionSeconds *int64  `json:"session_seconds"`
 	TickMs         *int64  `json:"tick_ms"`
-	Batch          *int    `json:"batch"`
+	TickBatch      *int    `json:"batch"`
 	State          *string `json:"state"`
 	// OpensAt and ClosesAt set the event window (RFC 3339); "" removes a bound.
 	OpensAt  *string `json:"opens_at"`
@@ -98,12 +98,12 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 		name string
 		v    *int64
 	}{{"capacity", i64(p.Capacity)}, {"rate_per_minute", i64(p.RatePerMinute)},
-		{"session_seconds", p.SessionSeconds}, {"tick_ms", p.TickMs}, {"batch", i64(p.Batch)}} {
+		{"session_seconds", p.SessionSeconds}, {"tick_ms", p.TickMs}, {"batch", i64(p.TickBatch)}} {
 		if f.v != nil && *f.v <= 0 {
 			return problemFor(string(flashgate.CodeInvalidInput), f.name+" must be positive")
 		}
 	}
-	if p.SessionSeconds != nil && *p.SessionSeconds > int64(issuer.MaxSession/time.Second) {
+	if p.SessionSeconds != nil && *p.SessionSeconds > int64(issuer.MaxSessionDuration/time.Second) {
 		return problemFor(string(flashgate.CodeInvalidInput), "session_seconds must be at most 900")
 	}
 	if p.TickMs != nil && *p.TickMs > int64(time.Minute/time.Millisecond) {
@@ -116,13 +116,13 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 		cur.RatePerMinute = *p.RatePerMinute
 	}
 	if p.SessionSeconds != nil {
-		cur.Session = time.Duration(*p.SessionSeconds) * time.Second
+		cur.SessionDuration = time.Duration(*p.SessionSeconds) * time.Second
 	}
 	if p.TickMs != nil {
 		cur.Tick = time.Duration(*p.TickMs) * time.Millisecond
 	}
-	if p.Batch != nil {
-		cur.Batch = *p.Batch
+	if p.TickBatch != nil {
+		cur.TickBatch = *p.TickBatch
 	}
 	for _, f := range []struct {
 		name string
@@ -214,7 +214,7 @@ type Stats struct {
 	// State is the state in effect: config.state with the event window applied.
 	State      string `json:"state"`
 	Waiting    int64  `json:"waiting"`
-	Live       int64  `json:"live"`
+	Active     int64  `json:"live"`
 	Entered    int64  `json:"entered"`
 	Admitted   int64  `json:"admitted"`
 	FastTrack  int64  `json:"fast_track"`
@@ -234,7 +234,7 @@ func (s *Server) adminStats(c *fiber.Ctx) error {
 		return err
 	}
 	cfg := roomJSON("", st.Config)
-	return c.JSON(Stats{Room: st.Room, Config: cfg, State: string(st.State), Waiting: st.Waiting, Live: st.Live,
+	return c.JSON(Stats{Room: st.Room, Config: cfg, State: string(st.State), Waiting: st.Waiting, Active: st.Active,
 		Entered: st.Entered, Admitted: st.Admitted, FastTrack: st.FastTrack, Expired: st.Expired,
 		Completed: st.Completed, Revoked: st.Revoked, Left: st.Left, Zombies: st.Zombies,
 		PeakActive: st.PeakActive, AtMs: st.At.UnixMilli()})

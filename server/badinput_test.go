@@ -291,7 +291,7 @@ func TestWaitingTokens(t *testing.T) {
 
 	// Expired: alice's admission lapses (session 5 min). Exchange answers
 	// 410 expired and changes nothing; status reports EXPIRED.
-	clk.Add(issuer.DefaultSession + time.Second)
+	clk.Add(issuer.DefaultSessionDuration + time.Second)
 	p.unchanged("exchange of an expired admission", func() {
 		p.exchange(p.room, "alice", p.alice).problem(t, 410, "expired")
 		p.exchange(p.room, "alice", p.alice).problem(t, 410, "expired")

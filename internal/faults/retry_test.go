@@ -84,7 +84,7 @@ func TestScriptsRepeatedAfterLostReply(t *testing.T) {
 	rep := newWorld(t, "twice", clk, hook, nil)
 	room := "retry"
 	// capacity 2; 60/min with a 1 s tick: a bucket of 2 tokens, refilled 1/s.
-	cfg := issuer.RoomConfig{Capacity: 2, RatePerMinute: 60, Session: time.Minute, Tick: time.Second}
+	cfg := issuer.RoomConfig{Capacity: 2, RatePerMinute: 60, SessionDuration: time.Minute, Tick: time.Second}
 	for _, w := range []*world{once, rep} {
 		_, err := w.is.SetRoom(ctx, room, cfg)
 		require.NoError(t, err)
@@ -118,7 +118,7 @@ func TestScriptsRepeatedAfterLostReply(t *testing.T) {
 		// The repeat's answer reports what the second run did: nothing.
 		assert.Zero(t, b.Admitted, "%s: a repeated tick admits nothing more", step)
 		assert.Zero(t, b.Expired, step)
-		assert.Equal(t, a.Live, b.Live, step)
+		assert.Equal(t, a.Active, b.Active, step)
 		assert.Equal(t, a.Waiting, b.Waiting, step)
 		same(step)
 	}
@@ -199,7 +199,7 @@ func TestScriptsRepeatedAfterLostReply(t *testing.T) {
 	st1, err := once.is.Stats(ctx, room)
 	require.NoError(t, err)
 	assert.Equal(t, st1, st)
-	assert.EqualValues(t, 2, st.Live)
+	assert.EqualValues(t, 2, st.Active)
 	assert.EqualValues(t, 4, st.Admitted)
 	assert.EqualValues(t, 1, st.Completed)
 	assert.EqualValues(t, 1, st.Revoked)
@@ -254,7 +254,7 @@ func TestRepeatedTicksRespectLimits(t *testing.T) {
 		want int
 	}{
 		// batch 1: each tick admits one; capacity 3 stops it.
-		"capacity": {issuer.RoomConfig{Capacity: 3, RatePerMinute: 6000, Batch: 1, State: issuer.RoomPaused}, 3},
+		"capacity": {issuer.RoomConfig{Capacity: 3, RatePerMinute: 6000, TickBatch: 1, State: issuer.RoomPaused}, 3},
 		// rate 2/min with a 1 s tick: a bucket of one token.
 		"rate": {issuer.RoomConfig{Capacity: 100, RatePerMinute: 2, State: issuer.RoomPaused}, 1},
 	} {
@@ -277,7 +277,7 @@ func TestRepeatedTicksRespectLimits(t *testing.T) {
 			st, err := w.is.Stats(ctx, room)
 			require.NoError(t, err)
 			assert.EqualValues(t, c.want, st.Admitted, "admissions at a frozen clock stop at the limit")
-			assert.EqualValues(t, c.want, st.Live)
+			assert.EqualValues(t, c.want, st.Active)
 			assert.EqualValues(t, 10-c.want, st.Waiting)
 			assert.LessOrEqual(t, st.PeakActive, int64(c.cfg.Capacity))
 			users, err := w.rdb.HGetAll(ctx, issuer.RoomKeys(room)[3]).Result()
