@@ -2,8 +2,9 @@ package issuer
 
 import (
 	"fmt"
-	"github.com/flashgate/flashgate"
 	"time"
+
+	"github.com/flashgate/flashgate"
 )
 
 // RoomState is a waiting room's operating state.

@@ -24,7 +24,7 @@ func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomC
 	if err := c.Validate(); err != nil {
 		return RoomConfig{}, err
 	}
-	err := is.cfg.Redis.HSet(ctx, RoomKeys(room)[0],
+	err := is.cfg.Redis.HSet(ctx, roomKeys(room)[0],
 		"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
 		"session_ms", c.SessionDuration.Milliseconds(), "batch", c.TickBatch, "tick_ms", c.Tick.Milliseconds(),
 		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes)).Err()
@@ -44,7 +44,7 @@ func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 	if err := checkRoom(room); err != nil {
 		return RoomConfig{}, err
 	}
-	m, err := is.cfg.Redis.HGetAll(ctx, RoomKeys(room)[0]).Result()
+	m, err := is.cfg.Redis.HGetAll(ctx, roomKeys(room)[0]).Result()
 	if err != nil {
 		return RoomConfig{}, unavailable(err)
 	}
@@ -120,23 +120,8 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &Stats{Room: room, Waiting: asInt(r[1]), Active: asInt(r[2]),
-		Config: RoomConfig{State: RoomState(asString(r[3])), Capacity: int(asInt(r[4])),
-			RatePerMinute: int(asInt(r[5])), SessionDuration: time.Duration(asInt(r[6])) * time.Millisecond,
-			TickBatch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond,
-			Opens: windowTime(asInt(r[13])), Closes: windowTime(asInt(r[14]))},
-		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11]), State: RoomState(asString(r[12])),
-		Epoch: asString(r[15])}
+	st := decodeStats(room, r)
 	is.remember(room, st.Config)
-	kv, _ := r[9].([]any)
-	fields := map[string]*int64{"admitted": &st.Admitted, "fast_track": &st.FastTrack,
-		"expired": &st.Expired, "completed": &st.Completed, "revoked": &st.Revoked, "left": &st.Left,
-		"zombies": &st.Zombies, "peak_active": &st.PeakActive}
-	for i := 0; i+1 < len(kv); i += 2 {
-		if p, ok := fields[asString(kv[i])]; ok {
-			*p = asInt(kv[i+1])
-		}
-	}
 	return st, nil
 }
 

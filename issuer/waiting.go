@@ -4,12 +4,13 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"github.com/flashgate/flashgate"
 	"hash"
 	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/flashgate/flashgate"
 )
 
 // Waiting tokens are not JWTs: "fgw2_<sid>_<epoch>_<seq>_<mac>", where

@@ -160,7 +160,7 @@ func assertOnlyRooms(t *testing.T, rdb *redis.Client, rooms ...string) {
 	require.NoError(t, err)
 	var want []string
 	for _, r := range rooms {
-		want = append(want, issuer.RoomKeys(r)[0])
+		want = append(want, roomKey(r, "config"))
 	}
 	assert.ElementsMatch(t, want, configs, "room config keys")
 }
@@ -170,10 +170,9 @@ func assertOnlyRooms(t *testing.T, rdb *redis.Client, rooms ...string) {
 func assertUsers(t *testing.T, rdb *redis.Client, room string, users []string) {
 	t.Helper()
 	ctx := context.Background()
-	keys := issuer.RoomKeys(room)
-	waiting, err := rdb.ZRange(ctx, keys[1], 0, -1).Result()
+	waiting, err := rdb.ZRange(ctx, roomKey(room, "waiting"), 0, -1).Result()
 	require.NoError(t, err)
-	indexed, err := rdb.HKeys(ctx, keys[3]).Result()
+	indexed, err := rdb.HKeys(ctx, roomKey(room, "users")).Result()
 	require.NoError(t, err)
 	got := map[string]bool{}
 	for _, u := range append(waiting, indexed...) {
@@ -516,7 +515,7 @@ func TestLoggedRequestValuesAreCopies(t *testing.T) {
 	room := e.room(issuer.RoomConfig{})
 	// A Redis error reply (WRONGTYPE inside the enter script) is a 503 that is
 	// logged with its cause; outages are only counted.
-	require.NoError(t, e.rdb.Set(context.Background(), issuer.RoomKeys(room)[1], "not a zset", 0).Err())
+	require.NoError(t, e.rdb.Set(context.Background(), roomKey(room, "waiting"), "not a zset", 0).Err())
 	path := "/v1/rooms/" + room + "/enter"
 	e.do(req{method: "POST", path: path, user: "alice"}).problem(t, 503, "unavailable")
 

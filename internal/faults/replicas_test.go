@@ -200,8 +200,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 
 	// The admission log (60 s window: the whole run): one admission per
 	// arrival, numbered in arrival order.
-	keys := issuer.RoomKeys(room)
-	admits, err := admin.ZRange(context.Background(), keys[6], 0, -1).Result()
+	admits, err := admin.ZRange(context.Background(), roomKey(room, "admits"), 0, -1).Result()
 	require.NoError(t, err)
 	require.Len(t, admits, users)
 	type adm struct{ seq, no int64 }
@@ -220,7 +219,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 		assert.Less(t, log[i-1].no, log[i].no, "FIFO in Redis: arrival %d before %d", log[i-1].seq, log[i].seq)
 	}
 	// One completion record per admission.
-	ended, err := admin.ZRange(context.Background(), keys[9], 0, -1).Result()
+	ended, err := admin.ZRange(context.Background(), roomKey(room, "ended"), 0, -1).Result()
 	require.NoError(t, err)
 	completions := 0
 	for _, k := range ended {

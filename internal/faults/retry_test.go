@@ -90,7 +90,7 @@ func TestScriptsRepeatedAfterLostReply(t *testing.T) {
 		require.NoError(t, err)
 		// One epoch for both worlds (the first script would draw one from each
 		// Redis's TIME): the comparison is of script effects, ids included.
-		require.NoError(t, w.rdb.HSet(ctx, issuer.RoomKeys(room)[0], "epoch", "e0").Err())
+		require.NoError(t, w.rdb.HSet(ctx, roomKey(room, "config"), "epoch", "e0").Err())
 	}
 
 	same := func(step string) {
@@ -123,7 +123,7 @@ func TestScriptsRepeatedAfterLostReply(t *testing.T) {
 		same(step)
 	}
 	seq := func(w *world) string {
-		s, err := w.rdb.Get(ctx, issuer.RoomKeys(room)[4]).Result()
+		s, err := w.rdb.Get(ctx, roomKey(room, "seq")).Result()
 		require.NoError(t, err)
 		return s
 	}
@@ -141,7 +141,7 @@ func TestScriptsRepeatedAfterLostReply(t *testing.T) {
 		waiting = append(waiting, e)
 	}
 	assert.Equal(t, "7", seq(rep), "the arrival counter advanced once per user")
-	n, err := rep.rdb.ZCard(ctx, issuer.RoomKeys(room)[1]).Result()
+	n, err := rep.rdb.ZCard(ctx, roomKey(room, "waiting")).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, n, "one waiting member per user")
 
@@ -280,7 +280,7 @@ func TestRepeatedTicksRespectLimits(t *testing.T) {
 			assert.EqualValues(t, c.want, st.Active)
 			assert.EqualValues(t, 10-c.want, st.Waiting)
 			assert.LessOrEqual(t, st.PeakActive, int64(c.cfg.Capacity))
-			users, err := w.rdb.HGetAll(ctx, issuer.RoomKeys(room)[3]).Result()
+			users, err := w.rdb.HGetAll(ctx, roomKey(room, "users")).Result()
 			require.NoError(t, err)
 			var got []string
 			for u := range users {
