@@ -38,7 +38,7 @@ func usedMemory(b *testing.B, rdb *redis.Client) int64 {
 
 // BenchmarkWaitingUserMemory reports Redis memory per waiting user with
 // 100,000 users in line (INFO used_memory delta on a dedicated server), for
-// flashgate's layout and, in the same run, for the seed's naive layout (a
+// flashgate's layout and, in the same run, for a naive layout (a
 // UUID per user in the waiting ZSET plus one USER_INDEX string key per user).
 func BenchmarkWaitingUserMemory(b *testing.B) {
 	ctx := context.Background()

@@ -40,7 +40,7 @@ type Config struct {
 	// this policy. Nil: unknown rooms are refused with flashgate.ErrUnknownRoom.
 	DefaultRoom *RoomConfig
 	// Now, when set, is the clock used for queue scores and expiries (tests).
-	// Nil means Redis TIME: one clock for every replica (DESIGN.md).
+	// Nil means Redis TIME: one clock for every replica (package doc, "Time").
 	Now func() time.Time
 	// Logger receives tick-loop errors; nil means slog.Default().
 	Logger *slog.Logger
@@ -79,7 +79,7 @@ type pipeliner interface {
 // An Issuer never retains a caller's string beyond the call: what it keeps
 // (room ids as keys of its per-room state, user ids queued for an enter
 // script call) it copies first, so callers may pass strings that alias
-// buffers they reuse, such as fiber's request values (DESIGN.md invariant 7).
+// buffers they reuse, such as fiber's request values (invariant 7, README "Invariants").
 type Issuer struct {
 	cfg    Config
 	policy string // the default room policy (lua/prelude.lua ARGV[2]), or ""

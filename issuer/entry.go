@@ -25,11 +25,11 @@ type Entry struct {
 	PositionEstimated bool
 	Ahead             int64
 	TotalWaiting      int64
-	// EstimatedWait is Ahead at the room's admission rate (seed 002:
-	// ahead × 60 s / rate); −1 while the room is paused or closed.
+	// EstimatedWait is Ahead at the room's admission rate (ahead × 60 s /
+	// rate); −1 while the room is paused or closed.
 	EstimatedWait time.Duration
 	// PollAfter is when the client should ask again, with ±20 % jitter so
-	// waiting clients do not poll in lock-step (seed 001, adaptive polling).
+	// waiting clients do not poll in lock-step (adaptive polling).
 	PollAfter time.Duration
 	// AdmissionID is the jti (ACTIVE, EXPIRED; COMPLETED/REVOKED when known).
 	AdmissionID string
@@ -106,7 +106,7 @@ func (is *Issuer) needSecret() error {
 // Enter puts user in room's line, or returns the entry the user already has
 // (WAITING or ACTIVE) — idempotent, so refreshes and retries never create a
 // second place (invariant 1). When nobody waits and capacity and rate allow,
-// the user is admitted at once (fast track, seed 000).
+// the user is admitted at once (fast track).
 //
 // Enter keeps copies of room (the room's enter batcher, the registered
 // rooms) and, while user waits for an enter script call, of user; the

@@ -477,7 +477,7 @@ func TestRoomConfigValidation(t *testing.T) {
 
 // TestInvariantsUnderConcurrency runs three issuer replicas ticking one room
 // while thousands of users enter (one of them 100 times at once) and a
-// consumer completes admissions, then checks DESIGN.md's invariants 1-3 from
+// consumer completes admissions, then checks invariants 1-3 (README "Invariants") from
 // the admissions themselves.
 func TestInvariantsUnderConcurrency(t *testing.T) {
 	t.Run("rate binds", func(t *testing.T) {

@@ -19,7 +19,7 @@ const (
 	RoomClosed RoomState = "closed"
 )
 
-// Defaults for RoomConfig fields left zero (issue 2).
+// Defaults for RoomConfig fields left zero.
 const (
 	DefaultCapacity        = 100
 	DefaultRatePerMinute   = 600

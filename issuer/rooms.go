@@ -106,7 +106,7 @@ type Stats struct {
 	// PeakActive is the highest number of live admissions seen right after an admission.
 	PeakActive int64
 	// Epoch is the room's epoch: created with the room, new whenever the room
-	// is recreated after Redis lost its data (DESIGN.md invariant 6).
+	// is recreated after Redis lost its data (invariant 6, README "Invariants").
 	Epoch string
 	At    time.Time
 }

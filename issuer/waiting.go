@@ -28,7 +28,7 @@ import (
 // They are
 //   - unguessable: forging one needs the 128-bit MAC;
 //   - bound to (room, user): the MAC is checked against the caller's user id,
-//     so another user's token fails with flashgate.ErrOwnerMismatch (seed 000);
+//     so another user's token fails with flashgate.ErrOwnerMismatch;
 //   - never admission tokens: no dots, so the verifier refuses them as
 //     malformed before any decoding, and they are keyed by a secret that is
 //     not a signing key.

@@ -71,7 +71,7 @@ func retryAfter(d time.Duration) string {
 }
 
 // Handlers read the request through param, header and query, which copy
-// (DESIGN.md invariant 7): fiber's strings alias buffers that fasthttp and
+// (invariant 7, README "Invariants"): fiber's strings alias buffers that fasthttp and
 // fiber reuse for later requests once the handler returns, and what a
 // handler passes on — to the issuer, the verifier, an event stream — may be
 // kept longer. Bodies are decoded by encoding/json, which copies too.

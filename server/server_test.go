@@ -86,7 +86,7 @@ func TestStatusAndLeave(t *testing.T) {
 	require.Equal(t, 200, r.status)
 	assert.EqualValues(t, 1, r.json(t)["position"])
 
-	// Another user's token: owner mismatch (seed 000).
+	// Another user's token: owner mismatch (a waiting token is bound to its user).
 	e.do(req{method: "GET", path: path, user: "carol", bearer: tok}).problem(t, 403, "token_owner_mismatch")
 	// Garbage, or none at all.
 	r = e.do(req{method: "GET", path: path, user: "bob", bearer: "garbage"})

@@ -24,7 +24,7 @@ import (
 	"github.com/flashgate/flashgate/issuer"
 )
 
-// Invariant 7 (DESIGN.md): no request's bytes outlive the request. fasthttp
+// Invariant 7 (README "Invariants"): no request's bytes outlive the request. fasthttp
 // and fiber hand out strings and slices that alias buffers they reuse for
 // later requests; whatever outlives a request must be a copy. Issue 7: the
 // room id of a room's first enter, kept by the room's enter batcher, the
@@ -203,7 +203,7 @@ func sameLengthRooms(t *testing.T, n int) []string {
 	return rooms
 }
 
-// TestRequestBytesDoNotOutliveTheRequest reproduces issue 7's interleaving
+// TestRequestBytesDoNotOutliveTheRequest reproduces the storm's interleaving (internal/faults TestStorm)
 // over a real loopback listener with keep-alive connections: concurrent
 // enters into several rooms, coalesced by the issuer, while the same server
 // answers status polls for another room and completions with a query and a

@@ -5,7 +5,7 @@
 // exchange their waiting token for an admission token, shop for a while
 // and place an order. Some buyers abandon their admission; some misbehave
 // (a tampered token, a token for another product, a replay after their
-// order). The Report checks the invariants of DESIGN.md from what the
+// order). The Report checks the invariants of README "Invariants" from what the
 // servers reported: FIFO admission order, live admissions vs capacity,
 // admissions per minute vs rate, no double admission, no forged token
 // accepted, no order completed twice.
