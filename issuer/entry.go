@@ -57,8 +57,8 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 		RoomState:    r.roomState,
 	}
 	at := r.at
-	if r.id.Number > 0 {
-		e.AdmissionNumber, e.AdmittedAt = r.id.Number, r.id.AdmittedAt
+	if id, ok := r.admission(); ok {
+		e.AdmissionNumber, e.AdmittedAt = id.Number, id.AdmittedAt
 	}
 	switch e.State {
 	case flashgate.StateActive:

@@ -209,33 +209,31 @@ func scriptError(code, room string) error {
 // scriptEntry is one entry as the enter and status scripts report it.
 type scriptEntry struct {
 	state           flashgate.State
-	seq, pos, total int64 // arrival number, 1-based position (WAITING), users waiting
-	jti             string
-	// id is jti decoded (flashgate.ParseAdmissionID): the admission number and
-	// time; zero when jti is "" (or not an admission id).
-	id        flashgate.AdmissionID
-	at        int64 // ms: expiry (ACTIVE, EXPIRED) or end time (COMPLETED, REVOKED)
-	created   bool  // the enter call created the room from the default policy
-	rate      int64 // the room's new users per minute
-	roomState RoomState
-	epoch     string // the room's epoch (enter; status leaves it "": the token carries it)
+	seq, pos, total int64  // arrival number, 1-based position (WAITING), users waiting
+	jti             string // the admission id; admission returns what it names
+	at              int64  // ms: expiry (ACTIVE, EXPIRED) or end time (COMPLETED, REVOKED)
+	created         bool   // the enter call created the room from the default policy
+	rate            int64  // the room's new users per minute
+	roomState       RoomState
+	epoch           string // the room's epoch (enter; status leaves it "": the token carries it)
 }
 
-// withJTI sets e.jti and its decoded form e.id.
-func (e scriptEntry) withJTI(jti string) scriptEntry {
-	e.jti = jti
-	if id, ok := flashgate.ParseAdmissionID(jti); ok {
-		e.id = id
+// admission decodes e.jti with the one codec of admission ids,
+// flashgate.ParseAdmissionID: the admission number and time. ok is false
+// when the entry has no admission id.
+func (e scriptEntry) admission() (id flashgate.AdmissionID, ok bool) {
+	if e.jti == "" {
+		return flashgate.AdmissionID{}, false
 	}
-	return e
+	return flashgate.ParseAdmissionID(e.jti)
 }
 
 // decodeStatus decodes the status script's reply (lua/status.lua):
 // {state, seq, position, total_waiting, jti, at_ms, rate, room_state}.
 func decodeStatus(r []any) scriptEntry {
 	return scriptEntry{state: flashgate.State(asString(r[0])), seq: asInt(r[1]), pos: asInt(r[2]),
-		total: asInt(r[3]), at: asInt(r[5]), rate: asInt(r[6]),
-		roomState: RoomState(asString(r[7]))}.withJTI(asString(r[4]))
+		total: asInt(r[3]), jti: asString(r[4]), at: asInt(r[5]), rate: asInt(r[6]),
+		roomState: RoomState(asString(r[7]))}
 }
 
 // decodeEnter decodes the enter script's reply for n users (lua/enter.lua):
@@ -265,8 +263,7 @@ func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 			if i+5 > len(r) {
 				return bad()
 			}
-			e.state, e.seq, e.total, e.at = flashgate.StateActive, asInt(r[i+1]), asInt(r[i+2]), asInt(r[i+4])
-			e = e.withJTI(asString(r[i+3]))
+			e.state, e.seq, e.total, e.jti, e.at = flashgate.StateActive, asInt(r[i+1]), asInt(r[i+2]), asString(r[i+3]), asInt(r[i+4])
 			i += 5
 		default:
 			return bad()
