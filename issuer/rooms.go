@@ -38,6 +38,109 @@ func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomC
 	return c, nil
 }
 
+// RoomPatch is a partial RoomConfig for UpdateRoom: a nil field keeps the
+// room's current value (or the default, for a room UpdateRoom creates).
+// Unlike a RoomConfig given to SetRoom, a field that is set is taken as is:
+// a zero or negative number is refused, never read as "the default".
+type RoomPatch struct {
+	Capacity        *int
+	RatePerMinute   *int
+	SessionDuration *time.Duration
+	Tick            *time.Duration
+	TickBatch       *int
+	State           *RoomState
+	// Opens and Closes set the event window; a zero time removes the bound.
+	Opens, Closes *time.Time
+}
+
+// apply returns c with p's fields set, or a flashgate.CodeInvalidInput
+// error for a field that would silently mean "default".
+func (p RoomPatch) apply(c RoomConfig) (RoomConfig, error) {
+	for _, f := range []struct {
+		name string
+		set  bool
+		v    int64
+	}{
+		{"capacity", p.Capacity != nil, derefInt(p.Capacity)},
+		{"rate_per_minute", p.RatePerMinute != nil, derefInt(p.RatePerMinute)},
+		{"session", p.SessionDuration != nil, int64(derefDuration(p.SessionDuration))},
+		{"tick", p.Tick != nil, int64(derefDuration(p.Tick))},
+		{"batch", p.TickBatch != nil, derefInt(p.TickBatch)},
+	} {
+		if f.set && f.v <= 0 {
+			return RoomConfig{}, flashgate.Errorf(flashgate.CodeInvalidInput, "%s must be positive", f.name)
+		}
+	}
+	if p.State != nil && *p.State == "" {
+		return RoomConfig{}, flashgate.Errorf(flashgate.CodeInvalidInput, "state must be open, paused or closed")
+	}
+	if p.Capacity != nil {
+		c.Capacity = *p.Capacity
+	}
+	if p.RatePerMinute != nil {
+		c.RatePerMinute = *p.RatePerMinute
+	}
+	if p.SessionDuration != nil {
+		c.SessionDuration = *p.SessionDuration
+	}
+	if p.Tick != nil {
+		c.Tick = *p.Tick
+	}
+	if p.TickBatch != nil {
+		c.TickBatch = *p.TickBatch
+	}
+	if p.State != nil {
+		c.State = *p.State
+	}
+	if p.Opens != nil {
+		c.Opens = *p.Opens
+	}
+	if p.Closes != nil {
+		c.Closes = *p.Closes
+	}
+	return c, nil
+}
+
+func derefInt(p *int) int64 {
+	if p == nil {
+		return 0
+	}
+	return int64(*p)
+}
+
+func derefDuration(p *time.Duration) time.Duration {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// UpdateRoom merges patch into room's stored configuration and stores the
+// result (SetRoom): fields patch leaves nil keep their values. A room that
+// does not exist yet is created from the defaults with patch applied, and
+// created reports it. The merged configuration is checked as a whole
+// (RoomConfig.Validate: capacity and rate 1…10,000,000, session whole
+// seconds up to MaxSessionDuration, tick 100 ms … 1 min, batch 1…10,000, the
+// window's order). Errors: flashgate.ErrInvalidInput (naming the field),
+// flashgate.ErrUnavailable, flashgate.ErrStoreFull.
+func (is *Issuer) UpdateRoom(ctx context.Context, room string, patch RoomPatch) (cfg RoomConfig, created bool, err error) {
+	cur, err := is.Room(ctx, room)
+	created = errors.Is(err, flashgate.ErrUnknownRoom)
+	if err != nil && !created {
+		return RoomConfig{}, false, err
+	}
+	if created {
+		cur = RoomConfig{}.WithDefaults()
+	}
+	if cur, err = patch.apply(cur); err != nil {
+		return RoomConfig{}, false, err
+	}
+	if cfg, err = is.SetRoom(ctx, room, cur); err != nil {
+		return RoomConfig{}, false, err
+	}
+	return cfg, created, nil
+}
+
 // Room returns room's configuration. Errors: flashgate.ErrInvalidInput,
 // flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
 func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {

@@ -1,7 +1,7 @@
 package server
 
 import (
-	"errors"
+	"math"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -40,7 +40,8 @@ func utcOrNil(t time.Time) *time.Time {
 }
 
 // roomPatch is the body of PUT /admin/rooms/:room; omitted members keep
-// the current value (or the default, for a new room).
+// the current value (or the default, for a new room): issuer.RoomPatch in
+// the API's units, merged and checked by issuer.UpdateRoom.
 type roomPatch struct {
 	Capacity       *int    `json:"capacity"`
 	RatePerMinute  *int    `json:"rate_per_minute"`
@@ -85,69 +86,37 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &p); err != nil {
 		return err
 	}
-	cur, err := s.is.Room(c.UserContext(), room)
-	created := errors.Is(err, flashgate.ErrUnknownRoom)
-	if err != nil && !created {
-		return err
-	}
-	if created {
-		cur = issuer.RoomConfig{}.WithDefaults()
-	}
-	// Zero would silently mean "default" to issuer.SetRoom: refuse it.
-	for _, f := range []struct {
-		name string
-		v    *int64
-	}{{"capacity", i64(p.Capacity)}, {"rate_per_minute", i64(p.RatePerMinute)},
-		{"session_seconds", p.SessionSeconds}, {"tick_ms", p.TickMs}, {"batch", i64(p.TickBatch)}} {
-		if f.v != nil && *f.v <= 0 {
-			return problemFor(string(flashgate.CodeInvalidInput), f.name+" must be positive")
-		}
-	}
-	if p.SessionSeconds != nil && *p.SessionSeconds > int64(issuer.MaxSessionDuration/time.Second) {
-		return problemFor(string(flashgate.CodeInvalidInput), "session_seconds must be at most 900")
-	}
-	if p.TickMs != nil && *p.TickMs > int64(time.Minute/time.Millisecond) {
-		return problemFor(string(flashgate.CodeInvalidInput), "tick_ms must be at most 60000")
-	}
-	if p.Capacity != nil {
-		cur.Capacity = *p.Capacity
-	}
-	if p.RatePerMinute != nil {
-		cur.RatePerMinute = *p.RatePerMinute
-	}
+	patch := issuer.RoomPatch{Capacity: p.Capacity, RatePerMinute: p.RatePerMinute, TickBatch: p.TickBatch}
 	if p.SessionSeconds != nil {
-		cur.SessionDuration = time.Duration(*p.SessionSeconds) * time.Second
+		d := scaled(*p.SessionSeconds, time.Second)
+		patch.SessionDuration = &d
 	}
 	if p.TickMs != nil {
-		cur.Tick = time.Duration(*p.TickMs) * time.Millisecond
+		d := scaled(*p.TickMs, time.Millisecond)
+		patch.Tick = &d
 	}
-	if p.TickBatch != nil {
-		cur.TickBatch = *p.TickBatch
+	if p.State != nil {
+		st := issuer.RoomState(*p.State)
+		patch.State = &st
 	}
 	for _, f := range []struct {
 		name string
 		v    *string
-		dst  *time.Time
-	}{{"opens_at", p.OpensAt, &cur.Opens}, {"closes_at", p.ClosesAt, &cur.Closes}} {
-		switch {
-		case f.v == nil:
-		case *f.v == "":
-			*f.dst = time.Time{}
-		default:
-			t, err := time.Parse(time.RFC3339, *f.v)
-			if err != nil {
+		dst  **time.Time
+	}{{"opens_at", p.OpensAt, &patch.Opens}, {"closes_at", p.ClosesAt, &patch.Closes}} {
+		if f.v == nil {
+			continue
+		}
+		var t time.Time // "": no bound
+		if *f.v != "" {
+			var err error
+			if t, err = time.Parse(time.RFC3339, *f.v); err != nil {
 				return problemFor(string(flashgate.CodeInvalidInput), f.name+` must be an RFC 3339 time ("2026-11-27T09:00:00Z") or "" for none`)
 			}
-			*f.dst = t
 		}
+		*f.dst = &t
 	}
-	if p.State != nil {
-		if *p.State == "" {
-			return problemFor(string(flashgate.CodeInvalidInput), "state must be open, paused or closed")
-		}
-		cur.State = issuer.RoomState(*p.State)
-	}
-	cfg, err := s.is.SetRoom(c.UserContext(), room, cur)
+	cfg, created, err := s.is.UpdateRoom(c.UserContext(), room, patch)
 	if err != nil {
 		return err
 	}
@@ -157,12 +126,16 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	return c.JSON(roomJSON(room, cfg))
 }
 
-func i64(p *int) *int64 {
-	if p == nil {
-		return nil
+// scaled is n units as a time.Duration, saturating instead of overflowing,
+// so that an absurd JSON number reaches the room's bounds as out of range.
+func scaled(n int64, unit time.Duration) time.Duration {
+	switch {
+	case n > math.MaxInt64/int64(unit):
+		return math.MaxInt64
+	case n < math.MinInt64/int64(unit):
+		return math.MinInt64
 	}
-	v := int64(*p)
-	return &v
+	return time.Duration(n) * unit
 }
 
 // POST /admin/rooms/:room/open|pause|close
