@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"reflect"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +13,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/server"
 )
 
 // serveEnv is the environment of `flashgate serve`. Every variable, its
@@ -85,8 +85,13 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("FLASHGATE_DEFAULT_*: %w", err)
 		}
 	}
-	if c.EnterBatch < 1 || c.EnterBatch > issuer.MaxEnterBatch {
-		return fmt.Errorf("FLASHGATE_ENTER_BATCH must be 1 … %d, got %d", issuer.MaxEnterBatch, c.EnterBatch)
+	// The variable's default is in its tag (TestServeEnvDefaultsArePackageDefaults):
+	// an explicit 0 is a slip, not "the default" it would mean to the issuer.
+	if c.EnterBatch == 0 {
+		return fmt.Errorf("FLASHGATE_ENTER_BATCH must be 1 … %d (unset: %d), got 0", issuer.MaxEnterBatch, issuer.DefaultEnterBatch)
+	}
+	if err := c.issuerConfig().Validate(); err != nil {
+		return fmt.Errorf("FLASHGATE_ENTER_BATCH, FLASHGATE_COMPLETION_*: %w", err)
 	}
 	if c.RedisTimeout <= 0 {
 		return fmt.Errorf("FLASHGATE_REDIS_TIMEOUT must be positive, got %s", c.RedisTimeout)
@@ -100,30 +105,42 @@ func (c *serveConfig) validate() error {
 	return c.validateLimits()
 }
 
-// validateLimits checks the enter limits and the proxy settings.
+// validateLimits checks the enter limits and the proxy settings; the
+// bounds are the server's (server.Options.Validate).
 func (c *serveConfig) validateLimits() error {
-	if c.EnterPerUser < 0 || c.EnterPerAddress < 0 {
-		return fmt.Errorf("FLASHGATE_ENTER_PER_USER and FLASHGATE_ENTER_PER_ADDRESS must be >= 0 (0 disables), got %d and %d",
-			c.EnterPerUser, c.EnterPerAddress)
-	}
 	if c.EnterWindow < time.Second || c.EnterWindow%time.Second != 0 {
 		return fmt.Errorf("FLASHGATE_ENTER_WINDOW must be whole seconds, at least 1s, got %s", c.EnterWindow)
 	}
 	c.ProxyHeader = strings.TrimSpace(c.ProxyHeader)
-	switch {
-	case c.ProxyHeader != "" && len(c.TrustedProxies) == 0:
-		return fmt.Errorf("FLASHGATE_PROXY_HEADER needs FLASHGATE_TRUSTED_PROXIES (the addresses of the proxies that set it)")
-	case c.ProxyHeader == "" && len(c.TrustedProxies) > 0:
+	for i, p := range c.TrustedProxies {
+		c.TrustedProxies[i] = strings.TrimSpace(p)
+	}
+	if c.ProxyHeader == "" && len(c.TrustedProxies) > 0 {
 		return fmt.Errorf("FLASHGATE_TRUSTED_PROXIES has no effect without FLASHGATE_PROXY_HEADER")
 	}
-	for i, p := range c.TrustedProxies {
-		p = strings.TrimSpace(p)
-		c.TrustedProxies[i] = p
-		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
-			return fmt.Errorf("FLASHGATE_TRUSTED_PROXIES: %q is not an IP address or CIDR range", p)
-		}
+	opts := c.serverOptions()
+	opts.EnterPerAddress = c.EnterPerAddress // as set, even where it is not applied
+	if err := opts.Validate(); err != nil {
+		return fmt.Errorf("FLASHGATE_ENTER_PER_*, FLASHGATE_PROXY_HEADER, FLASHGATE_TRUSTED_PROXIES: %w", err)
 	}
 	return nil
+}
+
+// issuerConfig is the issuer's configuration from the environment: every
+// setting, none of the dependencies (Redis, Signer, the waiting secret, the
+// logger), which serve adds.
+func (c *serveConfig) issuerConfig() issuer.Config {
+	return issuer.Config{Issuer: c.Issuer, Audience: c.Audience, DefaultRoom: c.defaultRoom(),
+		CompletionReplicas: c.CompletionReplicas, CompletionTimeout: c.CompletionTimeout,
+		StatusSnapshot: c.StatusSnapshot, EnterBatch: c.EnterBatch}
+}
+
+// serverOptions is the server's options from the environment, without the
+// Issuer, Keys, Logger and RedisHealth, which serve adds.
+func (c *serveConfig) serverOptions() server.Options {
+	return server.Options{AdminToken: c.AdminToken, UserHeader: c.UserHeader,
+		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
+		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisTimeout: c.RedisTimeout}
 }
 
 // enterPerAddress is the per-address enter limit in effect: off without a
