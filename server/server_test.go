@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/verifier"
@@ -375,7 +374,7 @@ func TestAdminEventWindow(t *testing.T) {
 }
 
 func TestAdminDisabled(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.AdminToken = "" })
+	e := newEnv(t, withOptions(func(o *Options) { o.AdminToken = "" }))
 	e.do(req{method: "GET", path: "/admin/rooms", bearer: ""}).problem(t, 404, "unknown_route")
 	e.do(req{method: "GET", path: "/admin/rooms", bearer: "anything"}).problem(t, 404, "unknown_route")
 }
@@ -422,7 +421,7 @@ func TestReadyzNotReady(t *testing.T) {
 	assert.NotContains(t, string(r.body), addr)
 
 	// Keys not loaded.
-	e2 := newEnv(t, func(o *Options) { o.Keys = brokenRing{o.Keys.(*testRing)} })
+	e2 := newEnv(t, withOptions(func(o *Options) { o.Keys = brokenRing{o.Keys.(*testRing)} }))
 	e2.do(req{method: "GET", path: "/readyz"}).problem(t, 503, "not_ready")
 }
 
@@ -469,7 +468,7 @@ func TestRouterAndBodyErrors(t *testing.T) {
 // TestBodyLimit runs over TCP: fasthttp refuses an oversized body while
 // reading it, which app.Test reports as an error instead of a response.
 func TestBodyLimit(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.BodyLimit = 1024 })
+	e := newEnv(t, withOptions(func(o *Options) { o.BodyLimit = 1024 }))
 	base := e.listen()
 	body := `{"product":"` + strings.Repeat("p", 2000) + `"}`
 	res, err := httpPost(base+"/v1/complete", "application/json", body)
@@ -506,14 +505,9 @@ func TestNewValidates(t *testing.T) {
 // TestCompleteChecksTheIssuersClaims: /v1/complete verifies with the iss
 // and aud the issuer mints, whatever they are (not a default of its own).
 func TestCompleteChecksTheIssuersClaims(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
-	ring := newTestRing(t)
-	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: make([]byte, 32), Signer: ring,
-		Issuer: "https://queue.example", Audience: "checkout", Logger: quietLog})
-	require.NoError(t, err)
-	srv, err := New(Options{Issuer: is, Keys: ring, Logger: quietLog})
-	require.NoError(t, err)
-	e := &env{t: t, rdb: rdb, is: is, ring: ring, srv: srv}
+	e := newEnv(t, privateRedis(),
+		withIssuer(func(c *issuer.Config) { c.Issuer, c.Audience = "https://queue.example", "checkout" }),
+		withOptions(func(o *Options) { o.AdminToken = "" }))
 	room := e.room(issuer.RoomConfig{})
 	tok := e.enter(room, "alice")["waiting_token"].(string)
 	x := e.do(req{method: "POST", path: "/v1/rooms/" + room + "/exchange", user: "alice", bearer: tok})
