@@ -174,7 +174,7 @@ func check(spec stormSpec, buyers []*buyer) *outcome {
 		if a == nil {
 			a = &admission{room: room, jti: jti, epoch: id.Epoch, arrival: id.Arrival, number: id.Number,
 				admittedMs: id.AdmittedAt.UnixMilli(),
-				users: map[string]bool{}, firstSeen: c.got}
+				users:      map[string]bool{}, firstSeen: c.got}
 			adms[akey(room, jti)] = a
 		}
 		if c.got.Before(a.firstSeen) {
