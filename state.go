@@ -2,7 +2,7 @@ package flashgate
 
 import "time"
 
-// State is what a client can see of its entry (DESIGN.md vocabulary).
+// State is what a client can see of its entry (README "What flashgate is", vocabulary).
 type State string
 
 // Entry states.
@@ -16,7 +16,7 @@ const (
 )
 
 // Completion is the result of completing an admission (the order went
-// through; DESIGN.md "completion").
+// through; README "The flow").
 type Completion struct {
 	AdmissionID string
 	// CompletedAt is when the admission was consumed, millisecond precision,

@@ -76,7 +76,7 @@ func atkSetup(t *testing.T) *atkEnv {
 	e.now.Store(time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC).UnixMilli())
 	e.rdb = redistest.Start(t).Client(t)
 	e.is = e.issuer(t, e.keyA)
-	_, err := e.is.SetRoom(e.ctx, e.room, issuer.RoomConfig{Capacity: 10, Session: time.Minute})
+	_, err := e.is.SetRoom(e.ctx, e.room, issuer.RoomConfig{Capacity: 10, SessionDuration: time.Minute})
 	require.NoError(t, err)
 	keys := verifier.NewStaticKeys(map[string]ed25519.PublicKey{
 		"kA": e.keyA.priv.Public().(ed25519.PublicKey), "kB": e.keyB.priv.Public().(ed25519.PublicKey)})

@@ -7,15 +7,6 @@ import (
 	"time"
 )
 
-// DefaultEnterBatch is the default Config.EnterBatch: the most users one
-// enter script call carries.
-const DefaultEnterBatch = 32
-
-// MaxEnterBatch bounds Config.EnterBatch: one script call blocks Redis while
-// it runs (about 3 µs per user), and Lua's unpack takes at most a few
-// thousand values.
-const MaxEnterBatch = 1000
-
 // enterBatcher coalesces concurrent Enter calls for one room into one enter
 // script call (group commit). The first caller to find the room idle sends a
 // batch of whoever is queued at that moment — alone, when the line is quiet,
@@ -167,4 +158,16 @@ func latestDeadline(calls []*enterCall) (time.Time, bool) {
 // size. Enter calls that bypass coalescing (EnterBatch 1) count as batches of one.
 func (is *Issuer) EnterBatchStats() (calls, users int64) {
 	return is.batchCalls.Load(), is.batchUsers.Load()
+}
+
+// enterUsers runs the enter script for users, in that order, and decodes
+// its reply (decodeEnter).
+func (is *Issuer) enterUsers(ctx context.Context, room string, users ...any) ([]scriptEntry, error) {
+	is.batchCalls.Add(1)
+	is.batchUsers.Add(int64(len(users)))
+	r, err := is.run(ctx, enterScript, room, users...)
+	if err != nil {
+		return nil, err
+	}
+	return decodeEnter(r, len(users))
 }

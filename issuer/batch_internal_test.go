@@ -52,14 +52,14 @@ func TestEnterBatchIsSequential(t *testing.T) {
 	assert.Equal(t, pos{3, 3, 3}, pos{got[0].seq, got[0].pos, got[0].total})
 	assert.Equal(t, pos{4, 4, 4}, pos{got[1].seq, got[1].pos, got[1].total})
 
-	members, err := rdb.ZRangeWithScores(ctx, RoomKeys(room)[1], 0, -1).Result()
+	members, err := rdb.ZRangeWithScores(ctx, roomKeys(room)[1], 0, -1).Result()
 	require.NoError(t, err)
 	var line []string
 	for _, m := range members {
 		line = append(line, m.Member.(string)+"="+strconv.FormatFloat(m.Score, 'f', -1, 64))
 	}
 	assert.Equal(t, []string{"a=1", "b=2", "c=3", "d=4"}, line)
-	seq, err := rdb.Get(ctx, RoomKeys(room)[4]).Int64()
+	seq, err := rdb.Get(ctx, roomKeys(room)[4]).Int64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(4), seq, "the arrival counter counts entries ever created")
 }
@@ -81,10 +81,10 @@ func TestEnterBatchFastTrack(t *testing.T) {
 	assert.Equal(t, got[0].jti, got[3].jti, "a's second enter returns its admission")
 	assert.NotEqual(t, got[0].jti, got[1].jti)
 	assert.Equal(t, []int64{1, 2}, []int64{got[2].pos, got[4].pos})
-	live, err := rdb.ZCard(ctx, RoomKeys(room)[2]).Result()
+	live, err := rdb.ZCard(ctx, roomKeys(room)[2]).Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), live)
-	idx, err := rdb.HGet(ctx, RoomKeys(room)[3], "a").Result()
+	idx, err := rdb.HGet(ctx, roomKeys(room)[3], "a").Result()
 	require.NoError(t, err)
 	assert.Equal(t, got[0].jti, idx)
 }
@@ -150,7 +150,7 @@ func TestEnterCoalescesConcurrentCalls(t *testing.T) {
 				assert.False(t, seen[s], "arrival %d handed out twice", s)
 				seen[s] = true
 			}
-			n, err := rdb.ZCard(ctx, RoomKeys(room)[1]).Result()
+			n, err := rdb.ZCard(ctx, roomKeys(room)[1]).Result()
 			require.NoError(t, err)
 			assert.Equal(t, int64(users+1), n)
 		})
@@ -166,7 +166,7 @@ func TestEnterCancelledBeforeSend(t *testing.T) {
 	_, err := is.Enter(ctx, room, "late")
 	require.ErrorIs(t, err, flashgate.ErrUnavailable)
 	require.ErrorIs(t, err, context.Canceled)
-	_, err = rdb.ZScore(context.Background(), RoomKeys(room)[1], "late").Result()
+	_, err = rdb.ZScore(context.Background(), roomKeys(room)[1], "late").Result()
 	assert.True(t, errors.Is(err, redis.Nil), "a cancelled enter must not take a place: %v", err)
 }
 
@@ -226,7 +226,7 @@ func TestEnterMaxBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, MaxEnterBatch)
 	assert.Equal(t, int64(MaxEnterBatch), got[MaxEnterBatch-1].pos)
-	n, err := rdb.ZCard(context.Background(), RoomKeys(room)[1]).Result()
+	n, err := rdb.ZCard(context.Background(), roomKeys(room)[1]).Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(MaxEnterBatch), n)
 }

@@ -38,7 +38,7 @@ func usedMemory(b *testing.B, rdb *redis.Client) int64 {
 
 // BenchmarkWaitingUserMemory reports Redis memory per waiting user with
 // 100,000 users in line (INFO used_memory delta on a dedicated server), for
-// flashgate's layout and, in the same run, for the seed's naive layout (a
+// flashgate's layout and, in the same run, for a naive layout (a
 // UUID per user in the waiting ZSET plus one USER_INDEX string key per user).
 func BenchmarkWaitingUserMemory(b *testing.B) {
 	ctx := context.Background()
@@ -177,7 +177,7 @@ func BenchmarkTickRedisTime(b *testing.B) {
 			for i := range b.N {
 				room := "tick-" + strconv.Itoa(i)
 				_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 10_000_000, RatePerMinute: 10_000_000,
-					Batch: batch, State: issuer.RoomPaused})
+					TickBatch: batch, State: issuer.RoomPaused})
 				if err != nil {
 					b.Fatal(err)
 				}

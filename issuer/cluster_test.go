@@ -64,7 +64,7 @@ func TestRedisCluster(t *testing.T) {
 		clk := newClock()
 		is := newIssuer(t, rdb, clk)
 		for _, room := range rooms {
-			_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, Session: time.Minute})
+			_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, SessionDuration: time.Minute})
 			require.NoError(t, err)
 			a, err := is.Enter(ctx, room, "alice")
 			require.NoError(t, err)

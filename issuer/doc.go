@@ -23,7 +23,7 @@
 //
 // # Data model
 //
-// Every key of a room carries the hash tag {room} (RoomKeys), so each
+// Every key of a room carries the hash tag {room} (lua/prelude.lua lists them), so each
 // script touches one Redis Cluster slot. A waiting user is one member of the
 // room's waiting ZSET (user → arrival number from the room's counter); the
 // waiting token "fgw2_<sid>_<epoch>_<arrival>_<mac>" is an HMAC over room, user, epoch and arrival

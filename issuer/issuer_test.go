@@ -174,7 +174,7 @@ func TestLeave(t *testing.T) {
 
 func TestExpiryAndLazyCleanup(t *testing.T) {
 	ctx := context.Background()
-	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 2, Session: 10 * time.Second})
+	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 2, SessionDuration: 10 * time.Second})
 	a, _ := is.Enter(ctx, room, "alice")
 	require.Equal(t, flashgate.StateActive, a.State)
 	assert.Equal(t, clk.Now().Add(10*time.Second), a.ExpiresAt)
@@ -317,7 +317,7 @@ func TestEventWindow(t *testing.T) {
 
 func TestExchangeMintsStableTokens(t *testing.T) {
 	ctx := context.Background()
-	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 1, Session: time.Minute})
+	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 1, SessionDuration: time.Minute})
 	a, _ := is.Enter(ctx, room, "alice")
 	b, _ := is.Enter(ctx, room, "bob")
 	_, err := is.Exchange(ctx, room, "bob", b.WaitingToken)
@@ -347,7 +347,7 @@ func TestExchangeMintsStableTokens(t *testing.T) {
 
 func TestCompletion(t *testing.T) {
 	ctx := context.Background()
-	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 10, Session: time.Minute})
+	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 10, SessionDuration: time.Minute})
 	enterAdmitted := func(user string) *issuer.Entry {
 		e, err := is.Enter(ctx, room, user)
 		require.NoError(t, err)
@@ -431,7 +431,7 @@ func TestCompletion(t *testing.T) {
 
 func TestCheckActive(t *testing.T) {
 	ctx := context.Background()
-	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 10, Session: time.Minute})
+	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 10, SessionDuration: time.Minute})
 	a, _ := is.Enter(ctx, room, "alice")
 	require.NoError(t, is.CheckActive(ctx, room, a.AdmissionID))
 	_, err := is.Revoke(ctx, room, "", a.AdmissionID)
@@ -467,8 +467,8 @@ func TestRoomConfigValidation(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	is := newIssuer(t, rdb, nil)
 	for _, c := range []issuer.RoomConfig{
-		{Capacity: -1}, {RatePerMinute: -5}, {Session: 1500 * time.Millisecond}, {Session: time.Hour},
-		{Tick: time.Millisecond}, {Batch: 20000}, {State: "sleepy"},
+		{Capacity: -1}, {RatePerMinute: -5}, {SessionDuration: 1500 * time.Millisecond}, {SessionDuration: time.Hour},
+		{Tick: time.Millisecond}, {TickBatch: 20000}, {State: "sleepy"},
 	} {
 		_, err := is.SetRoom(ctx, redistest.Room("bad"), c)
 		assert.ErrorIs(t, err, flashgate.ErrInvalidInput, "%+v", c)
@@ -477,7 +477,7 @@ func TestRoomConfigValidation(t *testing.T) {
 
 // TestInvariantsUnderConcurrency runs three issuer replicas ticking one room
 // while thousands of users enter (one of them 100 times at once) and a
-// consumer completes admissions, then checks DESIGN.md's invariants 1-3 from
+// consumer completes admissions, then checks invariants 1-3 (README "Invariants") from
 // the admissions themselves.
 func TestInvariantsUnderConcurrency(t *testing.T) {
 	t.Run("rate binds", func(t *testing.T) {
@@ -497,7 +497,7 @@ func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, r
 	clk := newClock()
 	replicas := []*issuer.Issuer{newIssuer(t, rdb, clk), newIssuer(t, rdb, clk), newIssuer(t, rdb, clk)}
 	_, err := replicas[0].SetRoom(ctx, room, issuer.RoomConfig{Capacity: capacity, RatePerMinute: rate,
-		Session: session, Tick: 200 * time.Millisecond, Batch: 50})
+		SessionDuration: session, Tick: 200 * time.Millisecond, TickBatch: 50})
 	require.NoError(t, err)
 
 	// Enters: users in parallel across replicas; "hot" enters 100 times at once.

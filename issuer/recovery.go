@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"slices"
@@ -50,8 +51,8 @@ func (is *Issuer) remember(room string, c RoomConfig) {
 
 // equal compares configs by value (time.Time by instant).
 func (c RoomConfig) equal(d RoomConfig) bool {
-	return c.Capacity == d.Capacity && c.RatePerMinute == d.RatePerMinute && c.Session == d.Session &&
-		c.Tick == d.Tick && c.Batch == d.Batch && c.State == d.State &&
+	return c.Capacity == d.Capacity && c.RatePerMinute == d.RatePerMinute && c.SessionDuration == d.SessionDuration &&
+		c.Tick == d.Tick && c.TickBatch == d.TickBatch && c.State == d.State &&
 		c.Opens.Equal(d.Opens) && c.Closes.Equal(d.Closes)
 }
 
@@ -99,27 +100,19 @@ func (is *Issuer) restoredRoom(room string, c RoomConfig, by string) {
 	is.log.Warn("waiting room restored from its last known config: its data was lost from Redis, "+
 		"so it starts a new epoch and every earlier waiting token and admission reads NOT_FOUND",
 		"room", room, "by", by, "state", string(c.State), "capacity", c.Capacity,
-		"rate_per_minute", c.RatePerMinute, "session", c.Session.String())
+		"rate_per_minute", c.RatePerMinute, "session", c.SessionDuration.String())
 }
 
-// noteTick reads the tick script's reply after its first five fields:
-// created, then the config as configured (state, capacity, rate, session_ms,
-// batch, opens_ms, closes_ms; the tick is r[4]). It remembers the config and,
-// when the tick restored the room, logs and counts it and registers the room
-// with the tick loops again (fg:rooms was lost with the rest).
-func (is *Issuer) noteTick(ctx context.Context, room string, r []any) error {
-	if len(r) < 13 {
-		return flashgate.Errorf(flashgate.CodeInternal, "tick script: malformed reply %v", r)
-	}
-	c := RoomConfig{State: RoomState(asString(r[6])), Capacity: int(asInt(r[7])),
-		RatePerMinute: int(asInt(r[8])), Session: time.Duration(asInt(r[9])) * time.Millisecond,
-		Batch: int(asInt(r[10])), Tick: time.Duration(asInt(r[4])) * time.Millisecond,
-		Opens: windowTime(asInt(r[11])), Closes: windowTime(asInt(r[12]))}
-	is.remember(room, c)
-	if asInt(r[5]) != 1 {
+// noteTick reads what a tick call reports of the room: it remembers the
+// config and, when the tick restored the room, logs and counts it and
+// registers the room with the tick loops again (fg:rooms was lost with the
+// rest).
+func (is *Issuer) noteTick(ctx context.Context, room string, t tickReply) error {
+	is.remember(room, t.cfg)
+	if !t.created {
 		return nil
 	}
-	is.restoredRoom(room, c, "tick")
+	is.restoredRoom(room, t.cfg, "tick")
 	if err := is.cfg.Redis.SAdd(ctx, keyRooms, room).Err(); err != nil {
 		return unavailable(err)
 	}
@@ -192,3 +185,46 @@ func decodeSecret(s string) ([]byte, error) {
 	}
 	return secret, nil
 }
+
+// LoadOrCreateSecret returns the waiting-token secret shared through Redis
+// (key fg:waiting-secret), creating a random 32-byte one with SETNX if none
+// exists, so every replica agrees without configuration. Pass it as
+// Config.WaitingSecret with Config.SharedSecret set, so that Run keeps the
+// replicas agreeing after Redis loses the key (SyncSecret).
+//
+// When the key is missing it first waits SecretGrace (1 s, two SyncSecret
+// periods) and looks again: after a Redis data loss, replicas still running
+// put their secret back within that time, and a replica starting then adopts
+// it instead of inventing a second one (whose tokens the others would not
+// know for up to a sync period). Only a first deployment pays the wait.
+// Errors: flashgate.ErrUnavailable, flashgate.ErrInternal (a corrupt stored secret), ctx's.
+func LoadOrCreateSecret(ctx context.Context, rdb Redis) ([]byte, error) {
+	s, err := rdb.Get(ctx, keySecret).Result()
+	if errors.Is(err, redis.Nil) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(SecretGrace):
+		}
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		if err := rdb.SetNX(ctx, keySecret, base64.StdEncoding.EncodeToString(b[:]), 0).Err(); err != nil {
+			return nil, unavailable(err)
+		}
+		s, err = rdb.Get(ctx, keySecret).Result()
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return decodeSecret(s)
+}
+
+// SecretSyncEvery is how often Run calls SyncSecret (Config.SharedSecret),
+// and SecretGrace how long LoadOrCreateSecret waits for a running replica
+// to restore a lost shared secret before it creates one.
+const (
+	SecretSyncEvery = 500 * time.Millisecond
+	SecretGrace     = 2 * SecretSyncEvery
+)

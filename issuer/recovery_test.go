@@ -37,7 +37,7 @@ func TestDataLossOldIDsNeverReadAsNewBuyers(t *testing.T) {
 	clk := newClock()
 	is := newIssuer(t, rdb, clk)
 	room := redistest.Room("loss")
-	cfg := issuer.RoomConfig{Capacity: 10, RatePerMinute: 600, Session: time.Minute}
+	cfg := issuer.RoomConfig{Capacity: 10, RatePerMinute: 600, SessionDuration: time.Minute}
 	_, err := is.SetRoom(ctx, room, cfg)
 	require.NoError(t, err)
 
@@ -60,7 +60,7 @@ func TestDataLossOldIDsNeverReadAsNewBuyers(t *testing.T) {
 	bob := admittedEntry(t, is, room, "bob")
 	dan := admittedEntry(t, is, room, "dan")
 	require.Equal(t, alice.Arrival, bob.Arrival, "the numbers restarted")
-	require.Equal(t, alice.Admission, bob.Admission)
+	require.Equal(t, alice.AdmissionNumber, bob.AdmissionNumber)
 	require.Equal(t, carol.Arrival, dan.Arrival)
 	require.NotEqual(t, alice.AdmissionID, bob.AdmissionID, "the epoch tells the ids apart")
 	_, err = is.Complete(ctx, room, "bob", bob.AdmissionID)
@@ -150,8 +150,8 @@ func TestLostRoomRestoredFromLastKnownConfig(t *testing.T) {
 	logs, log := logtest.New()
 	withLog := func(c *issuer.Config) { c.Logger = log }
 	room := redistest.Room("restore")
-	cfg := issuer.RoomConfig{Capacity: 7, RatePerMinute: 123, Session: 90 * time.Second, Tick: 250 * time.Millisecond,
-		Batch: 11, State: issuer.RoomOpen, Closes: time.Now().Add(time.Hour).Truncate(time.Millisecond)}
+	cfg := issuer.RoomConfig{Capacity: 7, RatePerMinute: 123, SessionDuration: 90 * time.Second, Tick: 250 * time.Millisecond,
+		TickBatch: 11, State: issuer.RoomOpen, Closes: time.Now().Add(time.Hour).Truncate(time.Millisecond)}
 
 	t.Run("by enter", func(t *testing.T) {
 		a := newIssuer(t, rdb, nil, withLog) // no default policy: unknown rooms are refused

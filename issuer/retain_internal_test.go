@@ -80,7 +80,7 @@ func TestIssuerCopiesWhatItKeeps(t *testing.T) {
 	c, err := is.Enter(ctx, room, "carol")
 	require.NoError(t, err)
 	assert.Equal(t, flashgate.StateWaiting, c.State)
-	waiting, err := rdb.ZRange(ctx, RoomKeys(room)[1], 0, -1).Result()
+	waiting, err := rdb.ZRange(ctx, roomKeys(room)[1], 0, -1).Result()
 	require.NoError(t, err)
 	assert.Equal(t, []string{"carol"}, waiting)
 	rooms, err := is.Rooms(ctx)

@@ -2,8 +2,9 @@ package issuer
 
 import (
 	"fmt"
-	"github.com/flashgate/flashgate"
 	"time"
+
+	"github.com/flashgate/flashgate"
 )
 
 // RoomState is a waiting room's operating state.
@@ -18,16 +19,16 @@ const (
 	RoomClosed RoomState = "closed"
 )
 
-// Defaults for RoomConfig fields left zero (issue 2).
+// Defaults for RoomConfig fields left zero.
 const (
-	DefaultCapacity      = 100
-	DefaultRatePerMinute = 600
-	DefaultSession       = 5 * time.Minute
-	DefaultTick          = time.Second
-	DefaultBatch         = 1000
-	// MaxSession is the longest session duration a room may have; the
+	DefaultCapacity        = 100
+	DefaultRatePerMinute   = 600
+	DefaultSessionDuration = 5 * time.Minute
+	DefaultTick            = time.Second
+	DefaultTickBatch       = 1000
+	// MaxSessionDuration is the longest session duration a room may have; the
 	// verifier's DefaultMaxLifetime (15 min) accepts tokens up to it.
-	MaxSession = 15 * time.Minute
+	MaxSessionDuration = 15 * time.Minute
 	// MaxIDLen is the longest room or user id, in bytes.
 	MaxIDLen = 128
 )
@@ -40,15 +41,15 @@ type RoomConfig struct {
 	Capacity int
 	// RatePerMinute is "new users per minute": admissions in any 60 s window never exceed it.
 	RatePerMinute int
-	// Session is how long an admission lasts (whole seconds, 1 s … 15 min).
-	Session time.Duration
+	// SessionDuration is how long an admission lasts (whole seconds, 1 s … 15 min).
+	SessionDuration time.Duration
 	// Tick is how often each replica runs the admission step (100 ms … 1 min).
 	Tick time.Duration
-	// Batch bounds the admissions, and the lapsed admissions dropped, of one
+	// TickBatch bounds the admissions, and the lapsed admissions dropped, of one
 	// tick (1 … 10000 each). Tick performs them in script calls of at most
 	// MaxTickPerCall (1000) each, so a large batch never blocks Redis for
 	// the whole of it.
-	Batch int
+	TickBatch int
 	// State is open, paused or closed, as configured.
 	State RoomState
 	// Opens and Closes are the event window (millisecond precision; zero:
@@ -68,14 +69,14 @@ func (c RoomConfig) WithDefaults() RoomConfig {
 	if c.RatePerMinute == 0 {
 		c.RatePerMinute = DefaultRatePerMinute
 	}
-	if c.Session == 0 {
-		c.Session = DefaultSession
+	if c.SessionDuration == 0 {
+		c.SessionDuration = DefaultSessionDuration
 	}
 	if c.Tick == 0 {
 		c.Tick = DefaultTick
 	}
-	if c.Batch == 0 {
-		c.Batch = DefaultBatch
+	if c.TickBatch == 0 {
+		c.TickBatch = DefaultTickBatch
 	}
 	if c.State == "" {
 		c.State = RoomOpen
@@ -90,12 +91,12 @@ func (c RoomConfig) Validate() error {
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "capacity must be 1…10000000, got %d", c.Capacity)
 	case c.RatePerMinute < 1 || c.RatePerMinute > 10_000_000:
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "rate_per_minute must be 1…10000000, got %d", c.RatePerMinute)
-	case c.Session < time.Second || c.Session > MaxSession || c.Session%time.Second != 0:
-		return flashgate.Errorf(flashgate.CodeInvalidInput, "session must be whole seconds in 1s…%s, got %s", MaxSession, c.Session)
+	case c.SessionDuration < time.Second || c.SessionDuration > MaxSessionDuration || c.SessionDuration%time.Second != 0:
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "session must be whole seconds in 1s…%s, got %s", MaxSessionDuration, c.SessionDuration)
 	case c.Tick < 100*time.Millisecond || c.Tick > time.Minute:
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "tick must be 100ms…1m, got %s", c.Tick)
-	case c.Batch < 1 || c.Batch > 10_000:
-		return flashgate.Errorf(flashgate.CodeInvalidInput, "batch must be 1…10000, got %d", c.Batch)
+	case c.TickBatch < 1 || c.TickBatch > 10_000:
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "batch must be 1…10000, got %d", c.TickBatch)
 	case c.State != RoomOpen && c.State != RoomPaused && c.State != RoomClosed:
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "state must be open, paused or closed, got %q", c.State)
 	case !c.Opens.IsZero() && c.Opens.UnixMilli() <= 0, !c.Closes.IsZero() && c.Closes.UnixMilli() <= 0:
@@ -127,7 +128,7 @@ func windowTime(ms int64) time.Time {
 // ARGV[2]): "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms".
 func (c RoomConfig) policy() string {
 	return fmt.Sprintf("%s,%d,%d,%d,%d,%d,%d,%d", c.State, c.Capacity, c.RatePerMinute,
-		c.Session.Milliseconds(), c.Batch, c.Tick.Milliseconds(), windowMs(c.Opens), windowMs(c.Closes))
+		c.SessionDuration.Milliseconds(), c.TickBatch, c.Tick.Milliseconds(), windowMs(c.Opens), windowMs(c.Closes))
 }
 
 // ValidID reports whether s is a valid room or user id: 1…128 bytes of

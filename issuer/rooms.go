@@ -24,9 +24,9 @@ func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomC
 	if err := c.Validate(); err != nil {
 		return RoomConfig{}, err
 	}
-	err := is.cfg.Redis.HSet(ctx, RoomKeys(room)[0],
+	err := is.cfg.Redis.HSet(ctx, roomKeys(room)[0],
 		"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
-		"session_ms", c.Session.Milliseconds(), "batch", c.Batch, "tick_ms", c.Tick.Milliseconds(),
+		"session_ms", c.SessionDuration.Milliseconds(), "batch", c.TickBatch, "tick_ms", c.Tick.Milliseconds(),
 		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes)).Err()
 	if err == nil {
 		err = is.cfg.Redis.SAdd(ctx, keyRooms, room).Err()
@@ -38,13 +38,116 @@ func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomC
 	return c, nil
 }
 
+// RoomPatch is a partial RoomConfig for UpdateRoom: a nil field keeps the
+// room's current value (or the default, for a room UpdateRoom creates).
+// Unlike a RoomConfig given to SetRoom, a field that is set is taken as is:
+// a zero or negative number is refused, never read as "the default".
+type RoomPatch struct {
+	Capacity        *int
+	RatePerMinute   *int
+	SessionDuration *time.Duration
+	Tick            *time.Duration
+	TickBatch       *int
+	State           *RoomState
+	// Opens and Closes set the event window; a zero time removes the bound.
+	Opens, Closes *time.Time
+}
+
+// apply returns c with p's fields set, or a flashgate.CodeInvalidInput
+// error for a field that would silently mean "default".
+func (p RoomPatch) apply(c RoomConfig) (RoomConfig, error) {
+	for _, f := range []struct {
+		name string
+		set  bool
+		v    int64
+	}{
+		{"capacity", p.Capacity != nil, derefInt(p.Capacity)},
+		{"rate_per_minute", p.RatePerMinute != nil, derefInt(p.RatePerMinute)},
+		{"session", p.SessionDuration != nil, int64(derefDuration(p.SessionDuration))},
+		{"tick", p.Tick != nil, int64(derefDuration(p.Tick))},
+		{"batch", p.TickBatch != nil, derefInt(p.TickBatch)},
+	} {
+		if f.set && f.v <= 0 {
+			return RoomConfig{}, flashgate.Errorf(flashgate.CodeInvalidInput, "%s must be positive", f.name)
+		}
+	}
+	if p.State != nil && *p.State == "" {
+		return RoomConfig{}, flashgate.Errorf(flashgate.CodeInvalidInput, "state must be open, paused or closed")
+	}
+	if p.Capacity != nil {
+		c.Capacity = *p.Capacity
+	}
+	if p.RatePerMinute != nil {
+		c.RatePerMinute = *p.RatePerMinute
+	}
+	if p.SessionDuration != nil {
+		c.SessionDuration = *p.SessionDuration
+	}
+	if p.Tick != nil {
+		c.Tick = *p.Tick
+	}
+	if p.TickBatch != nil {
+		c.TickBatch = *p.TickBatch
+	}
+	if p.State != nil {
+		c.State = *p.State
+	}
+	if p.Opens != nil {
+		c.Opens = *p.Opens
+	}
+	if p.Closes != nil {
+		c.Closes = *p.Closes
+	}
+	return c, nil
+}
+
+func derefInt(p *int) int64 {
+	if p == nil {
+		return 0
+	}
+	return int64(*p)
+}
+
+func derefDuration(p *time.Duration) time.Duration {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// UpdateRoom merges patch into room's stored configuration and stores the
+// result (SetRoom): fields patch leaves nil keep their values. A room that
+// does not exist yet is created from the defaults with patch applied, and
+// created reports it. The merged configuration is checked as a whole
+// (RoomConfig.Validate: capacity and rate 1…10,000,000, session whole
+// seconds up to MaxSessionDuration, tick 100 ms … 1 min, batch 1…10,000, the
+// window's order). Errors: flashgate.ErrInvalidInput (naming the field),
+// flashgate.ErrUnavailable, flashgate.ErrStoreFull.
+func (is *Issuer) UpdateRoom(ctx context.Context, room string, patch RoomPatch) (cfg RoomConfig, created bool, err error) {
+	cur, err := is.Room(ctx, room)
+	created = errors.Is(err, flashgate.ErrUnknownRoom)
+	if err != nil && !created {
+		return RoomConfig{}, false, err
+	}
+	if created {
+		cur = RoomConfig{}.WithDefaults()
+	}
+	if cur, err = patch.apply(cur); err != nil {
+		return RoomConfig{}, false, err
+	}
+	if cfg, err = is.SetRoom(ctx, room, cur); err != nil {
+		return RoomConfig{}, false, err
+	}
+	return cfg, created, nil
+}
+
 // Room returns room's configuration. Errors: flashgate.ErrInvalidInput,
 // flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
 func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 	if err := checkRoom(room); err != nil {
 		return RoomConfig{}, err
 	}
-	m, err := is.cfg.Redis.HGetAll(ctx, RoomKeys(room)[0]).Result()
+	m, err := is.cfg.Redis.HGetAll(ctx, roomKeys(room)[0]).Result()
 	if err != nil {
 		return RoomConfig{}, unavailable(err)
 	}
@@ -54,9 +157,9 @@ func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 	atoi := func(k string) int { n, _ := strconv.Atoi(m[k]); return n }
 	c := RoomConfig{
 		Capacity: atoi("capacity"), RatePerMinute: atoi("rate"),
-		Session: time.Duration(atoi("session_ms")) * time.Millisecond,
-		Tick:    time.Duration(atoi("tick_ms")) * time.Millisecond,
-		Batch:   atoi("batch"), State: RoomState(m["state"]),
+		SessionDuration: time.Duration(atoi("session_ms")) * time.Millisecond,
+		Tick:            time.Duration(atoi("tick_ms")) * time.Millisecond,
+		TickBatch:       atoi("batch"), State: RoomState(m["state"]),
 		Opens: windowTime(int64(atoi("opens_ms"))), Closes: windowTime(int64(atoi("closes_ms"))),
 	}
 	is.remember(room, c)
@@ -92,7 +195,7 @@ type Stats struct {
 	// applied (paused before Opens, closed from Closes).
 	State   RoomState
 	Waiting int64
-	Live    int64
+	Active  int64
 	// Entered counts entries ever created in the room (the arrival counter):
 	// refreshes and repeated enters do not count.
 	Entered   int64
@@ -106,7 +209,7 @@ type Stats struct {
 	// PeakActive is the highest number of live admissions seen right after an admission.
 	PeakActive int64
 	// Epoch is the room's epoch: created with the room, new whenever the room
-	// is recreated after Redis lost its data (DESIGN.md invariant 6).
+	// is recreated after Redis lost its data (invariant 6, README "Invariants").
 	Epoch string
 	At    time.Time
 }
@@ -120,23 +223,8 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &Stats{Room: room, Waiting: asInt(r[1]), Live: asInt(r[2]),
-		Config: RoomConfig{State: RoomState(asString(r[3])), Capacity: int(asInt(r[4])),
-			RatePerMinute: int(asInt(r[5])), Session: time.Duration(asInt(r[6])) * time.Millisecond,
-			Batch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond,
-			Opens: windowTime(asInt(r[13])), Closes: windowTime(asInt(r[14]))},
-		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11]), State: RoomState(asString(r[12])),
-		Epoch: asString(r[15])}
+	st := decodeStats(room, r)
 	is.remember(room, st.Config)
-	kv, _ := r[9].([]any)
-	fields := map[string]*int64{"admitted": &st.Admitted, "fast_track": &st.FastTrack,
-		"expired": &st.Expired, "completed": &st.Completed, "revoked": &st.Revoked, "left": &st.Left,
-		"zombies": &st.Zombies, "peak_active": &st.PeakActive}
-	for i := 0; i+1 < len(kv); i += 2 {
-		if p, ok := fields[asString(kv[i])]; ok {
-			*p = asInt(kv[i+1])
-		}
-	}
 	return st, nil
 }
 

@@ -3,8 +3,11 @@ package issuer
 import (
 	"context"
 	"embed"
+	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/flashgate/flashgate"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -54,20 +57,319 @@ type Redis interface {
 }
 
 // Key names. Every key of a room carries the hash tag {room}, so each script
-// touches one Cluster slot (DESIGN.md "Redis data model").
+// touches one Cluster slot (README "Redis data model").
 const (
 	keyRooms  = "fg:rooms"          // SET of room ids, read by the tick loop and the admin API
 	keySecret = "fg:waiting-secret" // shared HMAC key for waiting tokens (when not configured)
 	keyReady  = "fg:ready"          // written by Ping (readiness: does Redis take writes?), expires
 )
 
-// RoomKeys returns the ten keys of a room in the order the scripts expect
+// roomKeys returns the ten keys of a room in the order the scripts expect
 // (see lua/prelude.lua).
-func RoomKeys(room string) []string {
+func roomKeys(room string) []string {
 	p := "fg:{" + room + "}:"
 	return []string{p + "config", p + "waiting", p + "active", p + "users", p + "seq",
 		p + "admno", p + "admits", p + "bucket", p + "stats", p + "ended"}
 }
 
-// activeKey is the key of a room's active ZSET (RoomKeys(room)[2]).
+// activeKey is the key of a room's active ZSET (roomKeys(room)[2]).
 func activeKey(room string) string { return "fg:{" + room + "}:active" }
+
+// unavailable maps a failed Redis call: an OOM refusal (used memory over
+// maxmemory; Redis refuses a script whose first write would allocate, and
+// deny-oom commands) to flashgate.ErrStoreFull, anything else to flashgate.ErrUnavailable.
+func unavailable(err error) error {
+	if redis.HasErrorPrefix(err, "OOM") {
+		return &flashgate.Error{Code: flashgate.CodeStoreFull, Message: "queue store full (Redis maxmemory): no new entries until memory is freed", Err: err}
+	}
+	return &flashgate.Error{Code: flashgate.CodeUnavailable, Message: "queue store unavailable", Err: err}
+}
+
+func (is *Issuer) nowArg() string {
+	if is.cfg.Now == nil {
+		return ""
+	}
+	return strconv.FormatInt(is.cfg.Now().UnixMilli(), 10)
+}
+
+// run executes a script for room and returns its reply, mapping
+// {'ERROR', code} replies to domain errors and Redis failures to flashgate.ErrUnavailable.
+func (is *Issuer) run(ctx context.Context, s *redis.Script, room string, args ...any) ([]any, error) {
+	argv := append([]any{is.nowArg(), is.createArg(s, room)}, args...)
+	res, err := s.Run(ctx, is.cfg.Redis, roomKeys(room), argv...).Slice()
+	return reply(res, err, room)
+}
+
+// reply maps a script's reply: Redis failures to flashgate.ErrUnavailable,
+// {'ERROR', code} to the code's domain error.
+func reply(res []any, err error, room string) ([]any, error) {
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if len(res) == 2 && res[0] == "ERROR" {
+		code, _ := res[1].(string)
+		return nil, scriptError(code, room)
+	}
+	return res, nil
+}
+
+// runReplicated is run followed, on the same connection, by WAIT for
+// CompletionReplicas replicas (when configured).
+func (is *Issuer) runReplicated(ctx context.Context, s *redis.Script, room string, args ...any) ([]any, error) {
+	n := is.cfg.CompletionReplicas
+	if n <= 0 {
+		return is.run(ctx, s, room, args...)
+	}
+	argv := append([]any{is.nowArg(), is.createArg(s, room)}, args...)
+	keys := roomKeys(room)
+	// exec pipelines the script (EVALSHA, or EVAL after NOSCRIPT) and WAIT,
+	// since WAIT only counts the writes of its own connection.
+	exec := func(eval func(redis.Scripter) *redis.Cmd) ([]any, int64, error) {
+		p := is.cfg.Redis.(pipeliner).Pipeline()
+		c := eval(p)
+		w := p.Do(ctx, "WAIT", n, is.cfg.CompletionTimeout.Milliseconds())
+		_, _ = p.Exec(ctx)
+		res, err := c.Slice()
+		if err != nil {
+			return nil, 0, err
+		}
+		acks, err := w.Int64()
+		return res, acks, err
+	}
+	res, acks, err := exec(func(p redis.Scripter) *redis.Cmd { return s.EvalSha(ctx, p, keys, argv...) })
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		res, acks, err = exec(func(p redis.Scripter) *redis.Cmd { return s.Eval(ctx, p, keys, argv...) })
+	}
+	if res, err = reply(res, err, room); err != nil {
+		return nil, err
+	}
+	if acks < int64(n) {
+		return nil, &flashgate.Error{Code: flashgate.CodeUnavailable, Message: fmt.Sprintf(
+			"write acknowledged by %d of %d replicas within %s; retry (a retry returns the first result)",
+			acks, n, is.cfg.CompletionTimeout)}
+	}
+	return res, nil
+}
+
+func asInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func asString(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// entry builds an Entry from a script result; tok is the caller's verified
+
+// Ping checks that Redis answers and takes writes (readiness): one SET NX of
+// a small expiring key, which Redis refuses while its used memory is over
+// maxmemory, as it refuses new entries. Errors: flashgate.ErrUnavailable, flashgate.ErrStoreFull.
+func (is *Issuer) Ping(ctx context.Context) error {
+	if err := is.cfg.Redis.SetNX(ctx, keyReady, "1", time.Minute).Err(); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// scriptError maps the codes scripts return as {'ERROR', code}.
+func scriptError(code, room string) error {
+	switch code {
+	case "unknown_room":
+		return flashgate.Errorf(flashgate.CodeUnknownRoom, "unknown waiting room %q", room)
+	case "room_closed":
+		return flashgate.Errorf(flashgate.CodeRoomClosed, "waiting room %q is closed", room)
+	case "not_found":
+		return flashgate.Errorf(flashgate.CodeNotFound, "admission not found in room %q", room)
+	case "stale":
+		return flashgate.Errorf(flashgate.CodeNotFound, "admission from an earlier epoch of room %q: it was lost when the queue store lost its data; queue again", room)
+	case "expired":
+		return flashgate.Errorf(flashgate.CodeExpired, "admission expired")
+	case "revoked":
+		return flashgate.Errorf(flashgate.CodeRevoked, "admission revoked")
+	case "completed":
+		return flashgate.Errorf(flashgate.CodeCompleted, "admission already completed")
+	case "owner_mismatch":
+		return flashgate.Errorf(flashgate.CodeOwnerMismatch, "admission belongs to another user")
+	}
+	return flashgate.Errorf(flashgate.CodeInternal, "unexpected script result %q", code)
+}
+
+// Typed replies. Every script answers a positional array; each one is
+// decoded here, next to the others, by a function that names the Lua reply
+// shape it reads. A reply {'ERROR', code} never reaches a decoder (reply).
+
+// scriptEntry is one entry as the enter and status scripts report it.
+type scriptEntry struct {
+	state           flashgate.State
+	seq, pos, total int64  // arrival number, 1-based position (WAITING), users waiting
+	jti             string // the admission id; admission returns what it names
+	at              int64  // ms: expiry (ACTIVE, EXPIRED) or end time (COMPLETED, REVOKED)
+	created         bool   // the enter call created the room from the default policy
+	rate            int64  // the room's new users per minute
+	roomState       RoomState
+	epoch           string // the room's epoch (enter; status leaves it "": the token carries it)
+}
+
+// admission decodes e.jti with the one codec of admission ids,
+// flashgate.ParseAdmissionID: the admission number and time. ok is false
+// when the entry has no admission id.
+func (e scriptEntry) admission() (id flashgate.AdmissionID, ok bool) {
+	if e.jti == "" {
+		return flashgate.AdmissionID{}, false
+	}
+	return flashgate.ParseAdmissionID(e.jti)
+}
+
+// decodeStatus decodes the status script's reply (lua/status.lua):
+// {state, seq, position, total_waiting, jti, at_ms, rate, room_state}.
+func decodeStatus(r []any) scriptEntry {
+	return scriptEntry{state: flashgate.State(asString(r[0])), seq: asInt(r[1]), pos: asInt(r[2]),
+		total: asInt(r[3]), jti: asString(r[4]), at: asInt(r[5]), rate: asInt(r[6]),
+		roomState: RoomState(asString(r[7]))}
+}
+
+// decodeEnter decodes the enter script's reply for n users (lua/enter.lua):
+// {created, rate, room_state, epoch, then per user 1, seq, position,
+// total_waiting (WAITING) or 2, seq, total_waiting, jti, expiry_ms (ACTIVE)}.
+// A reply of any other shape is a flashgate.CodeInternal error.
+func decodeEnter(r []any, n int) ([]scriptEntry, error) {
+	bad := func() ([]scriptEntry, error) {
+		return nil, flashgate.Errorf(flashgate.CodeInternal, "enter script: malformed reply for %d users: %v", n, r)
+	}
+	if len(r) < 4 || !flashgate.ValidEpoch(asString(r[3])) {
+		return bad()
+	}
+	head := scriptEntry{created: asInt(r[0]) == 1, rate: asInt(r[1]), roomState: RoomState(asString(r[2])),
+		epoch: asString(r[3])}
+	out := make([]scriptEntry, 0, n)
+	for i := 4; i < len(r); {
+		e := head
+		switch asInt(r[i]) {
+		case 1:
+			if i+4 > len(r) {
+				return bad()
+			}
+			e.state, e.seq, e.pos, e.total = flashgate.StateWaiting, asInt(r[i+1]), asInt(r[i+2]), asInt(r[i+3])
+			i += 4
+		case 2:
+			if i+5 > len(r) {
+				return bad()
+			}
+			e.state, e.seq, e.total, e.jti, e.at = flashgate.StateActive, asInt(r[i+1]), asInt(r[i+2]), asString(r[i+3]), asInt(r[i+4])
+			i += 5
+		default:
+			return bad()
+		}
+		out = append(out, e)
+		head.created = false // only the first user's result reports the room's creation
+	}
+	if len(out) != n {
+		return bad()
+	}
+	return out, nil
+}
+
+// decodeLeave decodes the leave script's reply (lua/leave.lua): {'LEFT'}
+// or {'NOT_FOUND'}; true when the entry was left.
+func decodeLeave(r []any) bool { return asString(r[0]) == "LEFT" }
+
+// completeReply is the complete script's reply (lua/complete.lua):
+// {'COMPLETED', at_ms, repeated}.
+type completeReply struct {
+	at       time.Time // when the admission was completed (the first time)
+	repeated bool
+}
+
+func decodeComplete(r []any) completeReply {
+	return completeReply{at: time.UnixMilli(asInt(r[1])), repeated: asInt(r[2]) == 1}
+}
+
+// revokeReply is the revoke script's reply (lua/revoke.lua):
+// {'REVOKED', at_ms, repeated, jti}.
+type revokeReply struct {
+	at       time.Time // when the admission was revoked (the first time)
+	repeated bool
+	jti      string
+}
+
+func decodeRevoke(r []any) revokeReply {
+	return revokeReply{at: time.UnixMilli(asInt(r[1])), repeated: asInt(r[2]) == 1, jti: asString(r[3])}
+}
+
+// activeReply is the active script's verdict (lua/active.lua):
+// {'ACTIVE', expiry_ms}, {'EXPIRED', expiry_ms} or {'GONE'}.
+type activeReply string
+
+const (
+	activeLive    activeReply = "ACTIVE"
+	activeExpired activeReply = "EXPIRED"
+	activeGone    activeReply = "GONE"
+)
+
+func decodeActive(r []any) activeReply { return activeReply(asString(r[0])) }
+
+// tickReply is one tick script call's reply (lua/tick.lua):
+// {admitted, expired, active, waiting, tick_ms, created, then the room's
+// config as configured: state, capacity, rate, session_ms, batch, opens_ms,
+// closes_ms}.
+type tickReply struct {
+	admitted, expired int  // this call's admissions and expiries
+	active, waiting   int  // after the call
+	created           bool // the call restored the room from the replica's last known config
+	cfg               RoomConfig
+}
+
+// decodeTick decodes a tick reply; one of any other shape is a
+// flashgate.CodeInternal error.
+func decodeTick(r []any) (tickReply, error) {
+	if len(r) < 13 {
+		return tickReply{}, flashgate.Errorf(flashgate.CodeInternal, "tick script: malformed reply %v", r)
+	}
+	return tickReply{admitted: int(asInt(r[0])), expired: int(asInt(r[1])),
+		active: int(asInt(r[2])), waiting: int(asInt(r[3])), created: asInt(r[5]) == 1,
+		cfg: RoomConfig{State: RoomState(asString(r[6])), Capacity: int(asInt(r[7])),
+			RatePerMinute: int(asInt(r[8])), SessionDuration: time.Duration(asInt(r[9])) * time.Millisecond,
+			TickBatch: int(asInt(r[10])), Tick: time.Duration(asInt(r[4])) * time.Millisecond,
+			Opens: windowTime(asInt(r[11])), Closes: windowTime(asInt(r[12]))}}, nil
+}
+
+// decodeStats decodes the stats script's reply (lua/stats.lua): {'OK',
+// waiting, active, configured state, capacity, rate, session_ms, batch,
+// tick_ms, stats HGETALL flat list, now_ms, entries ever created, state in
+// effect, opens_ms, closes_ms, epoch}.
+func decodeStats(room string, r []any) *Stats {
+	st := &Stats{Room: room, Waiting: asInt(r[1]), Active: asInt(r[2]),
+		Config: RoomConfig{State: RoomState(asString(r[3])), Capacity: int(asInt(r[4])),
+			RatePerMinute: int(asInt(r[5])), SessionDuration: time.Duration(asInt(r[6])) * time.Millisecond,
+			TickBatch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond,
+			Opens: windowTime(asInt(r[13])), Closes: windowTime(asInt(r[14]))},
+		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11]), State: RoomState(asString(r[12])),
+		Epoch: asString(r[15])}
+	kv, _ := r[9].([]any)
+	fields := map[string]*int64{"admitted": &st.Admitted, "fast_track": &st.FastTrack,
+		"expired": &st.Expired, "completed": &st.Completed, "revoked": &st.Revoked, "left": &st.Left,
+		"zombies": &st.Zombies, "peak_active": &st.PeakActive}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if p, ok := fields[asString(kv[i])]; ok {
+			*p = asInt(kv[i+1])
+		}
+	}
+	return st
+}
+
+// decodeSnapshot decodes the snapshot script's reply (lua/snapshot.lua):
+// {waiting, head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch};
+// at is when the call was sent.
+func decodeSnapshot(r []any, at time.Time) *snapshot {
+	return &snapshot{at: at, waiting: asInt(r[0]), head: asInt(r[1]), tail: asInt(r[2]),
+		state: RoomState(asString(r[3])), rate: asInt(r[4]), capacity: asInt(r[5]),
+		tick: time.Duration(asInt(r[6])) * time.Millisecond, epoch: asString(r[7])}
+}

@@ -43,7 +43,7 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	room := redistest.Room("failover")
 	_, err := replicas[0].SetRoom(ctx, room, issuer.RoomConfig{Capacity: capacity, RatePerMinute: 60000,
-		Session: 30 * time.Second, Tick: 100 * time.Millisecond})
+		SessionDuration: 30 * time.Second, Tick: 100 * time.Millisecond})
 	require.NoError(t, err)
 
 	retry := func(f func() error) error {
@@ -109,7 +109,7 @@ func TestSentinelFailover(t *testing.T) {
 				if !c.Repeated {
 					completed[e.AdmissionID]++
 				}
-				doneList = append(doneList, done{user: user, seq: e.Arrival, admno: e.Admission, jti: e.AdmissionID,
+				doneList = append(doneList, done{user: user, seq: e.Arrival, admno: e.AdmissionNumber, jti: e.AdmissionID,
 					at: e.AdmittedAt.UnixMilli(), end: c.CompletedAt.UnixMilli()})
 				n := len(doneList)
 				mu.Unlock()

@@ -2,15 +2,13 @@ package issuer
 
 import (
 	"context"
-	"github.com/flashgate/flashgate"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// DefaultStatusSnapshot is the default Config.StatusSnapshot.
-const DefaultStatusSnapshot = 500 * time.Millisecond
+	"github.com/flashgate/flashgate"
+)
 
 // maxSnapshotRooms bounds the per-replica snapshot map; past it the map is
 // reset (snapshots are a cache).
@@ -94,9 +92,7 @@ func (is *Issuer) snapshot(ctx context.Context, room string) *snapshot {
 		is.snaps.forget(room)
 		return nil
 	}
-	s := &snapshot{at: at, waiting: asInt(r[0]), head: asInt(r[1]), tail: asInt(r[2]),
-		state: RoomState(asString(r[3])), rate: asInt(r[4]), capacity: asInt(r[5]),
-		tick: time.Duration(asInt(r[6])) * time.Millisecond, epoch: asString(r[7])}
+	s := decodeSnapshot(r, at)
 	rs.snap.Store(s)
 	return s
 }

@@ -31,7 +31,7 @@ func setMaxMemory(t testing.TB, rdb *redis.Client, v string) {
 // script's first write with OOM, and lets every later write through.
 func TestStoreFull(t *testing.T) {
 	ctx := context.Background()
-	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 3, Session: time.Minute})
+	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 3, SessionDuration: time.Minute})
 	users := []string{"a1", "a2", "a3", "w1", "w2", "w3"}
 	entries := map[string]*issuer.Entry{}
 	for _, u := range users {

@@ -75,7 +75,7 @@ func TestTickWorksALargeBatchOffInBoundedCalls(t *testing.T) {
 	const perCall = 1000 // issuer.MaxTickPerCall
 	ctx := context.Background()
 	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 100_000, RatePerMinute: 10_000_000,
-		Session: 10 * time.Second, Batch: 3000, State: issuer.RoomPaused})
+		SessionDuration: 10 * time.Second, TickBatch: 3000, State: issuer.RoomPaused})
 	h := &scriptReplies{}
 	rdb.AddHook(h)
 
@@ -106,7 +106,7 @@ func TestTickWorksALargeBatchOffInBoundedCalls(t *testing.T) {
 	res, calls := h.tick(t, is, rdb, room)
 	assert.Equal(t, 3000, res.Admitted, "one tick admits the whole batch")
 	assert.Equal(t, 0, res.Expired)
-	assert.Equal(t, 3000, res.Live)
+	assert.Equal(t, 3000, res.Active)
 	assert.Equal(t, users-3000, res.Waiting)
 	assert.Equal(t, time.Second, res.Tick)
 	assert.GreaterOrEqual(t, len(calls), 3, "calls %v", calls)
@@ -126,7 +126,7 @@ func TestTickWorksALargeBatchOffInBoundedCalls(t *testing.T) {
 	res, calls = h.tick(t, is, rdb, room)
 	assert.Equal(t, 3000, res.Expired)
 	assert.Equal(t, users-3000, res.Admitted)
-	assert.Equal(t, users-3000, res.Live)
+	assert.Equal(t, users-3000, res.Active)
 	assert.Equal(t, 0, res.Waiting)
 	assert.GreaterOrEqual(t, len(calls), 3, "calls %v", calls)
 	for _, c := range calls {
@@ -136,7 +136,7 @@ func TestTickWorksALargeBatchOffInBoundedCalls(t *testing.T) {
 	// Capacity still binds across the calls of one tick.
 	room2 := room + "-cap"
 	_, err = is.SetRoom(ctx, room2, issuer.RoomConfig{Capacity: 2500, RatePerMinute: 10_000_000,
-		Batch: 3000, State: issuer.RoomPaused})
+		TickBatch: 3000, State: issuer.RoomPaused})
 	require.NoError(t, err)
 	next.Store(0)
 	for range 8 {
@@ -154,7 +154,7 @@ func TestTickWorksALargeBatchOffInBoundedCalls(t *testing.T) {
 	require.NoError(t, err)
 	res, calls = h.tick(t, is, rdb, room2)
 	assert.Equal(t, 2500, res.Admitted, "capacity 2500")
-	assert.Equal(t, 2500, res.Live)
+	assert.Equal(t, 2500, res.Active)
 	assert.Len(t, calls, 3, "1000 + 1000 + 500, and the short call ends the tick: %v", calls)
 }
 

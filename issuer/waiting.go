@@ -4,12 +4,13 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"github.com/flashgate/flashgate"
 	"hash"
 	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/flashgate/flashgate"
 )
 
 // Waiting tokens are not JWTs: "fgw2_<sid>_<epoch>_<seq>_<mac>", where
@@ -27,7 +28,7 @@ import (
 // They are
 //   - unguessable: forging one needs the 128-bit MAC;
 //   - bound to (room, user): the MAC is checked against the caller's user id,
-//     so another user's token fails with flashgate.ErrOwnerMismatch (seed 000);
+//     so another user's token fails with flashgate.ErrOwnerMismatch;
 //   - never admission tokens: no dots, so the verifier refuses them as
 //     malformed before any decoding, and they are keyed by a secret that is
 //     not a signing key.

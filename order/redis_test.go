@@ -119,7 +119,7 @@ func TestCheckActiveUsesTheRoomClock(t *testing.T) {
 		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return roomNow }})
 	require.NoError(t, err)
 	room := redistest.Room("clock")
-	_, err = is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 5, Session: time.Minute})
+	_, err = is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 5, SessionDuration: time.Minute})
 	require.NoError(t, err)
 	a, err := is.Enter(ctx, room, "alice")
 	require.NoError(t, err)

@@ -1,7 +1,7 @@
 package server
 
 import (
-	"errors"
+	"math"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -18,7 +18,7 @@ type RoomConfig struct {
 	RatePerMinute  int    `json:"rate_per_minute"`
 	SessionSeconds int64  `json:"session_seconds"`
 	TickMs         int64  `json:"tick_ms"`
-	Batch          int    `json:"batch"`
+	TickBatch      int    `json:"batch"`
 	State          string `json:"state"`
 	// OpensAt and ClosesAt are the event window (RFC 3339), absent when unbounded.
 	OpensAt  *time.Time `json:"opens_at,omitempty"`
@@ -27,8 +27,8 @@ type RoomConfig struct {
 
 func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 	return RoomConfig{Room: room, Capacity: c.Capacity, RatePerMinute: c.RatePerMinute,
-		SessionSeconds: int64(c.Session / time.Second), TickMs: c.Tick.Milliseconds(),
-		Batch: c.Batch, State: string(c.State), OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes)}
+		SessionSeconds: int64(c.SessionDuration / time.Second), TickMs: c.Tick.Milliseconds(),
+		TickBatch: c.TickBatch, State: string(c.State), OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes)}
 }
 
 func utcOrNil(t time.Time) *time.Time {
@@ -40,13 +40,14 @@ func utcOrNil(t time.Time) *time.Time {
 }
 
 // roomPatch is the body of PUT /admin/rooms/:room; omitted members keep
-// the current value (or the default, for a new room).
+// the current value (or the default, for a new room): issuer.RoomPatch in
+// the API's units, merged and checked by issuer.UpdateRoom.
 type roomPatch struct {
 	Capacity       *int    `json:"capacity"`
 	RatePerMinute  *int    `json:"rate_per_minute"`
 	SessionSeconds *int64  `json:"session_seconds"`
 	TickMs         *int64  `json:"tick_ms"`
-	Batch          *int    `json:"batch"`
+	TickBatch      *int    `json:"batch"`
 	State          *string `json:"state"`
 	// OpensAt and ClosesAt set the event window (RFC 3339); "" removes a bound.
 	OpensAt  *string `json:"opens_at"`
@@ -85,69 +86,37 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &p); err != nil {
 		return err
 	}
-	cur, err := s.is.Room(c.UserContext(), room)
-	created := errors.Is(err, flashgate.ErrUnknownRoom)
-	if err != nil && !created {
-		return err
-	}
-	if created {
-		cur = issuer.RoomConfig{}.WithDefaults()
-	}
-	// Zero would silently mean "default" to issuer.SetRoom: refuse it.
-	for _, f := range []struct {
-		name string
-		v    *int64
-	}{{"capacity", i64(p.Capacity)}, {"rate_per_minute", i64(p.RatePerMinute)},
-		{"session_seconds", p.SessionSeconds}, {"tick_ms", p.TickMs}, {"batch", i64(p.Batch)}} {
-		if f.v != nil && *f.v <= 0 {
-			return problemFor(string(flashgate.CodeInvalidInput), f.name+" must be positive")
-		}
-	}
-	if p.SessionSeconds != nil && *p.SessionSeconds > int64(issuer.MaxSession/time.Second) {
-		return problemFor(string(flashgate.CodeInvalidInput), "session_seconds must be at most 900")
-	}
-	if p.TickMs != nil && *p.TickMs > int64(time.Minute/time.Millisecond) {
-		return problemFor(string(flashgate.CodeInvalidInput), "tick_ms must be at most 60000")
-	}
-	if p.Capacity != nil {
-		cur.Capacity = *p.Capacity
-	}
-	if p.RatePerMinute != nil {
-		cur.RatePerMinute = *p.RatePerMinute
-	}
+	patch := issuer.RoomPatch{Capacity: p.Capacity, RatePerMinute: p.RatePerMinute, TickBatch: p.TickBatch}
 	if p.SessionSeconds != nil {
-		cur.Session = time.Duration(*p.SessionSeconds) * time.Second
+		d := scaled(*p.SessionSeconds, time.Second)
+		patch.SessionDuration = &d
 	}
 	if p.TickMs != nil {
-		cur.Tick = time.Duration(*p.TickMs) * time.Millisecond
+		d := scaled(*p.TickMs, time.Millisecond)
+		patch.Tick = &d
 	}
-	if p.Batch != nil {
-		cur.Batch = *p.Batch
+	if p.State != nil {
+		st := issuer.RoomState(*p.State)
+		patch.State = &st
 	}
 	for _, f := range []struct {
 		name string
 		v    *string
-		dst  *time.Time
-	}{{"opens_at", p.OpensAt, &cur.Opens}, {"closes_at", p.ClosesAt, &cur.Closes}} {
-		switch {
-		case f.v == nil:
-		case *f.v == "":
-			*f.dst = time.Time{}
-		default:
-			t, err := time.Parse(time.RFC3339, *f.v)
-			if err != nil {
+		dst  **time.Time
+	}{{"opens_at", p.OpensAt, &patch.Opens}, {"closes_at", p.ClosesAt, &patch.Closes}} {
+		if f.v == nil {
+			continue
+		}
+		var t time.Time // "": no bound
+		if *f.v != "" {
+			var err error
+			if t, err = time.Parse(time.RFC3339, *f.v); err != nil {
 				return problemFor(string(flashgate.CodeInvalidInput), f.name+` must be an RFC 3339 time ("2026-11-27T09:00:00Z") or "" for none`)
 			}
-			*f.dst = t
 		}
+		*f.dst = &t
 	}
-	if p.State != nil {
-		if *p.State == "" {
-			return problemFor(string(flashgate.CodeInvalidInput), "state must be open, paused or closed")
-		}
-		cur.State = issuer.RoomState(*p.State)
-	}
-	cfg, err := s.is.SetRoom(c.UserContext(), room, cur)
+	cfg, created, err := s.is.UpdateRoom(c.UserContext(), room, patch)
 	if err != nil {
 		return err
 	}
@@ -157,12 +126,16 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	return c.JSON(roomJSON(room, cfg))
 }
 
-func i64(p *int) *int64 {
-	if p == nil {
-		return nil
+// scaled is n units as a time.Duration, saturating instead of overflowing,
+// so that an absurd JSON number reaches the room's bounds as out of range.
+func scaled(n int64, unit time.Duration) time.Duration {
+	switch {
+	case n > math.MaxInt64/int64(unit):
+		return math.MaxInt64
+	case n < math.MinInt64/int64(unit):
+		return math.MinInt64
 	}
-	v := int64(*p)
-	return &v
+	return time.Duration(n) * unit
 }
 
 // POST /admin/rooms/:room/open|pause|close
@@ -214,7 +187,7 @@ type Stats struct {
 	// State is the state in effect: config.state with the event window applied.
 	State      string `json:"state"`
 	Waiting    int64  `json:"waiting"`
-	Live       int64  `json:"live"`
+	Active     int64  `json:"live"`
 	Entered    int64  `json:"entered"`
 	Admitted   int64  `json:"admitted"`
 	FastTrack  int64  `json:"fast_track"`
@@ -234,7 +207,7 @@ func (s *Server) adminStats(c *fiber.Ctx) error {
 		return err
 	}
 	cfg := roomJSON("", st.Config)
-	return c.JSON(Stats{Room: st.Room, Config: cfg, State: string(st.State), Waiting: st.Waiting, Live: st.Live,
+	return c.JSON(Stats{Room: st.Room, Config: cfg, State: string(st.State), Waiting: st.Waiting, Active: st.Active,
 		Entered: st.Entered, Admitted: st.Admitted, FastTrack: st.FastTrack, Expired: st.Expired,
 		Completed: st.Completed, Revoked: st.Revoked, Left: st.Left, Zombies: st.Zombies,
 		PeakActive: st.PeakActive, AtMs: st.At.UnixMilli()})

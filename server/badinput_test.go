@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -19,33 +18,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 )
 
 // Bad input on the HTTP API: every refusal has its own problem type, and
 // nothing of a refused request reaches Redis.
-
-// newPrivateEnv is newEnv on a redis-server of its own (never REDIS_URL), so
-// that snapshots of the whole keyspace see only this test's writes; now,
-// when set, is the issuer's clock.
-func newPrivateEnv(t testing.TB, now func() time.Time, mod ...func(*Options)) *env {
-	t.Helper()
-	rdb := redistest.Start(t).Client(t)
-	ring := newTestRing(t)
-	secret := make([]byte, 32)
-	_, _ = rand.Read(secret)
-	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: secret, Signer: ring,
-		Issuer: "flashgate", Audience: "orders", Logger: quietLog, Now: now})
-	require.NoError(t, err)
-	opts := Options{Issuer: is, Keys: ring, AdminToken: adminToken, Logger: quietLog}
-	for _, m := range mod {
-		m(&opts)
-	}
-	srv, err := New(opts)
-	require.NoError(t, err)
-	return &env{t: t, rdb: rdb, is: is, ring: ring, srv: srv}
-}
 
 // snapshot is the whole keyspace: every key with its DUMP and whether it
 // has a TTL (fg:rooms, the rooms' fg:{room}:* keys, and anything a bad id
@@ -104,7 +81,7 @@ type populated struct {
 }
 
 func newPopulated(t *testing.T, now func() time.Time, mod ...func(*Options)) *populated {
-	e := newPrivateEnv(t, now, mod...)
+	e := newEnv(t, privateRedis(), withClock(now), withOptions(mod...))
 	p := &populated{env: e, room: e.room(issuer.RoomConfig{Capacity: 1}), other: e.room(issuer.RoomConfig{Capacity: 1})}
 	p.alice = e.enter(p.room, "alice")["waiting_token"].(string)
 	p.bob = e.enter(p.room, "bob")["waiting_token"].(string)
@@ -291,7 +268,7 @@ func TestWaitingTokens(t *testing.T) {
 
 	// Expired: alice's admission lapses (session 5 min). Exchange answers
 	// 410 expired and changes nothing; status reports EXPIRED.
-	clk.Add(issuer.DefaultSession + time.Second)
+	clk.Add(issuer.DefaultSessionDuration + time.Second)
 	p.unchanged("exchange of an expired admission", func() {
 		p.exchange(p.room, "alice", p.alice).problem(t, 410, "expired")
 		p.exchange(p.room, "alice", p.alice).problem(t, 410, "expired")

@@ -62,7 +62,7 @@ func BenchmarkEnterHTTP(b *testing.B) {
 }
 
 func benchEnter(b *testing.B, batch int) {
-	e := newEnvIssuer(b, func(c *issuer.Config) { c.EnterBatch = batch })
+	e := newEnv(b, withIssuer(func(c *issuer.Config) { c.EnterBatch = batch }))
 	base := e.listen()
 	room := e.room(issuer.RoomConfig{Capacity: 1, RatePerMinute: 1})
 	url := base + "/v1/rooms/" + room + "/enter"

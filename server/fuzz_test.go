@@ -32,7 +32,7 @@ func clean(s string) string {
 // run (a lapse is housekeeping a refused completion may record).
 func FuzzHandlers(f *testing.F) {
 	clk := &fakeClock{t: time.Now()}
-	e := newPrivateEnv(f, clk.Now, func(o *Options) { o.EnterPerUser, o.EnterWindow = 20, 10*time.Second })
+	e := newEnv(f, privateRedis(), withClock(clk.Now), withOptions(func(o *Options) { o.EnterPerUser, o.EnterWindow = 20, 10*time.Second }))
 	e.srv.sseMax, e.srv.sseInterval = 200*time.Millisecond, 50*time.Millisecond
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 	alice := e.enter(room, "alice")["waiting_token"].(string)

@@ -34,7 +34,7 @@ type Entry struct {
 	EstimatedWaitMs   *int64 `json:"estimated_wait_ms,omitempty"`
 	PollAfterMs       *int64 `json:"poll_after_ms,omitempty"`
 	AdmissionID       string `json:"admission_id,omitempty"`
-	Admission         int64  `json:"admission,omitempty"`
+	AdmissionNumber   int64  `json:"admission,omitempty"`
 	AdmittedAtMs      int64  `json:"admitted_at_ms,omitempty"`
 	ExpiresAtMs       int64  `json:"expires_at_ms,omitempty"`
 	EndedAtMs         int64  `json:"ended_at_ms,omitempty"`
@@ -50,7 +50,7 @@ func unixMs(t time.Time) int64 {
 
 func entryJSON(e *issuer.Entry) Entry {
 	out := Entry{Room: e.Room, State: string(e.State), WaitingToken: e.WaitingToken, Arrival: e.Arrival,
-		AdmissionID: e.AdmissionID, Admission: e.Admission, AdmittedAtMs: unixMs(e.AdmittedAt),
+		AdmissionID: e.AdmissionID, AdmissionNumber: e.AdmissionNumber, AdmittedAtMs: unixMs(e.AdmittedAt),
 		ExpiresAtMs: unixMs(e.ExpiresAt), EndedAtMs: unixMs(e.EndedAt), RoomState: string(e.RoomState)}
 	if e.State == flashgate.StateWaiting {
 		eta := int64(-1)
@@ -71,7 +71,7 @@ func retryAfter(d time.Duration) string {
 }
 
 // Handlers read the request through param, header and query, which copy
-// (DESIGN.md invariant 7): fiber's strings alias buffers that fasthttp and
+// (invariant 7, README "Invariants"): fiber's strings alias buffers that fasthttp and
 // fiber reuse for later requests once the handler returns, and what a
 // handler passes on — to the issuer, the verifier, an event stream — may be
 // kept longer. Bodies are decoded by encoding/json, which copies too.
@@ -154,11 +154,11 @@ func (s *Server) leave(c *fiber.Ctx) error {
 
 // ExchangeResponse is the answer of a successful exchange (times in Unix seconds).
 type ExchangeResponse struct {
-	AdmissionToken string `json:"admission_token"`
-	AdmissionID    string `json:"admission_id"`
-	Admission      int64  `json:"admission"`
-	ExpiresAt      int64  `json:"expires_at"`
-	IssuedAt       int64  `json:"issued_at"`
+	AdmissionToken  string `json:"admission_token"`
+	AdmissionID     string `json:"admission_id"`
+	AdmissionNumber int64  `json:"admission"`
+	ExpiresAt       int64  `json:"expires_at"`
+	IssuedAt        int64  `json:"issued_at"`
 }
 
 // POST /v1/rooms/:room/exchange
@@ -180,7 +180,7 @@ func (s *Server) exchange(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(ExchangeResponse{AdmissionToken: a.Token, AdmissionID: a.ID, Admission: a.Admission,
+	return c.JSON(ExchangeResponse{AdmissionToken: a.Token, AdmissionID: a.ID, AdmissionNumber: a.Number,
 		ExpiresAt: a.ExpiresAt.Unix(), IssuedAt: a.IssuedAt.Unix()})
 }
 

@@ -80,32 +80,67 @@ func newIssuer(t testing.TB, rdb issuer.Redis, ring issuer.Signer, mod ...func(*
 	return is
 }
 
-func newEnv(t testing.TB, mod ...func(*Options)) *env {
-	t.Helper()
-	return newEnvIssuer(t, nil, mod...)
+// envOption changes how newEnv builds a test environment.
+type envOption func(*envSetup)
+
+type envSetup struct {
+	rdb     *redis.Client
+	private bool
+	issuer  []func(*issuer.Config)
+	server  []func(*Options)
 }
 
-// newEnvIssuer is newEnv with isMod applied to the issuer's Config (nil: none).
-func newEnvIssuer(t testing.TB, isMod func(*issuer.Config), mod ...func(*Options)) *env {
-	t.Helper()
-	return newEnvRedis(t, redistest.Client(t), isMod, mod...)
+// withOptions applies mod to the server's Options.
+func withOptions(mod ...func(*Options)) envOption {
+	return func(s *envSetup) { s.server = append(s.server, mod...) }
 }
 
-// newEnvRedis is newEnvIssuer on rdb, e.g. a redis-server of the test's own
+// withIssuer applies mod to the issuer's Config (nil: none).
+func withIssuer(mod func(*issuer.Config)) envOption {
+	return func(s *envSetup) {
+		if mod != nil {
+			s.issuer = append(s.issuer, mod)
+		}
+	}
+}
+
+// withClock makes now the issuer's clock (nil: Redis TIME).
+func withClock(now func() time.Time) envOption {
+	return withIssuer(func(c *issuer.Config) { c.Now = now })
+}
+
+// withRedis runs the issuer on rdb, e.g. a redis-server of the test's own
 // (redistest.Start) whose whole keyspace the test may inspect.
-func newEnvRedis(t testing.TB, rdb *redis.Client, isMod func(*issuer.Config), mod ...func(*Options)) *env {
+func withRedis(rdb *redis.Client) envOption { return func(s *envSetup) { s.rdb = rdb } }
+
+// privateRedis runs the issuer on a redis-server of its own (never
+// REDIS_URL), so that snapshots of the whole keyspace see only this test's
+// writes.
+func privateRedis() envOption { return func(s *envSetup) { s.private = true } }
+
+// newEnv builds the one test environment: an issuer (on REDIS_URL's server
+// unless told otherwise) and a Server with the admin API on.
+func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
+	var s envSetup
+	for _, o := range opts {
+		o(&s)
+	}
+	rdb := s.rdb
+	switch {
+	case rdb != nil:
+	case s.private:
+		rdb = redistest.Start(t).Client(t)
+	default:
+		rdb = redistest.Client(t)
+	}
 	ring := newTestRing(t)
-	var isMods []func(*issuer.Config)
-	if isMod != nil {
-		isMods = append(isMods, isMod)
+	is := newIssuer(t, rdb, ring, s.issuer...)
+	o := Options{Issuer: is, Keys: ring, AdminToken: adminToken, Logger: quietLog}
+	for _, m := range s.server {
+		m(&o)
 	}
-	is := newIssuer(t, rdb, ring, isMods...)
-	opts := Options{Issuer: is, Keys: ring, AdminToken: adminToken, Logger: quietLog}
-	for _, m := range mod {
-		m(&opts)
-	}
-	srv, err := New(opts)
+	srv, err := New(o)
 	require.NoError(t, err)
 	return &env{t: t, rdb: rdb, is: is, ring: ring, srv: srv}
 }
@@ -209,3 +244,8 @@ func (e *env) listen() string {
 	})
 	return "http://" + ln.Addr().String()
 }
+
+// roomKey is the Redis key of one of room's structures (name: config,
+// waiting, active, users, seq, admno, admits, bucket, stats or ended; the
+// layout is lua/prelude.lua's KEYS), for tests that look into Redis.
+func roomKey(room, name string) string { return "fg:{" + room + "}:" + name }

@@ -172,7 +172,7 @@ func (rc *roomCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(rc.waiting, prometheus.GaugeValue, float64(st.Waiting), room)
-		ch <- prometheus.MustNewConstMetric(rc.live, prometheus.GaugeValue, float64(st.Live), room)
+		ch <- prometheus.MustNewConstMetric(rc.live, prometheus.GaugeValue, float64(st.Active), room)
 		ch <- prometheus.MustNewConstMetric(rc.capacity, prometheus.GaugeValue, float64(st.Config.Capacity), room)
 		ch <- prometheus.MustNewConstMetric(rc.admitted, prometheus.CounterValue, float64(st.Admitted), room)
 		ch <- prometheus.MustNewConstMetric(rc.completed, prometheus.CounterValue, float64(st.Completed), room)

@@ -73,12 +73,6 @@ func proxyConfig(header string, proxies []string) (string, []string, error) {
 // per user id first, then per client address, so that one user hammering
 // from a shared address exhausts only its own budget, not its neighbours'.
 func (s *Server) enterLimits(opts Options) ([]fiber.Handler, error) {
-	if opts.EnterPerUser < 0 || opts.EnterPerAddress < 0 {
-		return nil, errors.New("server: Options.EnterPerUser and EnterPerAddress must be >= 0 (0 disables)")
-	}
-	if opts.EnterWindow < 0 {
-		return nil, errors.New("server: Options.EnterWindow must be >= 0")
-	}
 	window := opts.EnterWindow
 	if window == 0 {
 		window = DefaultEnterWindow

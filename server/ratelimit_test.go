@@ -42,7 +42,7 @@ func behindProxy(o *Options) {
 
 func TestEnterRateLimitPerUser(t *testing.T) {
 	const window = 10 * time.Second
-	e := newPrivateEnv(t, nil, behindProxy, func(o *Options) { o.EnterPerUser, o.EnterWindow = 3, window })
+	e := newEnv(t, privateRedis(), withOptions(behindProxy, func(o *Options) { o.EnterPerUser, o.EnterWindow = 3, window }))
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 
 	var tok string
@@ -81,7 +81,7 @@ func TestEnterRateLimitPerUser(t *testing.T) {
 
 func TestEnterRateLimitPerAddress(t *testing.T) {
 	const window = 10 * time.Second
-	e := newPrivateEnv(t, nil, behindProxy, func(o *Options) { o.EnterPerAddress, o.EnterWindow = 3, window })
+	e := newEnv(t, privateRedis(), withOptions(behindProxy, func(o *Options) { o.EnterPerAddress, o.EnterWindow = 3, window }))
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 
 	for _, u := range []string{"u1", "u2", "u3"} {
@@ -109,9 +109,9 @@ func TestEnterRateLimitUserFirst(t *testing.T) {
 	// the address's: the per-user limiter refuses before the per-address
 	// one counts.
 	const window = 10 * time.Second
-	e := newPrivateEnv(t, nil, behindProxy, func(o *Options) {
+	e := newEnv(t, privateRedis(), withOptions(behindProxy, func(o *Options) {
 		o.EnterPerUser, o.EnterPerAddress, o.EnterWindow = 2, 4, window
-	})
+	}))
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 	for i := range 10 {
 		r := e.enterAs(room, "bot", "198.51.100.1")
@@ -132,10 +132,10 @@ func TestEnterRateLimitUntrustedPeer(t *testing.T) {
 	// The header is believed only from a trusted proxy: from any other
 	// peer, every request has the peer's address, whatever it claims.
 	const window = 10 * time.Second
-	e := newPrivateEnv(t, nil, func(o *Options) {
+	e := newEnv(t, privateRedis(), withOptions(func(o *Options) {
 		o.ProxyHeader, o.TrustedProxies = "X-Real-IP", []string{"10.0.0.0/8"}
 		o.EnterPerAddress, o.EnterWindow = 2, window
-	})
+	}))
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 	require.Equal(t, 200, e.enterAs(room, "u1", "192.0.2.1").status)
 	require.Equal(t, 200, e.enterAs(room, "u2", "192.0.2.2").status)
@@ -145,10 +145,10 @@ func TestEnterRateLimitUntrustedPeer(t *testing.T) {
 func TestEnterRateLimitOverTCP(t *testing.T) {
 	// A real peer address: 127.0.0.1, trusted, passes X-Forwarded-For.
 	const window = 10 * time.Second
-	e := newPrivateEnv(t, nil, func(o *Options) {
+	e := newEnv(t, privateRedis(), withOptions(func(o *Options) {
 		o.ProxyHeader, o.TrustedProxies = "X-Forwarded-For", []string{"127.0.0.1", "::1"}
 		o.EnterPerAddress, o.EnterWindow = 1, window
-	})
+	}))
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 	base := e.listen()
 	post := func(user, xff string) resp {
@@ -167,7 +167,7 @@ func TestEnterRateLimitOverTCP(t *testing.T) {
 }
 
 func TestEnterRateLimitWindowResets(t *testing.T) {
-	e := newPrivateEnv(t, nil, func(o *Options) { o.EnterPerUser, o.EnterWindow = 1, time.Second })
+	e := newEnv(t, privateRedis(), withOptions(func(o *Options) { o.EnterPerUser, o.EnterWindow = 1, time.Second }))
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 	require.Equal(t, 200, e.enterAs(room, "alice", "").status)
 	r := e.enterAs(room, "alice", "")
@@ -186,7 +186,7 @@ func TestEnterRateLimitWindowResets(t *testing.T) {
 
 func TestEnterRateLimitDisabled(t *testing.T) {
 	// Options' zero values: no limit.
-	e := newPrivateEnv(t, nil)
+	e := newEnv(t, privateRedis())
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 	for range 50 {
 		r := e.enterAs(room, "alice", "")
@@ -194,7 +194,7 @@ func TestEnterRateLimitDisabled(t *testing.T) {
 		assert.Empty(t, r.header.Get("X-RateLimit-Limit"))
 	}
 	// 0 disables one limiter and keeps the other.
-	e = newPrivateEnv(t, nil, behindProxy, func(o *Options) { o.EnterPerUser, o.EnterPerAddress = 0, 2 })
+	e = newEnv(t, privateRedis(), withOptions(behindProxy, func(o *Options) { o.EnterPerUser, o.EnterPerAddress = 0, 2 }))
 	room = e.room(issuer.RoomConfig{Capacity: 1})
 	require.Equal(t, 200, e.enterAs(room, "alice", "192.0.2.9").status)
 	require.Equal(t, 200, e.enterAs(room, "alice", "192.0.2.9").status)
@@ -203,7 +203,7 @@ func TestEnterRateLimitDisabled(t *testing.T) {
 }
 
 func TestRateLimitOptionsValidate(t *testing.T) {
-	rdbEnv := newPrivateEnv(t, nil)
+	rdbEnv := newEnv(t, privateRedis())
 	base := Options{Issuer: rdbEnv.is, Keys: rdbEnv.ring, Logger: quietLog}
 	for name, mod := range map[string]func(*Options){
 		"proxy header without trusted proxies": func(o *Options) { o.ProxyHeader = "X-Real-IP" },

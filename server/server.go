@@ -176,6 +176,27 @@ type Server struct {
 	afterRequest func(*fiber.Ctx)
 }
 
+// Validate reports the first setting of o out of its bounds: negative
+// enter limits or window, a ProxyHeader without TrustedProxies, a trusted
+// proxy that is not an IP address or CIDR range. Zero values pass (defaults:
+// UserHeader, BodyLimit, HeaderTimeout, RedisTimeout, EnterWindow; a zero
+// or negative BodyLimit or HeaderTimeout also means its default, and a
+// negative RedisTimeout means no bound). The Issuer and Keys that New
+// requires are not checked here, so a process can check its settings before
+// it builds them.
+func (o Options) Validate() error {
+	if _, _, err := proxyConfig(o.ProxyHeader, o.TrustedProxies); err != nil {
+		return err
+	}
+	if o.EnterPerUser < 0 || o.EnterPerAddress < 0 {
+		return errors.New("server: Options.EnterPerUser and EnterPerAddress must be >= 0 (0 disables)")
+	}
+	if o.EnterWindow < 0 {
+		return errors.New("server: Options.EnterWindow must be >= 0")
+	}
+	return nil
+}
+
 // New returns a Server with every route registered.
 func New(opts Options) (*Server, error) {
 	if opts.Issuer == nil {
@@ -183,6 +204,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Keys == nil {
 		return nil, errors.New("server: Options.Keys is required")
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	if opts.UserHeader == "" {
 		opts.UserHeader = DefaultUserHeader

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/verifier"
@@ -86,7 +85,7 @@ func TestStatusAndLeave(t *testing.T) {
 	require.Equal(t, 200, r.status)
 	assert.EqualValues(t, 1, r.json(t)["position"])
 
-	// Another user's token: owner mismatch (seed 000).
+	// Another user's token: owner mismatch (a waiting token is bound to its user).
 	e.do(req{method: "GET", path: path, user: "carol", bearer: tok}).problem(t, 403, "token_owner_mismatch")
 	// Garbage, or none at all.
 	r = e.do(req{method: "GET", path: path, user: "bob", bearer: "garbage"})
@@ -141,7 +140,7 @@ func TestExchange(t *testing.T) {
 	assert.Equal(t, x.AdmissionID, tok.ID)
 	assert.Equal(t, tok.ExpiresAt.Unix(), x.ExpiresAt)
 	assert.Equal(t, tok.IssuedAt.Unix(), x.IssuedAt)
-	assert.EqualValues(t, 1, x.Admission)
+	assert.EqualValues(t, 1, x.AdmissionNumber)
 	assert.Greater(t, x.ExpiresAt, x.IssuedAt)
 
 	// Repeat: the same jti.
@@ -254,13 +253,13 @@ func TestAdmin(t *testing.T) {
 	var rc RoomConfig
 	require.NoError(t, json.Unmarshal(r.body, &rc))
 	assert.Equal(t, RoomConfig{Room: room, Capacity: 2, RatePerMinute: 120, SessionSeconds: 60,
-		TickMs: 1000, Batch: issuer.DefaultBatch, State: "open"}, rc)
+		TickMs: 1000, TickBatch: issuer.DefaultTickBatch, State: "open"}, rc)
 	// PUT updates (200), keeping omitted fields.
 	r = e.admin("PUT", base, `{"batch":5,"tick_ms":500}`)
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.NoError(t, json.Unmarshal(r.body, &rc))
 	assert.Equal(t, RoomConfig{Room: room, Capacity: 2, RatePerMinute: 120, SessionSeconds: 60,
-		TickMs: 500, Batch: 5, State: "open"}, rc)
+		TickMs: 500, TickBatch: 5, State: "open"}, rc)
 	cfg, err := e.is.Room(context.Background(), room)
 	require.NoError(t, err)
 	assert.Equal(t, 500*time.Millisecond, cfg.Tick)
@@ -375,7 +374,7 @@ func TestAdminEventWindow(t *testing.T) {
 }
 
 func TestAdminDisabled(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.AdminToken = "" })
+	e := newEnv(t, withOptions(func(o *Options) { o.AdminToken = "" }))
 	e.do(req{method: "GET", path: "/admin/rooms", bearer: ""}).problem(t, 404, "unknown_route")
 	e.do(req{method: "GET", path: "/admin/rooms", bearer: "anything"}).problem(t, 404, "unknown_route")
 }
@@ -422,7 +421,7 @@ func TestReadyzNotReady(t *testing.T) {
 	assert.NotContains(t, string(r.body), addr)
 
 	// Keys not loaded.
-	e2 := newEnv(t, func(o *Options) { o.Keys = brokenRing{o.Keys.(*testRing)} })
+	e2 := newEnv(t, withOptions(func(o *Options) { o.Keys = brokenRing{o.Keys.(*testRing)} }))
 	e2.do(req{method: "GET", path: "/readyz"}).problem(t, 503, "not_ready")
 }
 
@@ -469,7 +468,7 @@ func TestRouterAndBodyErrors(t *testing.T) {
 // TestBodyLimit runs over TCP: fasthttp refuses an oversized body while
 // reading it, which app.Test reports as an error instead of a response.
 func TestBodyLimit(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.BodyLimit = 1024 })
+	e := newEnv(t, withOptions(func(o *Options) { o.BodyLimit = 1024 }))
 	base := e.listen()
 	body := `{"product":"` + strings.Repeat("p", 2000) + `"}`
 	res, err := httpPost(base+"/v1/complete", "application/json", body)
@@ -506,14 +505,9 @@ func TestNewValidates(t *testing.T) {
 // TestCompleteChecksTheIssuersClaims: /v1/complete verifies with the iss
 // and aud the issuer mints, whatever they are (not a default of its own).
 func TestCompleteChecksTheIssuersClaims(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
-	ring := newTestRing(t)
-	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: make([]byte, 32), Signer: ring,
-		Issuer: "https://queue.example", Audience: "checkout", Logger: quietLog})
-	require.NoError(t, err)
-	srv, err := New(Options{Issuer: is, Keys: ring, Logger: quietLog})
-	require.NoError(t, err)
-	e := &env{t: t, rdb: rdb, is: is, ring: ring, srv: srv}
+	e := newEnv(t, privateRedis(),
+		withIssuer(func(c *issuer.Config) { c.Issuer, c.Audience = "https://queue.example", "checkout" }),
+		withOptions(func(o *Options) { o.AdminToken = "" }))
 	room := e.room(issuer.RoomConfig{})
 	tok := e.enter(room, "alice")["waiting_token"].(string)
 	x := e.do(req{method: "POST", path: "/v1/rooms/" + room + "/exchange", user: "alice", bearer: tok})

@@ -35,7 +35,7 @@ func junk(n int) string {
 // read timeout of the whole request; malformed requests get problem+json.
 func TestHeaderTimeout(t *testing.T) {
 	const timeout = 500 * time.Millisecond
-	e := newEnv(t, func(o *Options) { o.HeaderTimeout = timeout })
+	e := newEnv(t, withOptions(func(o *Options) { o.HeaderTimeout = timeout }))
 	base := e.listen()
 	addr := strings.TrimPrefix(base, "http://")
 

@@ -24,10 +24,10 @@ import (
 	"github.com/flashgate/flashgate/issuer"
 )
 
-// Invariant 7 (DESIGN.md): no request's bytes outlive the request. fasthttp
+// Invariant 7 (README "Invariants"): no request's bytes outlive the request. fasthttp
 // and fiber hand out strings and slices that alias buffers they reuse for
-// later requests; whatever outlives a request must be a copy. Issue 7: the
-// room id of a room's first enter, kept by the room's enter batcher, the
+// later requests; whatever outlives a request must be a copy. Once (found
+// by internal/faults TestStorm) the room id of a room's first enter, kept by the room's enter batcher, the
 // registered-rooms set and the snapshot map, turned into other rooms' ids
 // under load — enter batches ran against another room's keys, a phantom room
 // was created from the default policy, and sync.Map panicked.
@@ -46,10 +46,10 @@ func zcEnv(t *testing.T) *env {
 	t.Helper()
 	rdb := redistest.Start(t).Client(t)
 	rdb.AddHook(scriptLatency(2 * time.Millisecond))
-	return newEnvRedis(t, rdb, func(c *issuer.Config) {
+	return newEnv(t, withRedis(rdb), withIssuer(func(c *issuer.Config) {
 		c.DefaultRoom = &issuer.RoomConfig{Capacity: 2, RatePerMinute: 60_000}
 		c.EnterBatch = 2
-	})
+	}))
 }
 
 // scriptLatency is a go-redis hook that delays every script call (EVAL, EVALSHA).
@@ -160,7 +160,7 @@ func assertOnlyRooms(t *testing.T, rdb *redis.Client, rooms ...string) {
 	require.NoError(t, err)
 	var want []string
 	for _, r := range rooms {
-		want = append(want, issuer.RoomKeys(r)[0])
+		want = append(want, roomKey(r, "config"))
 	}
 	assert.ElementsMatch(t, want, configs, "room config keys")
 }
@@ -170,10 +170,9 @@ func assertOnlyRooms(t *testing.T, rdb *redis.Client, rooms ...string) {
 func assertUsers(t *testing.T, rdb *redis.Client, room string, users []string) {
 	t.Helper()
 	ctx := context.Background()
-	keys := issuer.RoomKeys(room)
-	waiting, err := rdb.ZRange(ctx, keys[1], 0, -1).Result()
+	waiting, err := rdb.ZRange(ctx, roomKey(room, "waiting"), 0, -1).Result()
 	require.NoError(t, err)
-	indexed, err := rdb.HKeys(ctx, keys[3]).Result()
+	indexed, err := rdb.HKeys(ctx, roomKey(room, "users")).Result()
 	require.NoError(t, err)
 	got := map[string]bool{}
 	for _, u := range append(waiting, indexed...) {
@@ -204,7 +203,7 @@ func sameLengthRooms(t *testing.T, n int) []string {
 	return rooms
 }
 
-// TestRequestBytesDoNotOutliveTheRequest reproduces issue 7's interleaving
+// TestRequestBytesDoNotOutliveTheRequest reproduces the storm's interleaving (internal/faults TestStorm)
 // over a real loopback listener with keep-alive connections: concurrent
 // enters into several rooms, coalesced by the issuer, while the same server
 // answers status polls for another room and completions with a query and a
@@ -511,12 +510,12 @@ func (h *keptLog) WithGroup(string) slog.Handler      { return h }
 // keeps must be copies too.
 func TestLoggedRequestValuesAreCopies(t *testing.T) {
 	logs := &keptLog{}
-	e := newEnvIssuer(t, nil, func(o *Options) { o.Logger = slog.New(logs) })
+	e := newEnv(t, withOptions(func(o *Options) { o.Logger = slog.New(logs) }))
 	e.srv.afterRequest = poison
 	room := e.room(issuer.RoomConfig{})
 	// A Redis error reply (WRONGTYPE inside the enter script) is a 503 that is
 	// logged with its cause; outages are only counted.
-	require.NoError(t, e.rdb.Set(context.Background(), issuer.RoomKeys(room)[1], "not a zset", 0).Err())
+	require.NoError(t, e.rdb.Set(context.Background(), roomKey(room, "waiting"), "not a zset", 0).Err())
 	path := "/v1/rooms/" + room + "/enter"
 	e.do(req{method: "POST", path: path, user: "alice"}).problem(t, 503, "unavailable")
 

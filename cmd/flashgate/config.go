@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"reflect"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +13,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/server"
 )
 
 // serveEnv is the environment of `flashgate serve`. Every variable, its
@@ -25,31 +25,31 @@ type serveEnv struct {
 
 // serveConfig is the FLASHGATE_* part of serveEnv.
 type serveConfig struct {
-	Addr               string        `env:"ADDR" envDefault:"127.0.0.1:8080" help:"listen address of the HTTP API"`
-	KeysFile           string        `env:"KEYS_FILE" envDefault:"flashgate-keys.json" help:"signing key ring (private JWK Set, mode 0600); created with a warning if missing"`
-	Issuer             string        `env:"ISSUER" envDefault:"flashgate" help:"iss claim of admission tokens"`
-	Audience           string        `env:"AUDIENCE" envDefault:"orders" help:"aud claim of admission tokens"`
-	AdminToken         string        `env:"ADMIN_TOKEN" help:"bearer token of the admin API (/admin/...); empty disables the admin API"`
-	UserHeader         string        `env:"USER_HEADER" envDefault:"X-User-ID" help:"trusted header carrying the user id (set by your gateway)"`
-	WaitingSecret      string        `env:"WAITING_SECRET" help:"base64 HMAC key for waiting tokens, at least 32 bytes, the same on every replica; unset: created once and shared through Redis"`
-	DefaultRoom        string        `env:"DEFAULT_ROOM" envDefault:"off" help:"off | open | paused: create unknown rooms on first enter with the defaults below"`
-	DefaultCapacity    int           `env:"DEFAULT_CAPACITY" envDefault:"100" help:"total active users of rooms created by DEFAULT_ROOM"`
-	DefaultRate        int           `env:"DEFAULT_RATE_PER_MINUTE" envDefault:"600" help:"new users per minute of rooms created by DEFAULT_ROOM"`
-	DefaultSession     time.Duration `env:"DEFAULT_SESSION" envDefault:"5m" help:"session duration (admission lifetime) of rooms created by DEFAULT_ROOM"`
-	DefaultTick        time.Duration `env:"DEFAULT_TICK" envDefault:"1s" help:"admission tick of rooms created by DEFAULT_ROOM"`
-	EnterPerUser       int           `env:"ENTER_PER_USER" envDefault:"30" help:"enter requests per window per user id (429 beyond; counted in memory per replica); 0 disables"`
-	EnterPerAddress    int           `env:"ENTER_PER_ADDRESS" envDefault:"300" help:"enter requests per window per client address (many users share one behind a NAT); 0 disables; applied only with FLASHGATE_PROXY_HEADER set, since otherwise every request has your gateway's address"`
-	EnterWindow        time.Duration `env:"ENTER_WINDOW" envDefault:"10s" help:"fixed window of the enter limits (whole seconds)"`
-	ProxyHeader        string        `env:"PROXY_HEADER" help:"header in which your gateway/CDN passes the client address (e.g. X-Real-IP, CF-Connecting-IP; X-Forwarded-For only if the proxy overwrites it); believed only from FLASHGATE_TRUSTED_PROXIES"`
-	TrustedProxies     []string      `env:"TRUSTED_PROXIES" envSeparator:"," help:"comma-separated IP addresses and CIDR ranges of the proxies whose FLASHGATE_PROXY_HEADER is believed; required with it"`
-	CompletionReplicas int           `env:"COMPLETION_REPLICAS" envDefault:"0" help:"Sentinel/standalone with replicas: completions and revocations wait (Redis WAIT) for this many replica acknowledgements and fail closed (503) without them; 0 disables; not on Cluster"`
-	CompletionTimeout  time.Duration `env:"COMPLETION_TIMEOUT" envDefault:"200ms" help:"how long a completion waits for FLASHGATE_COMPLETION_REPLICAS acknowledgements"`
-	StatusSnapshot     time.Duration `env:"STATUS_SNAPSHOT" envDefault:"500ms" help:"largest age of the per-replica room snapshot that answers status for users far behind the head (position_estimated); negative: every status asks Redis"`
-	EnterBatch         int           `env:"ENTER_BATCH" envDefault:"32" help:"most users one enter script call carries (1 … 1000): concurrent enters for a room share a call (group commit); 1 turns coalescing off"`
-	RedisTimeout       time.Duration `env:"REDIS_TIMEOUT" envDefault:"1s" help:"the most one API request waits for Redis before answering 503 unavailable (a hung Redis costs a client at most this long; requests that use it all open the Redis breaker, after which they fail at once)"`
-	ShutdownTimeout    time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests"`
-	LogLevel           string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
-	LogFormat          string        `env:"LOG_FORMAT" envDefault:"text" help:"text | json"`
+	Addr                   string        `env:"ADDR" envDefault:"127.0.0.1:8080" help:"listen address of the HTTP API"`
+	KeysFile               string        `env:"KEYS_FILE" envDefault:"flashgate-keys.json" help:"signing key ring (private JWK Set, mode 0600); created with a warning if missing"`
+	Issuer                 string        `env:"ISSUER" envDefault:"flashgate" help:"iss claim of admission tokens"`
+	Audience               string        `env:"AUDIENCE" envDefault:"orders" help:"aud claim of admission tokens"`
+	AdminToken             string        `env:"ADMIN_TOKEN" help:"bearer token of the admin API (/admin/...); empty disables the admin API"`
+	UserHeader             string        `env:"USER_HEADER" envDefault:"X-User-ID" help:"trusted header carrying the user id (set by your gateway)"`
+	WaitingSecret          string        `env:"WAITING_SECRET" help:"base64 HMAC key for waiting tokens, at least 32 bytes, the same on every replica; unset: created once and shared through Redis"`
+	DefaultRoom            string        `env:"DEFAULT_ROOM" envDefault:"off" help:"off | open | paused: create unknown rooms on first enter with the defaults below"`
+	DefaultCapacity        int           `env:"DEFAULT_CAPACITY" envDefault:"100" help:"total active users of rooms created by DEFAULT_ROOM"`
+	DefaultRate            int           `env:"DEFAULT_RATE_PER_MINUTE" envDefault:"600" help:"new users per minute of rooms created by DEFAULT_ROOM"`
+	DefaultSessionDuration time.Duration `env:"DEFAULT_SESSION" envDefault:"5m" help:"session duration (admission lifetime) of rooms created by DEFAULT_ROOM"`
+	DefaultTick            time.Duration `env:"DEFAULT_TICK" envDefault:"1s" help:"admission tick of rooms created by DEFAULT_ROOM"`
+	EnterPerUser           int           `env:"ENTER_PER_USER" envDefault:"30" help:"enter requests per window per user id (429 beyond; counted in memory per replica); 0 disables"`
+	EnterPerAddress        int           `env:"ENTER_PER_ADDRESS" envDefault:"300" help:"enter requests per window per client address (many users share one behind a NAT); 0 disables; applied only with FLASHGATE_PROXY_HEADER set, since otherwise every request has your gateway's address"`
+	EnterWindow            time.Duration `env:"ENTER_WINDOW" envDefault:"10s" help:"fixed window of the enter limits (whole seconds)"`
+	ProxyHeader            string        `env:"PROXY_HEADER" help:"header in which your gateway/CDN passes the client address (e.g. X-Real-IP, CF-Connecting-IP; X-Forwarded-For only if the proxy overwrites it); believed only from FLASHGATE_TRUSTED_PROXIES"`
+	TrustedProxies         []string      `env:"TRUSTED_PROXIES" envSeparator:"," help:"comma-separated IP addresses and CIDR ranges of the proxies whose FLASHGATE_PROXY_HEADER is believed; required with it"`
+	CompletionReplicas     int           `env:"COMPLETION_REPLICAS" envDefault:"0" help:"Sentinel/standalone with replicas: completions and revocations wait (Redis WAIT) for this many replica acknowledgements and fail closed (503) without them; 0 disables; not on Cluster"`
+	CompletionTimeout      time.Duration `env:"COMPLETION_TIMEOUT" envDefault:"200ms" help:"how long a completion waits for FLASHGATE_COMPLETION_REPLICAS acknowledgements"`
+	StatusSnapshot         time.Duration `env:"STATUS_SNAPSHOT" envDefault:"500ms" help:"largest age of the per-replica room snapshot that answers status for users far behind the head (position_estimated); negative: every status asks Redis"`
+	EnterBatch             int           `env:"ENTER_BATCH" envDefault:"32" help:"most users one enter script call carries (1 … 1000): concurrent enters for a room share a call (group commit); 1 turns coalescing off"`
+	RedisTimeout           time.Duration `env:"REDIS_TIMEOUT" envDefault:"1s" help:"the most one API request waits for Redis before answering 503 unavailable (a hung Redis costs a client at most this long; requests that use it all open the Redis breaker, after which they fail at once)"`
+	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests"`
+	LogLevel               string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
+	LogFormat              string        `env:"LOG_FORMAT" envDefault:"text" help:"text | json"`
 }
 
 // loadServeEnv parses the environment (environ: "K=V" pairs; nil means the
@@ -85,8 +85,13 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("FLASHGATE_DEFAULT_*: %w", err)
 		}
 	}
-	if c.EnterBatch < 1 || c.EnterBatch > issuer.MaxEnterBatch {
-		return fmt.Errorf("FLASHGATE_ENTER_BATCH must be 1 … %d, got %d", issuer.MaxEnterBatch, c.EnterBatch)
+	// The variable's default is in its tag (TestServeEnvDefaultsArePackageDefaults):
+	// an explicit 0 is a slip, not "the default" it would mean to the issuer.
+	if c.EnterBatch == 0 {
+		return fmt.Errorf("FLASHGATE_ENTER_BATCH must be 1 … %d (unset: %d), got 0", issuer.MaxEnterBatch, issuer.DefaultEnterBatch)
+	}
+	if err := c.issuerConfig().Validate(); err != nil {
+		return fmt.Errorf("FLASHGATE_ENTER_BATCH, FLASHGATE_COMPLETION_*: %w", err)
 	}
 	if c.RedisTimeout <= 0 {
 		return fmt.Errorf("FLASHGATE_REDIS_TIMEOUT must be positive, got %s", c.RedisTimeout)
@@ -100,30 +105,42 @@ func (c *serveConfig) validate() error {
 	return c.validateLimits()
 }
 
-// validateLimits checks the enter limits and the proxy settings.
+// validateLimits checks the enter limits and the proxy settings; the
+// bounds are the server's (server.Options.Validate).
 func (c *serveConfig) validateLimits() error {
-	if c.EnterPerUser < 0 || c.EnterPerAddress < 0 {
-		return fmt.Errorf("FLASHGATE_ENTER_PER_USER and FLASHGATE_ENTER_PER_ADDRESS must be >= 0 (0 disables), got %d and %d",
-			c.EnterPerUser, c.EnterPerAddress)
-	}
 	if c.EnterWindow < time.Second || c.EnterWindow%time.Second != 0 {
 		return fmt.Errorf("FLASHGATE_ENTER_WINDOW must be whole seconds, at least 1s, got %s", c.EnterWindow)
 	}
 	c.ProxyHeader = strings.TrimSpace(c.ProxyHeader)
-	switch {
-	case c.ProxyHeader != "" && len(c.TrustedProxies) == 0:
-		return fmt.Errorf("FLASHGATE_PROXY_HEADER needs FLASHGATE_TRUSTED_PROXIES (the addresses of the proxies that set it)")
-	case c.ProxyHeader == "" && len(c.TrustedProxies) > 0:
+	for i, p := range c.TrustedProxies {
+		c.TrustedProxies[i] = strings.TrimSpace(p)
+	}
+	if c.ProxyHeader == "" && len(c.TrustedProxies) > 0 {
 		return fmt.Errorf("FLASHGATE_TRUSTED_PROXIES has no effect without FLASHGATE_PROXY_HEADER")
 	}
-	for i, p := range c.TrustedProxies {
-		p = strings.TrimSpace(p)
-		c.TrustedProxies[i] = p
-		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
-			return fmt.Errorf("FLASHGATE_TRUSTED_PROXIES: %q is not an IP address or CIDR range", p)
-		}
+	opts := c.serverOptions()
+	opts.EnterPerAddress = c.EnterPerAddress // as set, even where it is not applied
+	if err := opts.Validate(); err != nil {
+		return fmt.Errorf("FLASHGATE_ENTER_PER_*, FLASHGATE_PROXY_HEADER, FLASHGATE_TRUSTED_PROXIES: %w", err)
 	}
 	return nil
+}
+
+// issuerConfig is the issuer's configuration from the environment: every
+// setting, none of the dependencies (Redis, Signer, the waiting secret, the
+// logger), which serve adds.
+func (c *serveConfig) issuerConfig() issuer.Config {
+	return issuer.Config{Issuer: c.Issuer, Audience: c.Audience, DefaultRoom: c.defaultRoom(),
+		CompletionReplicas: c.CompletionReplicas, CompletionTimeout: c.CompletionTimeout,
+		StatusSnapshot: c.StatusSnapshot, EnterBatch: c.EnterBatch}
+}
+
+// serverOptions is the server's options from the environment, without the
+// Issuer, Keys, Logger and RedisHealth, which serve adds.
+func (c *serveConfig) serverOptions() server.Options {
+	return server.Options{AdminToken: c.AdminToken, UserHeader: c.UserHeader,
+		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
+		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisTimeout: c.RedisTimeout}
 }
 
 // enterPerAddress is the per-address enter limit in effect: off without a
@@ -142,8 +159,8 @@ func (c *serveConfig) defaultRoom() *issuer.RoomConfig {
 		return nil
 	}
 	return &issuer.RoomConfig{Capacity: c.DefaultCapacity, RatePerMinute: c.DefaultRate,
-		Session: c.DefaultSession, Tick: c.DefaultTick, State: issuer.RoomState(c.DefaultRoom),
-		Batch: issuer.DefaultBatch}
+		SessionDuration: c.DefaultSessionDuration, Tick: c.DefaultTick, State: issuer.RoomState(c.DefaultRoom),
+		TickBatch: issuer.DefaultTickBatch}
 }
 
 // waitingSecret decodes FLASHGATE_WAITING_SECRET (standard or URL-safe

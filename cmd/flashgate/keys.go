@@ -77,7 +77,7 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		writeKeyTable(stdout, r.Keys())
 		return exitOK
 	case "rotate":
-		maxLife := fset.Duration("max-token-lifetime", issuer.MaxSession,
+		maxLife := fset.Duration("max-token-lifetime", issuer.MaxSessionDuration,
 			"longest admission token lifetime the issuer mints (the retired key stays published this long, plus a margin)")
 		if code, ok := parse(); !ok {
 			return code

@@ -109,25 +109,22 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 		log.Info("waiting-token secret shared through Redis (set FLASHGATE_WAITING_SECRET to manage it yourself)")
 	}
 
-	is, err := issuer.New(issuer.Config{Redis: rdb, Signer: ring, Issuer: c.Issuer, Audience: c.Audience,
-		WaitingSecret: secret, SharedSecret: shared, DefaultRoom: c.defaultRoom(), Logger: log,
-		CompletionReplicas: c.CompletionReplicas, CompletionTimeout: c.CompletionTimeout,
-		StatusSnapshot: c.StatusSnapshot, EnterBatch: c.EnterBatch})
+	icfg := c.issuerConfig()
+	icfg.Redis, icfg.Signer, icfg.WaitingSecret, icfg.SharedSecret, icfg.Logger = rdb, ring, secret, shared, log
+	is, err := issuer.New(icfg)
 	if err != nil {
 		return err
 	}
 	if d := c.defaultRoom(); d != nil {
 		log.Info("unknown rooms are created on first enter", "state", d.State, "capacity", d.Capacity,
-			"rate_per_minute", d.RatePerMinute, "session", d.Session, "tick", d.Tick)
+			"rate_per_minute", d.RatePerMinute, "session", d.SessionDuration, "tick", d.Tick)
 	}
 	if c.AdminToken == "" {
 		log.Warn("FLASHGATE_ADMIN_TOKEN is not set: the admin API is disabled")
 	}
-	srv, err := server.New(server.Options{Issuer: is, Keys: ring,
-		AdminToken: c.AdminToken, UserHeader: c.UserHeader, Logger: log,
-		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
-		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisHealth: breaker,
-		RedisTimeout: c.RedisTimeout})
+	opts := c.serverOptions()
+	opts.Issuer, opts.Keys, opts.Logger, opts.RedisHealth = is, ring, log, breaker
+	srv, err := server.New(opts)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fset.IntVar(&o.Users, "users", 10000, "number of buyers")
 	fset.IntVar(&o.Capacity, "capacity", 100, "room capacity: total active users")
 	fset.IntVar(&o.RatePerMinute, "rate", 6000, "room rate: new users per minute")
-	fset.DurationVar(&o.Session, "session", 30*time.Second, "session duration (admission lifetime), whole seconds")
+	fset.DurationVar(&o.SessionDuration, "session", 30*time.Second, "session duration (admission lifetime), whole seconds")
 	fset.DurationVar(&o.Tick, "tick", 200*time.Millisecond, "room admission tick (100ms…1m)")
 	fset.DurationVar(&o.Think, "think", time.Second, "mean time a buyer shops between admission and order (uniform in [0, 2×think])")
 	fset.Float64Var(&o.Abandon, "abandon", 0.02, "fraction of buyers who never order (their admissions expire)")
@@ -53,7 +53,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return code
 	}
 	for name, v := range map[string]int64{"--users": int64(o.Users), "--capacity": int64(o.Capacity),
-		"--rate": int64(o.RatePerMinute), "--session": int64(o.Session), "--tick": int64(o.Tick),
+		"--rate": int64(o.RatePerMinute), "--session": int64(o.SessionDuration), "--tick": int64(o.Tick),
 		"--timeout": int64(o.Timeout), "--max-conns": int64(o.MaxConns)} {
 		if v <= 0 {
 			fmt.Fprintf(stderr, "flashgate simulate: %s must be positive\n", name)

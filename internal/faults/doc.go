@@ -36,7 +36,7 @@
 //     injected mid-run. Defence: atomic scripts with all limits in Redis, and
 //     idempotent retries: FIFO, capacity, one admission and at most one
 //     completion per user.
-//   - TestStorm: the client-side storm (issue 7). Two `flashgate serve`
+//   - TestStorm: the client-side storm (the load that once broke invariant 7). Two `flashgate serve`
 //     processes (the binary is built by the test) over one redis-server,
 //     two rooms (capacity 25, 600/min, 6 s sessions), 250 buyers entering,
 //     polling, exchanging and completing or abandoning through both

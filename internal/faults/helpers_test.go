@@ -222,3 +222,8 @@ func info(t testing.TB, rdb *redis.Client, section, line, field string) int64 {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// roomKey is the Redis key of one of room's structures (name: config,
+// waiting, active, users, seq, admno, admits, bucket, stats or ended; the
+// layout is lua/prelude.lua's KEYS), for tests that look into Redis.
+func roomKey(room, name string) string { return "fg:{" + room + "}:" + name }

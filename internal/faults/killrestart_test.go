@@ -194,7 +194,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	// The tick loop lived through the outage: a fresh room's sale, with
 	// the capacity binding, admits everyone in order.
 	o := simulate.Options{
-		Users: 100, Capacity: 10, RatePerMinute: 6000, Session: 30 * time.Second, Tick: 100 * time.Millisecond,
+		Users: 100, Capacity: 10, RatePerMinute: 6000, SessionDuration: 30 * time.Second, Tick: 100 * time.Millisecond,
 		Think: 50 * time.Millisecond, Abandon: -1, BadActors: -1, PollScale: 0.2, Timeout: 40 * time.Second,
 		Seed: 3, IssuerURL: base, AdminToken: admin, Room: redistest.Room("after"),
 	}

@@ -81,7 +81,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	_, err := replicas[0].SetRoom(ctx, room, issuer.RoomConfig{Capacity: capacity, RatePerMinute: rate,
-		Session: time.Minute, Tick: 100 * time.Millisecond, Batch: 25})
+		SessionDuration: time.Minute, Tick: 100 * time.Millisecond, TickBatch: 25})
 	require.NoError(t, err)
 	for _, is := range replicas {
 		runTicks(t, is)
@@ -196,12 +196,11 @@ func TestReplicasUnderFaults(t *testing.T) {
 	assert.EqualValues(t, users, st.Completed, "one completion per admission")
 	assert.Zero(t, st.Expired)
 	assert.Zero(t, st.Waiting)
-	assert.Zero(t, st.Live)
+	assert.Zero(t, st.Active)
 
 	// The admission log (60 s window: the whole run): one admission per
 	// arrival, numbered in arrival order.
-	keys := issuer.RoomKeys(room)
-	admits, err := admin.ZRange(context.Background(), keys[6], 0, -1).Result()
+	admits, err := admin.ZRange(context.Background(), roomKey(room, "admits"), 0, -1).Result()
 	require.NoError(t, err)
 	require.Len(t, admits, users)
 	type adm struct{ seq, no int64 }
@@ -220,7 +219,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 		assert.Less(t, log[i-1].no, log[i].no, "FIFO in Redis: arrival %d before %d", log[i-1].seq, log[i].seq)
 	}
 	// One completion record per admission.
-	ended, err := admin.ZRange(context.Background(), keys[9], 0, -1).Result()
+	ended, err := admin.ZRange(context.Background(), roomKey(room, "ended"), 0, -1).Result()
 	require.NoError(t, err)
 	completions := 0
 	for _, k := range ended {
@@ -259,7 +258,7 @@ func (s *shopper) shop(ctx context.Context, retry func(func(*issuer.Issuer) erro
 		return fmt.Errorf("arrival changed from %d to %d", s.arrival, e.Arrival)
 	}
 	s.ids[e.AdmissionID] = true
-	s.admission = e.Admission
+	s.admission = e.AdmissionNumber
 	time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond) // shopping
 	// Complete twice on purpose: the second is a client retry.
 	for range 2 {

@@ -84,13 +84,13 @@ func TestScriptsRepeatedAfterLostReply(t *testing.T) {
 	rep := newWorld(t, "twice", clk, hook, nil)
 	room := "retry"
 	// capacity 2; 60/min with a 1 s tick: a bucket of 2 tokens, refilled 1/s.
-	cfg := issuer.RoomConfig{Capacity: 2, RatePerMinute: 60, Session: time.Minute, Tick: time.Second}
+	cfg := issuer.RoomConfig{Capacity: 2, RatePerMinute: 60, SessionDuration: time.Minute, Tick: time.Second}
 	for _, w := range []*world{once, rep} {
 		_, err := w.is.SetRoom(ctx, room, cfg)
 		require.NoError(t, err)
 		// One epoch for both worlds (the first script would draw one from each
 		// Redis's TIME): the comparison is of script effects, ids included.
-		require.NoError(t, w.rdb.HSet(ctx, issuer.RoomKeys(room)[0], "epoch", "e0").Err())
+		require.NoError(t, w.rdb.HSet(ctx, roomKey(room, "config"), "epoch", "e0").Err())
 	}
 
 	same := func(step string) {
@@ -118,12 +118,12 @@ func TestScriptsRepeatedAfterLostReply(t *testing.T) {
 		// The repeat's answer reports what the second run did: nothing.
 		assert.Zero(t, b.Admitted, "%s: a repeated tick admits nothing more", step)
 		assert.Zero(t, b.Expired, step)
-		assert.Equal(t, a.Live, b.Live, step)
+		assert.Equal(t, a.Active, b.Active, step)
 		assert.Equal(t, a.Waiting, b.Waiting, step)
 		same(step)
 	}
 	seq := func(w *world) string {
-		s, err := w.rdb.Get(ctx, issuer.RoomKeys(room)[4]).Result()
+		s, err := w.rdb.Get(ctx, roomKey(room, "seq")).Result()
 		require.NoError(t, err)
 		return s
 	}
@@ -141,7 +141,7 @@ func TestScriptsRepeatedAfterLostReply(t *testing.T) {
 		waiting = append(waiting, e)
 	}
 	assert.Equal(t, "7", seq(rep), "the arrival counter advanced once per user")
-	n, err := rep.rdb.ZCard(ctx, issuer.RoomKeys(room)[1]).Result()
+	n, err := rep.rdb.ZCard(ctx, roomKey(room, "waiting")).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, n, "one waiting member per user")
 
@@ -199,7 +199,7 @@ func TestScriptsRepeatedAfterLostReply(t *testing.T) {
 	st1, err := once.is.Stats(ctx, room)
 	require.NoError(t, err)
 	assert.Equal(t, st1, st)
-	assert.EqualValues(t, 2, st.Live)
+	assert.EqualValues(t, 2, st.Active)
 	assert.EqualValues(t, 4, st.Admitted)
 	assert.EqualValues(t, 1, st.Completed)
 	assert.EqualValues(t, 1, st.Revoked)
@@ -254,7 +254,7 @@ func TestRepeatedTicksRespectLimits(t *testing.T) {
 		want int
 	}{
 		// batch 1: each tick admits one; capacity 3 stops it.
-		"capacity": {issuer.RoomConfig{Capacity: 3, RatePerMinute: 6000, Batch: 1, State: issuer.RoomPaused}, 3},
+		"capacity": {issuer.RoomConfig{Capacity: 3, RatePerMinute: 6000, TickBatch: 1, State: issuer.RoomPaused}, 3},
 		// rate 2/min with a 1 s tick: a bucket of one token.
 		"rate": {issuer.RoomConfig{Capacity: 100, RatePerMinute: 2, State: issuer.RoomPaused}, 1},
 	} {
@@ -277,10 +277,10 @@ func TestRepeatedTicksRespectLimits(t *testing.T) {
 			st, err := w.is.Stats(ctx, room)
 			require.NoError(t, err)
 			assert.EqualValues(t, c.want, st.Admitted, "admissions at a frozen clock stop at the limit")
-			assert.EqualValues(t, c.want, st.Live)
+			assert.EqualValues(t, c.want, st.Active)
 			assert.EqualValues(t, 10-c.want, st.Waiting)
 			assert.LessOrEqual(t, st.PeakActive, int64(c.cfg.Capacity))
-			users, err := w.rdb.HGetAll(ctx, issuer.RoomKeys(room)[3]).Result()
+			users, err := w.rdb.HGetAll(ctx, roomKey(room, "users")).Result()
 			require.NoError(t, err)
 			var got []string
 			for u := range users {

@@ -39,17 +39,17 @@ func TestScriptFlushDuringSimulation(t *testing.T) {
 		RatePerMinute: 6000,
 		// Long enough that a buyer slowed down by a loaded machine does not
 		// see its admission lapse (see peakOK).
-		Session:   30 * time.Second,
-		Tick:      100 * time.Millisecond,
-		Think:     100 * time.Millisecond,
-		Abandon:   0.02,
-		BadActors: 0.05,
-		PollScale: 0.2,
-		Timeout:   50 * time.Second,
-		Seed:      7,
-		Redis:     rdb,
-		StoreName: "redis-server (SCRIPT FLUSH every 50 ms)",
-		Room:      redistest.Room("flush"),
+		SessionDuration: 30 * time.Second,
+		Tick:            100 * time.Millisecond,
+		Think:           100 * time.Millisecond,
+		Abandon:         0.02,
+		BadActors:       0.05,
+		PollScale:       0.2,
+		Timeout:         50 * time.Second,
+		Seed:            7,
+		Redis:           rdb,
+		StoreName:       "redis-server (SCRIPT FLUSH every 50 ms)",
+		Room:            redistest.Room("flush"),
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

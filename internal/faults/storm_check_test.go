@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flashgate/flashgate"
 )
 
 // This file judges a storm from what its buyers saw — answers, their
@@ -142,27 +144,6 @@ func (o *outcome) describe(c *call) string {
 	}
 }
 
-// parseAdmissionID splits "<arrival>.<admission>.<admitted_ms>" (epoch "")
-// or "<epoch>.<arrival>.<admission>.<admitted_ms>".
-func parseAdmissionID(jti string) (epoch string, arrival, number, ms int64, ok bool) {
-	p := strings.Split(jti, ".")
-	switch len(p) {
-	case 3:
-	case 4:
-		epoch, p = p[0], p[1:]
-		if epoch == "" {
-			return "", 0, 0, 0, false
-		}
-	default:
-		return "", 0, 0, 0, false
-	}
-	var err [3]error
-	arrival, err[0] = strconv.ParseInt(p[0], 10, 64)
-	number, err[1] = strconv.ParseInt(p[1], 10, 64)
-	ms, err[2] = strconv.ParseInt(p[2], 10, 64)
-	return epoch, arrival, number, ms, err[0] == nil && err[1] == nil && err[2] == nil
-}
-
 // check judges the buyers' records.
 func check(spec stormSpec, buyers []*buyer) *outcome {
 	o := &outcome{spec: spec, byOp: map[string]map[string]int{}, buyers: len(buyers), ends: map[string]int{},
@@ -183,7 +164,7 @@ func check(spec stormSpec, buyers []*buyer) *outcome {
 	// see records an admission id from an answer and checks it against the
 	// entry's own members (ACTIVE answers).
 	see := func(c *call, jti string, r *reply, entry bool) *admission {
-		epoch, arrival, number, ms, ok := parseAdmissionID(jti)
+		id, ok := flashgate.ParseAdmissionID(jti)
 		if !ok {
 			o.violate(vBadID, o.describe(c))
 			return nil
@@ -191,15 +172,16 @@ func check(spec stormSpec, buyers []*buyer) *outcome {
 		room := spec.rooms[c.b.room]
 		a := adms[akey(room, jti)]
 		if a == nil {
-			a = &admission{room: room, jti: jti, epoch: epoch, arrival: arrival, number: number, admittedMs: ms,
-				users: map[string]bool{}, firstSeen: c.got}
+			a = &admission{room: room, jti: jti, epoch: id.Epoch, arrival: id.Arrival, number: id.Number,
+				admittedMs: id.AdmittedAt.UnixMilli(),
+				users:      map[string]bool{}, firstSeen: c.got}
 			adms[akey(room, jti)] = a
 		}
 		if c.got.Before(a.firstSeen) {
 			a.firstSeen = c.got
 		}
 		a.users[c.b.user] = true
-		if entry && (r.Arrival != arrival || r.Admission != number || r.AdmittedAtMs != ms) {
+		if entry && (r.Arrival != id.Arrival || r.Admission != id.Number || r.AdmittedAtMs != id.AdmittedAt.UnixMilli()) {
 			o.violate(vBadID, o.describe(c))
 		}
 		if entry && r.ExpiresAtMs > 0 {

@@ -187,7 +187,7 @@ func stormFaults() []stormFault {
 	}
 }
 
-// TestStorm is the client-side storm of issue 7: two issuer replicas (real
+// TestStorm is the client-side storm (the load that once broke invariant 7): two issuer replicas (real
 // `flashgate serve` processes) over one redis-server, a few hundred buyers
 // entering, polling, exchanging and completing (or walking away) through
 // both, once without a fault and once with each fault injected mid-run. The

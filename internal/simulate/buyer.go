@@ -230,7 +230,7 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 	case "EXPIRED":
 		// Admitted and lapsed between two polls: record it, queue again.
 		a.number, a.id, a.lost = e.Admission, e.AdmissionID, true
-		a.admittedAtMs, a.expiresAtMs = e.AdmittedAtMs, e.AdmittedAtMs+s.o.Session.Milliseconds()
+		a.admittedAtMs, a.expiresAtMs = e.AdmittedAtMs, e.AdmittedAtMs+s.o.SessionDuration.Milliseconds()
 		if a.number > 0 {
 			a.activeAt = time.Now()
 			b.admissions = append(b.admissions, a)

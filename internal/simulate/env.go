@@ -215,7 +215,7 @@ func (s *sim) configureRoom(ctx context.Context) error {
 	body, _ := json.Marshal(map[string]any{
 		"capacity":        s.o.Capacity,
 		"rate_per_minute": s.o.RatePerMinute,
-		"session_seconds": int64(s.o.Session / time.Second),
+		"session_seconds": int64(s.o.SessionDuration / time.Second),
 		"tick_ms":         s.o.Tick.Milliseconds(),
 		"state":           "open",
 	})

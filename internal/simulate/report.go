@@ -73,7 +73,7 @@ type ServerCounts struct {
 	Expired   int64 `json:"expired"`
 	Completed int64 `json:"completed"`
 	Waiting   int64 `json:"waiting"` // at the end
-	Live      int64 `json:"live"`    // at the end
+	Active    int64 `json:"live"`    // at the end
 }
 
 func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.Duration, ctxErr error) *Report {
@@ -141,7 +141,7 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 		r.ServerPeakActive = after.PeakActive
 		r.Server = ServerCounts{Entered: after.Entered - before.Entered, Admitted: after.Admitted - before.Admitted,
 			FastTrack: after.FastTrack - before.FastTrack, Expired: after.Expired - before.Expired,
-			Completed: after.Completed - before.Completed, Waiting: after.Waiting, Live: after.Live}
+			Completed: after.Completed - before.Completed, Waiting: after.Waiting, Active: after.Active}
 		// The server admitted more than the buyers saw: someone was admitted twice.
 		if extra := int(r.Server.Admitted) - r.Admissions; extra > r.DoubleAdmissions && r.Errors == 0 {
 			r.DoubleAdmissions = extra
@@ -301,7 +301,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "issuer counters: entered %d, admitted %d, fast track %d, expired %d, completed %d; waiting %d, live %d at the end\n\n",
-		r.Server.Entered, r.Server.Admitted, r.Server.FastTrack, r.Server.Expired, r.Server.Completed, r.Server.Waiting, r.Server.Live)
+		r.Server.Entered, r.Server.Admitted, r.Server.FastTrack, r.Server.Expired, r.Server.Completed, r.Server.Waiting, r.Server.Active)
 	var err error
 	switch {
 	case len(r.Violations) > 0:

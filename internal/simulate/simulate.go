@@ -5,7 +5,7 @@
 // exchange their waiting token for an admission token, shop for a while
 // and place an order. Some buyers abandon their admission; some misbehave
 // (a tampered token, a token for another product, a replay after their
-// order). The Report checks the invariants of DESIGN.md from what the
+// order). The Report checks the invariants of README "Invariants" from what the
 // servers reported: FIFO admission order, live admissions vs capacity,
 // admissions per minute vs rate, no double admission, no forged token
 // accepted, no order completed twice.
@@ -36,8 +36,8 @@ type Options struct {
 	Capacity int
 	// RatePerMinute is the room's new users per minute (default 6000).
 	RatePerMinute int
-	// Session is the admission's lifetime, whole seconds (default 30s).
-	Session time.Duration
+	// SessionDuration is the admission's lifetime, whole seconds (default 30s).
+	SessionDuration time.Duration
 	// Tick is the room's admission step period, 100ms…1m (default 200ms).
 	Tick time.Duration
 	// Think is the mean time a buyer shops between admission and order;
@@ -100,8 +100,8 @@ func (o *Options) defaults() error {
 	if o.RatePerMinute == 0 {
 		o.RatePerMinute = 6000
 	}
-	if o.Session == 0 {
-		o.Session = 30 * time.Second
+	if o.SessionDuration == 0 {
+		o.SessionDuration = 30 * time.Second
 	}
 	if o.Tick == 0 {
 		o.Tick = 200 * time.Millisecond
@@ -152,8 +152,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("simulate: capacity must be positive, got %d", o.Capacity)
 	case o.RatePerMinute < 1:
 		return fmt.Errorf("simulate: rate must be positive, got %d", o.RatePerMinute)
-	case o.Session < time.Second || o.Session%time.Second != 0 || o.Session > issuer.MaxSession:
-		return fmt.Errorf("simulate: session must be whole seconds in 1s…%s, got %s", issuer.MaxSession, o.Session)
+	case o.SessionDuration < time.Second || o.SessionDuration%time.Second != 0 || o.SessionDuration > issuer.MaxSessionDuration:
+		return fmt.Errorf("simulate: session must be whole seconds in 1s…%s, got %s", issuer.MaxSessionDuration, o.SessionDuration)
 	case o.Tick < 100*time.Millisecond || o.Tick > time.Minute:
 		return fmt.Errorf("simulate: tick must be 100ms…1m, got %s", o.Tick)
 	case o.Abandon+o.BadActors > 1:

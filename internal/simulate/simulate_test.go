@@ -21,17 +21,17 @@ import (
 // small is a run that makes the capacity bind: 300 buyers, 20 at a time.
 func small() simulate.Options {
 	return simulate.Options{
-		Users:         300,
-		Capacity:      20,
-		RatePerMinute: 6000,
-		Session:       5 * time.Second,
-		Tick:          100 * time.Millisecond,
-		Think:         100 * time.Millisecond,
-		Abandon:       0.02,
-		BadActors:     0.05,
-		PollScale:     0.2,
-		Timeout:       3 * time.Minute,
-		Seed:          42,
+		Users:           300,
+		Capacity:        20,
+		RatePerMinute:   6000,
+		SessionDuration: 5 * time.Second,
+		Tick:            100 * time.Millisecond,
+		Think:           100 * time.Millisecond,
+		Abandon:         0.02,
+		BadActors:       0.05,
+		PollScale:       0.2,
+		Timeout:         3 * time.Minute,
+		Seed:            42,
 	}
 }
 
@@ -104,7 +104,7 @@ func TestRunEmbedded(t *testing.T) {
 
 func TestOptionsValidated(t *testing.T) {
 	for name, o := range map[string]simulate.Options{
-		"session not whole seconds": {Session: 1500 * time.Millisecond},
+		"session not whole seconds": {SessionDuration: 1500 * time.Millisecond},
 		"tick too short":            {Tick: time.Millisecond},
 		"fractions above one":       {Abandon: 0.6, BadActors: 0.6},
 		"bad room":                  {Room: "a b"},

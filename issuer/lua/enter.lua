@@ -75,7 +75,7 @@ local function enter_one(i, user)
   end
 
   seq = seq + 1
-  -- Fast track (seed 000): nobody waits, and capacity and rate allow.
+  -- Fast track: nobody waits, and capacity and rate allow.
   if cfg.state == 'open' and waiting == 0 and live_count(clock()) < cfg.capacity then
     local budget, tokens = rate_budget(cfg, now)
     if budget >= 1 then

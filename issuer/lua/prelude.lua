@@ -5,7 +5,7 @@
 --                   epoch (created with the room; see new_epoch)
 --   2 waiting  ZSET  user -> arrival seq (strict FIFO: seq comes from the counter below, never ties)
 --   3 active   ZSET  jti  -> expiry (ms since 1970); jti = "<epoch>.<seq>.<admno>.<admitted_ms>"
---   4 users    HASH  user -> jti of the user's current admission (seed 000's USER_INDEX)
+--   4 users    HASH  user -> jti of the user's current admission (one live entry per user, invariant 1)
 --   5 seq      STRING arrival counter (the enter script advances it, one per entry created)
 --   6 admno    STRING admission counter (INCR): admission order, for FIFO audits
 --   7 admits   ZSET  jti -> admission time (ms): sliding 60 s log, the rate invariant
@@ -19,7 +19,7 @@
 --           only; "" for the others), as
 --           "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms", or "".
 --
--- Epochs (DESIGN.md invariant 6): arrival and admission numbers restart at 1 when Redis loses a
+-- Epochs (invariant 6, README "Invariants"): arrival and admission numbers restart at 1 when Redis loses a
 -- room's data, so every id carries the room's epoch, a value created with the room and never
 -- reused: waiting tokens carry it (issuer/waiting.go), admission ids (jti) begin with it, ended
 -- records are keyed by it, and every script compares it with the room's before trusting an id.

@@ -6,7 +6,7 @@ local user, seq = ARGV[3], tonumber(ARGV[4])
 
 -- Reply: {state, seq, position, total_waiting, jti, at_ms, rate, room_state};
 -- at_ms is the admission's expiry for ACTIVE/EXPIRED and the end time for
--- COMPLETED/REVOKED (issuer/result.go statusResult).
+-- COMPLETED/REVOKED (issuer/scripts.go decodeStatus).
 local function result(state, pos, jti, at)
   return { state, seq, pos, redis.call('ZCARD', K_WAITING), jti, at, cfg.rate, cfg.state }
 end

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/server"
+)
+
+// TestServeEnvDefaultsArePackageDefaults: the defaults that stay in the env
+// tags (so that `serve -h` and the README table show them, or because an
+// explicit zero is refused) are the packages' own.
+func TestServeEnvDefaultsArePackageDefaults(t *testing.T) {
+	for field, want := range map[string]string{
+		"Issuer":                 issuer.DefaultIssuer,
+		"Audience":               issuer.DefaultAudience,
+		"UserHeader":             server.DefaultUserHeader,
+		"DefaultCapacity":        strconv.Itoa(issuer.DefaultCapacity),
+		"DefaultRate":            strconv.Itoa(issuer.DefaultRatePerMinute),
+		"DefaultSessionDuration": issuer.DefaultSessionDuration.String(),
+		"DefaultTick":            issuer.DefaultTick.String(),
+		"EnterPerUser":           strconv.Itoa(server.DefaultEnterPerUser),
+		"EnterPerAddress":        strconv.Itoa(server.DefaultEnterPerAddress),
+		"EnterWindow":            server.DefaultEnterWindow.String(),
+		"CompletionTimeout":      issuer.DefaultCompletionTimeout.String(),
+		"StatusSnapshot":         issuer.DefaultStatusSnapshot.String(),
+		"EnterBatch":             strconv.Itoa(issuer.DefaultEnterBatch),
+		"RedisTimeout":           server.DefaultRedisTimeout.String(),
+	} {
+		f, ok := reflect.TypeOf(serveConfig{}).FieldByName(field)
+		if !assert.True(t, ok, field) {
+			continue
+		}
+		got := f.Tag.Get("envDefault")
+		if f.Type == reflect.TypeOf(time.Duration(0)) {
+			d, err := time.ParseDuration(got)
+			assert.NoError(t, err, field)
+			got = d.String()
+		}
+		assert.Equal(t, want, got, field)
+	}
+}

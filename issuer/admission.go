@@ -1,0 +1,151 @@
+package issuer
+
+import (
+	"context"
+	"time"
+
+	"github.com/flashgate/flashgate"
+)
+
+// Admission is a minted admission token and what it carries.
+type Admission struct {
+	Token     string    // compact JWS
+	ID        string    // jti
+	Room      string    // product claim
+	User      string    // sub
+	Number    int64     // admission order number
+	IssuedAt  time.Time // iat (second precision)
+	ExpiresAt time.Time // exp (second precision, = the active entry's expiry, floored)
+}
+
+// Exchange trades an ACTIVE entry's waiting token for an admission token
+// (EdDSA JWT, exp = the active entry's expiry). Re-minting the same admission
+// gives the same jti and exp (and, with the same key, the same token).
+//
+// Errors: those of Status, plus flashgate.ErrNotAdmitted (still waiting; its
+// *flashgate.Error.Entry is the WAITING entry), flashgate.ErrExpired,
+// flashgate.ErrCompleted, flashgate.ErrRevoked, flashgate.ErrNotFound, flashgate.ErrInternal (no signer, sign failure).
+func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string) (*Admission, error) {
+	ref, err := is.checkWaiting(room, user, waitingToken)
+	if err != nil {
+		return nil, err
+	}
+	e, err := is.exactStatus(ctx, room, user, waitingToken, ref)
+	if err != nil {
+		return nil, err
+	}
+	switch e.State {
+	case flashgate.StateActive:
+	case flashgate.StateWaiting:
+		return nil, &NotAdmittedError{Entry: e, Err: flashgate.Errorf(flashgate.CodeNotAdmitted,
+			"not admitted yet: position %d of %d", e.Position, e.TotalWaiting)}
+	case flashgate.StateExpired:
+		return nil, flashgate.Errorf(flashgate.CodeExpired, "admission expired")
+	case flashgate.StateCompleted:
+		return nil, flashgate.Errorf(flashgate.CodeCompleted, "admission already completed")
+	case flashgate.StateRevoked:
+		return nil, flashgate.Errorf(flashgate.CodeRevoked, "admission revoked")
+	default:
+		return nil, flashgate.Errorf(flashgate.CodeNotFound, "no entry for this waiting token")
+	}
+	if is.cfg.Signer == nil {
+		return nil, flashgate.Errorf(flashgate.CodeInternal, "issuer: Config.Signer is not set")
+	}
+	a := &Admission{ID: e.AdmissionID, Room: room, User: user, Number: e.AdmissionNumber,
+		IssuedAt:  time.Unix(e.AdmittedAt.Unix(), 0),
+		ExpiresAt: time.Unix(e.ExpiresAt.Unix(), 0)}
+	payload := flashgate.NewClaims(is.cfg.Issuer, is.cfg.Audience, user, room, a.ID, a.IssuedAt, a.ExpiresAt).JSON()
+	if a.Token, err = is.cfg.Signer.Sign(payload); err != nil {
+		return nil, &flashgate.Error{Code: flashgate.CodeInternal, Message: "sign admission token", Err: err}
+	}
+	return a, nil
+}
+
+// Complete consumes an admission atomically: still active and unexpired →
+// consumed, and the user may queue again. Callers pass the claims of an
+// admission token they have verified (verifier.Verify): room = product,
+// user = sub, admissionID = jti. Replay protection keys on jti, never on the
+// token string.
+//
+// Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrExpired, flashgate.ErrRevoked,
+// flashgate.ErrNotFound (unknown, left), flashgate.ErrOwnerMismatch, flashgate.ErrUnavailable.
+func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) (*flashgate.Completion, error) {
+	if err := checkRoom(room); err != nil {
+		return nil, err
+	}
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
+		return nil, flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
+	}
+	r, err := is.runReplicated(ctx, completeScript, room, user, admissionID)
+	if err != nil {
+		return nil, err
+	}
+	c := decodeComplete(r)
+	return &flashgate.Completion{AdmissionID: admissionID, CompletedAt: c.at, Repeated: c.repeated}, nil
+}
+
+// CheckActive asks Redis (one ZSCORE, and the room's clock) whether the
+// admission admissionID in room is still live: nil if so; ErrNotFound when it
+// is no longer in the active set (revoked, completed, left, or expired and
+// cleaned up), ErrExpired when it has lapsed by the room's clock (Redis TIME,
+// or Config.Now when set — never the caller's clock), ErrInvalidInput for a
+// malformed room id, ErrUnavailable when Redis cannot answer (fail closed).
+func (is *Issuer) CheckActive(ctx context.Context, room, admissionID string) error {
+	if err := checkRoom(room); err != nil {
+		return err
+	}
+	if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
+		return flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
+	}
+	r, err := is.run(ctx, activeScript, room, admissionID)
+	if err != nil {
+		return err
+	}
+	switch decodeActive(r) {
+	case activeLive:
+		return nil
+	case activeExpired:
+		return flashgate.Errorf(flashgate.CodeExpired, "admission expired")
+	default: // activeGone
+		return flashgate.Errorf(flashgate.CodeNotFound, "admission %q is no longer active", clip(admissionID))
+	}
+}
+
+// Revocation is the result of Revoke.
+type Revocation struct {
+	AdmissionID string
+	RevokedAt   time.Time
+	Repeated    bool
+}
+
+// Revoke ends an admission early, named by admission id (jti) or by user
+// (their current admission). Later completions of its token are refused;
+// the user may queue again. Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom,
+// flashgate.ErrNotFound, flashgate.ErrCompleted, flashgate.ErrUnavailable.
+func (is *Issuer) Revoke(ctx context.Context, room, user, admissionID string) (*Revocation, error) {
+	if err := checkRoom(room); err != nil {
+		return nil, err
+	}
+	if user == "" && admissionID == "" {
+		return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "revoke needs a user or an admission id")
+	}
+	if user != "" {
+		if err := checkUser(user); err != nil {
+			return nil, err
+		}
+	}
+	if admissionID != "" {
+		if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
+			return nil, flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
+		}
+	}
+	r, err := is.runReplicated(ctx, revokeScript, room, user, admissionID)
+	if err != nil {
+		return nil, err
+	}
+	v := decodeRevoke(r)
+	return &Revocation{AdmissionID: v.jti, RevokedAt: v.at, Repeated: v.repeated}, nil
+}

@@ -1,0 +1,198 @@
+package issuer
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flashgate/flashgate"
+	"github.com/redis/go-redis/v9"
+)
+
+// Signer signs an admission token's claims (JSON) as a compact JWS with
+// header {"alg":"EdDSA","kid":…,"typ":verifier.TokenType}. keys.Ring and
+// keys.FileRing implement it.
+type Signer interface {
+	Sign(payload []byte) (string, error)
+}
+
+// Config configures an Issuer. Zero values are safe defaults except Redis.
+type Config struct {
+	// Redis is the queue store. Required.
+	Redis Redis
+	// Signer mints admission tokens. Required for Exchange only.
+	Signer Signer
+	// Issuer is the admission token's iss (default DefaultIssuer, "flashgate").
+	Issuer string
+	// Audience is the admission token's aud (default DefaultAudience, "orders").
+	Audience string
+	// WaitingSecret keys the waiting-token MAC; at least 32 bytes, the same on
+	// every replica. Required for Enter, Status, Leave and Exchange (see
+	// LoadOrCreateSecret).
+	WaitingSecret []byte
+	// SharedSecret says WaitingSecret came from LoadOrCreateSecret (the
+	// fg:waiting-secret key) rather than from the operator: Run then keeps
+	// this replica in step with that key (SyncSecret), so replicas converge
+	// on one secret after a Redis data loss.
+	SharedSecret bool
+	// DefaultRoom, when non-nil, creates unknown rooms on first Enter with
+	// this policy. Nil: unknown rooms are refused with flashgate.ErrUnknownRoom.
+	DefaultRoom *RoomConfig
+	// Now, when set, is the clock used for queue scores and expiries (tests).
+	// Nil means Redis TIME: one clock for every replica (package doc, "Time").
+	Now func() time.Time
+	// Logger receives tick-loop errors; nil means slog.Default().
+	Logger *slog.Logger
+	// StatusSnapshot is the largest age of the per-room snapshot from which
+	// Status answers waiting users far behind the head (snapshot.go); zero
+	// means DefaultStatusSnapshot (500 ms), negative disables snapshots (every
+	// Status runs the exact script).
+	StatusSnapshot time.Duration
+	// CompletionReplicas, when > 0, makes Complete and Revoke wait (Redis
+	// WAIT, pipelined on the script's connection) until that many replicas
+	// acknowledged the write, for at most CompletionTimeout (zero:
+	// DefaultCompletionTimeout, 200 ms).
+	// Fewer acknowledgements → flashgate.ErrUnavailable; the write stands on the master,
+	// and a retry returns the first result (Repeated). This narrows what a
+	// Sentinel failover can lose: an acknowledged completion is on a replica.
+	// Needs a client with Pipeline() that talks to one master (*redis.Client,
+	// including the Sentinel failover client), not a ClusterClient.
+	CompletionReplicas int
+	CompletionTimeout  time.Duration
+	// EnterBatch is the most users one enter script call carries: concurrent
+	// Enter calls for a room are coalesced into one call while the previous
+	// one is in flight (batch.go). Zero means DefaultEnterBatch (32); 1 turns
+	// coalescing off (every Enter is its own call); at most MaxEnterBatch.
+	EnterBatch int
+}
+
+// pipeliner is the optional capability CompletionReplicas needs.
+type pipeliner interface {
+	Pipeline() redis.Pipeliner
+}
+
+// Issuer is the domain core: enter, status, leave, tick, exchange, complete,
+// revoke and room administration, over Redis. It is safe for concurrent use,
+// and any number of Issuers (replicas) may share one Redis.
+//
+// An Issuer never retains a caller's string beyond the call: what it keeps
+// (room ids as keys of its per-room state, user ids queued for an enter
+// script call) it copies first, so callers may pass strings that alias
+// buffers they reuse, such as fiber's request values (invariant 7, README "Invariants").
+type Issuer struct {
+	cfg    Config
+	policy string // the default room policy (lua/prelude.lua ARGV[2]), or ""
+	log    *slog.Logger
+	snaps  snapshots
+	// secrets holds the waiting-token secrets (nil without Config.WaitingSecret).
+	secrets atomic.Pointer[secretSet]
+	// known holds the last config this replica saw of each room (*knownRoom),
+	// to restore a room lost with Redis's data (recovery.go).
+	known sync.Map
+	// restored counts rooms this replica restored (RoomsRestored).
+	restored atomic.Int64
+	// registered holds the rooms this process has added to fg:rooms.
+	registered sync.Map
+	// batchers holds each room's *enterBatcher.
+	batchers sync.Map
+	// batchCalls and batchUsers count enter script calls and the users they
+	// carried (EnterBatchStats).
+	batchCalls, batchUsers atomic.Int64
+}
+
+// Defaults and bounds of Config.
+const (
+	// DefaultIssuer and DefaultAudience are the admission token's iss and aud
+	// when Config.Issuer and Config.Audience are empty.
+	DefaultIssuer   = "flashgate"
+	DefaultAudience = "orders"
+	// DefaultCompletionTimeout is the default Config.CompletionTimeout.
+	DefaultCompletionTimeout = 200 * time.Millisecond
+	// DefaultStatusSnapshot is the default Config.StatusSnapshot.
+	DefaultStatusSnapshot = 500 * time.Millisecond
+	// DefaultEnterBatch is the default Config.EnterBatch: the most users one
+	// enter script call carries.
+	DefaultEnterBatch = 32
+	// MaxEnterBatch bounds Config.EnterBatch: one script call blocks Redis while
+	// it runs (about 3 µs per user), and Lua's unpack takes at most a few
+	// thousand values.
+	MaxEnterBatch = 1000
+	// MinWaitingSecret is the shortest Config.WaitingSecret, in bytes.
+	MinWaitingSecret = 32
+)
+
+// Validate reports the first setting of c out of its bounds, as a
+// flashgate.CodeInvalidInput error; zero values (defaults) pass. It does
+// not need a connection: a nil Redis passes here (New refuses it), so a
+// process can check its settings before it connects. With a Redis client
+// set, it also checks that the client can do what CompletionReplicas needs.
+func (c Config) Validate() error {
+	if c.WaitingSecret != nil && len(c.WaitingSecret) < MinWaitingSecret {
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: WaitingSecret must be at least %d bytes", MinWaitingSecret)
+	}
+	if c.CompletionReplicas > 0 && c.Redis != nil {
+		if _, ok := c.Redis.(pipeliner); !ok {
+			return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: CompletionReplicas needs a client with Pipeline()")
+		}
+		if _, cluster := c.Redis.(*redis.ClusterClient); cluster {
+			return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: CompletionReplicas is not supported on Redis Cluster (WAIT is per node)")
+		}
+	}
+	if c.EnterBatch < 0 || c.EnterBatch > MaxEnterBatch {
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: EnterBatch must be 0 (default %d) … %d", DefaultEnterBatch, MaxEnterBatch)
+	}
+	if c.DefaultRoom != nil {
+		if err := c.DefaultRoom.WithDefaults().Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withDefaults returns c with every zero setting set to its default.
+func (c Config) withDefaults() Config {
+	if c.Issuer == "" {
+		c.Issuer = DefaultIssuer
+	}
+	if c.Audience == "" {
+		c.Audience = DefaultAudience
+	}
+	if c.CompletionReplicas > 0 && c.CompletionTimeout <= 0 {
+		c.CompletionTimeout = DefaultCompletionTimeout
+	}
+	if c.StatusSnapshot == 0 {
+		c.StatusSnapshot = DefaultStatusSnapshot
+	}
+	if c.EnterBatch == 0 {
+		c.EnterBatch = DefaultEnterBatch
+	}
+	return c
+}
+
+// New returns an Issuer, or a flashgate.CodeInvalidInput error for a bad
+// Config (a nil Redis, or what Validate reports).
+func New(cfg Config) (*Issuer, error) {
+	if cfg.Redis == nil {
+		return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: Config.Redis is required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	is := &Issuer{cfg: cfg, log: cfg.Logger}
+	if cfg.WaitingSecret != nil {
+		is.secrets.Store(newSecretSet(cfg.WaitingSecret))
+	}
+	if is.log == nil {
+		is.log = slog.Default()
+	}
+	if cfg.DefaultRoom != nil {
+		is.policy = cfg.DefaultRoom.WithDefaults().policy()
+	}
+	return is, nil
+}
+
+// TokenClaims returns the iss and aud the admission tokens carry (after
+// defaults), for verifiers in the same process.
+func (is *Issuer) TokenClaims() (iss, aud string) { return is.cfg.Issuer, is.cfg.Audience }

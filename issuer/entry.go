@@ -1,0 +1,234 @@
+package issuer
+
+import (
+	"context"
+	"errors"
+	mrand "math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/flashgate/flashgate"
+)
+
+// Entry is a client's view of its place: the answer of Enter and Status.
+type Entry struct {
+	Room         string
+	User         string
+	State        flashgate.State
+	WaitingToken string
+	// Arrival is the entry's arrival number in its room (1, 2, …): FIFO order.
+	Arrival int64
+	// Position is the 1-based place in line (WAITING only); Ahead = Position − 1.
+	Position int64
+	// PositionEstimated is true when Position was interpolated from the
+	// replica's room snapshot rather than counted (ZRANK); see snapshot.go.
+	PositionEstimated bool
+	Ahead             int64
+	TotalWaiting      int64
+	// EstimatedWait is Ahead at the room's admission rate (ahead × 60 s /
+	// rate); −1 while the room is paused or closed.
+	EstimatedWait time.Duration
+	// PollAfter is when the client should ask again, with ±20 % jitter so
+	// waiting clients do not poll in lock-step (adaptive polling).
+	PollAfter time.Duration
+	// AdmissionID is the jti (ACTIVE, EXPIRED; COMPLETED/REVOKED when known).
+	AdmissionID string
+	// AdmissionNumber is the admission order number (1, 2, …) in the room.
+	AdmissionNumber int64
+	AdmittedAt      time.Time
+	// ExpiresAt is the admission's expiry (ACTIVE, EXPIRED), millisecond precision.
+	ExpiresAt time.Time
+	// EndedAt is when the entry was completed, revoked or found expired.
+	EndedAt   time.Time
+	RoomState RoomState
+	// Created is true when this Enter created the room from the default policy.
+	Created bool
+}
+
+func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
+	e := &Entry{
+		Room: room, User: user,
+		State:        r.state,
+		Arrival:      r.seq,
+		Position:     r.pos,
+		TotalWaiting: r.total,
+		AdmissionID:  r.jti,
+		Created:      r.created,
+		RoomState:    r.roomState,
+	}
+	at := r.at
+	if id, ok := r.admission(); ok {
+		e.AdmissionNumber, e.AdmittedAt = id.Number, id.AdmittedAt
+	}
+	switch e.State {
+	case flashgate.StateActive:
+		e.ExpiresAt = time.UnixMilli(at)
+	case flashgate.StateExpired, flashgate.StateCompleted, flashgate.StateRevoked:
+		e.EndedAt = time.UnixMilli(at)
+	}
+	rate := r.rate
+	if e.State == flashgate.StateWaiting {
+		e.Ahead = e.Position - 1
+		e.EstimatedWait = -1
+		if e.RoomState == RoomOpen && rate > 0 {
+			e.EstimatedWait = time.Duration(float64(e.Ahead) * float64(time.Minute) / float64(rate))
+		}
+		e.PollAfter = pollAfter(e.EstimatedWait)
+	}
+	switch {
+	case tok != "":
+		e.WaitingToken = tok
+	case e.Arrival > 0 && r.epoch != "":
+		if s := is.secrets.Load(); s != nil {
+			e.WaitingToken = s.current.token(room, user, r.epoch, e.Arrival)
+		}
+	}
+	return e
+}
+
+// pollAfter chooses the next poll: half the estimated wait, clamped to
+// 1 s … 30 s (10 s while paused), times a uniform jitter in [0.8, 1.2).
+func pollAfter(eta time.Duration) time.Duration {
+	base := 10 * time.Second
+	if eta >= 0 {
+		base = min(max(eta/2, time.Second), 30*time.Second)
+	}
+	return time.Duration(float64(base) * (0.8 + 0.4*mrand.Float64())).Round(time.Millisecond)
+}
+
+func (is *Issuer) needSecret() error {
+	if is.secrets.Load() == nil {
+		return flashgate.Errorf(flashgate.CodeInternal, "issuer: Config.WaitingSecret is not set")
+	}
+	return nil
+}
+
+// Enter puts user in room's line, or returns the entry the user already has
+// (WAITING or ACTIVE) — idempotent, so refreshes and retries never create a
+// second place (invariant 1). When nobody waits and capacity and rate allow,
+// the user is admitted at once (fast track).
+//
+// Enter keeps copies of room (the room's enter batcher, the registered
+// rooms) and, while user waits for an enter script call, of user; the
+// returned Entry holds the caller's strings.
+//
+// Errors: flashgate.ErrInvalidInput (ids), flashgate.ErrUnknownRoom, flashgate.ErrRoomClosed, flashgate.ErrUnavailable,
+// flashgate.ErrStoreFull (Redis is over maxmemory and refuses the new entry).
+func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) {
+	if err := checkRoom(room); err != nil {
+		return nil, err
+	}
+	if err := checkUser(user); err != nil {
+		return nil, err
+	}
+	if err := is.needSecret(); err != nil {
+		return nil, err
+	}
+	var r scriptEntry
+	var err error
+	if is.cfg.EnterBatch == 1 {
+		var rs []scriptEntry
+		if rs, err = is.enterUsers(ctx, room, user); err == nil {
+			r = rs[0]
+		}
+	} else {
+		r, err = is.batcher(room).enter(ctx, user)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e := is.entry(room, user, "", r)
+	if e.Created {
+		is.noteCreated(room)
+	}
+	// Register the room with the tick loops (fg:rooms; another slot, so not in
+	// the script). Not only when this call created it: a retried first enter
+	// answers created=0, and the room would then never be ticked. Once per
+	// process per room, and again whenever a script (re)creates it.
+	if _, known := is.registered.Load(room); e.Created || !known {
+		if err := is.cfg.Redis.SAdd(ctx, keyRooms, room).Err(); err != nil {
+			return nil, unavailable(err)
+		}
+		is.registered.Store(strings.Clone(room), struct{}{}) // kept: a copy (invariant 7)
+	}
+	return e, nil
+}
+
+// Status reports the entry behind a waiting token: WAITING (position, ahead,
+// estimate, poll hint), ACTIVE (expiry), EXPIRED, COMPLETED, REVOKED or
+// NOT_FOUND (left, or superseded by a newer entry). Users far behind the head
+// are answered from the replica's room snapshot (PositionEstimated; a token
+// whose owner left may then still read WAITING until the line reaches it).
+// Status keeps a copy of room as the key of the replica's snapshot; the
+// returned Entry holds the caller's strings.
+//
+// Errors: flashgate.ErrInvalidInput, flashgate.ErrBadWaiting (not a waiting token),
+// flashgate.ErrOwnerMismatch (another user's token), flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
+func (is *Issuer) Status(ctx context.Context, room, user, waitingToken string) (*Entry, error) {
+	ref, err := is.checkWaiting(room, user, waitingToken)
+	if err != nil {
+		if errors.Is(err, errUnknownSecret) {
+			return is.notFound(room, user, waitingToken, ref.seq), nil
+		}
+		return nil, err
+	}
+	if e := is.fromSnapshot(ctx, room, user, waitingToken, ref); e != nil {
+		return e, nil
+	}
+	return is.exactStatus(ctx, room, user, waitingToken, ref)
+}
+
+// notFound is the NOT_FOUND entry, as the status script reports it: what a
+// waiting token whose entry (arrival seq) is gone — left, superseded, or lost
+// with Redis's data — reads; the client enters again.
+func (is *Issuer) notFound(room, user, tok string, seq int64) *Entry {
+	return &Entry{Room: room, User: user, State: flashgate.StateNotFound, WaitingToken: tok, Arrival: seq}
+}
+
+// exactStatus runs the status script for a verified waiting token. A room
+// lost with Redis's data that this replica knew reads NOT_FOUND (the entry is
+// gone; the client's next enter restores the room), not flashgate.ErrUnknownRoom.
+func (is *Issuer) exactStatus(ctx context.Context, room, user, tok string, ref waitingRef) (*Entry, error) {
+	r, err := is.run(ctx, statusScript, room, user, ref.seq, ref.epoch)
+	if err != nil {
+		if errors.Is(err, flashgate.ErrUnknownRoom) && is.knows(room) {
+			return is.notFound(room, user, tok, ref.seq), nil
+		}
+		return nil, err
+	}
+	return is.entry(room, user, tok, decodeStatus(r)), nil
+}
+
+func (is *Issuer) checkWaiting(room, user, tok string) (waitingRef, error) {
+	if err := checkRoom(room); err != nil {
+		return waitingRef{}, err
+	}
+	if err := checkUser(user); err != nil {
+		return waitingRef{}, err
+	}
+	if err := is.needSecret(); err != nil {
+		return waitingRef{}, err
+	}
+	return is.secrets.Load().parse(room, user, tok)
+}
+
+// Leave removes the waiting entry, or ends the live admission, behind a
+// waiting token, and the user index. Errors as Status, plus flashgate.ErrNotFound when
+// there is nothing to leave (a repeated leave).
+func (is *Issuer) Leave(ctx context.Context, room, user, waitingToken string) error {
+	ref, err := is.checkWaiting(room, user, waitingToken)
+	if err != nil {
+		return err
+	}
+	r, err := is.run(ctx, leaveScript, room, user, ref.seq, ref.epoch)
+	if errors.Is(err, flashgate.ErrUnknownRoom) && is.knows(room) {
+		return flashgate.Errorf(flashgate.CodeNotFound, "no live entry to leave: room %q lost its data", room)
+	}
+	if err != nil {
+		return err
+	}
+	if !decodeLeave(r) {
+		return flashgate.Errorf(flashgate.CodeNotFound, "no live entry to leave")
+	}
+	return nil
+}

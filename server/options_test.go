@@ -1,0 +1,35 @@
+package server
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	for name, c := range map[string]struct {
+		o  Options
+		ok bool
+	}{
+		"zero (every default)":     {Options{}, true},
+		"limits and window":        {Options{EnterPerUser: 5, EnterPerAddress: 50, EnterWindow: time.Minute}, true},
+		"negative per user":        {Options{EnterPerUser: -1}, false},
+		"negative per address":     {Options{EnterPerAddress: -1}, false},
+		"negative window":          {Options{EnterWindow: -time.Second}, false},
+		"proxy header and proxies": {Options{ProxyHeader: "X-Real-IP", TrustedProxies: []string{"10.0.0.0/8", " 192.0.2.1 ", "2001:db8::/32"}}, true},
+		"proxy header alone":       {Options{ProxyHeader: "X-Real-IP"}, false},
+		"proxies alone (ignored)":  {Options{TrustedProxies: []string{"10.0.0.1"}}, true},
+		"bad proxy":                {Options{ProxyHeader: "X-Real-IP", TrustedProxies: []string{"gateway.internal"}}, false},
+		"bad range":                {Options{ProxyHeader: "X-Real-IP", TrustedProxies: []string{"10.0.0.0/40"}}, false},
+		"empty proxy entry":        {Options{ProxyHeader: "X-Real-IP", TrustedProxies: []string{"10.0.0.1", ""}}, false},
+		"negative timeouts":        {Options{BodyLimit: -1, HeaderTimeout: -1, RedisTimeout: -1}, true},
+	} {
+		err := c.o.Validate()
+		if c.ok {
+			assert.NoError(t, err, name)
+		} else {
+			assert.Error(t, err, name)
+		}
+	}
+}
