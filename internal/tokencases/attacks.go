@@ -314,14 +314,14 @@ func (b *builder) attacks(a attackBase) {
 	ic("nbf_null", "RFC 7519 §4.1.5", signC(claims().with("nbf", "null")))
 	ic("nbf_negative", "0 < nbf", signC(claims().with("nbf", "-1")))
 	ic("exp_before_iat", "exp > iat", signC(claims().with("exp", num(IssuedAt-1))))
-	b.bad("expired_max_leeway_edge", "DESIGN.md leeway ≤ 60 s: now = exp + 60", valid, verifier.CodeExpired,
+	b.bad("expired_max_leeway_edge", "docs/DESIGN.md leeway ≤ 60 s: now = exp + 60", valid, verifier.CodeExpired,
 		func(c *Case) { c.Now = ExpiresAt + 60; c.Leeway = 60 })
 	b.bad("iat_future_beyond_max_leeway", "RFC 7519 §4.1.6, leeway 60", valid, verifier.CodeNotYetValid,
 		func(c *Case) { c.Now = IssuedAt - 61; c.Leeway = 60 })
 	b.bad("nbf_future_beyond_max_leeway", "RFC 7519 §4.1.5, leeway 60", signC(claims().with("nbf", num(Now+61))),
 		verifier.CodeNotYetValid, func(c *Case) { c.Leeway = 60 })
 	b.bad("nbf_far_future", "RFC 7519 §4.1.5", signC(claims().with("nbf", num(ExpiresAt-1))), verifier.CodeNotYetValid, nil)
-	b.bad("lifetime_one_day", "DESIGN.md exp − iat ≤ max lifetime", signC(claims().with("exp", num(IssuedAt+86400))),
+	b.bad("lifetime_one_day", "docs/DESIGN.md exp − iat ≤ max lifetime", signC(claims().with("exp", num(IssuedAt+86400))),
 		verifier.CodeLifetimeTooLong, nil)
 	b.bad("lifetime_too_long_iat_back_dated", "iat moved back to stretch a short exp",
 		signC(claims().with("iat", num(ExpiresAt-MaxLifetime-1))), verifier.CodeLifetimeTooLong, nil)
@@ -353,11 +353,11 @@ func (b *builder) attacks(a attackBase) {
 	bu("sub_bool", "RFC 7519 §4.1.2", signC(claims().with("sub", "true")))
 
 	// ---- item 17: another product, another user ---------------------------------------------------------
-	bp("product_other_token", "DESIGN.md product claim: a valid token minted for sku-2",
+	bp("product_other_token", "docs/DESIGN.md product claim: a valid token minted for sku-2",
 		signC(claims().with("product", q("sku-2"))))
 	bp("product_prefix", "exact comparison (sku-10 vs sku-1)", signC(claims().with("product", q(Product+"0"))))
-	bp("product_array", "DESIGN.md product claim is a string", signC(claims().with("product", `["`+Product+`"]`)))
-	b.bad("user_other_token", "DESIGN.md user where the caller knows it: a valid token minted for another user",
+	bp("product_array", "docs/DESIGN.md product claim is a string", signC(claims().with("product", `["`+Product+`"]`)))
+	b.bad("user_other_token", "docs/DESIGN.md user where the caller knows it: a valid token minted for another user",
 		signC(claims().with("sub", q("user-99999"))), verifier.CodeBadUser, func(c *Case) { c.User = User })
 	b.bad("user_prefix", "exact comparison (user-1234 vs user-12345)", signC(claims().with("sub", q(User[:len(User)-1]))),
 		verifier.CodeBadUser, func(c *Case) { c.User = User })
@@ -365,23 +365,23 @@ func (b *builder) attacks(a attackBase) {
 		verifier.CodeBadUser, func(c *Case) { c.User = User })
 
 	// ---- item 18: waiting tokens -------------------------------------------------------------------------
-	mal("waiting_token_real_format", "DESIGN.md / issuer/waiting.go shape fgw2_<sid>_<epoch>_<seq>_<base64url HMAC-SHA256[:16]>: no dots",
+	mal("waiting_token_real_format", "docs/DESIGN.md / issuer/waiting.go shape fgw2_<sid>_<epoch>_<seq>_<base64url HMAC-SHA256[:16]>: no dots",
 		"fgw2_AbCd_hoeiiktxjt_1_"+b64.EncodeToString(hmacSum([]byte("0123456789abcdef0123456789abcdef"), "fgw2:sku-1:user-12345:hoeiiktxjt:1")[:16]))
 	mal("waiting_token_max_length", "issuer.MaxWaitingTokenLen = 80", "fgw2_AbCd_"+strings.Repeat("z", 13)+"_"+strings.Repeat("9", 19)+"_"+strings.Repeat("A", 36))
 	mal("waiting_token_dotted", "waiting token reshaped into three segments", "fgw2.42.AAAAAAAAAAAAAAAAAAAAAA")
-	alg("waiting_token_as_hs256_jwt", "DESIGN.md: a waiting token is never an admission token (HMAC-keyed)",
+	alg("waiting_token_as_hs256_jwt", "docs/DESIGN.md: a waiting token is never an admission token (HMAC-keyed)",
 		hmacTok("HS256", sha256.New, []byte("0123456789abcdef0123456789abcdef")))
-	typ("typ_waiting_signed_by_issuer", "DESIGN.md: different typ even under the admission key",
+	typ("typ_waiting_signed_by_issuer", "docs/DESIGN.md: different typ even under the admission key",
 		Sign(cur, header(kid).with("typ", q("flashgate-waiting+jwt")).String(), claims().without("jti").String()))
 
 	// ---- item 19: forged and otherwise bad: the signature is what is reported -------------------------------
-	sig("sig_forged_and_not_yet_valid", "DESIGN.md: signature before time", Sign(s.Rogue, H, claims().with("nbf", num(ExpiresAt-1)).String()))
-	sig("sig_forged_lifetime_too_long", "DESIGN.md: signature before lifetime", Sign(s.Rogue, H, claims().with("exp", num(IssuedAt+86400)).String()))
-	sig("sig_forged_invalid_claims", "DESIGN.md: signature before claim types", Sign(s.Rogue, H, claims().with("exp", q("never")).String()))
-	sig("sig_forged_payload_not_json", "DESIGN.md: payload read only after the signature", Sign(s.Rogue, H, "not json"))
+	sig("sig_forged_and_not_yet_valid", "docs/DESIGN.md: signature before time", Sign(s.Rogue, H, claims().with("nbf", num(ExpiresAt-1)).String()))
+	sig("sig_forged_lifetime_too_long", "docs/DESIGN.md: signature before lifetime", Sign(s.Rogue, H, claims().with("exp", num(IssuedAt+86400)).String()))
+	sig("sig_forged_invalid_claims", "docs/DESIGN.md: signature before claim types", Sign(s.Rogue, H, claims().with("exp", q("never")).String()))
+	sig("sig_forged_payload_not_json", "docs/DESIGN.md: payload read only after the signature", Sign(s.Rogue, H, "not json"))
 	sig("sig_forged_payload_bad_base64", "payload decoded only after the signature",
 		trailingBitsPayload(s.Rogue, H))
-	b.bad("sig_forged_and_expired_long_ago", "DESIGN.md: forged-and-expired reports the signature",
+	b.bad("sig_forged_and_expired_long_ago", "docs/DESIGN.md: forged-and-expired reports the signature",
 		Sign(s.Rogue, H, C), verifier.CodeBadSignature, func(c *Case) { c.Now = ExpiresAt + 86400 })
 	b.bad("sig_malleated_and_expired", "malleated signature on an expired token: signature reported",
 		hSeg+"."+pSeg+"."+b64.EncodeToString(malleate(sigBytes)), verifier.CodeBadSignature,

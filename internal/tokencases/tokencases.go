@@ -309,8 +309,8 @@ func Build() (*Set, error) {
 	signH := func(h obj) string { return Sign(cur, h.String(), C) }
 
 	// ---- accepted tokens ----------------------------------------------------
-	// The issuer's token shape (DESIGN.md "Tokens").
-	b.ok("valid", "DESIGN.md Tokens", valid, kid, nil)
+	// The issuer's token shape (docs/DESIGN.md "Tokens").
+	b.ok("valid", "docs/DESIGN.md Tokens", valid, kid, nil)
 	// Signed by jwx as an independent implementation (header member order and
 	// encoding chosen by jwx, not by us).
 	jwxTok, err := jwxSign(cur, kid, C)
@@ -319,8 +319,8 @@ func Build() (*Set, error) {
 	}
 	b.ok("valid_jwx_signed", "lestrrat-go/jwx v2 jws.Sign", jwxTok, kid, nil)
 	// Key rotation: the retired key stays published until its tokens expire.
-	b.ok("valid_previous_key", "DESIGN.md keys/ rotation", Sign(s.Previous, header(s.PreviousKID).String(), C), s.PreviousKID, nil)
-	b.ok("valid_user_checked", "DESIGN.md Verifier rules: user where the caller knows it", valid, kid,
+	b.ok("valid_previous_key", "docs/DESIGN.md keys/ rotation", Sign(s.Previous, header(s.PreviousKID).String(), C), s.PreviousKID, nil)
+	b.ok("valid_user_checked", "docs/DESIGN.md Verifier rules: user where the caller knows it", valid, kid,
 		func(c *Case) { c.User = User })
 	b.ok("valid_now_eq_iat", "RFC 7519 §4.1.6", valid, kid, func(c *Case) { c.Now = IssuedAt })
 	b.ok("valid_now_exp_minus_1", "RFC 7519 §4.1.4: exp is the first instant of rejection", valid, kid,
@@ -332,7 +332,7 @@ func Build() (*Set, error) {
 	b.ok("valid_nbf_past", "RFC 7519 §4.1.5", signC(claims().with("nbf", num(IssuedAt))), kid, nil)
 	b.ok("valid_nbf_within_leeway", "RFC 7519 §4.1.5 leeway", signC(claims().with("nbf", num(Now+30))), kid,
 		func(c *Case) { c.Leeway = 30 })
-	b.ok("valid_lifetime_max", "DESIGN.md exp − iat ≤ max lifetime",
+	b.ok("valid_lifetime_max", "docs/DESIGN.md exp − iat ≤ max lifetime",
 		signC(claims().with("exp", num(IssuedAt+MaxLifetime))), kid,
 		func(c *Case) { c.WantClaims.ExpiresAt = IssuedAt + MaxLifetime })
 	b.ok("valid_unknown_header_ignored", "RFC 7515 §4: unknown header parameters are ignored",
@@ -348,10 +348,10 @@ func Build() (*Set, error) {
 	b.ok("valid_json_escapes", "RFC 8259 §7 string escapes",
 		Sign(cur, `{"alg":"EdD\u0053A","kid":`+q(kid)+`,"typ":"flashgate-admission\u002bjwt"}`,
 			claims().with("sub", `"user-\u00312345"`).with("iss", `"https:\/\/issuer.example"`).String()), kid, nil)
-	b.ok("valid_exactly_4096_bytes", "DESIGN.md size ≤ 4 KiB", sized(cur, kid, verifier.MaxTokenSize), kid, nil)
+	b.ok("valid_exactly_4096_bytes", "docs/DESIGN.md size ≤ 4 KiB", sized(cur, kid, verifier.MaxTokenSize), kid, nil)
 
 	// ---- 1. size --------------------------------------------------------------
-	b.bad("too_large_4097", "DESIGN.md size ≤ 4 KiB checked before decoding",
+	b.bad("too_large_4097", "docs/DESIGN.md size ≤ 4 KiB checked before decoding",
 		sized(cur, kid, verifier.MaxTokenSize+1), verifier.CodeTooLarge, nil)
 	b.bad("too_large_dot_flood", "DoS: segment splitting of a huge input (cf. CVE-2025-30204)",
 		strings.Repeat(".", 100000), verifier.CodeTooLarge, nil)
@@ -387,7 +387,7 @@ func Build() (*Set, error) {
 	mal("flattened_json_serialization", "RFC 7515 §7.2.2",
 		`{"payload":"`+pSeg+`","protected":"`+hSeg+`","signature":"`+sigSeg+`"}`)
 	mal("raw_json", "not a JWS", C)
-	mal("waiting_token", "DESIGN.md: a waiting token can never pass as an admission token", "fgw2_AbCd_hoeiiktxjt_42_AAAAAAAAAAAAAAAAAAAAAA")
+	mal("waiting_token", "docs/DESIGN.md: a waiting token can never pass as an admission token", "fgw2_AbCd_hoeiiktxjt_42_AAAAAAAAAAAAAAAAAAAAAA")
 	mal("bearer_prefix_kept", "caller bug: scheme not stripped", "Bearer "+valid)
 	mal("header_not_object", "RFC 7515 §4: header is a JSON object", Sign(cur, `["EdDSA"]`, C))
 	mal("header_not_json", "RFC 7515 §5.2 step 3", Sign(cur, `alg=EdDSA`, C))
@@ -473,12 +473,12 @@ func Build() (*Set, error) {
 	typ("typ_jwt", "RFC 8725 §3.11 (generic JWT substituted)", signH(header(kid).with("typ", q("JWT"))))
 	typ("typ_uppercase", "exact comparison", signH(header(kid).with("typ", q("FLASHGATE-ADMISSION+JWT"))))
 	typ("typ_application_prefix", "RFC 7515 §4.1.9 prefix form not accepted", signH(header(kid).with("typ", q("application/"+verifier.TokenType))))
-	typ("typ_waiting", "DESIGN.md waiting token has a different typ", signH(header(kid).with("typ", q("flashgate-waiting+jwt"))))
+	typ("typ_waiting", "docs/DESIGN.md waiting token has a different typ", signH(header(kid).with("typ", q("flashgate-waiting+jwt"))))
 	typ("typ_not_string", "RFC 7515 §4.1.9", signH(header(kid).with("typ", "1")))
 
 	// ---- 7. kid ----------------------------------------------------------------------
 	uk := func(name, source, tok string) { b.bad(name, source, tok, verifier.CodeUnknownKey, nil) }
-	uk("kid_missing", "DESIGN.md kid must name a known key", signH(header(kid).without("kid")))
+	uk("kid_missing", "docs/DESIGN.md kid must name a known key", signH(header(kid).without("kid")))
 	uk("kid_empty", "kid injection", Sign(cur, header("").String(), C))
 	uk("kid_path_traversal", "RFC 8725 §2.9/§3.10 kid injection (kid used as a file name)", Sign(cur, header("../../dev/null").String(), C))
 	uk("kid_sql_injection", "kid injection", Sign(cur, header("x' UNION SELECT 'key").String(), C))
@@ -492,7 +492,7 @@ func Build() (*Set, error) {
 	sigBytes, _ := b64.DecodeString(sigSeg)
 	sig("sig_unknown_key_known_kid", "forgery with a known kid", Sign(s.Rogue, H, C))
 	sig("sig_previous_key_current_kid", "kid/key mismatch", Sign(s.Previous, H, C))
-	sig("sig_forged_and_expired", "DESIGN.md: forged-and-expired reports the signature",
+	sig("sig_forged_and_expired", "docs/DESIGN.md: forged-and-expired reports the signature",
 		Sign(s.Rogue, H, claims().with("exp", num(IssuedAt+10)).String()))
 	sig("sig_forged_wrong_claims", "signature before claims",
 		Sign(s.Rogue, H, claims().with("iss", q("https://evil.example")).with("product", q("sku-9")).String()))
@@ -510,7 +510,7 @@ func Build() (*Set, error) {
 
 	// ---- 10. claim types -------------------------------------------------------------
 	ic := func(name, source, tok string) { b.bad(name, source, tok, verifier.CodeInvalidClaims, nil) }
-	ic("exp_missing", "DESIGN.md integer exp required", signC(claims().without("exp")))
+	ic("exp_missing", "docs/DESIGN.md integer exp required", signC(claims().without("exp")))
 	ic("exp_string", "RFC 7519 §2 NumericDate", signC(claims().with("exp", q(num(ExpiresAt)))))
 	ic("exp_float", "integers only (1.0 refused)", signC(claims().with("exp", num(ExpiresAt)+".0")))
 	ic("exp_exponent", "integers only (1e3 refused)", signC(claims().with("exp", "1.7636803e9")))
@@ -520,11 +520,11 @@ func Build() (*Set, error) {
 	ic("exp_enormous", "integer overflow", signC(claims().with("exp", "99999999999999999999999999999")))
 	ic("exp_null", "RFC 7519 §2", signC(claims().with("exp", "null")))
 	ic("exp_not_after_iat", "exp > iat", signC(claims().with("exp", num(IssuedAt))))
-	ic("iat_missing", "DESIGN.md iat required", signC(claims().without("iat")))
+	ic("iat_missing", "docs/DESIGN.md iat required", signC(claims().without("iat")))
 	ic("iat_string", "RFC 7519 §2", signC(claims().with("iat", q(num(IssuedAt)))))
 	ic("nbf_string", "RFC 7519 §4.1.5", signC(claims().with("nbf", q(num(IssuedAt)))))
 	ic("nbf_float", "integers only", signC(claims().with("nbf", "1763680000.5")))
-	ic("jti_missing", "DESIGN.md jti = admission id (replay key)", signC(claims().without("jti")))
+	ic("jti_missing", "docs/DESIGN.md jti = admission id (replay key)", signC(claims().without("jti")))
 	ic("jti_empty", "jti non-empty", signC(claims().with("jti", q(""))))
 	ic("jti_number", "RFC 7519 §4.1.7 jti is a string", signC(claims().with("jti", "1234")))
 
@@ -546,24 +546,24 @@ func Build() (*Set, error) {
 	bp := func(name, source, tok string, mod func(*Case)) {
 		b.bad(name, source, tok, verifier.CodeBadProduct, mod)
 	}
-	bp("product_wrong", "DESIGN.md product claim", valid, func(c *Case) { c.Product = "sku-2" })
-	bp("product_missing", "DESIGN.md product claim", signC(claims().without("product")), nil)
-	bp("product_not_string", "DESIGN.md product claim", signC(claims().with("product", "1")), nil)
+	bp("product_wrong", "docs/DESIGN.md product claim", valid, func(c *Case) { c.Product = "sku-2" })
+	bp("product_missing", "docs/DESIGN.md product claim", signC(claims().without("product")), nil)
+	bp("product_not_string", "docs/DESIGN.md product claim", signC(claims().with("product", "1")), nil)
 	bp("product_case", "exact comparison", signC(claims().with("product", q("SKU-1"))), nil)
 	bp("product_not_configured", "fail closed: no expected product", valid, nil)
 	bu := func(name, source, tok string, mod func(*Case)) { b.bad(name, source, tok, verifier.CodeBadUser, mod) }
-	bu("user_wrong", "DESIGN.md user where the caller knows it", valid, func(c *Case) { c.User = "user-99999" })
+	bu("user_wrong", "docs/DESIGN.md user where the caller knows it", valid, func(c *Case) { c.User = "user-99999" })
 	bu("sub_missing", "RFC 7519 §4.1.2", signC(claims().without("sub")), nil)
 	bu("sub_empty", "RFC 7519 §4.1.2", signC(claims().with("sub", q(""))), nil)
 	bu("sub_not_string", "RFC 7519 §4.1.2", signC(claims().with("sub", "12345")), nil)
 
 	// ---- 12. lifetime ----------------------------------------------------------------------
-	b.bad("lifetime_too_long", "DESIGN.md exp − iat ≤ max lifetime",
+	b.bad("lifetime_too_long", "docs/DESIGN.md exp − iat ≤ max lifetime",
 		signC(claims().with("exp", num(IssuedAt+MaxLifetime+1))), verifier.CodeLifetimeTooLong, nil)
 	b.bad("lifetime_max_int", "exp = 2^53 − 1", signC(claims().with("exp", "9007199254740991")), verifier.CodeLifetimeTooLong, nil)
 
 	// ---- 13. time ------------------------------------------------------------------------------
-	b.bad("expired_now_eq_exp", "DESIGN.md exp == now is expired", valid, verifier.CodeExpired,
+	b.bad("expired_now_eq_exp", "docs/DESIGN.md exp == now is expired", valid, verifier.CodeExpired,
 		func(c *Case) { c.Now = ExpiresAt })
 	b.bad("expired_long_ago", "RFC 7519 §4.1.4", valid, verifier.CodeExpired, func(c *Case) { c.Now = ExpiresAt + 86400 })
 	b.bad("expired_leeway_edge", "now = exp + leeway is expired", valid, verifier.CodeExpired,
