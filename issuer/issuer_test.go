@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,20 +19,14 @@ import (
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/verifier"
 )
 
-// clock is a fake clock shared by several issuer replicas.
-type clock struct{ ms atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ms.Store(time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC).UnixMilli())
-	return c
-}
-func (c *clock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+// newClock is a fake clock (testkit.Clock) that moves only when told,
+// shared by several issuer replicas.
+func newClock() *testkit.Clock { return testkit.NewClock(testkit.Epoch.Local()) } // Local, as time.UnixMilli reads
 
 // testSigner signs like keys.Ring: header {"alg":"EdDSA","kid":"k1","typ":verifier.TokenType}.
 type testSigner struct{ priv ed25519.PrivateKey }
@@ -50,7 +43,7 @@ func (s *testSigner) Sign(payload []byte) (string, error) {
 
 var secret = []byte("0123456789abcdef0123456789abcdef")
 
-func newIssuer(t testing.TB, rdb issuer.Redis, clk *clock, mod ...func(*issuer.Config)) *issuer.Issuer {
+func newIssuer(t testing.TB, rdb issuer.Redis, clk *testkit.Clock, mod ...func(*issuer.Config)) *issuer.Issuer {
 	t.Helper()
 	cfg := issuer.Config{Redis: rdb, WaitingSecret: secret, Signer: newSigner(), Issuer: "https://issuer.test", Audience: "orders"}
 	if clk != nil {
@@ -64,7 +57,7 @@ func newIssuer(t testing.TB, rdb issuer.Redis, clk *clock, mod ...func(*issuer.C
 	return is
 }
 
-func setup(t testing.TB, c issuer.RoomConfig) (*issuer.Issuer, *clock, string, *redis.Client) {
+func setup(t testing.TB, c issuer.RoomConfig) (*issuer.Issuer, *testkit.Clock, string, *redis.Client) {
 	t.Helper()
 	rdb := redistest.Start(t).Client(t)
 	clk := newClock()

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/server"
@@ -41,17 +41,9 @@ var quiet = slog.New(slog.DiscardHandler)
 // secret is the waiting-token key of every issuer in these tests.
 var secret = []byte("faults-faults-faults-faults-0123")
 
-// clock is an injected clock (issuer.Config.Now) that moves only when told.
-type clock struct{ ms atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ms.Store(time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC).UnixMilli())
-	return c
-}
-
-func (c *clock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+// newClock is a fake clock (testkit.Clock) that moves only when told,
+// shared by several issuer replicas.
+func newClock() *testkit.Clock { return testkit.NewClock(testkit.Epoch.Local()) } // Local, as time.UnixMilli reads
 
 // newRing returns a fresh signing key ring.
 func newRing(t testing.TB) *keys.Ring {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/issuer"
 )
 
@@ -49,7 +50,7 @@ type world struct {
 	is   *issuer.Issuer
 }
 
-func newWorld(t *testing.T, name string, clk *clock, hook redis.Hook, def *issuer.RoomConfig) *world {
+func newWorld(t *testing.T, name string, clk *testkit.Clock, hook redis.Hook, def *issuer.RoomConfig) *world {
 	t.Helper()
 	rdb := redistest.Start(t).Client(t)
 	if hook != nil {
