@@ -6,13 +6,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flashgate/flashgate"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate"
 )
 
-// Signer signs an admission token's claims (JSON) as a compact JWS with
-// header {"alg":"EdDSA","kid":…,"typ":verifier.TokenType}. keys.Ring and
-// keys.FileRing implement it.
+// Signer signs an admission token's claims (flashgate.Claims.JSON) as a
+// compact JWS with the protected header flashgate.NewHeader(kid). keys.Ring
+// and keys.FileRing implement it.
 type Signer interface {
 	Sign(payload []byte) (string, error)
 }

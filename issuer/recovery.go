@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashgate/flashgate"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate"
 )
 
 // Recovery after a Redis data loss (a restart without persistence, a

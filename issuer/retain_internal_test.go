@@ -5,9 +5,10 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/flashgate/flashgate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate"
 )
 
 // aliased returns a string sharing b's bytes, as fiber's request strings

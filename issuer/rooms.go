@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flashgate/flashgate"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate"
 )
 
 // SetRoom creates or replaces room's configuration (zero fields take their

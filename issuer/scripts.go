@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flashgate/flashgate"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate"
 )
 
 //go:embed lua/*.lua

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/problem"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/valyala/fasthttp"
+
+	"github.com/flashgate/flashgate/problem"
 )
 
 // junk returns n random bytes without CR or LF (so they never end a line),

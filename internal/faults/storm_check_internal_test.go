@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/flashgate/flashgate"
 )
 
 // TestStormChecks feeds the storm's checks made-up histories, so that a
