@@ -22,9 +22,10 @@ type Admission struct {
 // (EdDSA JWT, exp = the active entry's expiry). Re-minting the same admission
 // gives the same jti and exp (and, with the same key, the same token).
 //
-// Errors: those of Status, plus flashgate.ErrNotAdmitted (still waiting; its
-// *flashgate.Error.Entry is the WAITING entry), flashgate.ErrExpired,
-// flashgate.ErrCompleted, flashgate.ErrRevoked, flashgate.ErrNotFound, flashgate.ErrInternal (no signer, sign failure).
+// Errors: those of Status, plus flashgate.ErrNotAdmitted (still waiting: a
+// *NotAdmittedError carrying the WAITING entry), flashgate.ErrExpired,
+// flashgate.ErrCompleted, flashgate.ErrRevoked, flashgate.ErrNotFound,
+// flashgate.ErrInternal (no signer, sign failure).
 func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string) (*Admission, error) {
 	ref, err := is.checkWaiting(room, user, waitingToken)
 	if err != nil {
