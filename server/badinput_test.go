@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/issuer"
 )
 
@@ -51,24 +52,6 @@ func (e *env) unchanged(what string, f func()) {
 	before := snapshot(e.t, e.rdb)
 	f()
 	require.Equal(e.t, before, snapshot(e.t, e.rdb), "%s changed Redis", what)
-}
-
-// fakeClock is an issuer clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 // populated is a private env with a room (capacity 1) where alice is
@@ -202,7 +185,7 @@ func TestMissingUserHeader(t *testing.T) {
 }
 
 func TestWaitingTokens(t *testing.T) {
-	clk := &fakeClock{t: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	p := newPopulated(t, clk.Now)
 	routes := []struct{ method, path string }{
 		{"GET", "/v1/rooms/%s/status"},
@@ -268,7 +251,7 @@ func TestWaitingTokens(t *testing.T) {
 
 	// Expired: alice's admission lapses (session 5 min). Exchange answers
 	// 410 expired and changes nothing; status reports EXPIRED.
-	clk.Add(issuer.DefaultSessionDuration + time.Second)
+	clk.Advance(issuer.DefaultSessionDuration + time.Second)
 	p.unchanged("exchange of an expired admission", func() {
 		p.exchange(p.room, "alice", p.alice).problem(t, 410, "expired")
 		p.exchange(p.room, "alice", p.alice).problem(t, 410, "expired")

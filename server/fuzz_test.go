@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/issuer"
 )
 
@@ -31,7 +32,7 @@ func clean(s string) string {
 // The issuer's clock is frozen, so that no admission lapses during a long
 // run (a lapse is housekeeping a refused completion may record).
 func FuzzHandlers(f *testing.F) {
-	clk := &fakeClock{t: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	e := newEnv(f, privateRedis(), withClock(clk.Now), withOptions(func(o *Options) { o.EnterPerUser, o.EnterWindow = 20, 10*time.Second }))
 	e.srv.sseMax, e.srv.sseInterval = 200*time.Millisecond, 50*time.Millisecond
 	room := e.room(issuer.RoomConfig{Capacity: 1})
