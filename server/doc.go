@@ -4,12 +4,42 @@
 //
 // # Identity
 //
-// Users are not authenticated here: the platform's gateway authenticates
-// them and passes the user id in a trusted header (Options.UserHeader,
-// default X-User-ID), which it must strip from client requests. Waiting
+// Users are not authenticated here. By default (Options.Identity "header")
+// the platform's gateway authenticates them and passes the user id in a
+// trusted header (Options.UserHeader, default X-User-ID), which it must
+// strip from client requests; browsers without such a gateway use visitor
+// mode (below). Waiting
 // tokens ("fgw2_…") are sent as "Authorization: Bearer <token>" or, for
 // EventSource clients that cannot set headers, as the waiting_token query
 // parameter.
+//
+// # Browsers: visitor identity and the admission cookie
+//
+// With Options.Identity "visitor" there is no gateway-provided user: the
+// server identifies browsers itself, and the user header is ignored (never
+// trusted). On first contact with enter, status, events, leave or exchange
+// it sets an HttpOnly visitor cookie, VisitorCookie ("flashgate_visitor";
+// Path=/, SameSite=Lax, Secure, Max-Age 30 days, host-only), whose value is
+// a random 128-bit id (base64url) "." its HMAC-SHA256 tag (16 bytes,
+// base64url) under Options.VisitorKey, which every replica shares. The user
+// id is "v_" + the id. A request carrying a valid cookie keeps its id, so
+// two tabs of one browser share one place in line; a cookie that is
+// malformed, oversized, spelt non-canonically or carries a wrong MAC is
+// ignored and replaced by a fresh visitor, as if absent — never an error,
+// and never a user id. The per-user enter limit counts valid cookies only.
+//
+// A successful exchange in visitor mode also sets the admission token as the
+// AdmissionCookie ("flashgate_admission", verifier.DefaultCookie, which
+// verifier.Middleware reads): HttpOnly, Secure, SameSite=Lax, Path=/,
+// Domain Options.CookieDomain if set, Max-Age the token's remaining
+// lifetime in whole seconds. The JSON answer is the same as in header mode.
+// Options.InsecureCookies drops Secure from both cookies: plain-http
+// localhost development only. The admission token's sub is the visitor's
+// "v_…" id, and /v1/complete checks no user in visitor mode.
+//
+// A bot can mint visitors at will (every cookie-less request is a new
+// one), so the per-user limit does not bound it: run visitor mode with
+// Options.EnterPerAddress, behind ProxyHeader and TrustedProxies.
 //
 // # Endpoints
 //
@@ -81,7 +111,7 @@
 //	invalid_input            400     malformed room/user id, bad room config, unknown JSON member, missing product
 //	malformed_json           400     body is not one JSON object
 //	bad_request              400     fiber/fasthttp could not parse the request
-//	missing_user             401     the trusted user header is absent
+//	missing_user             401     the trusted user header is absent (header mode)
 //	invalid_waiting_token    401     no or malformed waiting token
 //	invalid_admission_token  401     admission token refused by the verifier (+ reason)
 //	admin_unauthorized       401     admin token missing or wrong
@@ -146,8 +176,8 @@
 // handler alias buffers it reuses for later requests once the handler
 // returns. Handlers therefore copy every request value they pass on — room
 // and user ids, waiting and admission tokens, the product — where they read
-// it (param, header and query in handlers.go); bodies are decoded by
-// encoding/json, which copies; and the issuer copies whatever it keeps
+// it (param, header and query in handlers.go, cookie in visitor.go);
+// bodies are decoded by encoding/json, which copies; and the issuer copies whatever it keeps
 // (invariant 7, README "Invariants"). fiber's Immutable option, which copies every
 // value fiber hands out, is off: per request it cost two to three times as
 // much server CPU and allocations as these copies (README, "Measurements").

@@ -85,11 +85,18 @@ func param(c *fiber.Ctx, name string) string { return strings.Clone(c.Params(nam
 // header returns the request header name, copied.
 func header(c *fiber.Ctx, name string) string { return strings.Clone(c.Get(name)) }
 
+// (cookie, in visitor.go, copies the same way.)
+
 // query returns the query parameter name, copied.
 func query(c *fiber.Ctx, name string) string { return strings.Clone(c.Query(name)) }
 
-// user returns the trusted user id header; its validity is the issuer's to judge.
+// user returns the request's user id: in visitor mode the visitor's (never
+// an error), else the trusted user id header; its validity is the issuer's
+// to judge.
 func (s *Server) user(c *fiber.Ctx) (string, error) {
+	if s.visitors != nil {
+		return s.visitor(c), nil
+	}
 	u := header(c, s.userHdr)
 	if u == "" {
 		return "", problemFor(problem.MissingUser, "the "+s.userHdr+" header is missing: requests must pass the platform gateway")
@@ -180,6 +187,9 @@ func (s *Server) exchange(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if s.visitors != nil {
+		s.setAdmissionCookie(c, a.Token, a.ExpiresAt)
+	}
 	return c.JSON(ExchangeResponse{AdmissionToken: a.Token, AdmissionID: a.ID, AdmissionNumber: a.Number,
 		ExpiresAt: a.ExpiresAt.Unix(), IssuedAt: a.IssuedAt.Unix()})
 }
@@ -197,7 +207,8 @@ type completeRequest struct {
 }
 
 // POST /v1/complete: verify the admission token (product from the request,
-// never from the token; user from the trusted header when present), then
+// never from the token; user from the trusted header when present, never
+// in visitor mode), then
 // consume the admission.
 func (s *Server) complete(c *fiber.Ctx) error {
 	raw, ok := problem.Bearer(header(c, fiber.HeaderAuthorization))
@@ -220,7 +231,7 @@ func (s *Server) complete(c *fiber.Ctx) error {
 	if product == "" {
 		return problemFor(string(flashgate.CodeInvalidInput), "product is required (query parameter or JSON body field)")
 	}
-	tok, err := s.verify.Verify(c.UserContext(), raw, verifier.Expect{Product: product, User: header(c, s.userHdr)})
+	tok, err := s.verify.Verify(c.UserContext(), raw, verifier.Expect{Product: product, User: s.trustedUser(c)})
 	if err != nil {
 		reason := verifier.CodeOf(err).String()
 		detail := "the admission token was refused: " + reason

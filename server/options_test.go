@@ -24,8 +24,17 @@ func TestOptionsValidate(t *testing.T) {
 		"bad range":                {Options{ProxyHeader: "X-Real-IP", TrustedProxies: []string{"10.0.0.0/40"}}, false},
 		"empty proxy entry":        {Options{ProxyHeader: "X-Real-IP", TrustedProxies: []string{"10.0.0.1", ""}}, false},
 		"negative timeouts":        {Options{BodyLimit: -1, HeaderTimeout: -1, RedisTimeout: -1}, true},
+		"header identity":          {Options{Identity: IdentityHeader}, true},
+		"visitor identity":         {Options{Identity: IdentityVisitor, VisitorKey: make([]byte, 32), CookieDomain: "shop.example"}, true},
+		"unknown identity":         {Options{Identity: "cookie"}, false},
+		"visitor without key":      {Options{Identity: IdentityVisitor}, false},
+		"visitor short key":        {Options{Identity: IdentityVisitor, VisitorKey: make([]byte, 31)}, false},
+		"bad cookie domain":        {Options{CookieDomain: "shop.example; Secure"}, false},
 	} {
 		err := c.o.Validate()
+		if name == "unknown identity" {
+			assert.ErrorContains(t, err, `"header" or "visitor"`)
+		}
 		if c.ok {
 			assert.NoError(t, err, name)
 		} else {

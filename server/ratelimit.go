@@ -11,7 +11,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/limiter"
 
-	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/problem"
 )
 
@@ -84,10 +83,12 @@ func (s *Server) enterLimits(opts Options) ([]fiber.Handler, error) {
 			Expiration: window,
 			// An absent or invalid user id is refused by the handler without
 			// touching Redis; keying on it would only let junk fill memory.
-			Next: func(c *fiber.Ctx) bool { return !issuer.ValidID(c.Get(s.userHdr)) },
+			// In visitor mode a request without a valid visitor cookie
+			// gets a fresh id, so only the per-address limit applies.
+			Next: func(c *fiber.Ctx) bool { return s.limitUser(c) == "" },
 			// The concatenation copies: fiber's strings point into buffers
 			// that are reused after the request.
-			KeyGenerator: func(c *fiber.Ctx) string { return "u:" + c.Get(s.userHdr) },
+			KeyGenerator: func(c *fiber.Ctx) string { return "u:" + s.limitUser(c) },
 			LimitReached: rateLimited("user"),
 		}))
 	}

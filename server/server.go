@@ -69,6 +69,22 @@ type Options struct {
 	// platform's gateway authenticates the user and sets it; it must strip
 	// the header from client requests. Default "X-User-ID".
 	UserHeader string
+	// Identity is how requests name their user: IdentityHeader ("header",
+	// the default; "" means it) trusts UserHeader; IdentityVisitor
+	// ("visitor") identifies browsers by a signed HttpOnly visitor cookie
+	// (VisitorCookie) the server sets on first contact, ignores UserHeader,
+	// and on a successful exchange also sets the admission token as the
+	// AdmissionCookie (package doc, "Browsers").
+	Identity string
+	// VisitorKey is the HMAC key of visitor cookies: at least MinVisitorKey
+	// (32) bytes, the same on every replica. Required in visitor mode.
+	VisitorKey []byte
+	// CookieDomain is the Domain attribute of the admission cookie (visitor
+	// mode), e.g. "shop.example" to reach the shop's hosts; empty: host-only.
+	CookieDomain string
+	// InsecureCookies drops the Secure attribute of the visitor and
+	// admission cookies: for plain-http localhost development only.
+	InsecureCookies bool
 	// BodyLimit is the largest request body in bytes (default 16 KiB).
 	BodyLimit int
 	// HeaderTimeout is the longest a client may take to send a request's
@@ -156,6 +172,10 @@ type Server struct {
 	adminSum [32]byte
 	admin    bool
 	m        *metrics
+	// visitors is set in visitor mode (Options.Identity).
+	visitors *visitors
+	// now is the clock of the admission cookie's Max-Age (tests replace it).
+	now func() time.Time
 
 	// notReady is the reason of the last /readyz answer ("" = ready), to log
 	// changes only.
@@ -178,7 +198,9 @@ type Server struct {
 
 // Validate reports the first setting of o out of its bounds: negative
 // enter limits or window, a ProxyHeader without TrustedProxies, a trusted
-// proxy that is not an IP address or CIDR range. Zero values pass (defaults:
+// proxy that is not an IP address or CIDR range, an Identity other than
+// "header" or "visitor", a VisitorKey under 32 bytes in visitor mode, a
+// CookieDomain with characters no domain has. Zero values pass (defaults:
 // UserHeader, BodyLimit, HeaderTimeout, RedisTimeout, EnterWindow; a zero
 // or negative BodyLimit or HeaderTimeout also means its default, and a
 // negative RedisTimeout means no bound). The Issuer and Keys that New
@@ -194,7 +216,7 @@ func (o Options) Validate() error {
 	if o.EnterWindow < 0 {
 		return errors.New("server: Options.EnterWindow must be >= 0")
 	}
-	return nil
+	return o.validateIdentity()
 }
 
 // New returns a Server with every route registered.
@@ -234,7 +256,10 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{is: opts.Issuer, keys: opts.Keys, verify: v, log: opts.Logger,
-		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout}
+		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout, now: time.Now}
+	if opts.Identity == IdentityVisitor {
+		s.visitors = &visitors{key: bytes.Clone(opts.VisitorKey), secure: !opts.InsecureCookies, domain: opts.CookieDomain}
+	}
 	if opts.AdminToken != "" {
 		s.admin, s.adminSum = true, sha256.Sum256([]byte(opts.AdminToken))
 	}
