@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -31,6 +33,10 @@ type serveConfig struct {
 	Audience               string        `env:"AUDIENCE" envDefault:"orders" help:"aud claim of admission tokens"`
 	AdminToken             string        `env:"ADMIN_TOKEN" help:"bearer token of the admin API (/admin/...); empty disables the admin API"`
 	UserHeader             string        `env:"USER_HEADER" envDefault:"X-User-ID" help:"trusted header carrying the user id (set by your gateway)"`
+	Identity               string        `env:"IDENTITY" envDefault:"header" help:"header | visitor: trust FLASHGATE_USER_HEADER from your gateway, or identify browsers by a signed HttpOnly visitor cookie (the user header is then ignored, and exchange also sets the flashgate_admission cookie)"`
+	VisitorKey             string        `env:"VISITOR_KEY" help:"base64 HMAC key of visitor cookies, at least 32 bytes, the same on every replica; unset: derived from the waiting-token secret"`
+	CookieDomain           string        `env:"COOKIE_DOMAIN" help:"Domain attribute of the flashgate_admission cookie (visitor mode), e.g. shop.example; unset: host-only"`
+	InsecureCookies        bool          `env:"INSECURE_COOKIES" envDefault:"false" help:"drop the Secure attribute of the visitor and admission cookies: plain-http localhost development only"`
 	WaitingSecret          string        `env:"WAITING_SECRET" help:"base64 HMAC key for waiting tokens, at least 32 bytes, the same on every replica; unset: created once and shared through Redis"`
 	DefaultRoom            string        `env:"DEFAULT_ROOM" envDefault:"off" help:"off | open | paused: create unknown rooms on first enter with the defaults below"`
 	DefaultCapacity        int           `env:"DEFAULT_CAPACITY" envDefault:"100" help:"total active users of rooms created by DEFAULT_ROOM"`
@@ -102,6 +108,9 @@ func (c *serveConfig) validate() error {
 	if _, err := c.waitingSecret(); err != nil {
 		return err
 	}
+	if err := c.validateIdentity(); err != nil {
+		return err
+	}
 	return c.validateLimits()
 }
 
@@ -120,6 +129,7 @@ func (c *serveConfig) validateLimits() error {
 	}
 	opts := c.serverOptions()
 	opts.EnterPerAddress = c.EnterPerAddress // as set, even where it is not applied
+	opts.Identity = server.IdentityHeader    // validateIdentity's; the key comes later
 	if err := opts.Validate(); err != nil {
 		return fmt.Errorf("FLASHGATE_ENTER_PER_*, FLASHGATE_PROXY_HEADER, FLASHGATE_TRUSTED_PROXIES: %w", err)
 	}
@@ -140,7 +150,43 @@ func (c *serveConfig) issuerConfig() issuer.Config {
 func (c *serveConfig) serverOptions() server.Options {
 	return server.Options{AdminToken: c.AdminToken, UserHeader: c.UserHeader,
 		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
-		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisTimeout: c.RedisTimeout}
+		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisTimeout: c.RedisTimeout,
+		Identity: c.Identity, CookieDomain: c.CookieDomain, InsecureCookies: c.InsecureCookies}
+}
+
+// validateIdentity checks FLASHGATE_IDENTITY, FLASHGATE_VISITOR_KEY and
+// FLASHGATE_COOKIE_DOMAIN.
+func (c *serveConfig) validateIdentity() error {
+	switch c.Identity {
+	case server.IdentityHeader, server.IdentityVisitor:
+	default:
+		return fmt.Errorf("FLASHGATE_IDENTITY must be %s or %s, got %q", server.IdentityHeader, server.IdentityVisitor, c.Identity)
+	}
+	if _, err := c.visitorKey(); err != nil {
+		return err
+	}
+	if err := (server.Options{CookieDomain: c.CookieDomain}).Validate(); err != nil {
+		return fmt.Errorf("FLASHGATE_COOKIE_DOMAIN: %w", err)
+	}
+	return nil
+}
+
+// visitorKey decodes FLASHGATE_VISITOR_KEY; nil when unset.
+func (c *serveConfig) visitorKey() ([]byte, error) {
+	return decodeKey("FLASHGATE_VISITOR_KEY", c.VisitorKey)
+}
+
+// visitorKeyLabel is the message whose HMAC under the waiting-token secret
+// is the visitor key when FLASHGATE_VISITOR_KEY is unset.
+const visitorKeyLabel = "flashgate visitor v1"
+
+// deriveVisitorKey is HMAC-SHA256(waiting secret, "flashgate visitor v1"):
+// every replica that shares the waiting secret agrees on it, and it
+// reveals nothing of the secret.
+func deriveVisitorKey(waitingSecret []byte) []byte {
+	m := hmac.New(sha256.New, waitingSecret)
+	m.Write([]byte(visitorKeyLabel))
+	return m.Sum(nil)
 }
 
 // enterPerAddress is the per-address enter limit in effect: off without a
@@ -166,19 +212,25 @@ func (c *serveConfig) defaultRoom() *issuer.RoomConfig {
 // waitingSecret decodes FLASHGATE_WAITING_SECRET (standard or URL-safe
 // base64, padded or not); nil when unset.
 func (c *serveConfig) waitingSecret() ([]byte, error) {
-	if c.WaitingSecret == "" {
+	return decodeKey("FLASHGATE_WAITING_SECRET", c.WaitingSecret)
+}
+
+// decodeKey decodes the base64 key in variable name (standard or URL-safe,
+// padded or not) of at least 32 bytes; nil when unset.
+func decodeKey(name, value string) ([]byte, error) {
+	if value == "" {
 		return nil, nil
 	}
-	s := strings.TrimSpace(c.WaitingSecret)
+	s := strings.TrimSpace(value)
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
 		if b, err := enc.DecodeString(s); err == nil {
 			if len(b) < 32 {
-				return nil, fmt.Errorf("FLASHGATE_WAITING_SECRET must decode to at least 32 bytes, got %d (try: openssl rand -base64 32)", len(b))
+				return nil, fmt.Errorf("%s must decode to at least 32 bytes, got %d (try: openssl rand -base64 32)", name, len(b))
 			}
 			return b, nil
 		}
 	}
-	return nil, fmt.Errorf("FLASHGATE_WAITING_SECRET is not base64 (try: openssl rand -base64 32)")
+	return nil, fmt.Errorf("%s is not base64 (try: openssl rand -base64 32)", name)
 }
 
 func parseLevel(s string) (slog.Level, error) {

@@ -20,6 +20,7 @@ func TestServeEnvDefaultsArePackageDefaults(t *testing.T) {
 		"Issuer":                 issuer.DefaultIssuer,
 		"Audience":               issuer.DefaultAudience,
 		"UserHeader":             server.DefaultUserHeader,
+		"Identity":               server.IdentityHeader,
 		"DefaultCapacity":        strconv.Itoa(issuer.DefaultCapacity),
 		"DefaultRate":            strconv.Itoa(issuer.DefaultRatePerMinute),
 		"DefaultSessionDuration": issuer.DefaultSessionDuration.String(),

@@ -124,6 +124,24 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	}
 	opts := c.serverOptions()
 	opts.Issuer, opts.Keys, opts.Logger, opts.RedisHealth = is, ring, log, breaker
+	if c.Identity == server.IdentityVisitor {
+		if opts.VisitorKey, err = c.visitorKey(); err != nil {
+			return err
+		}
+		if opts.VisitorKey == nil {
+			opts.VisitorKey = deriveVisitorKey(secret)
+		}
+		log.Info("visitor identity: browsers are identified by a signed cookie; the user header is ignored",
+			"visitor_key", map[bool]string{true: "derived from the waiting-token secret", false: "FLASHGATE_VISITOR_KEY"}[c.VisitorKey == ""],
+			"cookie_domain", c.CookieDomain, "per_address_limit", c.enterPerAddress())
+		if c.enterPerAddress() == 0 {
+			log.Warn("visitor identity without a per-address enter limit: anyone can mint visitors at will; " +
+				"set FLASHGATE_PROXY_HEADER and FLASHGATE_TRUSTED_PROXIES (and FLASHGATE_ENTER_PER_ADDRESS)")
+		}
+	}
+	if c.InsecureCookies {
+		log.Warn("FLASHGATE_INSECURE_COOKIES is set: cookies lack Secure (plain-http localhost development only)")
+	}
 	srv, err := server.New(opts)
 	if err != nil {
 		return err
