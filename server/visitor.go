@@ -51,7 +51,7 @@ const (
 	visitorLabel     = "flashgate visitor id v1\x00"
 )
 
-// visitorB64 is strict: the 2 unused bits of the last character must be
+// visitorB64 is strict: the 4 unused bits of the last character must be
 // zero, so that one id has exactly one spelling.
 var visitorB64 = base64.RawURLEncoding.Strict()
 

@@ -147,7 +147,7 @@ func TestVisitorCheckRejectsNonCanonicalIDs(t *testing.T) {
 	got, ok := v.check(value)
 	require.True(t, ok)
 	assert.Equal(t, id, got)
-	// The last character of a 16-byte base64url id carries 2 unused bits:
+	// The last character of a 16-byte base64url id carries 4 unused bits:
 	// a variant spelling of the same bytes (same MAC) is refused, so one
 	// cookie cannot be turned into several user ids.
 	alphabet := "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
