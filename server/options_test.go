@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -24,6 +25,13 @@ func TestOptionsValidate(t *testing.T) {
 		"bad range":                {Options{ProxyHeader: "X-Real-IP", TrustedProxies: []string{"10.0.0.0/40"}}, false},
 		"empty proxy entry":        {Options{ProxyHeader: "X-Real-IP", TrustedProxies: []string{"10.0.0.1", ""}}, false},
 		"negative timeouts":        {Options{BodyLimit: -1, HeaderTimeout: -1, RedisTimeout: -1}, true},
+		"origins":                  {Options{ReturnOrigins: []string{"https://shop.example", "http://localhost:8080"}, CORSOrigins: []string{" https://Shop.example:443 "}}, true},
+		"return origin with path":  {Options{ReturnOrigins: []string{"https://shop.example/"}}, false},
+		"return origin no scheme":  {Options{ReturnOrigins: []string{"shop.example"}}, false},
+		"cors wildcard":            {Options{CORSOrigins: []string{"*"}}, false},
+		"cors origin with query":   {Options{CORSOrigins: []string{"https://shop.example?x=1"}}, false},
+		"cors empty entry":         {Options{CORSOrigins: []string{"https://shop.example", ""}}, false},
+		"cors other scheme":        {Options{CORSOrigins: []string{"chrome-extension://abc"}}, false},
 	} {
 		err := c.o.Validate()
 		if c.ok {
@@ -32,4 +40,6 @@ func TestOptionsValidate(t *testing.T) {
 			assert.Error(t, err, name)
 		}
 	}
+	err := Options{CORSOrigins: []string{"https://shop.example/cart"}}.Validate()
+	require.ErrorContains(t, err, `Options.CORSOrigins: "https://shop.example/cart" is not an origin (scheme://host[:port], no path)`)
 }
