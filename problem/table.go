@@ -19,6 +19,7 @@ const (
 	RequestTimeout    = "request_timeout"
 	NotReady          = "not_ready"
 	RateLimited       = "rate_limited"
+	CORSOriginRefused = "cors_origin_refused" // a CORS preflight from an Origin not in the server's list
 )
 
 // The domain codes (flashgate.Code values), spelled here so this package
@@ -87,6 +88,7 @@ func init() {
 	row(RequestTimeout, http.StatusRequestTimeout, "Request timeout")
 	row(NotReady, http.StatusServiceUnavailable, "Not ready")
 	row(RateLimited, http.StatusTooManyRequests, "Too many requests")
+	row(CORSOriginRefused, http.StatusForbidden, "Cross-origin request refused")
 }
 
 // Lookup returns the row of code; an unknown code gets the "internal" row

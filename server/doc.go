@@ -118,6 +118,7 @@
 //	room_closed              403     the room accepts no new entries
 //	token_owner_mismatch     403     a waiting token issued to another user (or room)
 //	admission_token_scope    403     valid admission token for another product or user (reason bad_product / bad_user)
+//	cors_origin_refused      403     a CORS preflight (OPTIONS /v1/…) from an Origin not in Options.CORSOrigins
 //	unknown_room             404     no such waiting room
 //	not_found                404     nothing to leave, unknown admission
 //	unknown_route            404     no such route (and the admin API when disabled)
@@ -169,6 +170,27 @@
 // the TCP peer's unless Options.ProxyHeader is set and the peer is one of
 // Options.TrustedProxies; behind a gateway or CDN without them, every
 // request has the proxy's address.
+//
+// # Browsers: CORS and the way back
+//
+// With Options.CORSOrigins set, pages on those origins may call the /v1
+// routes from a browser, credentials included: a request whose Origin is
+// listed gets Access-Control-Allow-Origin (that origin),
+// Access-Control-Allow-Credentials: true and Access-Control-Expose-Headers:
+// Retry-After, problems included; every /v1 answer has Vary: Origin. A
+// preflight (OPTIONS /v1/… with Access-Control-Request-Method) from a listed
+// origin is answered 204 with Access-Control-Allow-Methods: GET, POST,
+// Access-Control-Allow-Headers: Authorization, Content-Type and the user
+// header, Access-Control-Max-Age: 600; from any other origin 403
+// cors_origin_refused, without CORS headers. /admin, /healthz, /readyz,
+// /metrics and the JWKS never carry CORS headers. Without CORSOrigins an
+// OPTIONS is 405, as any unsupported method.
+//
+// Server.ReturnURL (ReturnPolicy) checks the return URL the edge worker
+// adds to its redirect to the waiting page against Options.ReturnOrigins:
+// only an absolute http(s) URL on one of those origins, without userinfo,
+// backslashes, whitespace or control characters, at most 2048 bytes, is
+// accepted, in canonical form.
 //
 // # Request values
 //

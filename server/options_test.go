@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -30,6 +31,13 @@ func TestOptionsValidate(t *testing.T) {
 		"visitor without key":      {Options{Identity: IdentityVisitor}, false},
 		"visitor short key":        {Options{Identity: IdentityVisitor, VisitorKey: make([]byte, 31)}, false},
 		"bad cookie domain":        {Options{CookieDomain: "shop.example; Secure"}, false},
+		"origins":                  {Options{ReturnOrigins: []string{"https://shop.example", "http://localhost:8080"}, CORSOrigins: []string{" https://Shop.example:443 "}}, true},
+		"return origin with path":  {Options{ReturnOrigins: []string{"https://shop.example/"}}, false},
+		"return origin no scheme":  {Options{ReturnOrigins: []string{"shop.example"}}, false},
+		"cors wildcard":            {Options{CORSOrigins: []string{"*"}}, false},
+		"cors origin with query":   {Options{CORSOrigins: []string{"https://shop.example?x=1"}}, false},
+		"cors empty entry":         {Options{CORSOrigins: []string{"https://shop.example", ""}}, false},
+		"cors other scheme":        {Options{CORSOrigins: []string{"chrome-extension://abc"}}, false},
 	} {
 		err := c.o.Validate()
 		if name == "unknown identity" {
@@ -41,4 +49,6 @@ func TestOptionsValidate(t *testing.T) {
 			assert.Error(t, err, name)
 		}
 	}
+	err := Options{CORSOrigins: []string{"https://shop.example/cart"}}.Validate()
+	require.ErrorContains(t, err, `Options.CORSOrigins: "https://shop.example/cart" is not an origin (scheme://host[:port], no path)`)
 }

@@ -135,6 +135,14 @@ type Options struct {
 	// copies it may keep; not the queue store's outages and refusals, which
 	// are counted) and readiness changes; nil means slog.Default().
 	Logger *slog.Logger
+	// ReturnOrigins are the origins (scheme://host[:port], e.g.
+	// "https://shop.example") a shopper may be sent back to from the
+	// waiting page (Server.ReturnURL). None: every return URL is refused.
+	ReturnOrigins []string
+	// CORSOrigins are the origins (scheme://host[:port]) whose pages may
+	// call the /v1 API from a browser with credentials (CORS; never
+	// /admin). None: no CORS headers, and preflights answer 405.
+	CORSOrigins []string
 	// RedisHealth, when set, is exported as flashgate_redis_up,
 	// flashgate_redis_failures_total and flashgate_redis_rejected_total
 	// (flashgate serve passes the breaker of its Redis client).
@@ -175,7 +183,9 @@ type Server struct {
 	// visitors is set in visitor mode (Options.Identity).
 	visitors *visitors
 	// now is the clock of the admission cookie's Max-Age (tests replace it).
-	now func() time.Time
+	now     func() time.Time
+	returns *ReturnPolicy
+	cors    *cors // nil: CORS off
 
 	// notReady is the reason of the last /readyz answer ("" = ready), to log
 	// changes only.
@@ -203,9 +213,10 @@ type Server struct {
 // CookieDomain with characters no domain has. Zero values pass (defaults:
 // UserHeader, BodyLimit, HeaderTimeout, RedisTimeout, EnterWindow; a zero
 // or negative BodyLimit or HeaderTimeout also means its default, and a
-// negative RedisTimeout means no bound). The Issuer and Keys that New
-// requires are not checked here, so a process can check its settings before
-// it builds them.
+// negative RedisTimeout means no bound), a ReturnOrigins or CORSOrigins
+// entry that is not an http(s) origin (scheme://host[:port], no path). The
+// Issuer and Keys that New requires are not checked here, so a process can
+// check its settings before it builds them.
 func (o Options) Validate() error {
 	if _, _, err := proxyConfig(o.ProxyHeader, o.TrustedProxies); err != nil {
 		return err
@@ -215,6 +226,12 @@ func (o Options) Validate() error {
 	}
 	if o.EnterWindow < 0 {
 		return errors.New("server: Options.EnterWindow must be >= 0")
+	}
+	if _, err := originSet("ReturnOrigins", o.ReturnOrigins); err != nil {
+		return err
+	}
+	if _, err := originSet("CORSOrigins", o.CORSOrigins); err != nil {
+		return err
 	}
 	return o.validateIdentity()
 }
@@ -265,6 +282,16 @@ func New(opts Options) (*Server, error) {
 	}
 	if s.m, err = newMetrics(opts.Registerer, opts.Gatherer, s.is, opts.RedisHealth); err != nil {
 		return nil, err
+	}
+	if s.returns, err = NewReturnPolicy(opts.ReturnOrigins); err != nil {
+		return nil, err
+	}
+	if len(opts.CORSOrigins) > 0 {
+		set, err := originSet("CORSOrigins", opts.CORSOrigins)
+		if err != nil {
+			return nil, err
+		}
+		s.cors = newCORS(set, opts.UserHeader)
 	}
 	enterLimits, err := s.enterLimits(opts)
 	if err != nil {
@@ -323,13 +350,19 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 
 	// api: no-store, and a bounded wait for the queue store (Options.RedisTimeout).
 	api := s.noStoreBudget
-	enter := append(append([]fiber.Handler{api}, enterLimits...), requireJSON, noMembers, s.enter)
-	a.Post("/v1/rooms/:room/enter", enter...)
-	a.Get("/v1/rooms/:room/status", api, s.status)
-	a.Get("/v1/rooms/:room/events", api, s.events)
-	a.Post("/v1/rooms/:room/leave", api, requireJSON, noMembers, s.leave)
-	a.Post("/v1/rooms/:room/exchange", api, requireJSON, noMembers, s.exchange)
-	a.Post("/v1/complete", api, requireJSON, s.complete)
+	// v1: the public API's chain, CORS headers first (Options.CORSOrigins).
+	v1 := []fiber.Handler{api}
+	if s.cors != nil {
+		v1 = []fiber.Handler{s.cors.handle, api}
+		a.Options("/v1/*", s.cors.preflight)
+	}
+	with := func(hs ...fiber.Handler) []fiber.Handler { return append(slices.Clone(v1), hs...) }
+	a.Post("/v1/rooms/:room/enter", with(append(slices.Clone(enterLimits), requireJSON, noMembers, s.enter)...)...)
+	a.Get("/v1/rooms/:room/status", with(s.status)...)
+	a.Get("/v1/rooms/:room/events", with(s.events)...)
+	a.Post("/v1/rooms/:room/leave", with(requireJSON, noMembers, s.leave)...)
+	a.Post("/v1/rooms/:room/exchange", with(requireJSON, noMembers, s.exchange)...)
+	a.Post("/v1/complete", with(requireJSON, s.complete)...)
 
 	if s.admin {
 		auth := s.adminAuth

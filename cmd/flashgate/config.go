@@ -48,6 +48,8 @@ type serveConfig struct {
 	EnterWindow            time.Duration `env:"ENTER_WINDOW" envDefault:"10s" help:"fixed window of the enter limits (whole seconds)"`
 	ProxyHeader            string        `env:"PROXY_HEADER" help:"header in which your gateway/CDN passes the client address (e.g. X-Real-IP, CF-Connecting-IP; X-Forwarded-For only if the proxy overwrites it); believed only from FLASHGATE_TRUSTED_PROXIES"`
 	TrustedProxies         []string      `env:"TRUSTED_PROXIES" envSeparator:"," help:"comma-separated IP addresses and CIDR ranges of the proxies whose FLASHGATE_PROXY_HEADER is believed; required with it"`
+	ReturnOrigins          []string      `env:"RETURN_ORIGINS" envSeparator:"," help:"comma-separated origins (scheme://host[:port], e.g. https://shop.example) the waiting page may send a shopper back to (the worker's return parameter); unset: none"`
+	CORSOrigins            []string      `env:"CORS_ORIGINS" envSeparator:"," help:"comma-separated origins (scheme://host[:port]) whose pages may call /v1 from a browser, with credentials (CORS; never /admin); unset: no CORS"`
 	CompletionReplicas     int           `env:"COMPLETION_REPLICAS" envDefault:"0" help:"Sentinel/standalone with replicas: completions and revocations wait (Redis WAIT) for this many replica acknowledgements and fail closed (503) without them; 0 disables; not on Cluster"`
 	CompletionTimeout      time.Duration `env:"COMPLETION_TIMEOUT" envDefault:"200ms" help:"how long a completion waits for FLASHGATE_COMPLETION_REPLICAS acknowledgements"`
 	StatusSnapshot         time.Duration `env:"STATUS_SNAPSHOT" envDefault:"500ms" help:"largest age of the per-replica room snapshot that answers status for users far behind the head (position_estimated); negative: every status asks Redis"`
@@ -111,7 +113,27 @@ func (c *serveConfig) validate() error {
 	if err := c.validateIdentity(); err != nil {
 		return err
 	}
+	if err := c.validateOrigins(); err != nil {
+		return err
+	}
 	return c.validateLimits()
+}
+
+// validateOrigins checks FLASHGATE_RETURN_ORIGINS and FLASHGATE_CORS_ORIGINS
+// (server.Options.Validate's rules), each under its own name.
+func (c *serveConfig) validateOrigins() error {
+	for _, l := range [][]string{c.ReturnOrigins, c.CORSOrigins} {
+		for i, o := range l {
+			l[i] = strings.TrimSpace(o)
+		}
+	}
+	if err := (server.Options{ReturnOrigins: c.ReturnOrigins}).Validate(); err != nil {
+		return fmt.Errorf("FLASHGATE_RETURN_ORIGINS: %w", err)
+	}
+	if err := (server.Options{CORSOrigins: c.CORSOrigins}).Validate(); err != nil {
+		return fmt.Errorf("FLASHGATE_CORS_ORIGINS: %w", err)
+	}
+	return nil
 }
 
 // validateLimits checks the enter limits and the proxy settings; the
@@ -151,7 +173,8 @@ func (c *serveConfig) serverOptions() server.Options {
 	return server.Options{AdminToken: c.AdminToken, UserHeader: c.UserHeader,
 		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
 		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisTimeout: c.RedisTimeout,
-		Identity: c.Identity, CookieDomain: c.CookieDomain, InsecureCookies: c.InsecureCookies}
+		Identity: c.Identity, CookieDomain: c.CookieDomain, InsecureCookies: c.InsecureCookies,
+		ReturnOrigins: c.ReturnOrigins, CORSOrigins: c.CORSOrigins}
 }
 
 // validateIdentity checks FLASHGATE_IDENTITY, FLASHGATE_VISITOR_KEY and

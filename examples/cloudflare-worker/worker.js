@@ -352,6 +352,9 @@ function refuse(request, cfg, product, reason, detail) {
     const to = new URL(cfg.waitingRoomURL);
     to.searchParams.set("room", product);
     to.searchParams.set("reason", reason);
+    // The way back: the waiting page sends the shopper here once admitted
+    // (the issuer checks it against FLASHGATE_RETURN_ORIGINS first).
+    to.searchParams.set("return", request.url);
     return new Response(null, { status: 302, headers: { location: to.toString(), "cache-control": "no-store" } });
   }
   let status = 401;

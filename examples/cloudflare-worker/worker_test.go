@@ -437,6 +437,10 @@ func (e *env) refused(c, product, token, how string, status int, reason string) 
 	require.Equal(t, waitingRoom, loc.Scheme+"://"+loc.Host+loc.Path, c)
 	require.Equal(t, product, loc.Query().Get("room"), c)
 	require.Equal(t, reason, loc.Query().Get("reason"), c)
+	// The way back: the original request URL, query and all (URL-encoded,
+	// so it is one parameter whatever it holds).
+	require.Equal(t, e.worker+path+"-browser", loc.Query().Get("return"), c)
+	require.Contains(t, loc.RawQuery, "return="+url.QueryEscape(e.worker+path+"-browser"), c)
 
 	_, reached := e.origin.got(c)
 	_, reachedB := e.origin.got(c + "-browser")
