@@ -218,6 +218,7 @@ func (e *env) do(r req) resp {
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	require.NoError(e.t, err)
+	checkOpenAPI(e.t, hr, res.StatusCode, res.Header, b) // openapi_test.go
 	return resp{status: res.StatusCode, header: res.Header, body: b}
 }
 
