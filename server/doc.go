@@ -57,6 +57,7 @@
 //	POST   /admin/rooms/{room}/revoke        admin             200 {state, admission_id, revoked_at_ms, repeated}
 //	GET    /admin/rooms/{room}/stats         admin             200 Stats
 //	GET    /.well-known/jwks.json            -                 200 JWK Set (Cache-Control: public, max-age=60)
+//	GET    /flashgate-client.js              -                 200 the browser client, an ES module (text/javascript; public, max-age=300, ETag)
 //	GET    /healthz                          -                 200 while the process runs
 //	GET    /readyz                           -                 200 when Redis answers and takes writes and keys are loaded, else 503
 //	GET    /metrics                          -                 200 Prometheus text format
@@ -185,6 +186,15 @@
 // cors_origin_refused, without CORS headers. /admin, /healthz, /readyz,
 // /metrics and the JWKS never carry CORS headers. Without CORSOrigins an
 // OPTIONS is 405, as any unsupported method.
+//
+// /flashgate-client.js is a dependency-free ES module (page/flashgate-client.js,
+// embedded) for pages that call the API themselves: createClient({base,
+// fetch}) with enter, status, exchange, leave (credentials included; 429
+// and 503 retried after Retry-After ±20 %; errors thrown as FlashgateError
+// carrying the problem document) and updates, which follows an entry over
+// /events or, without EventSource or when it fails, by polling at
+// poll_after_ms ±20 %, keeping the last entry and backing off through
+// outages.
 //
 // Server.ReturnURL (ReturnPolicy) checks the return URL the edge worker
 // adds to its redirect to the waiting page against Options.ReturnOrigins:

@@ -347,6 +347,7 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 	a.Get("/readyz", s.readyz)
 	a.Get("/metrics", s.m.handler)
 	a.Get("/.well-known/jwks.json", s.jwks)
+	a.Get("/flashgate-client.js", s.clientJS)
 
 	// api: no-store, and a bounded wait for the queue store (Options.RedisTimeout).
 	api := s.noStoreBudget
