@@ -57,6 +57,11 @@
 //	POST   /admin/rooms/{room}/revoke        admin             200 {state, admission_id, revoked_at_ms, repeated}
 //	GET    /admin/rooms/{room}/stats         admin             200 Stats
 //	GET    /.well-known/jwks.json            -                 200 JWK Set (Cache-Control: public, max-age=60)
+//	GET    /flashgate-client.js              -                 200 the browser client, an ES module (text/javascript; public, max-age=300, ETag)
+//	GET    /wait/{room}?return=…             user (visitor)    200 the waiting page (HTML; enters the user); refusals render as the page with their status
+//	POST   /wait/{room}/continue             user (visitor)    303 to the validated return URL (or /) after the exchange: the page's button without JavaScript
+//	GET    /wait?room=…&return=…             -                 302 to /wait/{room}, query kept (the worker's FLASHGATE_WAITING_ROOM_URL)
+//	GET    /wait/assets/wait.js, wait.css    -                 200 the page's script and styles (public, max-age=300, ETag)
 //	GET    /healthz                          -                 200 while the process runs
 //	GET    /readyz                           -                 200 when Redis answers and takes writes and keys are loaded, else 503
 //	GET    /metrics                          -                 200 Prometheus text format
@@ -185,6 +190,38 @@
 // cors_origin_refused, without CORS headers. /admin, /healthz, /readyz,
 // /metrics and the JWKS never carry CORS headers. Without CORSOrigins an
 // OPTIONS is 405, as any unsupported method.
+//
+// /flashgate-client.js is a dependency-free ES module (page/flashgate-client.js,
+// embedded) for pages that call the API themselves: createClient({base,
+// fetch}) with enter, status, exchange, leave (credentials included; 429
+// and 503 retried after Retry-After ±20 %; errors thrown as FlashgateError
+// carrying the problem document) and updates, which follows an entry over
+// /events or, without EventSource or when it fails, by polling at
+// poll_after_ms ±20 %, keeping the last entry and backing off through
+// outages.
+//
+// # The waiting page
+//
+// GET /wait/{room} (page.go; page/wait.html, wait.js, wait.css embedded,
+// no build step) enters the request's user (idempotent: a reload keeps the
+// place; the enter limits apply) and renders the answer: waiting (position,
+// people ahead, estimated wait, a progress bar from the position at entry),
+// paused, opens (before the event window: the time and a countdown), your
+// turn (a continue button; with JavaScript the page exchanges at once and
+// navigates to the return URL), sold out (room_closed, or room_state
+// closed), ended, unknown room (404), reconnecting (503/429 with
+// Retry-After: the place is kept) — never a problem document. The return
+// query parameter is checked with Server.ReturnURL when rendering; an
+// unlisted one is dropped and the page links to "/" instead. Live updates
+// come from wait.js over the browser client; without JavaScript a
+// <noscript> meta refresh at the poll interval reloads the server-rendered
+// state. Every page carries Cache-Control: no-store, a strict
+// Content-Security-Policy (default-src, script-src and style-src 'self',
+// form-action 'self' plus the return URL's origin, frame-ancestors 'none'),
+// X-Content-Type-Options: nosniff, Referrer-Policy: same-origin and
+// X-Frame-Options: DENY. Options.PageDir replaces the template with the
+// directory's wait.html (a PageView; parsed and tried on a sample at
+// startup).
 //
 // Server.ReturnURL (ReturnPolicy) checks the return URL the edge worker
 // adds to its redirect to the waiting page against Options.ReturnOrigins:

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"io"
 	"log/slog"
 	"maps"
@@ -139,6 +140,11 @@ type Options struct {
 	// "https://shop.example") a shopper may be sent back to from the
 	// waiting page (Server.ReturnURL). None: every return URL is refused.
 	ReturnOrigins []string
+	// PageDir, when set, is a directory whose wait.html (PageTemplate)
+	// replaces the built-in template of the waiting page (GET /wait/{room};
+	// the template gets a PageView). It is parsed, and tried on a sample
+	// view, by Validate and New: a broken template fails startup.
+	PageDir string
 	// CORSOrigins are the origins (scheme://host[:port]) whose pages may
 	// call the /v1 API from a browser with credentials (CORS; never
 	// /admin). None: no CORS headers, and preflights answer 405.
@@ -185,7 +191,9 @@ type Server struct {
 	// now is the clock of the admission cookie's Max-Age (tests replace it).
 	now     func() time.Time
 	returns *ReturnPolicy
-	cors    *cors // nil: CORS off
+	// pageTmpl is the waiting page's template (Options.PageDir or built in).
+	pageTmpl *template.Template
+	cors     *cors // nil: CORS off
 
 	// notReady is the reason of the last /readyz answer ("" = ready), to log
 	// changes only.
@@ -231,6 +239,9 @@ func (o Options) Validate() error {
 		return err
 	}
 	if _, err := originSet("CORSOrigins", o.CORSOrigins); err != nil {
+		return err
+	}
+	if _, err := loadPage(o.PageDir); err != nil {
 		return err
 	}
 	return o.validateIdentity()
@@ -281,6 +292,9 @@ func New(opts Options) (*Server, error) {
 		s.admin, s.adminSum = true, sha256.Sum256([]byte(opts.AdminToken))
 	}
 	if s.m, err = newMetrics(opts.Registerer, opts.Gatherer, s.is, opts.RedisHealth); err != nil {
+		return nil, err
+	}
+	if s.pageTmpl, err = loadPage(opts.PageDir); err != nil {
 		return nil, err
 	}
 	if s.returns, err = NewReturnPolicy(opts.ReturnOrigins); err != nil {
@@ -348,6 +362,9 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 	a.Get("/metrics", s.m.handler)
 	a.Get("/.well-known/jwks.json", s.jwks)
 	a.Get("/openapi.json", s.openapi)
+	a.Get("/flashgate-client.js", s.clientJS)
+	a.Get("/wait/assets/wait.js", s.pageScript)
+	a.Get("/wait/assets/wait.css", s.pageStyle)
 
 	// api: no-store, and a bounded wait for the queue store (Options.RedisTimeout).
 	api := s.noStoreBudget
@@ -364,6 +381,12 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 	a.Post("/v1/rooms/:room/leave", with(requireJSON, noMembers, s.leave)...)
 	a.Post("/v1/rooms/:room/exchange", with(requireJSON, noMembers, s.exchange)...)
 	a.Post("/v1/complete", with(requireJSON, s.complete)...)
+
+	// The waiting page: errors render as the page (pageGuard), and entering
+	// through it counts against the enter limits.
+	a.Get("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enterLimits), s.page)...)...)
+	a.Post("/wait/:room/continue", api, s.pageGuard, s.pageContinue)
+	a.Get("/wait", api, s.pageGuard, s.pageByQuery)
 
 	if s.admin {
 		auth := s.adminAuth

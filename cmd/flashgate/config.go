@@ -49,6 +49,7 @@ type serveConfig struct {
 	ProxyHeader            string        `env:"PROXY_HEADER" help:"header in which your gateway/CDN passes the client address (e.g. X-Real-IP, CF-Connecting-IP; X-Forwarded-For only if the proxy overwrites it); believed only from FLASHGATE_TRUSTED_PROXIES"`
 	TrustedProxies         []string      `env:"TRUSTED_PROXIES" envSeparator:"," help:"comma-separated IP addresses and CIDR ranges of the proxies whose FLASHGATE_PROXY_HEADER is believed; required with it"`
 	ReturnOrigins          []string      `env:"RETURN_ORIGINS" envSeparator:"," help:"comma-separated origins (scheme://host[:port], e.g. https://shop.example) the waiting page may send a shopper back to (the worker's return parameter); unset: none"`
+	PageDir                string        `env:"PAGE_DIR" help:"directory whose wait.html replaces the built-in waiting page template (GET /wait/{room}); parsed at startup, a broken template fails it; unset: built in"`
 	CORSOrigins            []string      `env:"CORS_ORIGINS" envSeparator:"," help:"comma-separated origins (scheme://host[:port]) whose pages may call /v1 from a browser, with credentials (CORS; never /admin); unset: no CORS"`
 	CompletionReplicas     int           `env:"COMPLETION_REPLICAS" envDefault:"0" help:"Sentinel/standalone with replicas: completions and revocations wait (Redis WAIT) for this many replica acknowledgements and fail closed (503) without them; 0 disables; not on Cluster"`
 	CompletionTimeout      time.Duration `env:"COMPLETION_TIMEOUT" envDefault:"200ms" help:"how long a completion waits for FLASHGATE_COMPLETION_REPLICAS acknowledgements"`
@@ -116,6 +117,9 @@ func (c *serveConfig) validate() error {
 	if err := c.validateOrigins(); err != nil {
 		return err
 	}
+	if err := (server.Options{PageDir: c.PageDir}).Validate(); err != nil {
+		return fmt.Errorf("FLASHGATE_PAGE_DIR: %w", err)
+	}
 	return c.validateLimits()
 }
 
@@ -174,7 +178,7 @@ func (c *serveConfig) serverOptions() server.Options {
 		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
 		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisTimeout: c.RedisTimeout,
 		Identity: c.Identity, CookieDomain: c.CookieDomain, InsecureCookies: c.InsecureCookies,
-		ReturnOrigins: c.ReturnOrigins, CORSOrigins: c.CORSOrigins}
+		ReturnOrigins: c.ReturnOrigins, CORSOrigins: c.CORSOrigins, PageDir: c.PageDir}
 }
 
 // validateIdentity checks FLASHGATE_IDENTITY, FLASHGATE_VISITOR_KEY and

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestServePageDirConfig(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "wait.html"), []byte(`<p>{{.Heading}}</p>`), 0o644))
+	c, err := loadServeEnv(map[string]string{"FLASHGATE_PAGE_DIR": dir})
+	require.NoError(t, err)
+	assert.Equal(t, dir, c.Serve.serverOptions().PageDir)
+
+	bad := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bad, "wait.html"), []byte(`{{.Heading`), 0o644))
+	_, err = loadServeEnv(map[string]string{"FLASHGATE_PAGE_DIR": bad})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "FLASHGATE_PAGE_DIR:")
+	assert.Contains(t, err.Error(), "does not parse")
+
+	r := runCLI(t, "", "serve", "-h")
+	assert.Contains(t, r.stderr, "FLASHGATE_PAGE_DIR")
+}

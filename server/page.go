@@ -1,0 +1,328 @@
+package server
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/problem"
+)
+
+// The waiting-room page (GET /wait/{room}): server-rendered from
+// page/wait.html (or Options.PageDir's wait.html), kept live by
+// page/wait.js over the browser client, styled by page/wait.css. No build
+// step, no framework, no inline script or style (the CSP forbids them).
+
+//go:embed page/wait.html page/wait.js page/wait.css
+var pageFS embed.FS
+
+// PageTemplate is the file name of the waiting page's template, in the
+// embedded assets and in Options.PageDir.
+const PageTemplate = "wait.html"
+
+// Asset paths of the waiting page.
+const (
+	pageScriptPath = "/wait/assets/wait.js"
+	pageStylePath  = "/wait/assets/wait.css"
+	clientPath     = "/flashgate-client.js"
+)
+
+var (
+	pageScript = newAsset(mustRead("page/wait.js"), jsType)
+	pageStyle  = newAsset(mustRead("page/wait.css"), "text/css; charset=utf-8")
+	// builtinPage is the embedded template, parsed once.
+	builtinPage = template.Must(template.New(PageTemplate).Parse(string(mustRead("page/" + PageTemplate))))
+)
+
+func mustRead(name string) []byte {
+	b, err := pageFS.ReadFile(name)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Page states (PageView.State; the page's data-state, which wait.css and
+// wait.js key on).
+const (
+	pageWaiting      = "waiting"      // in line, room open
+	pagePaused       = "paused"       // in line, nobody admitted for now
+	pageOpens        = "opens"        // in line before the event window opens (OpensAtMs)
+	pageActive       = "active"       // admitted: continue
+	pageClosed       = "closed"       // sold out / closed
+	pageEnded        = "ended"        // the admission lapsed, was used or revoked
+	pageUnknown      = "unknown"      // no such room
+	pageReconnecting = "reconnecting" // the queue is unavailable for a moment: the place is kept
+	pageError        = "error"        // anything else
+)
+
+// PageView is what the waiting page's template gets (an Options.PageDir
+// template included). Keep the element ids and data- attributes of the
+// built-in page/wait.html for wait.js to drive it.
+type PageView struct {
+	Room  string
+	State string // waiting, paused, opens, active, closed, ended, unknown, reconnecting, error
+	// Heading and Message describe the state in words.
+	Heading, Message string
+	// HasPlace: Position, Ahead, TotalWaiting and Wait are set (WAITING).
+	HasPlace                      bool
+	Position, Ahead, TotalWaiting int64
+	// Wait is the estimated wait in words ("about 3 minutes"); "" unknown.
+	Wait string
+	// PollMs is the issuer's poll hint; Refresh the meta refresh in
+	// seconds (0: none).
+	PollMs  int64
+	Refresh int
+	// OpensAtMs and OpensAt: when the event window opens (state opens).
+	OpensAtMs int64
+	OpensAt   string
+	// WaitingToken is the shopper's own waiting token (the page is no-store).
+	WaitingToken string
+	// Return is the validated return URL (Server.ReturnURL), "" when none.
+	Return string
+	// Code is the problem code of an error state.
+	Code string
+	// Script, Style and Client are the asset paths; ContinueAction the
+	// form's target (POST /wait/{room}/continue).
+	Script, Style, Client, ContinueAction string
+}
+
+// loadPage returns the page template: Options.PageDir's wait.html if set
+// (parsed and tried on a sample view, so that a broken template fails
+// startup), else the built-in one.
+func loadPage(dir string) (*template.Template, error) {
+	if dir == "" {
+		return builtinPage, nil
+	}
+	name := filepath.Join(dir, PageTemplate)
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("server: Options.PageDir: %w", err)
+	}
+	t, err := template.New(PageTemplate).Parse(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("server: Options.PageDir: %s does not parse: %w", name, err)
+	}
+	sample := PageView{Room: "sample", State: pageWaiting, HasPlace: true, Position: 3, Ahead: 2, TotalWaiting: 9,
+		PollMs: 2000, Refresh: 2, Script: pageScriptPath, Style: pageStylePath, Client: clientPath}
+	if err := t.Execute(&bytes.Buffer{}, sample); err != nil {
+		return nil, fmt.Errorf("server: Options.PageDir: %s fails on a sample page: %w", name, err)
+	}
+	return t, nil
+}
+
+// pageGuard renders whatever error the page's chain returns (a rate limit,
+// the issuer's refusal) as the page, never as a problem document.
+func (s *Server) pageGuard(c *fiber.Ctx) error {
+	err := c.Next()
+	if err == nil {
+		return nil
+	}
+	v := s.pageBase(c)
+	return s.renderPage(c, v.problem(s, c, toProblem(err)))
+}
+
+// pageBase is the view every page starts from.
+func (s *Server) pageBase(c *fiber.Ctx) *PageView {
+	room := param(c, "room")
+	v := &PageView{Room: room, Script: pageScriptPath, Style: pageStylePath, Client: clientPath,
+		ContinueAction: "/wait/" + url.PathEscape(room) + "/continue"}
+	v.Return, _ = s.ReturnURL(query(c, "return"))
+	if v.Return == "" {
+		v.Return, _ = s.ReturnURL(strings.Clone(c.FormValue("return")))
+	}
+	return v
+}
+
+// problem turns v into the page of a refusal: the status, and Retry-After
+// for the retryable ones.
+func (v *PageView) problem(s *Server, c *fiber.Ctx, p *Problem) *PageView {
+	s.m.storeError(p.Code)
+	if logged(p) {
+		s.log.Warn("waiting page: request failed", "room", v.Room, "status", p.Status, "err", p.cause)
+	}
+	c.Status(p.Status)
+	v.Code = p.Code
+	switch p.Code {
+	case string(flashgate.CodeRoomClosed):
+		v.State, v.Heading, v.Message = pageClosed, "Sold out", "This sale is closed: it is sold out or has ended."
+	case string(flashgate.CodeUnknownRoom), string(flashgate.CodeInvalidInput):
+		v.State, v.Heading, v.Message = pageUnknown, "No such waiting room", "There is no waiting room called “"+v.Room+"”. Check the link you followed."
+	case string(flashgate.CodeUnavailable), string(flashgate.CodeStoreFull), problem.RateLimited:
+		secs := max(1, p.kind.RetryAfter)
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
+		v.State, v.Heading, v.Message = pageReconnecting, "Reconnecting…", "The waiting room is busy for a moment. Your place in line is kept; this page retries by itself."
+		v.Refresh = secs
+	case string(flashgate.CodeNotAdmitted):
+		v.State, v.Heading, v.Message = pageWaiting, "You are in line", "It is not your turn yet."
+		v.Refresh = 2
+	default:
+		v.State, v.Heading, v.Message = pageError, "Something went wrong", "The waiting room could not answer ("+p.Code+"). Reload the page to try again."
+	}
+	return v
+}
+
+// GET /wait/:room: the waiting page. It enters the visitor (enter is
+// idempotent: a reload keeps the place) and renders the answer.
+func (s *Server) page(c *fiber.Ctx) error {
+	v := s.pageBase(c)
+	u, err := s.user(c)
+	if err != nil {
+		return err
+	}
+	e, err := s.is.Enter(c.UserContext(), v.Room, u)
+	if err != nil {
+		return err
+	}
+	v.entry(e)
+	if v.State == pagePaused {
+		// The event window: paused before it opens (a config read, cached
+		// by the issuer).
+		if cfg, err := s.is.Room(c.UserContext(), v.Room); err == nil && cfg.Opens.After(s.now()) {
+			v.State, v.Heading = pageOpens, "Opens soon"
+			v.OpensAtMs = cfg.Opens.UnixMilli()
+			v.OpensAt = cfg.Opens.UTC().Format("Mon 2 Jan 15:04 MST")
+			v.Message = "The sale opens at " + v.OpensAt + ". Keep this page open: your place in line is saved."
+		}
+	}
+	return s.renderPage(c, v)
+}
+
+// entry fills v from the visitor's entry.
+func (v *PageView) entry(e *issuer.Entry) {
+	v.WaitingToken = e.WaitingToken
+	switch e.State {
+	case flashgate.StateWaiting:
+		v.HasPlace, v.Position, v.Ahead, v.TotalWaiting = true, e.Position, e.Ahead, e.TotalWaiting
+		v.PollMs = e.PollAfter.Milliseconds()
+		v.Refresh = int(max(1, (e.PollAfter+time.Second-1)/time.Second))
+		v.Wait = waitWords(e.EstimatedWait)
+		switch e.RoomState {
+		case issuer.RoomClosed:
+			v.State, v.Heading, v.Message = pageClosed, "Sold out", "This sale is closed: it is sold out or has ended."
+			v.Refresh = 0
+		case issuer.RoomPaused:
+			v.State, v.Heading, v.Message = pagePaused, "Paused", "The waiting room is paused. Keep this page open: your place in line is saved."
+		default:
+			v.State, v.Heading, v.Message = pageWaiting, "You are in line", "Keep this page open: it updates by itself, and takes you on when it is your turn."
+		}
+	case flashgate.StateActive:
+		v.State, v.Heading, v.Message = pageActive, "It’s your turn", "Continue now: your turn is held for a limited time."
+	default:
+		v.State, v.Heading, v.Message = pageEnded, "Your turn has ended", "Your turn was used or has lapsed. Reload the page to line up again."
+	}
+}
+
+// waitWords is an estimated wait in words; "" when unknown (negative).
+func waitWords(d time.Duration) string {
+	switch {
+	case d < 0:
+		return ""
+	case d < time.Minute:
+		return "less than a minute"
+	case d < 90*time.Minute:
+		m := int((d + time.Minute/2) / time.Minute)
+		if m == 1 {
+			return "about 1 minute"
+		}
+		return "about " + strconv.Itoa(m) + " minutes"
+	default:
+		return "about " + strconv.Itoa(int((d+time.Hour/2)/time.Hour)) + " hours"
+	}
+}
+
+// pageCSP is the waiting page's Content-Security-Policy; form-action also
+// allows the return URL's origin, where the continue form's 303 leads.
+func pageCSP(returnURL string) string {
+	formAction := "'self'"
+	if u, err := url.Parse(returnURL); err == nil && returnURL != "" {
+		formAction += " " + u.Scheme + "://" + u.Host
+	}
+	return "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+		"object-src 'none'; base-uri 'none'; form-action " + formAction + "; frame-ancestors 'none'"
+}
+
+// pageHeaders sets the security headers of every page answer.
+func pageHeaders(c *fiber.Ctx, returnURL string) {
+	c.Set(fiber.HeaderContentSecurityPolicy, pageCSP(returnURL))
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	c.Set(fiber.HeaderReferrerPolicy, "same-origin")
+	c.Set(fiber.HeaderXFrameOptions, "DENY")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+}
+
+// renderPage executes the page template (falling back to the built-in one
+// if an operator's template fails at run time).
+func (s *Server) renderPage(c *fiber.Ctx, v *PageView) error {
+	var buf bytes.Buffer
+	if err := s.pageTmpl.Execute(&buf, v); err != nil {
+		s.log.Error("waiting page: template failed; using the built-in page", "err", err)
+		buf.Reset()
+		if err := builtinPage.Execute(&buf, v); err != nil {
+			return err
+		}
+	}
+	pageHeaders(c, v.Return)
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	return c.Send(buf.Bytes())
+}
+
+// POST /wait/:room/continue: the continue button without JavaScript: the
+// exchange (visitor mode: the admission cookie), then 303 to the validated
+// return URL, or "/" without one.
+func (s *Server) pageContinue(c *fiber.Ctx) error {
+	v := s.pageBase(c)
+	u, err := s.user(c)
+	if err != nil {
+		return err
+	}
+	tok := strings.Clone(c.FormValue("waiting_token"))
+	if tok == "" {
+		return problemFor(string(flashgate.CodeBadWaiting), "no waiting token")
+	}
+	a, err := s.is.Exchange(c.UserContext(), v.Room, u, tok)
+	var na *issuer.NotAdmittedError
+	if errors.As(err, &na) {
+		return problemFor(string(flashgate.CodeNotAdmitted), "not your turn yet")
+	}
+	if err != nil {
+		return err
+	}
+	if s.visitors != nil {
+		s.setAdmissionCookie(c, a.Token, a.ExpiresAt)
+	}
+	to := v.Return
+	if to == "" {
+		to = "/"
+	}
+	pageHeaders(c, v.Return)
+	return c.Redirect(to, fiber.StatusSeeOther)
+}
+
+// GET /wait/assets/wait.js and wait.css.
+func (s *Server) pageScript(c *fiber.Ctx) error { return pageScript.serve(c) }
+func (s *Server) pageStyle(c *fiber.Ctx) error  { return pageStyle.serve(c) }
+
+// GET /wait?room=…&return=…: the edge worker's FLASHGATE_WAITING_ROOM_URL
+// is one URL for every room; this sends the browser on to /wait/{room},
+// the query kept.
+func (s *Server) pageByQuery(c *fiber.Ctx) error {
+	room := query(c, "room")
+	if !issuer.ValidID(room) {
+		return problemFor(string(flashgate.CodeInvalidInput), "room is missing or malformed")
+	}
+	pageHeaders(c, "")
+	return c.Redirect("/wait/"+room+"?"+string(c.Request().URI().QueryString()), fiber.StatusFound)
+}

@@ -1,0 +1,312 @@
+// flashgate-client.js: a dependency-free browser client for flashgate's
+// waiting-room API (served by flashgate at GET /flashgate-client.js).
+//
+//   import { createClient } from "/flashgate-client.js";
+//   const fg = createClient({ base: "https://queue.shop.example" });
+//   let entry = await fg.enter("sku-1");
+//   entry = await fg.updates("sku-1", entry.waiting_token, (e) => render(e));
+//   if (entry.state === "ACTIVE") await fg.exchange("sku-1", entry.waiting_token);
+//
+// Every request is sent with credentials: "include" (the visitor and
+// admission cookies). 429 and 503 answers are retried after Retry-After
+// (±20 % jitter); other errors are thrown as FlashgateError, which carries
+// the RFC 9457 problem document.
+
+/**
+ * The Entry JSON of enter, status and the "status" events.
+ * @typedef {object} Entry
+ * @property {string} room
+ * @property {"WAITING"|"ACTIVE"|"EXPIRED"|"COMPLETED"|"REVOKED"|"NOT_FOUND"} state
+ * @property {string} [waiting_token]
+ * @property {number} [arrival]
+ * @property {number} [position] 1 = next in line (WAITING only)
+ * @property {boolean} [position_estimated]
+ * @property {number} [ahead]
+ * @property {number} [total_waiting]
+ * @property {number} [estimated_wait_ms] −1: unknown (room paused or closed)
+ * @property {number} [poll_after_ms] the issuer's poll hint
+ * @property {string} [admission_id]
+ * @property {number} [admission]
+ * @property {number} [admitted_at_ms]
+ * @property {number} [expires_at_ms]
+ * @property {number} [ended_at_ms]
+ * @property {"open"|"paused"|"closed"} [room_state]
+ */
+
+/**
+ * The answer of a successful exchange (times in Unix seconds).
+ * @typedef {object} Admission
+ * @property {string} admission_token
+ * @property {string} admission_id
+ * @property {number} admission
+ * @property {number} expires_at
+ * @property {number} issued_at
+ */
+
+/**
+ * An RFC 9457 problem document as flashgate sends it.
+ * @typedef {object} Problem
+ * @property {string} type
+ * @property {string} title
+ * @property {number} status
+ * @property {string} [detail]
+ * @property {string} code e.g. "room_closed", "unavailable"; "network" when no answer came
+ * @property {string} [reason]
+ * @property {number} [position]
+ */
+
+/** The default wait between polls when an entry carries no poll_after_ms. */
+export const DEFAULT_POLL_MS = 2000;
+/** The longest backoff after repeated failures. */
+export const MAX_BACKOFF_MS = 30000;
+
+/** An error answer of the API; problem is the document, code and status its members. */
+export class FlashgateError extends Error {
+  /**
+   * @param {Problem} problem
+   * @param {number} [retryAfterMs] from Retry-After, if the answer had one
+   */
+  constructor(problem, retryAfterMs) {
+    super(problem.detail || problem.title || problem.code);
+    this.name = "FlashgateError";
+    /** @type {Problem} */
+    this.problem = problem;
+    /** @type {string} */
+    this.code = problem.code;
+    /** @type {number} */
+    this.status = problem.status;
+    /** @type {number|undefined} */
+    this.retryAfterMs = retryAfterMs;
+  }
+
+  /** Whether retrying later may succeed (429, 503, no answer). */
+  get retryable() {
+    return this.status === 429 || this.status === 503 || this.status === 0;
+  }
+}
+
+/**
+ * @typedef {object} ClientOptions
+ * @property {string} [base] the issuer's origin (and path prefix); "" = this page's origin
+ * @property {typeof fetch} [fetch] fetch implementation (default globalThis.fetch)
+ * @property {any} [EventSource] EventSource constructor (default globalThis.EventSource; null: poll)
+ * @property {number} [retries] retries of a 429/503 answer per call (default 4)
+ * @property {(ms: number, signal?: AbortSignal) => Promise<void>} [sleep] timer (tests)
+ * @property {() => number} [random] jitter source in [0, 1) (tests)
+ */
+
+/**
+ * @typedef {object} Client
+ * @property {(room: string) => Promise<Entry>} enter
+ * @property {(room: string, waitingToken: string) => Promise<Entry>} status
+ * @property {(room: string, waitingToken: string, onEntry: (e: Entry) => void, opts?: UpdateOptions) => Promise<Entry>} updates
+ * @property {(room: string, waitingToken: string) => Promise<Admission>} exchange
+ * @property {(room: string, waitingToken: string) => Promise<void>} leave
+ */
+
+/**
+ * @typedef {object} UpdateOptions
+ * @property {AbortSignal} [signal] stops the updates (the promise rejects with the signal's reason)
+ * @property {(err: FlashgateError, last: Entry|null) => void} [onError] a retryable failure: the last entry is kept and updates go on
+ */
+
+/**
+ * jitter returns ms ± 20 %.
+ * @param {number} ms
+ * @param {() => number} random
+ */
+export function jitter(ms, random) {
+  return Math.round(ms * (0.8 + 0.4 * random()));
+}
+
+/**
+ * retryAfterMs parses a Retry-After header (delay-seconds or HTTP date).
+ * @param {string|null} v
+ * @returns {number|undefined}
+ */
+export function retryAfterMs(v) {
+  if (!v) return undefined;
+  if (/^\d+$/.test(v.trim())) return Number(v.trim()) * 1000;
+  const t = Date.parse(v);
+  return Number.isNaN(t) ? undefined : Math.max(0, t - Date.now());
+}
+
+/** @param {number} ms @param {AbortSignal} [signal] */
+function defaultSleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** @param {number} failures */
+function backoff(failures) {
+  return Math.min(MAX_BACKOFF_MS, 1000 * 2 ** Math.max(0, failures - 1));
+}
+
+/**
+ * createClient returns a client of the flashgate API at base.
+ * @param {ClientOptions} [opts]
+ * @returns {Client}
+ */
+export function createClient(opts = {}) {
+  const base = (opts.base ?? "").replace(/\/+$/, "");
+  const f = opts.fetch ?? ((...a) => globalThis.fetch(...a));
+  const ES = opts.EventSource === undefined ? globalThis.EventSource : opts.EventSource;
+  const retries = opts.retries ?? 4;
+  const sleep = opts.sleep ?? defaultSleep;
+  const random = opts.random ?? Math.random;
+  const roomPath = (room) => `${base}/v1/rooms/${encodeURIComponent(room)}`;
+
+  /**
+   * once sends one request; an error answer or no answer throws FlashgateError.
+   * @param {string} method
+   * @param {string} url
+   * @param {string} [token]
+   */
+  async function once(method, url, token) {
+    /** @type {Record<string, string>} */
+    const headers = { Accept: "application/json" };
+    if (token) headers.Authorization = `Bearer ${token}`;
+    let res;
+    try {
+      res = await f(url, { method, headers, credentials: "include", cache: "no-store" });
+    } catch (err) {
+      throw new FlashgateError({ type: "about:blank", title: "No answer", status: 0, code: "network", detail: String(err) });
+    }
+    if (res.ok) return res.status === 204 ? undefined : res.json();
+    let problem;
+    try {
+      problem = await res.json();
+    } catch {
+      problem = null;
+    }
+    if (!problem || typeof problem !== "object") problem = { type: "about:blank", title: res.statusText || "Error" };
+    problem.status ??= res.status;
+    problem.code ??= res.status === 503 ? "unavailable" : res.status === 429 ? "rate_limited" : "http_" + res.status;
+    throw new FlashgateError(problem, retryAfterMs(res.headers.get("Retry-After")));
+  }
+
+  /** request is once with up to `retries` retries of 429, 503 and network failures. */
+  async function request(method, url, token) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await once(method, url, token);
+      } catch (err) {
+        if (!(err instanceof FlashgateError) || !err.retryable || attempt >= retries) throw err;
+        await sleep(jitter(err.retryAfterMs ?? backoff(attempt + 1), random));
+      }
+    }
+  }
+
+  /**
+   * updates follows an entry until it leaves WAITING: over server-sent
+   * events, or by polling (poll_after_ms, ±20 %) when EventSource is absent
+   * or fails. onEntry gets every entry; retryable failures (429, 503, no
+   * answer, an issuer restart) keep the last entry, are reported to onError
+   * and retried with backoff (Retry-After when given). Resolves with the
+   * first entry whose state is not WAITING; rejects with a FlashgateError
+   * that retrying cannot fix (401, 403, 404 …) or the signal's reason.
+   * @type {Client["updates"]}
+   */
+  async function updates(room, waitingToken, onEntry, { signal, onError } = {}) {
+    let last = null;
+    let failures = 0;
+    let streaming = typeof ES === "function";
+    const url = `${roomPath(room)}/events?waiting_token=${encodeURIComponent(waitingToken)}`;
+    const seen = (e) => {
+      last = e;
+      failures = 0;
+      onEntry(e);
+      return e.state !== "WAITING";
+    };
+    const failed = async (err) => {
+      if (!(err instanceof FlashgateError) || !err.retryable) throw err;
+      failures++;
+      onError?.(err, last);
+      await sleep(jitter(err.retryAfterMs ?? backoff(failures), random), signal);
+    };
+    for (;;) {
+      signal?.throwIfAborted();
+      if (streaming) {
+        const r = await stream(url, seen, signal);
+        if (r.final) return r.final;
+        if (r.problem) {
+          await failed(new FlashgateError(r.problem));
+          continue;
+        }
+        // The stream broke: one poll tells why (and keeps the line moving);
+        // a stream that never delivered an event is given up for polling.
+        if (!r.delivered) streaming = false;
+      }
+      try {
+        const e = await once("GET", `${roomPath(room)}/status`, waitingToken);
+        if (seen(e)) return e;
+        if (streaming) continue;
+        await sleep(jitter(e.poll_after_ms ?? DEFAULT_POLL_MS, random), signal);
+      } catch (err) {
+        await failed(err);
+      }
+    }
+  }
+
+  /**
+   * stream runs one EventSource connection until a final entry, a problem
+   * event, an error or the signal.
+   * @returns {Promise<{final?: Entry, problem?: Problem, delivered: boolean}>}
+   */
+  function stream(url, seen, signal) {
+    return new Promise((resolve, reject) => {
+      let es;
+      try {
+        es = new ES(url, { withCredentials: true });
+      } catch {
+        return resolve({ delivered: false });
+      }
+      let delivered = false;
+      const done = (v, abort) => {
+        es.close();
+        signal?.removeEventListener("abort", onAbort);
+        abort ? reject(signal.reason) : resolve(v);
+      };
+      const onAbort = () => done(null, true);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      es.addEventListener("status", (ev) => {
+        let e;
+        try {
+          e = JSON.parse(ev.data);
+        } catch {
+          return;
+        }
+        delivered = true;
+        if (seen(e)) done({ final: e, delivered });
+      });
+      es.addEventListener("problem", (ev) => {
+        let p;
+        try {
+          p = JSON.parse(ev.data);
+        } catch {
+          p = { type: "about:blank", title: "Error", status: 503, code: "unavailable" };
+        }
+        done({ problem: p, delivered });
+      });
+      es.addEventListener("error", () => done({ delivered }));
+    });
+  }
+
+  return {
+    enter: (room) => request("POST", `${roomPath(room)}/enter`),
+    status: (room, waitingToken) => request("GET", `${roomPath(room)}/status`, waitingToken),
+    updates,
+    exchange: (room, waitingToken) => request("POST", `${roomPath(room)}/exchange`, waitingToken),
+    leave: (room, waitingToken) => request("POST", `${roomPath(room)}/leave`, waitingToken),
+  };
+}

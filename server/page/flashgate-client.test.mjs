@@ -1,0 +1,222 @@
+// Unit tests of flashgate-client.js: node --test server/page/*.test.mjs
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createClient, FlashgateError, jitter, retryAfterMs } from "./flashgate-client.js";
+
+/** fakeFetch answers from a queue of [status, body, headers] and records the requests. */
+function fakeFetch(answers) {
+  const calls = [];
+  const fn = async (url, init) => {
+    calls.push({ url, ...init });
+    const a = answers.shift();
+    if (!a) throw new Error("unexpected request " + url);
+    if (a instanceof Error) throw a;
+    const [status, body, headers = {}] = a;
+    return new Response(status === 204 ? null : JSON.stringify(body), {
+      status,
+      headers: { "content-type": status >= 400 ? "application/problem+json" : "application/json", ...headers },
+    });
+  };
+  fn.calls = calls;
+  return fn;
+}
+
+const waiting = (pos, poll = 2000) => ({ room: "r", state: "WAITING", waiting_token: "fgw2_t", position: pos, ahead: pos - 1, poll_after_ms: poll });
+const active = { room: "r", state: "ACTIVE", waiting_token: "fgw2_t" };
+const problem = (status, code) => ({ type: "https://flashgate.dev/problems/" + code.replaceAll("_", "-"), title: code, status, code });
+
+function setup(answers, extra = {}) {
+  const fetch = fakeFetch(answers);
+  const sleeps = [];
+  const client = createClient({
+    base: "https://q.example/",
+    fetch,
+    EventSource: null,
+    sleep: async (ms) => void sleeps.push(ms),
+    random: () => 0.5, // no jitter
+    ...extra,
+  });
+  return { client, fetch, sleeps };
+}
+
+test("jitter stays within ±20 %", () => {
+  assert.equal(jitter(1000, () => 0), 800);
+  assert.equal(jitter(1000, () => 0.5), 1000);
+  assert.equal(jitter(1000, () => 0.999999), 1200);
+  assert.equal(retryAfterMs("3"), 3000);
+  assert.equal(retryAfterMs(null), undefined);
+});
+
+test("enter posts with credentials and returns the entry", async () => {
+  const { client, fetch } = setup([[200, waiting(5)]]);
+  const e = await client.enter("sku 1");
+  assert.equal(e.position, 5);
+  assert.equal(fetch.calls[0].url, "https://q.example/v1/rooms/sku%201/enter");
+  assert.equal(fetch.calls[0].method, "POST");
+  assert.equal(fetch.calls[0].credentials, "include");
+  assert.equal(fetch.calls[0].headers.Authorization, undefined);
+});
+
+test("exchange and leave send the waiting token as a Bearer token", async () => {
+  const adm = { admission_token: "a.b.c", admission_id: "x", admission: 1, expires_at: 2, issued_at: 1 };
+  const { client, fetch } = setup([[200, adm], [204]]);
+  assert.deepEqual(await client.exchange("r", "fgw2_t"), adm);
+  assert.equal(await client.leave("r", "fgw2_t"), undefined);
+  for (const [i, p] of ["exchange", "leave"].entries()) {
+    const c = fetch.calls[i];
+    assert.equal(c.url, `https://q.example/v1/rooms/r/${p}`);
+    assert.equal(c.method, "POST");
+    assert.equal(c.credentials, "include");
+    assert.equal(c.headers.Authorization, "Bearer fgw2_t");
+  }
+});
+
+test("errors are FlashgateErrors carrying the problem document", async () => {
+  const { client } = setup([[403, problem(403, "room_closed")]]);
+  await assert.rejects(client.enter("r"), (err) => {
+    assert.ok(err instanceof FlashgateError);
+    assert.equal(err.code, "room_closed");
+    assert.equal(err.status, 403);
+    assert.equal(err.problem.title, "room_closed");
+    return true;
+  });
+});
+
+test("429 is retried after Retry-After", async () => {
+  const { client, fetch, sleeps } = setup([[429, problem(429, "rate_limited"), { "retry-after": "2" }], [200, waiting(3)]]);
+  assert.equal((await client.enter("r")).position, 3);
+  assert.equal(fetch.calls.length, 2);
+  assert.deepEqual(sleeps, [2000]);
+});
+
+test("503 without Retry-After backs off exponentially, then gives up", async () => {
+  const u = [503, problem(503, "unavailable")];
+  const { client, sleeps } = setup([u, u, u, u, u], { retries: 4 });
+  await assert.rejects(client.status("r", "t"), (err) => err.code === "unavailable");
+  assert.deepEqual(sleeps, [1000, 2000, 4000, 8000]);
+});
+
+test("polling honours poll_after_ms", async () => {
+  const { client, fetch, sleeps } = setup([[200, waiting(3, 1500)], [200, waiting(2, 2500)], [200, active]]);
+  const seen = [];
+  const last = await client.updates("r", "fgw2_t", (e) => seen.push(e.state + (e.position ?? "")));
+  assert.equal(last.state, "ACTIVE");
+  assert.deepEqual(seen, ["WAITING3", "WAITING2", "ACTIVE"]);
+  assert.deepEqual(sleeps, [1500, 2500]);
+  assert.ok(fetch.calls.every((c) => c.method === "GET" && c.url === "https://q.example/v1/rooms/r/status"));
+});
+
+test("polling jitter is ±20 % of poll_after_ms", async () => {
+  for (const [r, want] of [[0, 1600], [0.999999, 2400]]) {
+    const { client, sleeps } = setup([[200, waiting(3)], [200, active]], { random: () => r });
+    await client.updates("r", "t", () => {});
+    assert.deepEqual(sleeps, [want]);
+  }
+});
+
+test("503 + Retry-After while polling backs off and keeps the entry", async () => {
+  const { client, sleeps } = setup([
+    [200, waiting(4, 1000)],
+    [503, problem(503, "unavailable"), { "retry-after": "3" }],
+    [503, problem(503, "unavailable"), { "retry-after": "5" }],
+    [200, waiting(2, 1000)],
+    [200, active],
+  ]);
+  const seen = [];
+  const errs = [];
+  await client.updates("r", "t", (e) => seen.push(e.position ?? e.state), {
+    onError: (err, last) => errs.push([err.code, last.position]),
+  });
+  assert.deepEqual(seen, [4, 2, "ACTIVE"]);
+  assert.deepEqual(errs, [["unavailable", 4], ["unavailable", 4]]);
+  assert.deepEqual(sleeps, [1000, 3000, 5000, 1000]);
+});
+
+test("updates survive an issuer restart (no answer) with backoff", async () => {
+  const { client, sleeps } = setup([[200, waiting(4, 1000)], new TypeError("fetch failed"), new TypeError("fetch failed"), [200, active]]);
+  const last = await client.updates("r", "t", () => {});
+  assert.equal(last.state, "ACTIVE");
+  assert.deepEqual(sleeps, [1000, 1000, 2000]);
+});
+
+test("updates reject on a problem retrying cannot fix", async () => {
+  const { client } = setup([[401, problem(401, "invalid_waiting_token")]]);
+  await assert.rejects(client.updates("r", "t", () => {}), (err) => err.code === "invalid_waiting_token");
+});
+
+/** FakeEventSource records instances; tests drive them. */
+class FakeEventSource {
+  static all = [];
+  constructor(url, init) {
+    this.url = url;
+    this.init = init;
+    this.listeners = {};
+    this.closed = false;
+    FakeEventSource.all.push(this);
+  }
+  addEventListener(type, fn) {
+    (this.listeners[type] ??= []).push(fn);
+  }
+  close() {
+    this.closed = true;
+  }
+  emit(type, data) {
+    for (const fn of this.listeners[type] ?? []) fn({ data: data === undefined ? undefined : JSON.stringify(data) });
+  }
+}
+const tick = () => new Promise((r) => setImmediate(r));
+
+test("updates use EventSource and close it on a final state", async () => {
+  FakeEventSource.all = [];
+  const { client, fetch } = setup([], { EventSource: FakeEventSource });
+  const seen = [];
+  const p = client.updates("r", "fgw2_t", (e) => seen.push(e.state));
+  await tick();
+  const es = FakeEventSource.all[0];
+  assert.equal(es.url, "https://q.example/v1/rooms/r/events?waiting_token=fgw2_t");
+  assert.deepEqual(es.init, { withCredentials: true });
+  es.emit("status", waiting(2));
+  es.emit("status", active);
+  assert.equal((await p).state, "ACTIVE");
+  assert.ok(es.closed);
+  assert.deepEqual(seen, ["WAITING", "ACTIVE"]);
+  assert.equal(fetch.calls.length, 0);
+});
+
+test("a failing EventSource falls back to polling", async () => {
+  FakeEventSource.all = [];
+  const { client, sleeps } = setup([[200, waiting(3, 1200)], [200, active]], { EventSource: FakeEventSource });
+  const p = client.updates("r", "t", () => {});
+  await tick();
+  FakeEventSource.all[0].emit("error");
+  assert.equal((await p).state, "ACTIVE");
+  assert.equal(FakeEventSource.all.length, 1, "no second EventSource once it never worked");
+  assert.deepEqual(sleeps, [1200]);
+});
+
+test("a problem event (503) keeps the entry and reconnects with backoff", async () => {
+  FakeEventSource.all = [];
+  const { client, sleeps } = setup([], { EventSource: FakeEventSource });
+  const errs = [];
+  const p = client.updates("r", "t", () => {}, { onError: (err, last) => errs.push([err.code, last.position]) });
+  await tick();
+  FakeEventSource.all[0].emit("status", waiting(5));
+  FakeEventSource.all[0].emit("problem", problem(503, "unavailable"));
+  await tick();
+  await tick();
+  assert.equal(FakeEventSource.all.length, 2);
+  FakeEventSource.all[1].emit("status", active);
+  assert.equal((await p).state, "ACTIVE");
+  assert.deepEqual(errs, [["unavailable", 5]]);
+  assert.deepEqual(sleeps, [1000]);
+});
+
+test("abort stops updates", async () => {
+  const ac = new AbortController();
+  const { client } = setup([[200, waiting(3)]], {
+    sleep: (ms, signal) =>
+      new Promise((_, rej) => (signal.aborted ? rej(signal.reason) : signal.addEventListener("abort", () => rej(signal.reason)))),
+  });
+  const p = client.updates("r", "t", () => ac.abort(), { signal: ac.signal });
+  await assert.rejects(p, (err) => err.name === "AbortError");
+});

@@ -1,0 +1,155 @@
+// wait.js drives the waiting page (wait.html): live updates over the
+// browser client, the countdown, and the continuation when admitted.
+import { createClient } from "/flashgate-client.js";
+
+const root = document.getElementById("fg");
+const $ = (id) => document.getElementById(id);
+const d = root.dataset;
+const room = d.room;
+let token = d.token;
+const client = createClient({ base: "" });
+
+const TEXT = {
+  waiting: ["You are in line", "Keep this page open: it updates by itself, and takes you on when it is your turn."],
+  paused: ["Paused", "The waiting room is paused. Keep this page open: your place in line is saved."],
+  opens: ["Opens soon", "The sale has not opened yet. Keep this page open: your place in line is saved."],
+  active: ["It’s your turn", "Continue now: your turn is held for a limited time."],
+  continuing: ["It’s your turn", "Taking you to the shop…"],
+  closed: ["Sold out", "This sale is closed: it is sold out or has ended."],
+  ended: ["Your turn has ended", "Your turn was used or has lapsed. Reload the page to line up again."],
+  reconnecting: ["Reconnecting…", "The waiting room is busy for a moment. Your place in line is kept."],
+  error: ["Something went wrong", "The waiting room could not answer. Reload the page to try again."],
+  unknown: ["No such waiting room", "Check the link you followed."],
+};
+
+function show(state, message) {
+  const [h, m] = TEXT[state] ?? TEXT.error;
+  root.dataset.state = state === "continuing" ? "active" : state;
+  $("heading").textContent = h;
+  $("message").textContent = message ?? m;
+  document.title = `${h} · ${room}`;
+}
+
+function waitWords(ms) {
+  if (ms == null || ms < 0) return "unknown";
+  if (ms < 60000) return "less than a minute";
+  if (ms < 90 * 60000) {
+    const m = Math.round(ms / 60000);
+    return m === 1 ? "about 1 minute" : `about ${m} minutes`;
+  }
+  return `about ${Math.round(ms / 3600000)} hours`;
+}
+
+// The progress bar runs from the position at entry (remembered per tab) to the head.
+const startKey = `flashgate:${room}:start`;
+let lastAnnounced = null;
+
+function place(e) {
+  $("position").textContent = String(e.position);
+  $("ahead").textContent = String(e.ahead);
+  if ("estimated_wait_ms" in e) $("eta").textContent = waitWords(e.estimated_wait_ms);
+  let start = 0;
+  try {
+    start = Number(sessionStorage.getItem(startKey));
+    if (!start || start < e.position) sessionStorage.setItem(startKey, String((start = e.position)));
+  } catch {
+    start ||= e.position;
+  }
+  const bar = $("progress");
+  bar.hidden = false;
+  bar.max = Math.max(1, start - 1);
+  bar.value = start - e.position;
+  if (e.position !== lastAnnounced) {
+    lastAnnounced = e.position;
+    $("live").textContent = e.ahead === 0 ? "You are next in line." : `You are number ${e.position} in line, ${e.ahead} ahead of you.`;
+  }
+}
+
+let countdownTimer = 0;
+function countdown() {
+  const at = Number(d.opensAt);
+  clearInterval(countdownTimer);
+  if (!at) return false;
+  const tick = () => {
+    const s = Math.max(0, Math.round((at - Date.now()) / 1000));
+    const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+    $("countdown").textContent = (h ? `${h} h ` : "") + `${m} min ${String(r).padStart(2, "0")} s`;
+    if (s === 0) clearInterval(countdownTimer);
+  };
+  tick();
+  countdownTimer = setInterval(tick, 1000);
+  return true;
+}
+
+function render(e) {
+  if (e.waiting_token) token = e.waiting_token;
+  if (e.state === "WAITING") {
+    if (e.room_state === "closed") return show("closed");
+    if (e.room_state === "paused") show(Number(d.opensAt) > Date.now() && countdown() ? "opens" : "paused");
+    else show("waiting");
+    place(e);
+  } else if (e.state === "ACTIVE") {
+    show("active");
+  } else {
+    show("ended");
+  }
+}
+
+let continuing = false;
+async function proceed() {
+  if (continuing) return;
+  continuing = true;
+  const button = $("continue-button");
+  button.disabled = true;
+  show("continuing");
+  $("live").textContent = "It’s your turn. Taking you to the shop.";
+  try {
+    await client.exchange(room, token); // visitor mode: sets the admission cookie
+    try {
+      sessionStorage.removeItem(startKey);
+    } catch {}
+    if (d.return) {
+      location.assign(d.return);
+    } else {
+      show("continuing", "You’re in. Continue to the shop.");
+      $("continue").hidden = true;
+      $("home").hidden = false;
+    }
+  } catch (err) {
+    continuing = false;
+    button.disabled = false;
+    if (err.code === "not_admitted") return follow();
+    if (err.code === "expired" || err.code === "revoked" || err.code === "completed") return show("ended");
+    show("active", `That did not work (${err.code ?? "network"}). Try again.`);
+    button.focus();
+  }
+}
+
+$("continue").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  proceed();
+});
+
+async function follow() {
+  try {
+    if (!token) {
+      const e = await client.enter(room); // the server could not (503): retried after Retry-After
+      render(e);
+      if (e.state === "ACTIVE") return proceed();
+      if (e.state !== "WAITING") return;
+    }
+    const e = await client.updates(room, token, render, {
+      onError: () => show("reconnecting"),
+    });
+    if (e.state === "ACTIVE") proceed();
+  } catch (err) {
+    if (err.code === "room_closed") show("closed");
+    else if (err.code === "unknown_room") show("unknown");
+    else show("error", `The waiting room could not answer (${err.code ?? "network"}). Reload the page to try again.`);
+  }
+}
+
+if (d.position) place({ position: Number(d.position), ahead: Number($("ahead").textContent) });
+if (d.state === "opens") countdown();
+if (d.state === "active") proceed();
+else if (["waiting", "paused", "opens", "reconnecting"].includes(d.state)) follow();

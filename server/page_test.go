@@ -1,0 +1,262 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/internal/testkit"
+	"github.com/flashgate/flashgate/issuer"
+)
+
+const shop = "https://shop.example"
+
+func pageEnv(t *testing.T, mod ...func(*Options)) *env {
+	return newEnv(t, visitorMode(append([]func(*Options){func(o *Options) { o.ReturnOrigins = []string{shop} }}, mod...)...))
+}
+
+func (e *env) page(room, ret, cookie string) resp {
+	e.t.Helper()
+	path := "/wait/" + room
+	if ret != "" {
+		path += "?room=" + room + "&reason=missing&return=" + url.QueryEscape(ret)
+	}
+	var hdr map[string]string
+	if cookie != "" {
+		hdr = withCookie(VisitorCookie, cookie)
+	}
+	return e.do(req{method: "GET", path: path, hdr: hdr})
+}
+
+func assertPageHeaders(t *testing.T, r resp) {
+	t.Helper()
+	csp := r.header.Get("Content-Security-Policy")
+	for _, d := range []string{"default-src 'self'", "script-src 'self'", "style-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"} {
+		assert.Contains(t, csp, d)
+	}
+	assert.NotContains(t, csp, "unsafe-inline")
+	assert.Equal(t, "nosniff", r.header.Get("X-Content-Type-Options"))
+	assert.Equal(t, "same-origin", r.header.Get("Referrer-Policy"))
+	assert.Equal(t, "no-store", r.header.Get("Cache-Control"))
+	assert.Equal(t, "text/html; charset=utf-8", r.header.Get("Content-Type"))
+	body := string(r.body)
+	// Nothing the CSP would block: no inline script or style, no handlers.
+	assert.NotRegexp(t, `<script(?: type="module")?>`, body)
+	assert.NotRegexp(t, `(?i)<style|\sstyle=|\son[a-z]+=`, body)
+}
+
+func dataAttr(t *testing.T, body []byte, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`data-` + name + `="([^"]*)"`).FindSubmatch(body)
+	require.NotNil(t, m, "no data-%s in %s", name, body)
+	return string(m[1])
+}
+
+func TestPageWaiting(t *testing.T) {
+	e := pageEnv(t)
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	first := e.page(room, "", "")
+	require.Equal(t, 200, first.status, "%s", first.body)
+	assert.Equal(t, "active", dataAttr(t, first.body, "state"))
+
+	r := e.page(room, shop+"/cart", "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assertPageHeaders(t, r)
+	body := string(r.body)
+	assert.Equal(t, "waiting", dataAttr(t, r.body, "state"))
+	assert.Equal(t, "1", dataAttr(t, r.body, "position"))
+	assert.Contains(t, body, `<dd id="position">1</dd>`)
+	assert.Contains(t, body, `<dd id="ahead">0</dd>`)
+	assert.Regexp(t, `<noscript><meta http-equiv="refresh" content="[1-9][0-9]*"></noscript>`, body)
+	assert.Regexp(t, `aria-live="polite"`, body)
+	assert.Contains(t, body, `<script type="module" src="/wait/assets/wait.js"></script>`)
+	assert.Contains(t, body, `<link rel="stylesheet" href="/wait/assets/wait.css">`)
+	tok := dataAttr(t, r.body, "token")
+	require.True(t, strings.HasPrefix(tok, "fgw2_"), tok)
+	v := visitorCookie(t, r, true)
+
+	// A reload (same visitor) keeps the place and the token.
+	again := e.page(room, "", v)
+	assert.Equal(t, tok, dataAttr(t, again.body, "token"))
+	assert.Equal(t, "1", dataAttr(t, again.body, "position"))
+	assert.Empty(t, again.cookies()[VisitorCookie], "a valid visitor keeps its cookie")
+}
+
+func TestPageActiveReturn(t *testing.T) {
+	clk := testkit.NewClock(testkit.Epoch)
+	e := newEnv(t, withClock(clk.Now), visitorMode(func(o *Options) { o.ReturnOrigins = []string{shop} }))
+	e.srv.now = clk.Now
+	room := e.room(issuer.RoomConfig{Capacity: 5, SessionDuration: 5 * time.Minute})
+
+	r := e.page(room, "https://SHOP.example:443/cart?x=1", "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assertPageHeaders(t, r)
+	assert.Equal(t, "active", dataAttr(t, r.body, "state"))
+	assert.Equal(t, shop+"/cart?x=1", dataAttr(t, r.body, "return"))
+	assert.Contains(t, string(r.body), `<button type="submit" id="continue-button">`)
+	assert.Contains(t, r.header.Get("Content-Security-Policy"), "form-action 'self' "+shop+";")
+	assert.NotContains(t, string(r.body), "http-equiv=\"refresh\"")
+
+	for _, evil := range []string{"https://evil.example/", "//evil.example", "javascript:alert(1)", "https://shop.example@evil.example/"} {
+		r := e.page(room, evil, "")
+		require.Equal(t, 200, r.status)
+		assert.Equal(t, "", dataAttr(t, r.body, "return"), evil)
+		assert.NotContains(t, string(r.body), "evil.example", evil)
+		assert.Contains(t, string(r.body), `<a href="/">`, evil)
+	}
+
+	// Without JavaScript: the continue form exchanges, sets the admission
+	// cookie and sends the shopper back with a 303.
+	v := visitorCookie(t, r, true)
+	clk.Advance(1500 * time.Millisecond)
+	form := url.Values{"waiting_token": {dataAttr(t, r.body, "token")}, "return": {shop + "/cart?x=1"}}
+	c := e.do(req{method: "POST", path: "/wait/" + room + "/continue", body: form.Encode(),
+		ctype: "application/x-www-form-urlencoded", hdr: withCookie(VisitorCookie, v)})
+	require.Equal(t, 303, c.status, "%s", c.body)
+	assert.Equal(t, shop+"/cart?x=1", c.header.Get("Location"))
+	require.NotNil(t, c.cookies()[AdmissionCookie])
+	assert.NotEmpty(t, c.cookies()[AdmissionCookie].Value)
+
+	// Another visitor with this token: refused, as a page (never a 500).
+	c = e.do(req{method: "POST", path: "/wait/" + room + "/continue", body: form.Encode(),
+		ctype: "application/x-www-form-urlencoded"})
+	assert.Equal(t, 403, c.status, "%s", c.body)
+	assert.Equal(t, "text/html; charset=utf-8", c.header.Get("Content-Type"))
+	assert.Equal(t, "error", dataAttr(t, c.body, "state"))
+}
+
+func TestPageClosedUnknownPaused(t *testing.T) {
+	e := pageEnv(t)
+	ctx := context.Background()
+	closed := e.room(issuer.RoomConfig{State: issuer.RoomClosed})
+	r := e.page(closed, "", "")
+	assert.Equal(t, 403, r.status)
+	assertPageHeaders(t, r)
+	assert.Equal(t, "closed", dataAttr(t, r.body, "state"))
+	assert.Contains(t, string(r.body), "Sold out")
+
+	r = e.page("no-such-room-"+strings.ReplaceAll(t.Name(), "/", "-"), "", "")
+	assert.Equal(t, 404, r.status)
+	assertPageHeaders(t, r)
+	assert.Equal(t, "unknown", dataAttr(t, r.body, "state"))
+
+	paused := e.room(issuer.RoomConfig{State: issuer.RoomPaused})
+	r = e.page(paused, "", "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Equal(t, "paused", dataAttr(t, r.body, "state"))
+	assert.Contains(t, string(r.body), "unknown") // estimated wait
+
+	// Before the event window opens: "opens" with the time.
+	opens := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	win := e.room(issuer.RoomConfig{})
+	_, _, err := e.is.UpdateRoom(ctx, win, issuer.RoomPatch{Opens: &opens})
+	require.NoError(t, err)
+	r = e.page(win, "", "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Equal(t, "opens", dataAttr(t, r.body, "state"))
+	assert.Equal(t, opens.UnixMilli(), mustInt(t, dataAttr(t, r.body, "opens-at")))
+
+	// Closing a room people wait in: sold out.
+	_, err = e.is.SetState(ctx, paused, issuer.RoomClosed)
+	require.NoError(t, err)
+	r = e.page(paused, "", visitorCookie(t, e.page(paused, "", ""), true))
+	assert.Contains(t, []string{"closed"}, dataAttr(t, r.body, "state"), "%s", r.body)
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	var n int64
+	for _, c := range s {
+		require.True(t, c >= '0' && c <= '9', s)
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
+func TestPageAssets(t *testing.T) {
+	e := pageEnv(t)
+	for path, ctype := range map[string]string{
+		"/wait/assets/wait.js":  "text/javascript; charset=utf-8",
+		"/wait/assets/wait.css": "text/css; charset=utf-8",
+		"/flashgate-client.js":  "text/javascript; charset=utf-8",
+	} {
+		r := e.do(req{method: "GET", path: path})
+		require.Equal(t, 200, r.status, path)
+		assert.Equal(t, ctype, r.header.Get("Content-Type"), path)
+		assert.Equal(t, assetMaxAge, r.header.Get("Cache-Control"), path)
+	}
+}
+
+// TestPageSizeBudget: page + script + styles (+ the client it imports) ≤ 30 KB gzipped.
+func TestPageSizeBudget(t *testing.T) {
+	e := pageEnv(t)
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	var all bytes.Buffer
+	all.Write(e.page(room, shop+"/x", "").body)
+	for _, b := range [][]byte{mustRead("page/wait.js"), mustRead("page/wait.css"), clientJS} {
+		all.Write(b)
+	}
+	var z bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+	_, _ = w.Write(all.Bytes())
+	require.NoError(t, w.Close())
+	t.Logf("waiting page: %d bytes, %d gzipped", all.Len(), z.Len())
+	assert.LessOrEqual(t, z.Len(), 30_000)
+}
+
+func TestPageDir(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, PageTemplate),
+		[]byte(`<!doctype html><title>Acme queue</title><main id="fg" data-state="{{.State}}">Acme: {{.Heading}} {{.Position}}</main>`), 0o644))
+	e := pageEnv(t, func(o *Options) { o.PageDir = dir })
+	room := e.room(issuer.RoomConfig{Capacity: 5})
+	r := e.page(room, "", "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), "Acme: It’s your turn")
+	assertPageHeaders(t, r)
+
+	bad := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bad, PageTemplate), []byte(`{{.Heading`), 0o644))
+	err := Options{PageDir: bad}.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "PageDir")
+	assert.Contains(t, err.Error(), "does not parse")
+
+	missingField := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(missingField, PageTemplate), []byte(`{{.NoSuchField}}`), 0o644))
+	require.ErrorContains(t, Options{PageDir: missingField}.Validate(), "sample page")
+	require.ErrorContains(t, Options{PageDir: t.TempDir()}.Validate(), "PageDir")
+
+	ring := newTestRing(t)
+	_, err = New(Options{Issuer: e.is, Keys: ring, PageDir: bad})
+	require.ErrorContains(t, err, "does not parse")
+}
+
+func TestPageHeaderModeNoUser(t *testing.T) {
+	e := newEnv(t)
+	room := e.room(issuer.RoomConfig{})
+	r := e.do(req{method: "GET", path: "/wait/" + room})
+	assert.Equal(t, 401, r.status)
+	assertPageHeaders(t, r)
+	assert.Equal(t, "error", dataAttr(t, r.body, "state"))
+}
+
+func TestPageByQuery(t *testing.T) {
+	e := pageEnv(t)
+	r := e.do(req{method: "GET", path: "/wait?room=sku-1&reason=missing&return=" + url.QueryEscape(shop+"/p")})
+	require.Equal(t, 302, r.status)
+	assert.Equal(t, "/wait/sku-1?room=sku-1&reason=missing&return="+url.QueryEscape(shop+"/p"), r.header.Get("Location"))
+	r = e.do(req{method: "GET", path: "/wait?room=%3Cx%3E"})
+	assert.Equal(t, 400, r.status)
+	assert.Equal(t, "text/html; charset=utf-8", r.header.Get("Content-Type"))
+}
