@@ -208,6 +208,10 @@ type Server struct {
 	// SSE events (tests).
 	sseInterval time.Duration
 	sseMax      time.Duration
+	// sseHeartbeat, when non-zero, replaces SSEHeartbeat (tests).
+	sseHeartbeat time.Duration
+	// sseNoWatch turns watchPeer off (tests of the heartbeat alone).
+	sseNoWatch bool
 	// afterRequest, when set, runs after each request has been answered,
 	// before fiber and fasthttp reuse its buffers (tests: zerocopy_test.go
 	// overwrites them, so that anything kept past the request shows).

@@ -3,7 +3,10 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
+	"net"
 	"strconv"
 	"time"
 
@@ -13,12 +16,26 @@ import (
 	"github.com/flashgate/flashgate/issuer"
 )
 
+// SSEHeartbeat is how often an event stream that has sent nothing for that
+// long gets a comment line (": hb"): idle proxies and load balancers keep the
+// connection, and a client that has gone away is noticed when the write
+// fails. (Clients that close their TCP connection are noticed at once, see
+// watchPeer.)
+const SSEHeartbeat = 15 * time.Second
+
 // GET /v1/rooms/:room/events: server-sent events. The first "status" event
 // is sent at once; while the entry is WAITING another follows every
-// poll_after (the issuer's jittered hint). The stream ends after the first
-// event whose state is not WAITING, after MaxStream, on shutdown, or when the
-// client goes away. A failure mid-stream is sent as a "problem" event (the
-// problem document) and ends the stream.
+// poll_after (the issuer's jittered hint), and a ": hb" comment every
+// SSEHeartbeat in between. The stream ends after the first event whose state
+// is not WAITING, after MaxStream, on shutdown, or when the client goes away.
+// A failure mid-stream is sent as a "problem" event (the problem document)
+// and ends the stream.
+//
+// A stream's polls cost Redis what the same user's status polls cost: users
+// far behind the head are answered from the issuer's per-room snapshot (one
+// Redis call per room per snapshot interval and replica, however many
+// streams), users near the head by the exact script, so an admission is
+// seen at the next poll.
 //
 // EventSource reconnects when a stream ends: clients should close it when
 // they see a final state. Each event carries "retry:" = poll_after_ms.
@@ -36,15 +53,39 @@ func (s *Server) events(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) { s.stream(w, room, u, tok, e) })
+	conn := c.Context().Conn()
+	if s.sseNoWatch || !watchable(conn) {
+		conn = nil
+	} else {
+		// Nothing else is read from this connection: the watcher owns its
+		// read side until fasthttp closes it after the stream.
+		c.Context().SetConnectionClose()
+	}
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) { s.stream(w, conn, room, u, tok, e) })
 	return nil
 }
 
-func (s *Server) stream(w *bufio.Writer, room, user, tok string, e *issuer.Entry) {
+func (s *Server) heartbeat() time.Duration {
+	if s.sseHeartbeat > 0 {
+		return s.sseHeartbeat
+	}
+	return SSEHeartbeat
+}
+
+func (s *Server) stream(w *bufio.Writer, conn net.Conn, room, user, tok string, e *issuer.Entry) {
 	s.m.sseOpen.Inc()
 	defer s.m.sseOpen.Dec()
+	var gone <-chan struct{}
+	if conn != nil {
+		gone = watchPeer(conn)
+	}
+	hb := s.heartbeat()
 	end := time.NewTimer(s.sseMax)
 	defer end.Stop()
+	next := time.NewTimer(time.Hour)
+	defer next.Stop()
+	beat := time.NewTicker(hb)
+	defer beat.Stop()
 	for {
 		wait := e.PollAfter
 		if s.sseInterval > 0 {
@@ -53,18 +94,27 @@ func (s *Server) stream(w *bufio.Writer, room, user, tok string, e *issuer.Entry
 		if writeEvent(w, "status", entryJSON(e), wait) != nil || e.State != flashgate.StateWaiting {
 			return
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-s.stopping:
-			t.Stop()
-			return
-		case <-end.C:
-			t.Stop()
-			return
+		next.Reset(wait)
+		beat.Reset(hb) // heartbeats only on a stream idle for hb
+	idle:
+		for {
+			select {
+			case <-next.C:
+				break idle
+			case <-beat.C:
+				if writeHeartbeat(w) != nil {
+					return
+				}
+			case <-gone:
+				return
+			case <-s.stopping:
+				return
+			case <-end.C:
+				return
+			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		next, err := s.is.Status(ctx, room, user, tok)
+		nx, err := s.is.Status(ctx, room, user, tok)
 		cancel()
 		if err != nil {
 			p := toProblem(err)
@@ -76,8 +126,52 @@ func (s *Server) stream(w *bufio.Writer, room, user, tok string, e *issuer.Entry
 			_ = writeEvent(w, "problem", p, 0)
 			return
 		}
-		e = next
+		e = nx
 	}
+}
+
+// watchable reports whether conn is a real network connection whose read
+// side watchPeer may take over (not, e.g., app.Test's in-memory one).
+func watchable(conn net.Conn) bool {
+	switch conn.(type) {
+	case *net.TCPConn, *net.UnixConn, *tls.Conn:
+		return true
+	}
+	return false
+}
+
+// watchPeer reads conn until the client closes it (EOF, reset) and then
+// closes the returned channel, so a stream ends as soon as its client goes
+// rather than at a later write: through fasthttp's body-stream pipe, a write
+// to a closed connection fails only at the second or third heartbeat after
+// the close. Bytes the client sends meanwhile are discarded (the response
+// closes the connection). The goroutine ends when fasthttp closes conn after
+// the stream. If a read deadline set by someone else expires, it gives up
+// and leaves the heartbeat to notice.
+func watchPeer(conn net.Conn) <-chan struct{} {
+	gone := make(chan struct{})
+	_ = conn.SetReadDeadline(time.Time{}) // fasthttp's header/body read timeouts
+	go func() {
+		var b [16]byte
+		for {
+			if _, err := conn.Read(b[:]); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					return
+				}
+				close(gone)
+				return
+			}
+		}
+	}()
+	return gone
+}
+
+// writeHeartbeat writes and flushes an SSE comment; an error means the
+// client has gone away.
+func writeHeartbeat(w *bufio.Writer) error {
+	w.WriteString(": hb\n\n")
+	return w.Flush()
 }
 
 // writeEvent writes one SSE event and flushes it; an error means the

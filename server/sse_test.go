@@ -4,17 +4,23 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 )
 
@@ -166,4 +172,161 @@ func gaugeValue(g prometheus.Gauge) float64 {
 		panic(err)
 	}
 	return m.GetGauge().GetValue()
+}
+
+// rawStream opens an event stream over a connection of its own (no client
+// pooling), so a test can close exactly that connection.
+func rawStream(t testing.TB, base, room, user, tok string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(conn, "GET /v1/rooms/%s/events?waiting_token=%s HTTP/1.1\r\nHost: x\r\nX-User-ID: %s\r\n\r\n", room, tok, user)
+	require.NoError(t, err)
+	br := bufio.NewReaderSize(conn, 1024)
+	line, err := br.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "HTTP/1.1 200"), line)
+	for { // headers
+		line, err = br.ReadString('\n')
+		require.NoError(t, err)
+		if line == "\r\n" {
+			break
+		}
+	}
+	return conn, br
+}
+
+func TestEventsHeartbeat(t *testing.T) {
+	e := newEnv(t)
+	e.srv.sseInterval = time.Hour // no second status event
+	e.srv.sseHeartbeat = 50 * time.Millisecond
+	base := e.listen()
+	room := e.room(issuer.RoomConfig{State: issuer.RoomPaused})
+	bob := e.enter(room, "bob")["waiting_token"].(string)
+	conn, br := rawStream(t, base, room, "bob", bob)
+	defer conn.Close()
+	ev, err := readEvent(br)
+	require.NoError(t, err)
+	require.Equal(t, "status", ev.event)
+	hb := 0
+	for hb < 3 {
+		line, err := br.ReadString('\n')
+		require.NoError(t, err)
+		if line == ": hb\n" {
+			hb++
+		}
+		require.NotContains(t, line, "event:", "only heartbeats on an idle stream")
+	}
+}
+
+// TestEventsClientGone: clients that close their connections are noticed
+// within one heartbeat, and the open-streams gauge returns exactly to where
+// it was.
+func TestEventsClientGone(t *testing.T) {
+	const n = 20
+	hb := 200 * time.Millisecond
+	e := newEnv(t)
+	e.srv.sseInterval = time.Hour
+	e.srv.sseHeartbeat = hb
+	base := e.listen()
+	room := e.room(issuer.RoomConfig{State: issuer.RoomPaused})
+	before := gaugeValue(e.srv.m.sseOpen)
+	var conns []net.Conn
+	for i := range n {
+		u := fmt.Sprintf("u%d", i)
+		tok := e.enter(room, u)["waiting_token"].(string)
+		conn, br := rawStream(t, base, room, u, tok)
+		_, err := readEvent(br)
+		require.NoError(t, err)
+		conns = append(conns, conn)
+	}
+	require.Equal(t, before+n, gaugeValue(e.srv.m.sseOpen))
+	for _, c := range conns {
+		require.NoError(t, c.Close())
+	}
+	require.Eventually(t, func() bool { return gaugeValue(e.srv.m.sseOpen) == before }, hb, 5*time.Millisecond)
+	time.Sleep(hb + hb/2) // and it stays there: nothing decremented twice
+	assert.Equal(t, before, gaugeValue(e.srv.m.sseOpen))
+}
+
+// TestEventsHeartbeatWriteFails: where the connection cannot be watched
+// (a half-open peer that never sends FIN, or an unknown net.Conn), the
+// heartbeat's failed write ends the stream: through fasthttp's body-stream
+// pipe that takes up to three heartbeats.
+func TestEventsHeartbeatWriteFails(t *testing.T) {
+	hb := 100 * time.Millisecond
+	e := newEnv(t)
+	e.srv.sseInterval = time.Hour
+	e.srv.sseHeartbeat = hb
+	e.srv.sseNoWatch = true
+	base := e.listen()
+	room := e.room(issuer.RoomConfig{State: issuer.RoomPaused})
+	before := gaugeValue(e.srv.m.sseOpen)
+	tok := e.enter(room, "bob")["waiting_token"].(string)
+	conn, br := rawStream(t, base, room, "bob", tok)
+	_, err := readEvent(br)
+	require.NoError(t, err)
+	time.Sleep(2 * hb)
+	require.Equal(t, before+1, gaugeValue(e.srv.m.sseOpen), "the heartbeat alone does not end a live stream")
+	require.NoError(t, conn.Close())
+	require.Eventually(t, func() bool { return gaugeValue(e.srv.m.sseOpen) == before }, 5*hb, 5*time.Millisecond)
+}
+
+// cmdCounter counts the Redis commands a client sends (go-redis hook).
+type cmdCounter struct{ n atomic.Int64 }
+
+func (c *cmdCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(int64(len(cmds))); return next(ctx, cmds) }
+}
+
+// TestEventsRedisPerRoom: the streams of users far behind the head cost
+// Redis one snapshot call per room per snapshot interval, not one call per
+// stream and poll — 200 streams cost what 20 do. Only users near the head
+// (a bounded band, issuer/snapshot.go) get the exact script at every poll.
+func TestEventsRedisPerRoom(t *testing.T) {
+	rdb := redistest.Client(t)
+	cnt := &cmdCounter{}
+	rdb.AddHook(cnt)
+	e := newEnv(t, withRedis(rdb))
+	e.srv.sseInterval = 50 * time.Millisecond // every stream polls 20 times a second
+	base := e.listen()
+	room := e.room(issuer.RoomConfig{State: issuer.RoomPaused})
+	const far = 100 // first position past the exact band (nearHead is 60 here)
+	toks := make([]string, far+200)
+	for i := range toks {
+		en, err := e.is.Enter(context.Background(), room, fmt.Sprintf("u%d", i))
+		require.NoError(t, err)
+		toks[i] = en.WaitingToken
+	}
+	const window = time.Second
+	measure := func(from, to int) int64 {
+		var conns []net.Conn
+		for i := from; i < to; i++ {
+			conn, br := rawStream(t, base, room, fmt.Sprintf("u%d", i), toks[i])
+			ev, err := readEvent(br)
+			require.NoError(t, err)
+			require.Contains(t, ev.data, `"position_estimated":true`)
+			conns = append(conns, conn)
+		}
+		time.Sleep(100 * time.Millisecond)
+		n0 := cnt.n.Load()
+		time.Sleep(window)
+		n := cnt.n.Load() - n0
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		require.Eventually(t, func() bool { return gaugeValue(e.srv.m.sseOpen) == 0 }, 2*time.Second, 5*time.Millisecond)
+		return n
+	}
+	few := measure(far, far+20)
+	many := measure(far, far+200)
+	t.Logf("Redis commands in %v: 20 streams %d, 200 streams %d (polls: %d and %d)", window, few, many, 20*20, 200*20)
+	// One snapshot call per 500 ms: about 2 per second either way.
+	assert.GreaterOrEqual(t, few, int64(1), "the hook counts the snapshot calls")
+	assert.LessOrEqual(t, few, int64(4))
+	assert.LessOrEqual(t, many, few+2)
 }
