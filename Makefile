@@ -9,8 +9,9 @@ BENCHTIME ?= 2s
 
 WASM      ?= build/flashgate-verifier.wasm
 WORKER    := examples/cloudflare-worker
+BROWSER   := examples/browser
 
-.PHONY: all build run serve test wasm wasm-toolchain worker-deps bench bench-http fuzz vet vulncheck clean
+.PHONY: all build run serve test wasm wasm-toolchain worker-deps browser-deps bench bench-http fuzz vet vulncheck clean
 
 all: build
 
@@ -26,8 +27,9 @@ serve: build
 	./build/flashgate serve
 
 ## test: every test, with -race, against a throwaway redis-server; builds the
-## wasm verifier (TinyGo) and installs workerd (npm) first
-test: wasm worker-deps
+## wasm verifier (TinyGo) and installs workerd (npm), Chromium (apt) and
+## playwright-core (npm) first
+test: wasm worker-deps browser-deps
 	FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/with-redis.sh $(GO) test -race -count=1 -timeout 20m ./...
 
 ## wasm-toolchain: TinyGo v0.41.0 built from the Go module proxy (cached in ~/.cache/flashgate)
@@ -41,6 +43,12 @@ wasm: wasm-toolchain
 ## worker-deps: workerd (Cloudflare's Workers runtime) from npm, pinned by package-lock.json
 worker-deps:
 	cd $(WORKER) && npm ci --no-audit --no-fund --loglevel=error
+
+## browser-deps: Debian's Chromium and playwright-core (npm, pinned by package-lock.json) for
+## the browser end-to-end test (examples/browser)
+browser-deps:
+	scripts/install-chromium.sh
+	cd $(BROWSER) && npm ci --no-audit --no-fund --loglevel=error
 
 vet:
 	$(GO) vet ./...

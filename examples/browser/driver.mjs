@@ -1,0 +1,164 @@
+// driver.mjs: a line-oriented remote control of Debian's Chromium for
+// browser_test.go. It launches the browser (playwright-core, no downloaded
+// browser build), prints {"ready":true,"version":…}, then reads one JSON
+// command per line on stdin and answers one JSON line on stdout:
+//
+//   {"id":1,"op":"goto","page":"p1","url":"…"} → {"id":1,"ok":true,"result":{…}}
+//                                               → {"id":1,"ok":false,"error":"…"}
+//
+// Contexts and pages are named by the caller. Each context is a fresh
+// profile (its own cookie jar); a page records every main-frame navigation
+// so the test can see redirects it went through.
+import { chromium } from "playwright-core";
+import readline from "node:readline";
+
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+const out = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
+
+let browser;
+try {
+  browser = await chromium.launch({
+    executablePath,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+    timeout: 30000,
+  });
+} catch (err) {
+  out({ ready: false, error: `cannot launch ${executablePath}: ${err.message}` });
+  process.exit(1);
+}
+out({ ready: true, version: browser.version() });
+
+const contexts = new Map();
+const pages = new Map(); // name → {page, ctx, history: [url…]}
+
+function pageOf(name) {
+  const p = pages.get(name);
+  if (!p) throw new Error(`no page ${name}`);
+  return p;
+}
+
+async function openPage(ctxName, name) {
+  const ctx = contexts.get(ctxName);
+  if (!ctx) throw new Error(`no context ${ctxName}`);
+  const page = await ctx.newPage();
+  const entry = { page, ctx, history: [] };
+  page.on("framenavigated", (f) => {
+    if (f === page.mainFrame()) entry.history.push(f.url());
+  });
+  // Redirects never commit a document: record each hop of the chain.
+  page.on("request", (r) => {
+    if (r.isNavigationRequest() && r.frame() === page.mainFrame()) entry.history.push(r.url());
+  });
+  pages.set(name, entry);
+}
+
+// view: what the waiting page (or any page) shows now.
+async function view(page) {
+  return page.evaluate(() => {
+    const fg = document.getElementById("fg");
+    const text = (id) => document.getElementById(id)?.textContent ?? null;
+    return {
+      url: location.href,
+      title: document.title,
+      state: fg?.dataset.state ?? null,
+      position: text("position"),
+      ahead: text("ahead"),
+      heading: text("heading"),
+      body: document.body?.innerText.slice(0, 2000) ?? "",
+    };
+  });
+}
+
+// viewNoJS: the same, read through Playwright's own world (works with
+// JavaScript disabled in the page).
+async function viewNoJS(page) {
+  const attr = async (sel, name) => (await page.$(sel)) && page.getAttribute(sel, name);
+  const text = async (sel) => ((await page.$(sel)) ? page.textContent(sel) : null);
+  return {
+    url: page.url(),
+    title: await page.title(),
+    state: await attr("#fg", "data-state"),
+    position: await text("#position"),
+    ahead: await text("#ahead"),
+    heading: await text("#heading"),
+    body: ((await text("body")) ?? "").slice(0, 2000),
+  };
+}
+
+const ops = {
+  async newContext({ ctx, js = true }) {
+    contexts.set(ctx, await browser.newContext({ javaScriptEnabled: js, viewport: { width: 800, height: 720 } }));
+    return {};
+  },
+  async newPage({ ctx, page }) {
+    await openPage(ctx, page);
+    return {};
+  },
+  async goto({ page, url }) {
+    const p = pageOf(page);
+    const resp = await p.page.goto(url, { waitUntil: "domcontentloaded" });
+    return { url: p.page.url(), status: resp ? resp.status() : 0 };
+  },
+  async reload({ page }) {
+    const p = pageOf(page);
+    const resp = await p.page.reload({ waitUntil: "domcontentloaded" });
+    return { url: p.page.url(), status: resp ? resp.status() : 0 };
+  },
+  async view({ page, js = true }) {
+    const p = pageOf(page);
+    return js ? view(p.page) : viewNoJS(p.page);
+  },
+  async history({ page }) {
+    return { urls: pageOf(page).history };
+  },
+  async waitURL({ page, prefix, timeout = 15000 }) {
+    const p = pageOf(page);
+    await p.page.waitForURL((u) => u.href.startsWith(prefix), { timeout, waitUntil: "domcontentloaded" });
+    return { url: p.page.url() };
+  },
+  async click({ page, selector }) {
+    await pageOf(page).page.click(selector, { timeout: 10000 });
+    return {};
+  },
+  async screenshot({ page, path }) {
+    await pageOf(page).page.screenshot({ path, fullPage: true });
+    return { path };
+  },
+  async cookies({ ctx }) {
+    const c = contexts.get(ctx);
+    if (!c) throw new Error(`no context ${ctx}`);
+    return { cookies: await c.cookies() };
+  },
+  async addCookies({ ctx, cookies }) {
+    await contexts.get(ctx).addCookies(cookies);
+    return {};
+  },
+  async closePage({ page }) {
+    await pageOf(page).page.close();
+    pages.delete(page);
+    return {};
+  },
+};
+
+const rl = readline.createInterface({ input: process.stdin });
+for await (const line of rl) {
+  if (!line.trim()) continue;
+  let cmd;
+  try {
+    cmd = JSON.parse(line);
+    const f = ops[cmd.op];
+    if (!f) throw new Error(`unknown op ${cmd.op}`);
+    out({ id: cmd.id, ok: true, result: await f(cmd) });
+  } catch (err) {
+    out({ id: cmd?.id, ok: false, error: String(err?.message ?? err) });
+  }
+}
+await browser.close();
