@@ -11,7 +11,7 @@ WASM      ?= build/flashgate-verifier.wasm
 WORKER    := examples/cloudflare-worker
 BROWSER   := examples/browser
 
-.PHONY: all build run serve test wasm wasm-toolchain worker-deps browser-deps bench bench-http fuzz vet vulncheck clean
+.PHONY: all build run serve demo test wasm wasm-toolchain worker-deps browser-deps bench bench-http fuzz vet vulncheck clean
 
 all: build
 
@@ -25,6 +25,11 @@ run: build
 ## serve: the issuer alone (embedded in-process Redis unless REDIS_URL is set)
 serve: build
 	./build/flashgate serve
+
+## demo: the whole stack on loopback (issuer in visitor mode, embedded Redis unless REDIS_URL,
+## the worker in workerd, a shop, a crowd ahead of you); prints a product URL to open
+demo: build wasm worker-deps
+	$(GO) run ./examples/demo $(DEMO_FLAGS)
 
 ## test: every test, with -race, against a throwaway redis-server; builds the
 ## wasm verifier (TinyGo) and installs workerd (npm), Chromium (apt) and
