@@ -139,7 +139,9 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 	}
 	e := is.entry(room, user, "", r)
 	if e.Created {
-		is.noteCreated(room)
+		if err := is.noteCreated(ctx, room); err != nil {
+			return nil, err
+		}
 	}
 	// Register the room with the tick loops (fg:rooms; another slot, so not in
 	// the script). Not only when this call created it: a retried first enter

@@ -27,7 +27,10 @@ import (
 //     recreated from it — by the next tick of any replica that knew it, or by
 //     the next enter — instead of answering 404 unknown_room or falling back
 //     to the default policy. Each restore is logged (WARN) and counted
-//     (RoomsRestored, the metric flashgate_rooms_restored_total).
+//     (RoomsRestored, the metric flashgate_rooms_restored_total). The
+//     page's branding (RoomConfig.PageTitle, PageMessage, BrandColor) is
+//     not part of the scripts' policy: the replica that restored the room
+//     puts it back right after (restorePage), if it knew it (SetRoom, Room).
 //   - The waiting-token secret (Config.SharedSecret): SyncSecret puts a lost
 //     fg:waiting-secret back and adopts the one in Redis when it differs, so
 //     every replica converges on one secret (and LoadOrCreateSecret gives
@@ -41,7 +44,8 @@ type knownRoom struct {
 	policy string
 }
 
-// remember records c as room's last known config.
+// remember records c as room's last known config, its branding included
+// (c is a whole config: SetRoom's, or Room's read of the hash).
 func (is *Issuer) remember(room string, c RoomConfig) {
 	if v, ok := is.known.Load(room); ok && v.(*knownRoom).cfg.equal(c) {
 		return
@@ -50,12 +54,47 @@ func (is *Issuer) remember(room string, c RoomConfig) {
 	is.known.Store(strings.Clone(room), &knownRoom{cfg: c, policy: c.policy()})
 }
 
+// rememberPolicy records c, a config the scripts reported (no branding), as
+// room's last known config, keeping the branding known before.
+func (is *Issuer) rememberPolicy(room string, c RoomConfig) {
+	if v, ok := is.known.Load(room); ok {
+		k := v.(*knownRoom).cfg
+		c.PageTitle, c.PageMessage, c.BrandColor = k.PageTitle, k.PageMessage, k.BrandColor
+	}
+	is.remember(room, c)
+}
+
 // equal compares configs by value (time.Time by instant).
 func (c RoomConfig) equal(d RoomConfig) bool {
 	return c.Capacity == d.Capacity && c.RatePerMinute == d.RatePerMinute && c.SessionDuration == d.SessionDuration &&
 		c.Tick == d.Tick && c.TickBatch == d.TickBatch && c.State == d.State &&
-		c.Opens.Equal(d.Opens) && c.Closes.Equal(d.Closes)
+		c.Opens.Equal(d.Opens) && c.Closes.Equal(d.Closes) &&
+		c.PageTitle == d.PageTitle && c.PageMessage == d.PageMessage && c.BrandColor == d.BrandColor
 }
+
+// restorePage writes c's page branding into room's config hash after a
+// script created the room (a restore, or a new room from DefaultRoom): the
+// scripts' policy does not carry it. HSETNX, field by field: an admin's
+// SetRoom in between (which writes every field, "" included) wins.
+func (is *Issuer) restorePage(ctx context.Context, room string, c RoomConfig) error {
+	var args []any
+	for _, f := range [][2]string{{"page_title", c.PageTitle}, {"page_message", c.PageMessage}, {"brand_color", c.BrandColor}} {
+		if f[1] != "" {
+			args = append(args, f[0], f[1])
+		}
+	}
+	if len(args) == 0 {
+		return nil
+	}
+	if err := restorePageScript.Run(ctx, is.cfg.Redis, roomKeys(room)[:1], args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// restorePageScript sets the hash fields given as name, value pairs that are
+// not set yet (one round trip).
+var restorePageScript = redis.NewScript(`for i = 1, #ARGV, 2 do redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end`)
 
 // knows reports whether this replica has seen room's config.
 func (is *Issuer) knows(room string) bool {
@@ -84,15 +123,19 @@ func (is *Issuer) createArg(s *redis.Script, room string) string {
 
 // noteCreated is called when an enter created room: from its last known
 // config (a restore after a data loss), or from the default policy.
-func (is *Issuer) noteCreated(room string) {
+func (is *Issuer) noteCreated(ctx context.Context, room string) error {
 	v, ok := is.known.Load(room)
 	if !ok {
 		if is.cfg.DefaultRoom != nil {
-			is.remember(room, is.cfg.DefaultRoom.WithDefaults())
+			c := is.cfg.DefaultRoom.WithDefaults()
+			is.remember(room, c)
+			return is.restorePage(ctx, room, c)
 		}
-		return
+		return nil
 	}
-	is.restoredRoom(room, v.(*knownRoom).cfg, "enter")
+	c := v.(*knownRoom).cfg
+	is.restoredRoom(room, c, "enter")
+	return is.restorePage(ctx, room, c)
 }
 
 func (is *Issuer) restoredRoom(room string, c RoomConfig, by string) {
@@ -109,11 +152,16 @@ func (is *Issuer) restoredRoom(room string, c RoomConfig, by string) {
 // registers the room with the tick loops again (fg:rooms was lost with the
 // rest).
 func (is *Issuer) noteTick(ctx context.Context, room string, t tickReply) error {
-	is.remember(room, t.cfg)
+	is.rememberPolicy(room, t.cfg)
 	if !t.created {
 		return nil
 	}
-	is.restoredRoom(room, t.cfg, "tick")
+	v, _ := is.known.Load(room)
+	c := v.(*knownRoom).cfg
+	is.restoredRoom(room, c, "tick")
+	if err := is.restorePage(ctx, room, c); err != nil {
+		return err
+	}
 	if err := is.cfg.Redis.SAdd(ctx, keyRooms, room).Err(); err != nil {
 		return unavailable(err)
 	}

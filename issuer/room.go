@@ -2,7 +2,9 @@ package issuer
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flashgate/flashgate"
 )
@@ -31,6 +33,10 @@ const (
 	MaxSessionDuration = 15 * time.Minute
 	// MaxIDLen is the longest room or user id, in bytes.
 	MaxIDLen = 128
+	// MaxPageTitle and MaxPageMessage bound RoomConfig.PageTitle and
+	// PageMessage, in bytes of UTF-8.
+	MaxPageTitle   = 80
+	MaxPageMessage = 500
 )
 
 // RoomConfig is one waiting room's policy, stored in Redis
@@ -59,6 +65,20 @@ type RoomConfig struct {
 	// admissions already made run to their expiry and can complete.
 	// Both are judged by the room's clock (Redis TIME), not the replica's.
 	Opens, Closes time.Time
+
+	// The waiting page's branding (GET /wait/{room}); "" everywhere is the
+	// built-in page. The scripts never read these (stored as the config
+	// hash's page_title, page_message and brand_color fields).
+	//
+	// PageTitle is shown above the state's heading and in the document
+	// title (≤ MaxPageTitle bytes of UTF-8, no control characters).
+	PageTitle string
+	// PageMessage is a note shown on the page (≤ MaxPageMessage bytes of
+	// UTF-8, no control characters but newline; newlines break the line).
+	PageMessage string
+	// BrandColor is the page's accent colour, "#rrggbb" (the continue
+	// button, the progress bar); "" is the built-in blue.
+	BrandColor string
 }
 
 // WithDefaults returns c with every zero field set to its documented default.
@@ -105,7 +125,49 @@ func (c RoomConfig) Validate() error {
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "closes (%s) must be after opens (%s)",
 			c.Closes.UTC().Format(time.RFC3339), c.Opens.UTC().Format(time.RFC3339))
 	}
+	return c.validatePage()
+}
+
+// validatePage checks the page's branding fields.
+func (c RoomConfig) validatePage() error {
+	switch {
+	case len(c.PageTitle) > MaxPageTitle:
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_title must be at most %d bytes, got %d", MaxPageTitle, len(c.PageTitle))
+	case !pageText(c.PageTitle, false):
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_title must be UTF-8 text without control characters")
+	case len(c.PageMessage) > MaxPageMessage:
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_message must be at most %d bytes, got %d", MaxPageMessage, len(c.PageMessage))
+	case !pageText(c.PageMessage, true):
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_message must be UTF-8 text without control characters (newlines allowed)")
+	case c.BrandColor != "" && !ValidColor(c.BrandColor):
+		return flashgate.Errorf(flashgate.CodeInvalidInput, `brand_color must be "#rrggbb" (hex) or "" for the built-in, got %q`, clip(c.BrandColor))
+	}
 	return nil
+}
+
+// pageText reports whether s is valid UTF-8 without control characters (C0,
+// DEL, C1), newlines allowed when newline is set.
+func pageText(s string, newline bool) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool {
+		return (r < 0x20 || r >= 0x7f && r < 0xa0) && !(newline && r == '\n')
+	})
+}
+
+// ValidColor reports whether s is a "#rrggbb" hex colour (either case).
+func ValidColor(s string) bool {
+	if len(s) != 7 || s[0] != '#' {
+		return false
+	}
+	for i := 1; i < 7; i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }
 
 // windowMs returns t in Unix ms, or 0 for the zero time (unbounded).

@@ -28,7 +28,8 @@ func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomC
 	err := is.cfg.Redis.HSet(ctx, roomKeys(room)[0],
 		"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
 		"session_ms", c.SessionDuration.Milliseconds(), "batch", c.TickBatch, "tick_ms", c.Tick.Milliseconds(),
-		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes)).Err()
+		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes),
+		"page_title", c.PageTitle, "page_message", c.PageMessage, "brand_color", c.BrandColor).Err()
 	if err == nil {
 		err = is.cfg.Redis.SAdd(ctx, keyRooms, room).Err()
 	}
@@ -52,6 +53,9 @@ type RoomPatch struct {
 	State           *RoomState
 	// Opens and Closes set the event window; a zero time removes the bound.
 	Opens, Closes *time.Time
+	// PageTitle, PageMessage and BrandColor set the page's branding; ""
+	// clears one.
+	PageTitle, PageMessage, BrandColor *string
 }
 
 // apply returns c with p's fields set, or a flashgate.CodeInvalidInput
@@ -99,6 +103,13 @@ func (p RoomPatch) apply(c RoomConfig) (RoomConfig, error) {
 	if p.Closes != nil {
 		c.Closes = *p.Closes
 	}
+	for _, f := range []struct{ v, dst *string }{
+		{p.PageTitle, &c.PageTitle}, {p.PageMessage, &c.PageMessage}, {p.BrandColor, &c.BrandColor},
+	} {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
+	}
 	return c, nil
 }
 
@@ -122,7 +133,7 @@ func derefDuration(p *time.Duration) time.Duration {
 // created reports it. The merged configuration is checked as a whole
 // (RoomConfig.Validate: capacity and rate 1…10,000,000, session whole
 // seconds up to MaxSessionDuration, tick 100 ms … 1 min, batch 1…10,000, the
-// window's order). Errors: flashgate.ErrInvalidInput (naming the field),
+// window's order, the page's branding). Errors: flashgate.ErrInvalidInput (naming the field),
 // flashgate.ErrUnavailable, flashgate.ErrStoreFull.
 func (is *Issuer) UpdateRoom(ctx context.Context, room string, patch RoomPatch) (cfg RoomConfig, created bool, err error) {
 	cur, err := is.Room(ctx, room)
@@ -162,6 +173,7 @@ func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 		Tick:            time.Duration(atoi("tick_ms")) * time.Millisecond,
 		TickBatch:       atoi("batch"), State: RoomState(m["state"]),
 		Opens: windowTime(int64(atoi("opens_ms"))), Closes: windowTime(int64(atoi("closes_ms"))),
+		PageTitle: m["page_title"], PageMessage: m["page_message"], BrandColor: m["brand_color"],
 	}
 	is.remember(room, c)
 	return c, nil
@@ -190,8 +202,10 @@ func (is *Issuer) Rooms(ctx context.Context) ([]string, error) {
 // Stats is a consistent snapshot of one room. Its JSON form is the
 // server's (server.Stats, GET /admin/rooms/{room}/stats).
 type Stats struct {
-	Room   string
-	Config RoomConfig // as configured
+	Room string
+	// Config is the room's config as configured, without the page's
+	// branding (PageTitle, PageMessage, BrandColor: read them with Room).
+	Config RoomConfig
 	// State is the state in effect at At: Config.State with the event window
 	// applied (paused before Opens, closed from Closes).
 	State   RoomState
@@ -225,7 +239,7 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 		return nil, err
 	}
 	st := decodeStats(room, r)
-	is.remember(room, st.Config)
+	is.rememberPolicy(room, st.Config)
 	return st, nil
 }
 

@@ -23,12 +23,18 @@ type RoomConfig struct {
 	// OpensAt and ClosesAt are the event window (RFC 3339), absent when unbounded.
 	OpensAt  *time.Time `json:"opens_at,omitempty"`
 	ClosesAt *time.Time `json:"closes_at,omitempty"`
+	// PageTitle, PageMessage and BrandColor brand the waiting page; absent
+	// when not set.
+	PageTitle   string `json:"page_title,omitempty"`
+	PageMessage string `json:"page_message,omitempty"`
+	BrandColor  string `json:"brand_color,omitempty"`
 }
 
 func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 	return RoomConfig{Room: room, Capacity: c.Capacity, RatePerMinute: c.RatePerMinute,
 		SessionSeconds: int64(c.SessionDuration / time.Second), TickMs: c.Tick.Milliseconds(),
-		TickBatch: c.TickBatch, State: string(c.State), OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes)}
+		TickBatch: c.TickBatch, State: string(c.State), OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes),
+		PageTitle: c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor}
 }
 
 func utcOrNil(t time.Time) *time.Time {
@@ -52,6 +58,10 @@ type roomPatch struct {
 	// OpensAt and ClosesAt set the event window (RFC 3339); "" removes a bound.
 	OpensAt  *string `json:"opens_at"`
 	ClosesAt *string `json:"closes_at"`
+	// PageTitle, PageMessage and BrandColor brand the waiting page; "" clears one.
+	PageTitle   *string `json:"page_title"`
+	PageMessage *string `json:"page_message"`
+	BrandColor  *string `json:"brand_color"`
 }
 
 // GET /admin/rooms
@@ -86,7 +96,8 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &p); err != nil {
 		return err
 	}
-	patch := issuer.RoomPatch{Capacity: p.Capacity, RatePerMinute: p.RatePerMinute, TickBatch: p.TickBatch}
+	patch := issuer.RoomPatch{Capacity: p.Capacity, RatePerMinute: p.RatePerMinute, TickBatch: p.TickBatch,
+		PageTitle: p.PageTitle, PageMessage: p.PageMessage, BrandColor: p.BrandColor}
 	if p.SessionSeconds != nil {
 		d := scaled(*p.SessionSeconds, time.Second)
 		patch.SessionDuration = &d

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -97,6 +98,14 @@ type PageView struct {
 	// Script, Style and Client are the asset paths; ContinueAction the
 	// form's target (POST /wait/{room}/continue).
 	Script, Style, Client, ContinueAction string
+	// The room's branding (issuer.RoomConfig, the admin API): RoomTitle
+	// (page_title, "" for none), RoomMessage (page_message, one item a
+	// line, nil for none) and BrandStyle, the path of the room's
+	// stylesheet (GET /wait/{room}/brand.css) when it has a brand_color,
+	// else "".
+	RoomTitle   string
+	RoomMessage []string
+	BrandStyle  string
 }
 
 // loadPage returns the page template: Options.PageDir's wait.html if set
@@ -187,10 +196,15 @@ func (s *Server) page(c *fiber.Ctx) error {
 		return err
 	}
 	v.entry(e)
+	// The room's config: its branding, and the event window. A failed read
+	// only costs the branding (and the countdown): the entry stands.
+	cfg, err := s.is.Room(c.UserContext(), v.Room)
+	if err == nil {
+		v.brand(cfg)
+	}
 	if v.State == pagePaused {
-		// The event window: paused before it opens (a config read, cached
-		// by the issuer).
-		if cfg, err := s.is.Room(c.UserContext(), v.Room); err == nil && cfg.Opens.After(s.now()) {
+		// The event window: paused before it opens.
+		if err == nil && cfg.Opens.After(s.now()) {
 			v.State, v.Heading = pageOpens, "Opens soon"
 			v.OpensAtMs = cfg.Opens.UnixMilli()
 			v.OpensAt = cfg.Opens.UTC().Format("Mon 2 Jan 15:04 MST")
@@ -198,6 +212,63 @@ func (s *Server) page(c *fiber.Ctx) error {
 		}
 	}
 	return s.renderPage(c, v)
+}
+
+// brand fills v's branding from the room's config.
+func (v *PageView) brand(cfg issuer.RoomConfig) {
+	v.RoomTitle = cfg.PageTitle
+	if cfg.PageMessage != "" {
+		v.RoomMessage = strings.Split(cfg.PageMessage, "\n")
+	}
+	if cfg.BrandColor != "" {
+		// The colour in the query: a new colour is a new URL, so the
+		// stylesheet may be cached.
+		v.BrandStyle = "/wait/" + url.PathEscape(v.Room) + "/brand.css?v=" + strings.ToLower(cfg.BrandColor[1:])
+	}
+}
+
+// GET /wait/:room/brand.css: the room's brand colour as the page's
+// stylesheet. The page's CSP (style-src 'self') forbids inline styles, so
+// the colour cannot be set in the page itself: this stylesheet, served from
+// the page's own origin, overrides wait.css's custom properties --accent and
+// --on-accent (black or white, whichever contrasts more with the accent: at
+// least 4.58:1, WCAG AA for the button's text). A room without a colour
+// gets an empty stylesheet (the built-in colours).
+func (s *Server) brandStyle(c *fiber.Ctx) error {
+	room := param(c, "room")
+	cfg, err := s.is.Room(c.UserContext(), room)
+	if err != nil {
+		return err
+	}
+	body := "/* " + room + ": the built-in colours */\n"
+	if issuer.ValidColor(cfg.BrandColor) {
+		col := strings.ToLower(cfg.BrandColor)
+		body = ":root{--accent:" + col + ";--on-accent:" + onAccent(col) + "}\n"
+	}
+	c.Set(fiber.HeaderCacheControl, assetMaxAge)
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	c.Set(fiber.HeaderContentType, "text/css; charset=utf-8")
+	return c.SendString(body)
+}
+
+// onAccent is the text colour for the accent col ("#rrggbb"): black or
+// white, whichever has the higher WCAG contrast ratio with it. The worse of
+// the two best cases is 4.58:1 (with pure black; a softer near-black would
+// drop below 4.5:1 around mid-grey accents).
+func onAccent(col string) string {
+	ch := func(i int) float64 {
+		n, _ := strconv.ParseUint(col[i:i+2], 16, 8)
+		v := float64(n) / 255
+		if v <= 0.04045 {
+			return v / 12.92
+		}
+		return math.Pow((v+0.055)/1.055, 2.4)
+	}
+	l := 0.2126*ch(1) + 0.7152*ch(3) + 0.0722*ch(5)
+	if (l+0.05)/0.05 >= 1.05/(l+0.05) { // contrast with black ≥ with white
+		return "#000"
+	}
+	return "#fff"
 }
 
 // entry fills v from the visitor's entry.

@@ -390,6 +390,7 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 	// through it counts against the enter limits.
 	a.Get("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enterLimits), s.page)...)...)
 	a.Post("/wait/:room/continue", api, s.pageGuard, s.pageContinue)
+	a.Get("/wait/:room/brand.css", api, s.brandStyle)
 	a.Get("/wait", api, s.pageGuard, s.pageByQuery)
 
 	if s.admin {

@@ -27,7 +27,7 @@ function show(state, message) {
   root.dataset.state = state === "continuing" ? "active" : state;
   $("heading").textContent = h;
   $("message").textContent = message ?? m;
-  document.title = `${h} · ${room}`;
+  document.title = `${h} · ${d.title || room}`;
 }
 
 function waitWords(ms) {
