@@ -167,8 +167,8 @@ func TestBrowserShopperPath(t *testing.T) {
 	hist = br.history("tab3")
 	require.Contains(t, hist, is.base+"/wait?room="+room+"&reason=bad_signature&return="+url.QueryEscape(product),
 		"the tampered cookie was not refused: %v", hist)
-	br.screenshot("tab3", filepath.Join(shots, "06-tampered-cookie-back-in.png"))
 	br.waitURL("tab3", product, 15*time.Second)
+	br.screenshot("tab3", filepath.Join(shots, "06-tampered-cookie-back-in.png")) // after the navigations settle
 	for _, vis := range origin.visits()[before:] {
 		require.Equal(t, visitor, vis.User)
 	}

@@ -239,9 +239,17 @@ func (b *browser) waitURL(page, prefix string, timeout time.Duration) string {
 	return r.URL
 }
 
+// screenshot writes page's screenshot to path; a shot the browser could not
+// take in time is logged, not failed (screenshots are artifacts).
 func (b *browser) screenshot(page, path string) {
 	b.t.Helper()
-	b.must(nil, "screenshot", map[string]any{"page": page, "path": path})
+	var res struct {
+		Warning string `json:"warning"`
+	}
+	b.must(&res, "screenshot", map[string]any{"page": page, "path": path})
+	if res.Warning != "" {
+		b.t.Logf("screenshot %s not taken: %s", path, res.Warning)
+	}
 }
 
 type cookie struct {
