@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/workerdtest"
 )
 
 const adminToken = "browser-test-admin"
@@ -178,76 +179,16 @@ func startWorker(t testing.TB, port int, issuerAddr, originAddr, waitingURL stri
 		t.Fatalf("the wasm verifier is not built (%v): set FLASHGATE_WASM or run `make wasm` (`make test` does)", err)
 	}
 	dir := t.TempDir()
-	copyFile(t, filepath.Join(wdir, "worker.js"), filepath.Join(dir, "worker.js"))
-	copyFile(t, wasm, filepath.Join(dir, "flashgate-verifier.wasm"))
+	workerdtest.CopyFile(t, filepath.Join(wdir, "worker.js"), filepath.Join(dir, "worker.js"))
+	workerdtest.CopyFile(t, wasm, filepath.Join(dir, "flashgate-verifier.wasm"))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	require.NoError(t, err)
-	vars := map[string]string{"PORT": strconv.Itoa(port), "ISSUER_ADDR": issuerAddr, "ORIGIN_ADDR": originAddr,
-		"JWKS_TTL_SECONDS": "300", "WAITING_ROOM_URL": waitingURL}
-	text, err := os.ReadFile(filepath.Join(wdir, "config.capnp.tmpl"))
-	require.NoError(t, err)
-	config := os.Expand(string(text), func(k string) string {
-		v, ok := vars[k]
-		if !ok {
-			t.Fatalf("config.capnp.tmpl: unknown placeholder ${%s}", k)
-		}
-		return v
-	})
-	cfg := filepath.Join(dir, "config.capnp")
-	require.NoError(t, os.WriteFile(cfg, []byte(config), 0o644))
-	sock, err := ln.(*net.TCPListener).File()
-	require.NoError(t, err)
-	_ = ln.Close()
-	logPath := filepath.Join(dir, "workerd.log")
-	logf, err := os.Create(logPath)
-	require.NoError(t, err)
-	cmd := exec.Command(bin, "serve", cfg, "--verbose", "--socket-fd", "http=3")
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{sock}
-	require.NoError(t, cmd.Start())
-	_ = sock.Close()
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		_ = logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("workerd log:\n%s", b)
-		}
-	})
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("workerd exited during start-up:\n%s", b)
-		default:
-		}
-		// /products/ names no product: the worker itself answers 404.
-		if resp, err := client.Get(base + "/products/"); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusNotFound {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workerd did not answer within 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func copyFile(t testing.TB, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(to, b, 0o644))
+	// Ready when the worker itself answers: /products/ names no product, so
+	// the worker answers 404 without touching the issuer or the origin.
+	return workerdtest.Launch(t, bin, dir, filepath.Join(wdir, "config.capnp.tmpl"), map[string]string{
+		"ISSUER_ADDR": issuerAddr, "ORIGIN_ADDR": originAddr, "JWKS_TTL_SECONDS": "300",
+		"WAITING_ROOM_URL": waitingURL}, ln, "/products/")
 }
 
 // admin calls the admin API.

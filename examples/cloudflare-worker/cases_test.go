@@ -3,6 +3,7 @@ package worker_test
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate/internal/tokencases"
+	"github.com/flashgate/flashgate/internal/workerdtest"
 	"github.com/flashgate/flashgate/verifier"
 )
 
@@ -37,11 +39,13 @@ func TestWorkerTokenCases(t *testing.T) {
 	set := tokencases.MustLoad(t, golden)
 
 	dir := t.TempDir()
-	copyFile(t, filepath.Join("testdata", "cases_harness.js"), filepath.Join(dir, "cases_harness.js"))
-	copyFile(t, "worker.js", filepath.Join(dir, "worker.js"))
-	copyFile(t, wasm, filepath.Join(dir, "flashgate-verifier.wasm"))
-	copyFile(t, golden, filepath.Join(dir, "cases.json"))
-	base := launchWorkerd(t, bin, dir, filepath.Join("testdata", "cases.capnp.tmpl"), map[string]string{}, "/ready")
+	workerdtest.CopyFile(t, filepath.Join("testdata", "cases_harness.js"), filepath.Join(dir, "cases_harness.js"))
+	workerdtest.CopyFile(t, "worker.js", filepath.Join(dir, "worker.js"))
+	workerdtest.CopyFile(t, wasm, filepath.Join(dir, "flashgate-verifier.wasm"))
+	workerdtest.CopyFile(t, golden, filepath.Join(dir, "cases.json"))
+	wln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := workerdtest.Launch(t, bin, dir, filepath.Join("testdata", "cases.capnp.tmpl"), map[string]string{}, wln, "/ready")
 
 	client := &http.Client{Timeout: 2 * time.Minute}
 	resp, err := client.Get(base + "/")

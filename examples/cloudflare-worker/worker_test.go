@@ -32,6 +32,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/workerdtest"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/problem"
@@ -223,94 +224,18 @@ func newEnv(t testing.TB) *env {
 func startWorkerd(t testing.TB, bin, wasm, issuerAddr, originAddr string) string {
 	t.Helper()
 	dir := t.TempDir()
-	copyFile(t, "worker.js", filepath.Join(dir, "worker.js"))
-	copyFile(t, wasm, filepath.Join(dir, "flashgate-verifier.wasm"))
+	workerdtest.CopyFile(t, "worker.js", filepath.Join(dir, "worker.js"))
+	workerdtest.CopyFile(t, wasm, filepath.Join(dir, "flashgate-verifier.wasm"))
 	// Ready when the worker itself answers: /products/ has no product, so
 	// the worker answers 404 without touching the issuer or the origin.
-	return launchWorkerd(t, bin, dir, "config.capnp.tmpl", map[string]string{
+	wln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	return workerdtest.Launch(t, bin, dir, "config.capnp.tmpl", map[string]string{
 		"ISSUER_ADDR":      issuerAddr,
 		"ORIGIN_ADDR":      originAddr,
 		"JWKS_TTL_SECONDS": "300",
 		"WAITING_ROOM_URL": waitingRoom,
-	}, "/products/")
-}
-
-// launchWorkerd fills in the template tmpl (vars plus PORT) as dir's
-// config.capnp, runs workerd on it listening on a socket this process
-// opened (no free-port race), and returns its base URL once GET readyPath
-// answers 404.
-func launchWorkerd(t testing.TB, bin, dir, tmpl string, vars map[string]string, readyPath string) string {
-	t.Helper()
-	wln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := wln.Addr().(*net.TCPAddr).Port
-	text, err := os.ReadFile(tmpl)
-	require.NoError(t, err)
-	vars["PORT"] = strconv.Itoa(port)
-	config := os.Expand(string(text), func(k string) string {
-		v, ok := vars[k]
-		if !ok {
-			t.Fatalf("%s: unknown placeholder ${%s}", tmpl, k)
-		}
-		return v
-	})
-	cfgPath := filepath.Join(dir, "config.capnp")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(config), 0o644))
-
-	sock, err := wln.(*net.TCPListener).File()
-	require.NoError(t, err)
-	_ = wln.Close()
-	logPath := filepath.Join(dir, "workerd.log")
-	logf, err := os.Create(logPath)
-	require.NoError(t, err)
-	cmd := exec.Command(bin, "serve", cfgPath, "--verbose", "--socket-fd", "http=3")
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{sock}
-	require.NoError(t, cmd.Start())
-	_ = sock.Close()
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		_ = logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("workerd log:\n%s", b)
-		}
-	})
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	client := &http.Client{Timeout: 2 * time.Second}
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("workerd exited during start-up:\n%s", b)
-		default:
-		}
-		resp, err := client.Get(base + readyPath)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusNotFound {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workerd did not answer within 30 s (last error %v)", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return base
-}
-
-func copyFile(t testing.TB, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(to, b, 0o644))
+	}, wln, "/products/")
 }
 
 // post sends a POST to the issuer and decodes the JSON answer.
