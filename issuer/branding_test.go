@@ -138,14 +138,7 @@ func TestLostRoomRestoresBranding(t *testing.T) {
 		_, err := b.SetRoom(ctx, room, cfg)
 		require.NoError(t, err)
 		require.NoError(t, rdb.FlushAll(ctx).Err())
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- b.Run(runCtx) }()
-		defer func() { cancel(); <-done }()
-		deadline := time.Now().Add(10 * time.Second)
-		for b.RoomsRestored() == 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		defer runUntilRestored(t, b)()
 		require.EqualValues(t, 1, b.RoomsRestored())
 		got, err := b.Room(ctx, room)
 		require.NoError(t, err)

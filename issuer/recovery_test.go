@@ -193,14 +193,7 @@ func TestLostRoomRestoredFromLastKnownConfig(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, rdb.FlushAll(ctx).Err())
 
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- b.Run(runCtx) }()
-		defer func() { cancel(); <-done }()
-		deadline := time.Now().Add(10 * time.Second)
-		for b.RoomsRestored() == 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		defer runUntilRestored(t, b)()
 		require.EqualValues(t, 1, b.RoomsRestored(), "Run restores a room fg:rooms no longer lists")
 		got, err := b.Room(ctx, room)
 		require.NoError(t, err)
@@ -286,4 +279,18 @@ func TestSharedSecretConvergesAfterDataLoss(t *testing.T) {
 	ed, err = d.Enter(ctx, room, "carol")
 	require.NoError(t, err)
 	assert.Equal(t, ed.WaitingToken, ee.WaitingToken, "one secret after the loss, with no sync by hand")
+}
+
+// runUntilRestored runs b's tick loop until it has restored a room (at most
+// 10 s) and returns the function that stops the loop.
+func runUntilRestored(t *testing.T, b *issuer.Issuer) (stop func()) {
+	t.Helper()
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(runCtx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.RoomsRestored() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return func() { cancel(); <-done }
 }

@@ -18,6 +18,7 @@ package problem
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -71,7 +72,7 @@ func (k Kind) Header(h http.Header) {
 		h.Set("WWW-Authenticate", k.Challenge)
 	}
 	if k.RetryAfter > 0 {
-		h.Set("Retry-After", itoa(k.RetryAfter))
+		h.Set("Retry-After", strconv.Itoa(k.RetryAfter))
 	}
 	h.Set("Cache-Control", "no-store")
 }
@@ -83,19 +84,6 @@ func (k Kind) Write(w http.ResponseWriter, d *Details) {
 	w.Header().Set("Content-Type", ContentType)
 	w.WriteHeader(d.Status)
 	_ = json.NewEncoder(w).Encode(d)
-}
-
-func itoa(n int) string {
-	if n <= 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for ; n > 0; n /= 10 {
-		i--
-		b[i] = byte('0' + n%10)
-	}
-	return string(b[i:])
 }
 
 // Bearer returns the token of an RFC 6750 §2.1 "Authorization: Bearer"
