@@ -20,6 +20,7 @@ import (
 
 	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/problem"
 )
 
 // Bad input on the HTTP API: every refusal has its own problem type, and
@@ -193,8 +194,8 @@ func TestWaitingTokens(t *testing.T) {
 		{"POST", "/v1/rooms/%s/leave"},
 		{"POST", "/v1/rooms/%s/exchange"},
 	}
-	malformedType := ProblemBase + "invalid-waiting-token"
-	foreignType := ProblemBase + "token-owner-mismatch"
+	malformedType := problem.Base + "invalid-waiting-token"
+	foreignType := problem.Base + "token-owner-mismatch"
 	require.NotEqual(t, malformedType, foreignType)
 
 	// Malformed: 401 invalid_waiting_token, whatever the route, before Redis.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/verifier"
 )
 
@@ -173,7 +174,7 @@ func (r resp) problem(t testing.TB, status int, code string) map[string]any {
 	require.Equal(t, status, r.status, "body: %s", r.body)
 	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
 	m := r.json(t)
-	require.Equal(t, ProblemBase+strings.ReplaceAll(code, "_", "-"), m["type"])
+	require.Equal(t, problem.Base+strings.ReplaceAll(code, "_", "-"), m["type"])
 	require.Equal(t, code, m["code"])
 	require.EqualValues(t, status, m["status"])
 	require.NotEmpty(t, m["title"])

@@ -12,10 +12,6 @@ import (
 	"github.com/flashgate/flashgate/problem"
 )
 
-// ProblemBase prefixes every problem type URI (problem.Base): the type of
-// code "not_admitted" is ProblemBase + "not-admitted".
-const ProblemBase = problem.Base
-
 // Problem is an RFC 9457 problem details document (problem.Details) on its
 // way out. Handlers return it as an error; the ErrorHandler renders it with
 // the status, title, Retry-After and WWW-Authenticate of its code's row in

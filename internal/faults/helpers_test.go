@@ -22,6 +22,7 @@ import (
 	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
+	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/server"
 )
 
@@ -142,7 +143,7 @@ func do(hc *http.Client, method, url, user, bearer string) answer {
 func isUnavailable(a answer) bool {
 	return a.Err == nil && a.status == http.StatusServiceUnavailable &&
 		a.contentType == "application/problem+json" && a.retryAfter != "" &&
-		a.Type == server.ProblemBase+"unavailable" && a.Code == string(flashgate.CodeUnavailable)
+		a.Type == problem.Base+"unavailable" && a.Code == string(flashgate.CodeUnavailable)
 }
 
 // eventually polls f every 20 ms until it returns true or d passes.

@@ -17,7 +17,7 @@ import (
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/internal/simulate"
 	"github.com/flashgate/flashgate/issuer"
-	"github.com/flashgate/flashgate/server"
+	"github.com/flashgate/flashgate/problem"
 )
 
 // traffic is HTTP load from a few goroutines (enter, then status with the
@@ -158,7 +158,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	assert.Equal(t, "1", enter.retryAfter)
 	assert.True(t, isUnavailable(status), "status during the outage: %s", status)
 	assert.Equal(t, "application/problem+json", ready.contentType, "readyz: %s", ready)
-	assert.Equal(t, server.ProblemBase+"not-ready", ready.Type, "readyz: %s", ready)
+	assert.Equal(t, problem.Base+"not-ready", ready.Type, "readyz: %s", ready)
 	assert.NotEmpty(t, ready.retryAfter, "readyz: %s", ready)
 	// Let the clients run into the outage for a while.
 	eventually(t, 20*time.Second, "the clients' traffic to meet the outage", func() bool {
