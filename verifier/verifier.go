@@ -93,11 +93,70 @@ const (
 //     ErrExpired; iat > now + leeway or nbf > now + leeway → ErrNotYetValid.
 //
 // Because the signature is checked before any claim, a forged token always
-// reports ErrBadSignature, whatever its claims.
+// reports ErrBadSignature, whatever its claims. (The Ed25519 arithmetic of
+// step 8 actually runs last, after steps 9–13 are decided, but its failure
+// takes precedence over theirs.)
+//
+// Verify is Prepare followed by Pending.Finish with the result of
+// crypto/ed25519's Verify: the one path every host shares.
 func (v *Verifier) Verify(ctx context.Context, raw string, want Expect) (*Token, error) {
+	p, err := v.Prepare(ctx, raw, want)
+	if err != nil {
+		return nil, err
+	}
+	return p.Finish(ed25519.Verify(p.key, bytesOf(p.input), p.sig[:]))
+}
+
+// Pending is a token that passed every check of Verify that precedes the
+// Ed25519 arithmetic (steps 1–7 and the signature's shape in step 8), with
+// the outcome of steps 9–13 already decided but withheld until Finish is
+// told whether the signature verifies. It lets a host that has Ed25519 of
+// its own (WebCrypto at the edge: wasm/README.md, ABI v2) do exactly one
+// signature check while every rule stays here.
+//
+// A Pending is a value; it holds no reference to the Verifier.
+type Pending struct {
+	key   ed25519.PublicKey
+	input string // the raw "header.payload" bytes
+	sig   [ed25519.SignatureSize]byte
+	tok   *Token
+	err   error
+}
+
+// PublicKey returns the 32-byte Ed25519 public key the token's kid names.
+// The caller must not modify it.
+func (p *Pending) PublicKey() ed25519.PublicKey { return p.key }
+
+// SigningInput returns the JWS signing input (RFC 7515 §5.2): the token's
+// raw "header.payload" bytes, exactly as received.
+func (p *Pending) SigningInput() string { return p.input }
+
+// Signature returns the decoded 64-byte Ed25519 signature (R ‖ S, RFC 8032 §5.1.6).
+func (p *Pending) Signature() [ed25519.SignatureSize]byte { return p.sig }
+
+// Finish returns Verify's answer given whether Signature is a valid Ed25519
+// signature (RFC 8032 §5.1.7, S < L enforced) of SigningInput under
+// PublicKey: ErrBadSignature when signatureValid is false, whatever the
+// claims; otherwise the outcome of steps 9–13 (the Token, or the first
+// claim error). signatureValid must come from an actual Ed25519
+// verification: passing true without one accepts a forged token.
+func (p *Pending) Finish(signatureValid bool) (*Token, error) {
+	if !signatureValid {
+		return nil, ErrBadSignature
+	}
+	return p.tok, p.err
+}
+
+// Prepare runs Verify's steps 1–7 and the shape checks of step 8 and
+// returns their first failure, exactly as Verify would. Otherwise it
+// decides steps 9–13 and returns a Pending whose Finish gives Verify's
+// answer once the signature has been checked. Verify(ctx, raw, want) ≡
+// Prepare then Finish(ed25519.Verify(PublicKey, SigningInput, Signature)).
+func (v *Verifier) Prepare(ctx context.Context, raw string, want Expect) (Pending, error) {
+	var p Pending
 	// 1. Size, before anything proportional to it.
 	if len(raw) > MaxTokenSize {
-		return nil, fmt.Errorf("%w: %d bytes", ErrTooLarge, len(raw))
+		return p, fmt.Errorf("%w: %d bytes", ErrTooLarge, len(raw))
 	}
 
 	// 2. Shape: three non-empty base64url segments.
@@ -105,7 +164,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string, want Expect) (*Token,
 	for i := 0; i < len(raw); i++ {
 		switch b64Table[raw[i]] {
 		case b64Invalid:
-			return nil, fmt.Errorf("%w: byte %#02x at offset %d is not base64url", ErrMalformed, raw[i], i)
+			return p, fmt.Errorf("%w: byte %#02x at offset %d is not base64url", ErrMalformed, raw[i], i)
 		case b64Dot:
 			switch {
 			case dot1 < 0:
@@ -113,15 +172,15 @@ func (v *Verifier) Verify(ctx context.Context, raw string, want Expect) (*Token,
 			case dot2 < 0:
 				dot2 = i
 			default:
-				return nil, fmt.Errorf("%w: more than three segments", ErrMalformed)
+				return p, fmt.Errorf("%w: more than three segments", ErrMalformed)
 			}
 		}
 	}
 	if dot2 < 0 {
-		return nil, fmt.Errorf("%w: fewer than three segments", ErrMalformed)
+		return p, fmt.Errorf("%w: fewer than three segments", ErrMalformed)
 	}
 	if dot1 == 0 || dot2 == dot1+1 || dot2 == len(raw)-1 {
-		return nil, fmt.Errorf("%w: empty segment", ErrMalformed)
+		return p, fmt.Errorf("%w: empty segment", ErrMalformed)
 	}
 	hdrSeg, paySeg, sigSeg := raw[:dot1], raw[dot1+1:dot2], raw[dot2+1:]
 
@@ -129,13 +188,13 @@ func (v *Verifier) Verify(ctx context.Context, raw string, want Expect) (*Token,
 	var buf [maxDecoded]byte
 	n, ok := decodeSegment(buf[:], hdrSeg)
 	if !ok {
-		return nil, fmt.Errorf("%w: header is not strict base64url", ErrMalformed)
+		return p, fmt.Errorf("%w: header is not strict base64url", ErrMalformed)
 	}
 	hdr := buf[:n]
 	var hmem [maxMembers]member
 	members, err := parseTopObject(hdr, hmem[:0])
 	if err != nil {
-		return nil, jsonError("header", err)
+		return p, jsonError("header", err)
 	}
 	var alg, typ, kid *member
 	forbidden := ""
@@ -158,55 +217,58 @@ func (v *Verifier) Verify(ctx context.Context, raw string, want Expect) (*Token,
 
 	// 4. alg is fixed by the key type, never chosen by the token.
 	if !stringIs(hdr, alg, Alg) {
-		return nil, fmt.Errorf("%w: alg %s", ErrUnsupportedAlg, describe(hdr, alg))
+		return p, fmt.Errorf("%w: alg %s", ErrUnsupportedAlg, describe(hdr, alg))
 	}
 	// 5. Header parameters that would let the token pick its own key or
 	// change how it is processed.
 	if forbidden != "" {
-		return nil, fmt.Errorf("%w: %q", ErrForbiddenHeader, forbidden)
+		return p, fmt.Errorf("%w: %q", ErrForbiddenHeader, forbidden)
 	}
 	// 6. Explicit typing (RFC 8725 §3.11).
 	if !stringIs(hdr, typ, TokenType) {
-		return nil, fmt.Errorf("%w: typ %s", ErrBadType, describe(hdr, typ))
+		return p, fmt.Errorf("%w: typ %s", ErrBadType, describe(hdr, typ))
 	}
 	// 7. Key lookup.
 	if kid == nil || kid.kind != kindString {
-		return nil, fmt.Errorf("%w: kid %s", ErrUnknownKey, describe(hdr, kid))
+		return p, fmt.Errorf("%w: kid %s", ErrUnknownKey, describe(hdr, kid))
 	}
 	if l := stringLen(hdr, kid); l == 0 || l > maxKIDLen {
-		return nil, fmt.Errorf("%w: kid length %d outside [1, %d]", ErrUnknownKey, l, maxKIDLen)
+		return p, fmt.Errorf("%w: kid length %d outside [1, %d]", ErrUnknownKey, l, maxKIDLen)
 	}
 	keyID := stringValue(hdr, kid)
 	pub, err := v.keys.PublicKey(ctx, keyID)
 	if err != nil {
 		if !isVerifierError(err) {
 			// A KeySet that does not use our sentinels: it could not answer.
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return p, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
-		return nil, err
+		return p, err
 	}
 
-	// 8. Signature over the raw signing input.
-	if err := verifySignature(pub, bytesOf(raw[:dot2]), sigSeg); err != nil {
-		return nil, err
+	// 8. The signature's shape; its arithmetic is Finish's argument.
+	if p.sig, err = decodeSignature(pub, sigSeg); err != nil {
+		return p, err
 	}
+	p.key, p.input = pub, raw[:dot2]
 
 	// 9. Payload JSON.
 	n, ok = decodeSegment(buf[:], paySeg)
 	if !ok {
-		return nil, fmt.Errorf("%w: payload is not strict base64url", ErrMalformed)
+		p.err = fmt.Errorf("%w: payload is not strict base64url", ErrMalformed)
+		return p, nil
 	}
 	pl := buf[:n]
 	var pmem [maxMembers]member
 	members, err = parseTopObject(pl, pmem[:0])
 	if err != nil {
-		return nil, jsonError("payload", err)
+		p.err = jsonError("payload", err)
+		return p, nil
 	}
-	t, err := v.claimsFrom(pl, members, keyID, want, &scratch)
-	if t != nil {
-		t.Raw = raw
+	p.tok, p.err = v.claimsFrom(pl, members, keyID, want, &scratch)
+	if p.tok != nil {
+		p.tok.Raw = raw
 	}
-	return t, err
+	return p, nil
 }
 
 // claimsFrom picks the claims Verify checks out of the payload's members and
@@ -317,25 +379,34 @@ func (v *Verifier) checkClaims(pl []byte, keyID string, want Expect, iss, aud, s
 	return t, nil
 }
 
-// verifySignature is the signature layer: sigSeg must be the unpadded,
-// strict base64url encoding of exactly 64 bytes, and a valid Ed25519
-// signature (RFC 8032 §5.1.7, as implemented by crypto/ed25519, which
-// rejects S ≥ L and non-canonical encodings) of signingInput under pub.
+// verifySignature is the signature layer: decodeSignature, then
+// crypto/ed25519's Verify (RFC 8032 §5.1.7, which rejects S ≥ L and
+// non-canonical R) of signingInput under pub.
 func verifySignature(pub ed25519.PublicKey, signingInput []byte, sigSeg string) error {
-	if len(pub) != ed25519.PublicKeySize {
-		return fmt.Errorf("%w: key set returned a %d-byte key", ErrBadSignature, len(pub))
-	}
-	if len(sigSeg) != sigSegmentLen {
-		return fmt.Errorf("%w: signature segment has %d characters, want %d", ErrBadSignature, len(sigSeg), sigSegmentLen)
-	}
-	var sig [ed25519.SignatureSize]byte
-	if n, ok := decodeSegment(sig[:], sigSeg); !ok || n != len(sig) {
-		return fmt.Errorf("%w: signature is not strict base64url", ErrBadSignature)
+	sig, err := decodeSignature(pub, sigSeg)
+	if err != nil {
+		return err
 	}
 	if !ed25519.Verify(pub, signingInput, sig[:]) {
 		return ErrBadSignature
 	}
 	return nil
+}
+
+// decodeSignature checks the shape of step 8: pub must be 32 bytes and
+// sigSeg the unpadded, strict base64url encoding of exactly 64 bytes,
+// else ErrBadSignature.
+func decodeSignature(pub ed25519.PublicKey, sigSeg string) (sig [ed25519.SignatureSize]byte, err error) {
+	if len(pub) != ed25519.PublicKeySize {
+		return sig, fmt.Errorf("%w: key set returned a %d-byte key", ErrBadSignature, len(pub))
+	}
+	if len(sigSeg) != sigSegmentLen {
+		return sig, fmt.Errorf("%w: signature segment has %d characters, want %d", ErrBadSignature, len(sigSeg), sigSegmentLen)
+	}
+	if n, ok := decodeSegment(sig[:], sigSeg); !ok || n != len(sig) {
+		return sig, fmt.Errorf("%w: signature is not strict base64url", ErrBadSignature)
+	}
+	return sig, nil
 }
 
 // isVerifierError reports whether err wraps one of this package's *Error

@@ -10,7 +10,7 @@ import (
 	"github.com/flashgate/flashgate/verifier"
 )
 
-// differ runs tok through the native verifier and the module (same keys,
+// differ runs tok through the native verifier and the module, both paths (same keys,
 // configuration, clock and expectations) and reports a disagreement in code
 // or claims.
 type differ struct {
@@ -44,13 +44,15 @@ func (d *differ) check(tok string) verifier.Code {
 	d.tb.Helper()
 	t, err := d.v.Verify(context.Background(), tok, d.base.Expect())
 	native := verifier.CodeOf(err)
-	st, res := d.h.check(tok, d.base.Product, d.base.User, d.base.Now)
-	if got := verifier.Code(st); got != native {
-		d.tb.Fatalf("token %q: wasm %v (%s), native %v (%v)", tok, got, res, native, err)
-	}
-	if native == verifier.CodeOK {
-		if wc, nc := decodeClaims(d.tb, res), claimsOf(t); wc != nc {
-			d.tb.Fatalf("token %q: wasm claims %+v, native %+v", tok, wc, nc)
+	for _, p := range paths {
+		st, res := p.check(d.h, tok, d.base.Product, d.base.User, d.base.Now)
+		if got := verifier.Code(st); got != native {
+			d.tb.Fatalf("token %q: wasm %s %v (%s), native %v (%v)", tok, p.name, got, res, native, err)
+		}
+		if native == verifier.CodeOK {
+			if wc, nc := decodeClaims(d.tb, res), claimsOf(t); wc != nc {
+				d.tb.Fatalf("token %q: wasm %s claims %+v, native %+v", tok, p.name, wc, nc)
+			}
 		}
 	}
 	return native

@@ -1,6 +1,6 @@
 //go:build tinygo
 
-// ABI version 1 glue between a wasm host and package verifier. It holds no
+// ABI version 2 glue between a wasm host and package verifier. It holds no
 // verification logic: it copies bytes out of linear memory, calls verifier,
 // and copies the result back. See README.md for the contract.
 
@@ -18,7 +18,10 @@ import (
 
 // abiVersion is returned by abi_version. Bump it on any incompatible change
 // to an export's signature or to the configure/result encodings.
-const abiVersion = 1
+//
+// 2: adds verify_begin/verify_finish (the host-crypto path); every version 1
+// export is unchanged.
+const abiVersion = 2
 
 // Glue status codes. They sit above every verifier.Code so that one i32
 // return value can carry either.
@@ -27,7 +30,17 @@ const (
 	statusBadKeys     = 101 // set_keys: the JWKS was rejected (previous keys kept)
 	statusBadConfig   = 102 // configure: the configuration was rejected (previous config kept)
 	statusNotReady    = 103 // verify before a successful set_keys and configure
+	statusStaleHandle = 104 // verify_finish: handle unknown, finished, or overwritten
+
+	// statusCheckSignature is verify_begin's request for one Ed25519
+	// verification by the host (not an error: the result holds the record).
+	statusCheckSignature = 200
 )
+
+// pendingSlots bounds the verifications begun and not yet finished. Handle
+// h lives in slot h % pendingSlots, so a host that never finishes leaks
+// nothing: the slot is reused pendingSlots begins later.
+const pendingSlots = 256
 
 // maxAlloc bounds one alloc; a JWKS is the largest input.
 const maxAlloc = 16 << 20
@@ -47,7 +60,17 @@ var (
 
 	// result is the output of the last set_keys/configure/verify call.
 	result []byte
+
+	// pending holds the verifications verify_begin handed to the host.
+	pending    [pendingSlots]slot
+	nextHandle uint32
 )
+
+// slot is one begun verification; handle 0 marks it free.
+type slot struct {
+	handle uint32
+	p      verifier.Pending
+}
 
 func clock() time.Time { return now }
 
@@ -206,17 +229,82 @@ func configure(ptr, n uint32) int32 {
 //
 //go:wasmexport verify
 func verify(tokPtr, tokLen, productPtr, productLen, userPtr, userLen uint32, nowUnix int64) int32 {
+	tok, want, status := request(tokPtr, tokLen, productPtr, productLen, userPtr, userLen, nowUnix)
+	if status != 0 {
+		return status
+	}
+	return answer(v.Verify(context.Background(), string(tok), want))
+}
+
+// verify_begin is verify up to the Ed25519 arithmetic, which it hands to
+// the host. It returns what verify would (a final code, result as verify's)
+// unless the token reaches the signature check; then it returns
+// statusCheckSignature and the result holds the record
+//
+//	handle u32 (little endian) ‖ public key (32 B) ‖ signature (64 B) ‖ signing input
+//
+// The host verifies the signature and passes the outcome to verify_finish.
+// The claims are judged at nowUnix, here.
+//
+//go:wasmexport verify_begin
+func verifyBegin(tokPtr, tokLen, productPtr, productLen, userPtr, userLen uint32, nowUnix int64) int32 {
+	tok, want, status := request(tokPtr, tokLen, productPtr, productLen, userPtr, userLen, nowUnix)
+	if status != 0 {
+		return status
+	}
+	p, err := v.Prepare(context.Background(), string(tok), want)
+	if err != nil {
+		return answer(nil, err)
+	}
+	nextHandle++
+	if nextHandle == 0 {
+		nextHandle = 1
+	}
+	h := nextHandle
+	pending[h%pendingSlots] = slot{handle: h, p: p}
+	sig := p.Signature()
+	r := append(result[:0], byte(h), byte(h>>8), byte(h>>16), byte(h>>24))
+	r = append(r, p.PublicKey()...)
+	r = append(r, sig[:]...)
+	result = append(r, p.SigningInput()...)
+	return statusCheckSignature
+}
+
+// verify_finish completes a verify_begin: valid is 1 when the host's
+// Ed25519 verification of the record accepted the signature, 0 otherwise.
+// It returns what verify would have returned for the same call, with the
+// result as verify's; statusStaleHandle when handle is unknown, already
+// finished, or was overwritten by pendingSlots later begins (verify again).
+//
+//go:wasmexport verify_finish
+func verifyFinish(handle uint32, valid int32) int32 {
+	s := &pending[handle%pendingSlots]
+	if handle == 0 || s.handle != handle {
+		return fail(statusStaleHandle, "verify_finish: stale handle")
+	}
+	p := s.p
+	*s = slot{}
+	return answer(p.Finish(valid == 1))
+}
+
+// request copies a verify/verify_begin call's inputs and sets the clock.
+func request(tokPtr, tokLen, productPtr, productLen, userPtr, userLen uint32, nowUnix int64) ([]byte, verifier.Expect, int32) {
 	tok, ok1 := input(tokPtr, tokLen)
 	product, ok2 := input(productPtr, productLen)
 	user, ok3 := input(userPtr, userLen)
 	if !ok1 || !ok2 || !ok3 {
-		return fail(statusBadArgument, "verify: invalid ptr/len")
+		return nil, verifier.Expect{}, fail(statusBadArgument, "verify: invalid ptr/len")
 	}
 	if v == nil {
-		return fail(statusNotReady, "verify: call set_keys and configure first")
+		return nil, verifier.Expect{}, fail(statusNotReady, "verify: call set_keys and configure first")
 	}
 	now = time.Unix(nowUnix, 0)
-	t, err := v.Verify(context.Background(), string(tok), verifier.Expect{Product: string(product), User: string(user)})
+	return tok, verifier.Expect{Product: string(product), User: string(user)}, 0
+}
+
+// answer writes a verification's outcome: the claims JSON and 0, or the
+// diagnostic and the error's code.
+func answer(t *verifier.Token, err error) int32 {
 	if err != nil {
 		return fail(int32(verifier.CodeOf(err)), err.Error())
 	}

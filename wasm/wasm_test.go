@@ -1,6 +1,6 @@
 package main
 
-// These tests drive the TinyGo-built module (ABI v1, README.md) with wazero,
+// These tests drive the TinyGo-built module (ABI v2, README.md) with wazero,
 // the way an edge host would. They run under plain `go test`: the module is
 // built with scripts/build-wasm.sh into a temporary directory, or read from
 // $FLASHGATE_WASM when set. Without TinyGo (scripts/install-tinygo.sh) they
@@ -8,7 +8,9 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -34,6 +36,10 @@ const (
 	statusBadKeysT     = 101
 	statusBadConfigT   = 102
 	statusNotReadyT    = 103
+	statusStaleHandleT = 104
+
+	statusCheckSignatureT = 200
+	pendingSlotsT         = 256
 )
 
 var (
@@ -103,6 +109,7 @@ type host struct {
 	mod api.Module
 
 	abiVersion, alloc, free, setKeys, configure, verify, resultPtr, resultLen api.Function
+	verifyBegin, verifyFinish                                                 api.Function
 }
 
 func newHost(tb testing.TB) *host {
@@ -130,6 +137,7 @@ func newHost(tb testing.TB) *host {
 		"abi_version": &h.abiVersion, "alloc": &h.alloc, "free": &h.free,
 		"set_keys": &h.setKeys, "configure": &h.configure, "verify": &h.verify,
 		"result_ptr": &h.resultPtr, "result_len": &h.resultLen,
+		"verify_begin": &h.verifyBegin, "verify_finish": &h.verifyFinish,
 	} {
 		if *f = mod.ExportedFunction(name); *f == nil {
 			tb.Fatalf("module does not export %s", name)
@@ -220,6 +228,69 @@ func (h *host) check(tok, product, user string, now int64) (uint32, string) {
 	return st, h.result()
 }
 
+// record is verify_begin's request to the host (README.md, ABI v2).
+type record struct {
+	handle uint64
+	key    ed25519.PublicKey
+	sig    []byte
+	input  string
+}
+
+func parseRecord(tb testing.TB, res string) record {
+	tb.Helper()
+	if len(res) < 4+32+64 {
+		tb.Fatalf("verify_begin record has %d bytes, want ≥ 100", len(res))
+	}
+	b := []byte(res)
+	return record{
+		handle: uint64(binary.LittleEndian.Uint32(b)),
+		key:    ed25519.PublicKey(b[4:36]),
+		sig:    b[36:100],
+		input:  res[100:],
+	}
+}
+
+// begin runs verify_begin and returns its status and result.
+func (h *host) begin(tok, product, user string, now int64) (uint32, string) {
+	h.tb.Helper()
+	tp, tn := h.put(tok)
+	pp, pn := h.put(product)
+	up, un := h.put(user)
+	defer h.release(tp, pp, up)
+	return h.call(h.verifyBegin, tp, tn, pp, pn, up, un, uint64(now)), h.result()
+}
+
+// finish runs verify_finish and returns its status and result.
+func (h *host) finish(handle uint64, valid bool) (uint32, string) {
+	h.tb.Helper()
+	v := uint64(0)
+	if valid {
+		v = 1
+	}
+	return h.call(h.verifyFinish, handle, v), h.result()
+}
+
+// checkHostCrypto is check through the host-crypto path: verify_begin, the
+// host's Ed25519 (here crypto/ed25519, as WebCrypto would), verify_finish.
+func (h *host) checkHostCrypto(tok, product, user string, now int64) (uint32, string) {
+	h.tb.Helper()
+	st, res := h.begin(tok, product, user, now)
+	if st != statusCheckSignatureT {
+		return st, res
+	}
+	r := parseRecord(h.tb, res)
+	return h.finish(r.handle, ed25519.Verify(r.key, []byte(r.input), r.sig))
+}
+
+// paths are the module's two ways to verify: every table-driven test runs both.
+var paths = []struct {
+	name  string
+	check func(h *host, tok, product, user string, now int64) (uint32, string)
+}{
+	{"pure", (*host).check},
+	{"host-crypto", (*host).checkHostCrypto},
+}
+
 // claims is the JSON result of a successful verify (README.md).
 type claims struct {
 	KeyID    string `json:"kid"`
@@ -291,11 +362,13 @@ func readyHost(tb testing.TB) *host {
 
 func TestWasmABI(t *testing.T) {
 	h := newHost(t)
-	if v := h.call(h.abiVersion); v != 1 {
-		t.Fatalf("abi_version = %d, want 1", v)
+	if v := h.call(h.abiVersion); v != 2 {
+		t.Fatalf("abi_version = %d, want 2", v)
 	}
-	if st, _ := h.check(sign("a", payload("j", testIAT, testEXP)), testProduct, "", testIAT); st != statusNotReadyT {
-		t.Errorf("verify before set_keys/configure = %d, want %d (not_ready)", st, statusNotReadyT)
+	for _, p := range paths {
+		if st, _ := p.check(h, sign("a", payload("j", testIAT, testEXP)), testProduct, "", testIAT); st != statusNotReadyT {
+			t.Errorf("%s: verify before set_keys/configure = %d, want %d (not_ready)", p.name, st, statusNotReadyT)
+		}
 	}
 	if p := h.call(h.alloc, 0); p != 0 {
 		t.Errorf("alloc(0) = %#x, want 0", p)
@@ -364,14 +437,89 @@ func TestWasmVerify(t *testing.T) {
 		{"empty", "", testProduct, "", testIAT, verifier.CodeMalformed},
 		{"too large", strings.Repeat("a", verifier.MaxTokenSize+1), testProduct, "", testIAT, verifier.CodeTooLarge},
 	}
-	for _, c := range cases {
-		st, res := h.check(c.tok, c.prod, c.us, c.now)
-		if verifier.Code(st) != c.want {
-			t.Errorf("%s: code %d %v (%s), want %d %v", c.name, st, verifier.Code(st), res, c.want, c.want)
+	for _, p := range paths {
+		for _, c := range cases {
+			st, res := p.check(h, c.tok, c.prod, c.us, c.now)
+			if verifier.Code(st) != c.want {
+				t.Errorf("%s %s: code %d %v (%s), want %d %v", p.name, c.name, st, verifier.Code(st), res, c.want, c.want)
+			}
+			if st != 0 && res == "" {
+				t.Errorf("%s %s: no diagnostic message", p.name, c.name)
+			}
 		}
-		if st != 0 && res == "" {
-			t.Errorf("%s: no diagnostic message", c.name)
+	}
+}
+
+// TestWasmHostCryptoABI: verify_begin's record is exactly the key the kid
+// names, the decoded signature and the raw signing input; verify_finish
+// gives the final code, takes its handle once, and keeps interleaved
+// verifications apart; a host that never finishes leaks nothing.
+func TestWasmHostCryptoABI(t *testing.T) {
+	h := readyHost(t)
+	valid := sign("a", payload("adm-1", testIAT, testEXP))
+	expired := sign("a", payload("adm-2", testIAT-1000, testIAT-700))
+	dot := strings.LastIndexByte(valid, '.')
+
+	st, res := h.begin(valid, testProduct, testUser, testIAT+10)
+	if st != statusCheckSignatureT {
+		t.Fatalf("verify_begin(valid) = %d (%s), want %d", st, res, statusCheckSignatureT)
+	}
+	r := parseRecord(t, res)
+	if !r.key.Equal(testKey("a").Key.Public()) {
+		t.Errorf("record key %x, want the JWKS key of kid %s", []byte(r.key), testKey("a").Kid)
+	}
+	if r.input != valid[:dot] {
+		t.Errorf("record signing input %q, want %q", r.input, valid[:dot])
+	}
+	if wantSig, _ := b64.DecodeString(valid[dot+1:]); string(r.sig) != string(wantSig) {
+		t.Errorf("record signature %x, want %x", r.sig, wantSig)
+	}
+
+	// Interleaved: begin the expired token, finish it before the valid one.
+	st, res = h.begin(expired, testProduct, testUser, testIAT+10)
+	if st != statusCheckSignatureT {
+		t.Fatalf("verify_begin(expired) = %d (%s), want %d: the signature comes first", st, res, statusCheckSignatureT)
+	}
+	r2 := parseRecord(t, res)
+	if st, res := h.finish(r2.handle, true); verifier.Code(st) != verifier.CodeExpired {
+		t.Errorf("finish(expired, valid) = %d (%s), want expired", st, res)
+	}
+	if st, res := h.finish(r.handle, true); st != 0 || decodeClaims(t, res).ID != "adm-1" {
+		t.Errorf("finish(valid, valid) = %d (%s), want 0 with jti adm-1", st, res)
+	}
+	// A handle is taken once.
+	if st, _ := h.finish(r.handle, true); st != statusStaleHandleT {
+		t.Errorf("second finish = %d, want %d (stale_handle)", st, statusStaleHandleT)
+	}
+	for _, hd := range []uint64{0, 12345} {
+		if st, _ := h.finish(hd, true); st != statusStaleHandleT {
+			t.Errorf("finish(%d) = %d, want %d (stale_handle)", hd, st, statusStaleHandleT)
 		}
+	}
+	// Precedence: a bad signature wins over a claim failure.
+	_, res = h.begin(expired, testProduct, testUser, testIAT+10)
+	if st, _ := h.finish(parseRecord(t, res).handle, false); verifier.Code(st) != verifier.CodeBadSignature {
+		t.Errorf("finish(expired, invalid) = %d, want bad_signature", st)
+	}
+	// Claims are judged at verify_begin's now.
+	_, res = h.begin(valid, testProduct, testUser, testEXP+100)
+	if st, _ := h.finish(parseRecord(t, res).handle, true); verifier.Code(st) != verifier.CodeExpired {
+		t.Errorf("finish of a begin after exp = %d, want expired", st)
+	}
+
+	// Never finished: the slot is reused pendingSlots begins later.
+	_, res = h.begin(valid, testProduct, testUser, testIAT+10)
+	first := parseRecord(t, res).handle
+	var last uint64
+	for range pendingSlotsT {
+		_, res = h.begin(valid, testProduct, testUser, testIAT+10)
+		last = parseRecord(t, res).handle
+	}
+	if st, _ := h.finish(first, true); st != statusStaleHandleT {
+		t.Errorf("finish of a handle %d begins old = %d, want %d (stale_handle)", pendingSlotsT, st, statusStaleHandleT)
+	}
+	if st, _ := h.finish(last, true); st != 0 {
+		t.Errorf("finish of the newest handle = %d, want 0", st)
 	}
 }
 
@@ -423,31 +571,34 @@ func TestWasmTokenCases(t *testing.T) {
 		native := verifier.CodeOf(nerr)
 
 		h.mustConfigure("iss=" + set.Issuer + "\naud=" + set.Audience + "\nleeway=" + strconv.FormatInt(c.Leeway, 10))
-		st, res := h.check(c.Token, c.Product, c.User, c.Now)
-		got := verifier.Code(st)
-		if got != native || got != c.Want {
-			t.Errorf("%s: wasm %v (%d: %s), native %v (%v), want %v", c.Name, got, st, res, native, nerr, c.Want)
-			continue
-		}
-		if got != verifier.CodeOK {
-			continue
-		}
-		wc := decodeClaims(t, res)
-		if nc := claimsOf(tok); wc != nc {
-			t.Errorf("%s: wasm claims %+v, native %+v", c.Name, wc, nc)
-		}
-		if w := c.WantClaims; w != nil {
-			want := claims{w.KeyID, w.Issuer, w.Audience, w.User, w.Product, w.ID, w.IssuedAt, w.ExpiresAt}
-			if wc != want {
-				t.Errorf("%s: wasm claims %+v, want %+v", c.Name, wc, want)
+		for _, p := range paths {
+			st, res := p.check(h, c.Token, c.Product, c.User, c.Now)
+			got := verifier.Code(st)
+			if got != native || got != c.Want {
+				t.Errorf("%s %s: wasm %v (%d: %s), native %v (%v), want %v", p.name, c.Name, got, st, res, native, nerr, c.Want)
+				continue
+			}
+			if got != verifier.CodeOK {
+				continue
+			}
+			wc := decodeClaims(t, res)
+			if nc := claimsOf(tok); wc != nc {
+				t.Errorf("%s %s: wasm claims %+v, native %+v", p.name, c.Name, wc, nc)
+			}
+			if w := c.WantClaims; w != nil {
+				want := claims{w.KeyID, w.Issuer, w.Audience, w.User, w.Product, w.ID, w.IssuedAt, w.ExpiresAt}
+				if wc != want {
+					t.Errorf("%s %s: wasm claims %+v, want %+v", p.name, c.Name, wc, want)
+				}
 			}
 		}
 	}
-	t.Logf("%d cases agree", len(set.Cases))
+	t.Logf("%d cases agree on both paths", len(set.Cases))
 }
 
 // TestWasmMemory: 10,000 verifies (valid, tampered and expired, each with
-// three alloc/free pairs) in one instance grow linear memory by ≤ 2 MiB.
+// three alloc/free pairs, half of them through verify_begin/verify_finish)
+// in one instance grow linear memory by ≤ 2 MiB.
 func TestWasmMemory(t *testing.T) {
 	const n, budget = 10_000, 2 << 20
 	h := readyHost(t)
@@ -463,8 +614,9 @@ func TestWasmMemory(t *testing.T) {
 		case 2:
 			tok = sign("a", payload("adm-"+strconv.Itoa(i), testIAT, testEXP))
 		}
-		if st, res := h.check(tok, testProduct, testUser, testIAT+10); verifier.Code(st) != want {
-			t.Fatalf("verify #%d: code %d (%s), want %v", i, st, res, want)
+		p := paths[i/4%2] // both paths, each over all four kinds
+		if st, res := p.check(h, tok, testProduct, testUser, testIAT+10); verifier.Code(st) != want {
+			t.Fatalf("%s verify #%d: code %d (%s), want %v", p.name, i, st, res, want)
 		}
 		if i%1000 == 0 {
 			// Key rotation churn too.
@@ -491,6 +643,19 @@ func BenchmarkWasmVerify(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		if st, _ := h.check(tok, testProduct, testUser, testIAT+10); st != 0 {
+			b.Fatalf("code %d", st)
+		}
+	}
+}
+
+// BenchmarkWasmVerifyHostCrypto is BenchmarkWasmVerify through
+// verify_begin/verify_finish, the host's Ed25519 being crypto/ed25519.
+func BenchmarkWasmVerifyHostCrypto(b *testing.B) {
+	h := readyHost(b)
+	tok := sign("a", payload("adm-1", testIAT, testEXP))
+	b.ResetTimer()
+	for b.Loop() {
+		if st, _ := h.checkHostCrypto(tok, testProduct, testUser, testIAT+10); st != 0 {
 			b.Fatalf("code %d", st)
 		}
 	}
