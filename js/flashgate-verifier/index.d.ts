@@ -1,0 +1,167 @@
+// Type declarations for flashgate-verifier (index.js). See README.md.
+
+/** The wasm ABI version this package speaks (wasm/README.md). */
+export declare const ABI_VERSION: 2;
+
+/**
+ * Why a token was refused, by module code (verifier/errors.go; stable,
+ * only ever appended). "ok" for an accepted token.
+ */
+export type Reason =
+  | "ok"
+  | "too_large"
+  | "malformed"
+  | "duplicate_key"
+  | "unsupported_alg"
+  | "forbidden_header"
+  | "bad_type"
+  | "unknown_key"
+  | "bad_signature"
+  | "bad_issuer"
+  | "bad_audience"
+  | "bad_product"
+  | "bad_user"
+  | "invalid_claims"
+  | "expired"
+  | "not_yet_valid"
+  | "lifetime_too_long"
+  | "keys_unavailable";
+
+/** Every Reason, indexed by the module's code (REASONS[0] === "ok"). */
+export declare const REASONS: readonly Reason[];
+
+/** Defaults of the VerifierOptions timings, in milliseconds. */
+export declare const DEFAULTS: Readonly<{
+  minRefreshIntervalMs: 10000;
+  maxKeysAgeMs: 86400000;
+  fetchTimeoutMs: 5000;
+}>;
+
+/** A JWK Set (RFC 7517 §5): {"keys": [...]}, Ed25519 OKP keys. */
+export type JWKSet = string | Uint8Array | ArrayBuffer | { keys: object[] };
+
+/** Where the wasm module comes from. */
+export type WasmSource =
+  | WebAssembly.Module
+  | ArrayBuffer
+  | ArrayBufferView
+  | Response
+  | URL
+  | string
+  | Promise<WebAssembly.Module | ArrayBuffer | ArrayBufferView | Response | URL | string>;
+
+export interface VerifierOptions {
+  /** Required exact `iss`. */
+  issuer: string;
+  /** Required exact `aud` (a single string). */
+  audience: string;
+  /** Product expected when verify() is given none. */
+  product?: string;
+  /** Clock leeway on exp, iat and nbf, whole seconds, 0–60. Default 0. */
+  leewaySeconds?: number;
+  /** Maximum exp − iat, whole seconds. Default (0 or absent) 900. */
+  maxLifetimeSeconds?: number;
+
+  /** A static JWK Set. Exactly one of jwks and jwksUrl. */
+  jwks?: JWKSet;
+  /**
+   * The issuer's JWK Set URL (e.g. https://queue.example.com/.well-known/jwks.json),
+   * fetched at create(), refreshed Cache-Control max-age after each fetch
+   * (bounded to [minRefreshIntervalMs, maxKeysAgeMs]) and on an unknown kid
+   * (at most once per minRefreshIntervalMs, one fetch in flight).
+   */
+  jwksUrl?: string | URL;
+  /** The fetch used for jwksUrl (e.g. a service binding's fetch). Default globalThis.fetch. */
+  fetch?: (url: string, init: RequestInit) => Promise<Response>;
+  /** Least time between two forced JWK Set fetches, ms. Default 10,000. */
+  minRefreshIntervalMs?: number;
+  /** Longest a fetched JWK Set is used before a refresh is due, ms. Default 24 h. */
+  maxKeysAgeMs?: number;
+  /** Bound on one JWK Set fetch, ms. Default 5,000. */
+  fetchTimeoutMs?: number;
+  /** Clock for the JWK Set cache, ms since the epoch. Default Date.now. */
+  clock?: () => number;
+
+  /**
+   * The module. Default: flashgate-verifier.wasm next to index.js (read from
+   * disk in Node, fetched elsewhere). In a Cloudflare Worker pass the module
+   * imported with `import wasm from "flashgate-verifier/flashgate-verifier.wasm"`
+   * (Workers cannot compile wasm from bytes at run time).
+   */
+  wasm?: WasmSource;
+  /**
+   * "auto" (default): WebCrypto Ed25519 when the runtime has it, else the
+   * module's own Ed25519. "host": require WebCrypto (create() rejects
+   * without it). "pure": always the module's.
+   */
+  crypto?: "auto" | "host" | "pure";
+  /** The SubtleCrypto for the host path (tests, unusual hosts). Default globalThis.crypto.subtle. */
+  subtle?: SubtleCrypto;
+}
+
+export interface VerifyOptions {
+  /** The product the request is for (e.g. from the path). Default: VerifierOptions.product. */
+  product?: string;
+  /** When set, the token's sub must equal it. */
+  user?: string;
+  /** The current time: a Date or **milliseconds** since the epoch. Default Date.now(). */
+  now?: Date | number;
+}
+
+/** The claims of an accepted token (times in Unix seconds). */
+export interface Claims {
+  /** The key id that signed it. */
+  kid: string;
+  iss: string;
+  aud: string;
+  /** The user. */
+  sub: string;
+  /** The product (waiting room id). */
+  product: string;
+  /** The admission id. */
+  jti: string;
+  /** Issued at, Unix seconds. */
+  iat: number;
+  /** Expires at, Unix seconds. */
+  exp: number;
+}
+
+export type VerifyResult =
+  | { valid: true; reason: "ok"; claims: Claims }
+  | {
+      valid: false;
+      reason: Exclude<Reason, "ok">;
+      /** A diagnostic for logs: not stable, may echo attacker-controlled bytes. */
+      message: string;
+    };
+
+/** Misuse or misconfiguration; a refused token is a VerifyResult instead. */
+export declare class VerifierError extends Error {
+  /** "bad_options", "bad_module", "bad_keys", "bad_config", "bad_argument", "not_ready", … */
+  readonly code: string;
+}
+
+/** Whether this runtime's WebCrypto verifies Ed25519 (probed once, RFC 8032 §7.1 TEST 1). */
+export declare function hostCryptoAvailable(): Promise<boolean>;
+
+export declare class Verifier {
+  private constructor();
+  /**
+   * Builds a Verifier. Rejects with VerifierError on bad options, a rejected
+   * configuration or JWK Set, or a module of another ABI. A failed first
+   * fetch of jwksUrl does not reject: verify() answers keys_unavailable.
+   */
+  static create(options: VerifierOptions): Promise<Verifier>;
+  /** "host": signatures checked with WebCrypto Ed25519; "pure": inside the module. */
+  readonly crypto: "host" | "pure";
+  /** The last JWK Set fetch error, null after a successful fetch. */
+  readonly keysError: Error | null;
+  /** JWK Set fetches started so far. */
+  readonly keysFetches: number;
+  /** Verifies a compact admission token. */
+  verify(token: string, options?: VerifyOptions): Promise<VerifyResult>;
+  /** Replaces the key set; throws VerifierError("bad_keys") and keeps the old one if rejected. */
+  setKeys(jwks: JWKSet): void;
+  /** Fetches jwksUrl now (or joins the fetch in flight). */
+  refreshKeys(): Promise<void>;
+}

@@ -1,0 +1,603 @@
+// flashgate-verifier — verify flashgate admission tokens in any JavaScript
+// edge runtime (Cloudflare Workers/workerd, Deno, Node ≥ 20, Vercel and
+// Netlify edge functions).
+//
+// Every verification rule lives in the TinyGo-built wasm module (package
+// verifier of the flashgate Go module, ABI version 2: wasm/README.md). This
+// file moves bytes in and out of linear memory, caches the JWK Set, and — when
+// the host has Ed25519 in WebCrypto — performs the one signature check the
+// module hands it (verify_begin/verify_finish). It decides nothing about a
+// token: the answer, precedence included, is the module's.
+//
+// No runtime dependencies. See README.md and index.d.ts.
+
+/** The wasm ABI version this file speaks (wasm/main_tinygo.go abiVersion). */
+export const ABI_VERSION = 2;
+
+/**
+ * Refusal reasons by module code (verifier/errors.go codeNames; codes are
+ * stable and only ever appended). Index 0 is "ok".
+ */
+export const REASONS = Object.freeze([
+  "ok", // 0
+  "too_large", // 1
+  "malformed", // 2
+  "duplicate_key", // 3
+  "unsupported_alg", // 4
+  "forbidden_header", // 5
+  "bad_type", // 6
+  "unknown_key", // 7
+  "bad_signature", // 8
+  "bad_issuer", // 9
+  "bad_audience", // 10
+  "bad_product", // 11
+  "bad_user", // 12
+  "invalid_claims", // 13
+  "expired", // 14
+  "not_yet_valid", // 15
+  "lifetime_too_long", // 16
+  "keys_unavailable", // 17
+]);
+
+const CODE_UNKNOWN_KEY = 7;
+const CODE_KEYS_UNAVAILABLE = 17;
+
+// Glue statuses of the ABI (wasm/README.md): never a verdict on a token.
+const GLUE = Object.freeze({
+  100: "bad_argument",
+  101: "bad_keys",
+  102: "bad_config",
+  103: "not_ready",
+  104: "stale_handle",
+});
+const STATUS_NOT_READY = 103;
+const STATUS_STALE_HANDLE = 104;
+const STATUS_CHECK_SIGNATURE = 200;
+
+// The module refuses any input above 16 MiB (alloc returns 0).
+const MAX_ALLOC = 16 << 20;
+// A token is copied into linear memory at most this long. The module's first
+// rule refuses every token over 4,096 bytes on its length alone, so a longer
+// prefix gets the same answer as the whole; this only bounds the copy.
+const MAX_TOKEN_COPY = 64 << 10;
+// One scratch buffer per instance takes the usual inputs without an alloc.
+const SCRATCH = 16 << 10;
+
+/** Defaults of VerifierOptions (milliseconds). */
+export const DEFAULTS = Object.freeze({
+  minRefreshIntervalMs: 10_000,
+  maxKeysAgeMs: 24 * 3600_000,
+  fetchTimeoutMs: 5_000,
+});
+
+// RFC 8032 §7.1, TEST 1: the host-crypto probe.
+const PROBE_KEY = hex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
+const PROBE_SIG = hex(
+  "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+);
+const ED25519 = { name: "Ed25519" };
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * Thrown for misuse and misconfiguration (bad options, a rejected JWK Set or
+ * configuration, a module of another ABI) — never for a refused token, which
+ * is a {valid: false} result.
+ */
+export class VerifierError extends Error {
+  /**
+   * @param {string} message
+   * @param {string} code  "bad_options", "bad_module", or the ABI glue name (bad_keys, bad_config, …)
+   */
+  constructor(message, code, options) {
+    super(message, options);
+    this.name = "VerifierError";
+    this.code = code;
+  }
+}
+
+function hex(s) {
+  const b = new Uint8Array(s.length / 2);
+  for (let i = 0; i < b.length; i++) b[i] = parseInt(s.slice(2 * i, 2 * i + 2), 16);
+  return b;
+}
+
+function bad(message) {
+  return new VerifierError(`flashgate-verifier: ${message}`, "bad_options");
+}
+
+// ---------------------------------------------------------------------------
+// Loading the module.
+
+async function compile(src) {
+  src = await src;
+  if (src === undefined || src === null) src = new URL("./flashgate-verifier.wasm", import.meta.url);
+  if (src instanceof WebAssembly.Module) return src;
+  if (src instanceof ArrayBuffer || ArrayBuffer.isView(src)) return WebAssembly.compile(src);
+  if (typeof Response !== "undefined" && src instanceof Response) {
+    if (!src.ok) throw new VerifierError(`flashgate-verifier: wasm response HTTP ${src.status}`, "bad_module");
+    return WebAssembly.compile(await src.arrayBuffer());
+  }
+  if (typeof src === "string" || src instanceof URL) {
+    const url = new URL(src, import.meta.url);
+    if (url.protocol === "file:" && globalThis.process?.versions?.node && !globalThis.Deno) {
+      // Node's fetch has no file: URLs.
+      const { readFile } = await import("node:fs/promises");
+      return WebAssembly.compile(await readFile(url));
+    }
+    const res = await fetch(url);
+    if (!res.ok) throw new VerifierError(`flashgate-verifier: GET ${url}: HTTP ${res.status}`, "bad_module");
+    return WebAssembly.compile(await res.arrayBuffer());
+  }
+  throw bad("wasm must be a WebAssembly.Module, bytes, a Response, a URL or a string");
+}
+
+// ---------------------------------------------------------------------------
+// Host crypto.
+
+let probed = null; // Promise<SubtleCrypto | null>, once per realm
+
+// probe resolves to subtle when it verifies RFC 8032's TEST 1 and refuses the
+// same signature with one bit flipped, else null.
+async function probe(subtle) {
+  if (!subtle || typeof subtle.importKey !== "function") return null;
+  try {
+    const key = await subtle.importKey("raw", PROBE_KEY, ED25519, false, ["verify"]);
+    const flipped = PROBE_SIG.slice();
+    flipped[0] ^= 1;
+    const ok = await subtle.verify(ED25519, key, PROBE_SIG, new Uint8Array(0));
+    const forged = await subtle.verify(ED25519, key, flipped, new Uint8Array(0));
+    return ok === true && forged === false ? subtle : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Reports whether this runtime's WebCrypto verifies Ed25519 (the host-crypto
+ * path of Verifier). Probed once with RFC 8032 §7.1 TEST 1.
+ * @returns {Promise<boolean>}
+ */
+export async function hostCryptoAvailable() {
+  probed ??= probe(globalThis.crypto?.subtle);
+  return (await probed) !== null;
+}
+
+// ---------------------------------------------------------------------------
+// One module instance.
+
+class Instance {
+  constructor(module) {
+    this.x = new WebAssembly.Instance(module, {}).exports;
+    // A TinyGo reactor: _initialize runs the package initialisers and must be
+    // called once before any other export.
+    if (typeof this.x._initialize === "function") this.x._initialize();
+    const v = this.x.abi_version?.();
+    if (v !== ABI_VERSION) {
+      throw new VerifierError(`flashgate-verifier: the wasm module speaks ABI ${v}, this package ${ABI_VERSION}`, "bad_module");
+    }
+    this.scratch = this.x.alloc(SCRATCH) >>> 0;
+  }
+
+  // put writes bytes at ptr (memory.buffer is taken after any alloc: growth
+  // detaches earlier views).
+  put(ptr, bytes) {
+    new Uint8Array(this.x.memory.buffer, ptr, bytes.length).set(bytes);
+  }
+
+  result() {
+    const n = this.x.result_len() >>> 0;
+    if (n === 0) return new Uint8Array(0);
+    const p = this.x.result_ptr() >>> 0;
+    return new Uint8Array(this.x.memory.buffer, p, n).slice();
+  }
+
+  // input calls fn(ptr, len) with bytes in module memory.
+  input(bytes, fn) {
+    if (bytes.length === 0) return fn(0, 0);
+    if (bytes.length <= SCRATCH) {
+      this.put(this.scratch, bytes);
+      return fn(this.scratch, bytes.length);
+    }
+    const p = this.x.alloc(bytes.length) >>> 0;
+    if (p === 0) return fn(0, bytes.length); // the glue answers bad_argument
+    try {
+      this.put(p, bytes);
+      return fn(p, bytes.length);
+    } finally {
+      this.x.free(p);
+    }
+  }
+
+  setKeys(bytes) {
+    return this.input(bytes, (p, n) => this.x.set_keys(p, n));
+  }
+
+  configure(text) {
+    return this.input(encoder.encode(text), (p, n) => this.x.configure(p, n));
+  }
+
+  // call runs verify or verify_begin (fn) on token, product and user, all
+  // strings, at now (Unix seconds, a BigInt).
+  call(fn, token, product, user, now) {
+    const x = this.x;
+    // The common case: everything fits the scratch buffer (UTF-8 is at most
+    // 3 bytes per UTF-16 unit).
+    if (3 * (token.length + product.length + user.length) <= SCRATCH) {
+      const mem = new Uint8Array(x.memory.buffer, this.scratch, SCRATCH);
+      const t = encoder.encodeInto(token, mem).written;
+      const p = encoder.encodeInto(product, mem.subarray(t)).written;
+      const u = encoder.encodeInto(user, mem.subarray(t + p)).written;
+      const s = this.scratch;
+      return fn(t ? s : 0, t, p ? s + t : 0, p, u ? s + t + p : 0, u, now);
+    }
+    let tb = encoder.encode(token);
+    if (tb.length > MAX_TOKEN_COPY) tb = tb.subarray(0, MAX_TOKEN_COPY);
+    const parts = [tb, encoder.encode(product), encoder.encode(user)];
+    const ptrs = [];
+    try {
+      const args = [];
+      for (const b of parts) {
+        if (b.length === 0) {
+          args.push(0, 0);
+          continue;
+        }
+        const p = b.length > MAX_ALLOC ? 0 : x.alloc(b.length) >>> 0;
+        if (p !== 0) {
+          ptrs.push(p);
+          this.put(p, b);
+        }
+        args.push(p, b.length);
+      }
+      return fn(...args, now);
+    } finally {
+      for (const p of ptrs) x.free(p);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Verifier.
+
+function seconds(now) {
+  if (now === undefined) return BigInt(Math.floor(Date.now() / 1000));
+  const ms = now instanceof Date ? now.getTime() : now;
+  if (typeof ms !== "number" || !Number.isFinite(ms)) throw bad("now must be a Date or milliseconds since the epoch");
+  if (Math.abs(ms) < 1e11) {
+    throw bad(`now is milliseconds since the epoch (Date.now()), not seconds: got ${ms}`);
+  }
+  return BigInt(Math.floor(ms / 1000));
+}
+
+function configText(o) {
+  const req = (name) => {
+    if (typeof o[name] !== "string" || o[name] === "") throw bad(`${name} is required (a non-empty string)`);
+    return o[name];
+  };
+  const lines = [["iss", req("issuer")], ["aud", req("audience")]];
+  if (o.product !== undefined) lines.push(["product", String(o.product)]);
+  for (const [opt, name] of [["leewaySeconds", "leeway"], ["maxLifetimeSeconds", "max_lifetime"]]) {
+    if (o[opt] === undefined) continue;
+    if (!Number.isInteger(o[opt]) || o[opt] < 0) throw bad(`${opt} must be a whole number of seconds ≥ 0`);
+    lines.push([name, String(o[opt])]);
+  }
+  for (const [name, value] of lines) {
+    if (/[\r\n]/.test(value)) throw bad(`the value for ${name} contains a line break`);
+  }
+  return lines.map(([n, v]) => `${n}=${v}\n`).join("");
+}
+
+function jwksBytes(jwks) {
+  if (typeof jwks === "string") return encoder.encode(jwks);
+  if (jwks instanceof Uint8Array) return jwks;
+  if (jwks instanceof ArrayBuffer) return new Uint8Array(jwks);
+  if (jwks && typeof jwks === "object") return encoder.encode(JSON.stringify(jwks));
+  throw bad("jwks must be a JWK Set: a string, bytes or an object");
+}
+
+// maxAgeMs returns Cache-Control max-age in ms, or null (RFC 9111 §5.2.2.1).
+function maxAgeMs(res) {
+  const cc = res.headers?.get?.("cache-control");
+  if (!cc) return null;
+  if (/(^|,)\s*(no-store|no-cache)\s*(,|$)/i.test(cc)) return 0;
+  const m = /(^|,)\s*max-age\s*=\s*"?(\d+)"?\s*(,|$)/i.exec(cc);
+  return m ? Number(m[2]) * 1000 : null;
+}
+
+/**
+ * Verifies flashgate admission tokens. Create one per isolate/process with
+ * Verifier.create and share it; it is not tied to a request.
+ */
+export class Verifier {
+  #module;
+  #inst = null;
+  #config;
+  #keys = null; // Uint8Array of the JWK Set in use
+  #subtle = null; // SubtleCrypto for the host-crypto path, or null (pure)
+  #cryptoKeys = new Map(); // raw key (latin1) → Promise<CryptoKey>
+  // Remote JWK Set state.
+  #jwksUrl = null;
+  #fetch;
+  #clock;
+  #minRefresh;
+  #maxKeysAge;
+  #fetchTimeout;
+  #fetchedAt = -Infinity; // clock() of the last fetch attempt's end
+  #dueAt = -Infinity; // clock() when the set should be refreshed
+  #forcedAt = -Infinity; // clock() of the last forced refresh
+  #inflight = null;
+  #lastError = null;
+  #fetches = 0;
+
+  /** Use Verifier.create. */
+  constructor(token, module, options, config) {
+    if (token !== CREATE) throw new TypeError("use Verifier.create");
+    this.#module = module;
+    this.#config = config;
+    this.#fetch = options.fetch ?? ((url, init) => globalThis.fetch(url, init));
+    this.#clock = options.clock ?? Date.now;
+    this.#minRefresh = options.minRefreshIntervalMs ?? DEFAULTS.minRefreshIntervalMs;
+    this.#maxKeysAge = options.maxKeysAgeMs ?? DEFAULTS.maxKeysAgeMs;
+    this.#fetchTimeout = options.fetchTimeoutMs ?? DEFAULTS.fetchTimeoutMs;
+    for (const [name, v] of [["minRefreshIntervalMs", this.#minRefresh], ["maxKeysAgeMs", this.#maxKeysAge], ["fetchTimeoutMs", this.#fetchTimeout]]) {
+      if (typeof v !== "number" || !(v >= 0)) throw bad(`${name} must be a number of milliseconds ≥ 0`);
+    }
+  }
+
+  /**
+   * Builds a Verifier: compiles or takes the module, checks its ABI, applies
+   * the configuration and the keys (jwks, or the first fetch of jwksUrl),
+   * and picks the crypto path. Rejects with VerifierError on bad options, a
+   * rejected configuration or JWK Set, or a module of another ABI; a failed
+   * first fetch of jwksUrl does not reject (verify answers keys_unavailable
+   * and retries, at most once per minRefreshIntervalMs).
+   * @param {import("./index.d.ts").VerifierOptions} options
+   * @returns {Promise<Verifier>}
+   */
+  static async create(options) {
+    if (!options || typeof options !== "object") throw bad("options are required");
+    const config = configText(options);
+    if ((options.jwks === undefined) === (options.jwksUrl === undefined)) throw bad("exactly one of jwks and jwksUrl is required");
+    const mode = options.crypto ?? "auto";
+    if (!["auto", "host", "pure"].includes(mode)) throw bad(`crypto must be "auto", "host" or "pure", not ${JSON.stringify(mode)}`);
+
+    const module = await compile(options.wasm);
+    const v = new Verifier(CREATE, module, options, config);
+    v.#instance(); // checks the ABI and the configuration now
+
+    if (mode !== "pure") {
+      if (options.subtle !== undefined) v.#subtle = await probe(options.subtle);
+      else v.#subtle = (await hostCryptoAvailable()) ? await probed : null;
+      if (mode === "host" && v.#subtle === null) {
+        throw bad('crypto: "host" but this runtime\'s WebCrypto has no Ed25519');
+      }
+    }
+    if (options.jwks !== undefined) {
+      v.setKeys(options.jwks);
+    } else {
+      v.#jwksUrl = String(options.jwksUrl);
+      await v.#refresh(false).catch(() => {});
+    }
+    return v;
+  }
+
+  /** "host" when signatures are checked with WebCrypto Ed25519, "pure" when inside the module. */
+  get crypto() {
+    return this.#subtle ? "host" : "pure";
+  }
+
+  /**
+   * The last JWK Set fetch error, or null after a successful fetch (jwksUrl only).
+   * @returns {Error | null}
+   */
+  get keysError() {
+    return this.#lastError;
+  }
+
+  /** How many JWK Set fetches were started (jwksUrl only): for tests and metrics. */
+  get keysFetches() {
+    return this.#fetches;
+  }
+
+  /**
+   * Replaces the key set with a JWK Set ({"keys": […]}, Ed25519 OKP keys).
+   * Throws VerifierError (code "bad_keys") when the module rejects it; the
+   * previous keys stay in use.
+   * @param {string | Uint8Array | ArrayBuffer | object} jwks
+   */
+  setKeys(jwks) {
+    const bytes = jwksBytes(jwks);
+    const st = this.#call((i) => i.setKeys(bytes));
+    if (st !== 0) {
+      throw new VerifierError(`flashgate-verifier: JWK Set rejected: ${this.#text()}`, GLUE[st] ?? `status_${st}`);
+    }
+    this.#keys = bytes;
+    this.#cryptoKeys.clear();
+  }
+
+  /**
+   * Fetches jwksUrl now (or joins the fetch in flight) and applies it. Rejects
+   * when the fetch fails or the set is rejected; the previous keys stay.
+   * @returns {Promise<void>}
+   */
+  refreshKeys() {
+    if (this.#jwksUrl === null) return Promise.reject(bad("refreshKeys needs jwksUrl"));
+    return this.#refresh(false);
+  }
+
+  /**
+   * Verifies a compact admission token. Resolves to {valid: true, reason:
+   * "ok", claims} or {valid: false, reason, message}; reason is one of
+   * REASONS. message is a diagnostic for logs (not stable, may echo the
+   * token). Rejects only on misuse (bad arguments) or a module fault.
+   * @param {string} token
+   * @param {import("./index.d.ts").VerifyOptions} [options]
+   * @returns {Promise<import("./index.d.ts").VerifyResult>}
+   */
+  async verify(token, options = {}) {
+    if (typeof token !== "string") throw bad("token must be a string");
+    const product = options.product ?? "";
+    const user = options.user ?? "";
+    if (typeof product !== "string" || typeof user !== "string") throw bad("product and user must be strings");
+    const now = seconds(options.now);
+
+    if (this.#jwksUrl !== null) {
+      if (this.#keys === null || this.#clock() >= this.#dueAt) {
+        await this.#refresh(this.#keys === null).catch(() => {});
+      }
+      if (this.#keys === null) return this.#unavailable();
+    }
+    let r = await this.#verifyOnce(token, product, user, now);
+    if (r.code === CODE_UNKNOWN_KEY && this.#jwksUrl !== null && (this.#inflight || this.#clock() - this.#forcedAt >= this.#minRefresh)) {
+      // A kid we do not know: maybe the issuer rotated. Refresh once (or join
+      // the refresh in flight) and verify again.
+      try {
+        await this.#refresh(true);
+        r = await this.#verifyOnce(token, product, user, now);
+      } catch {
+        // The set could not be fetched: the unknown_key answer stands.
+      }
+    }
+    return r.result;
+  }
+
+  // ---- internals ----
+
+  #unavailable() {
+    const why = this.#lastError ? String(this.#lastError.message ?? this.#lastError) : "no key set yet";
+    return { valid: false, reason: REASONS[CODE_KEYS_UNAVAILABLE], message: `flashgate-verifier: JWK Set unavailable: ${why}` };
+  }
+
+  // #instance returns the live instance, building one (configuration and keys
+  // applied) when there is none.
+  #instance() {
+    if (this.#inst !== null) return this.#inst;
+    const inst = new Instance(this.#module);
+    if (inst.configure(this.#config) !== 0) {
+      const msg = decoder.decode(inst.result());
+      throw new VerifierError(`flashgate-verifier: configuration rejected: ${msg}`, "bad_config");
+    }
+    if (this.#keys !== null && inst.setKeys(this.#keys) !== 0) {
+      throw new VerifierError(`flashgate-verifier: JWK Set rejected: ${decoder.decode(inst.result())}`, "bad_keys");
+    }
+    this.#inst = inst;
+    return inst;
+  }
+
+  // #call runs fn(instance); after a trap it drops the instance (its heap is
+  // in an unknown state: wasm/README.md) and retries once on a fresh one.
+  #call(fn) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return fn(this.#instance());
+      } catch (err) {
+        if (!(err instanceof WebAssembly.RuntimeError) || attempt > 0) throw err;
+        this.#inst = null;
+      }
+    }
+  }
+
+  #text() {
+    return decoder.decode(this.#inst.result());
+  }
+
+  #answer(st) {
+    if (st === 0) {
+      return { code: 0, result: { valid: true, reason: "ok", claims: JSON.parse(this.#text()) } };
+    }
+    if (st > 0 && st < 100) {
+      return { code: st, result: { valid: false, reason: REASONS[st] ?? `code_${st}`, message: this.#text() } };
+    }
+    const name = GLUE[st] ?? `status_${st}`;
+    throw new VerifierError(`flashgate-verifier: verify: ${name}: ${this.#text()}`, name);
+  }
+
+  #pure(token, product, user, now) {
+    return this.#answer(this.#call((i) => i.call(i.x.verify, token, product, user, now)));
+  }
+
+  async #verifyOnce(token, product, user, now) {
+    if (this.#subtle === null) return this.#pure(token, product, user, now);
+    const st = this.#call((i) => i.call(i.x.verify_begin, token, product, user, now));
+    if (st !== STATUS_CHECK_SIGNATURE) return this.#answer(st);
+    const inst = this.#inst;
+    const rec = inst.result();
+    const handle = (rec[0] | (rec[1] << 8) | (rec[2] << 16) | (rec[3] << 24)) >>> 0;
+    let valid;
+    try {
+      const key = await this.#cryptoKey(rec.subarray(4, 36));
+      valid = await this.#subtle.verify(ED25519, key, rec.subarray(36, 100), rec.subarray(100));
+    } catch {
+      valid = null; // the host could not check it (e.g. a key WebCrypto will not import)
+    }
+    if (typeof valid === "boolean" && inst === this.#inst) {
+      const fst = this.#call((i) => i.x.verify_finish(handle, valid ? 1 : 0));
+      if (fst !== STATUS_STALE_HANDLE) return this.#answer(fst);
+    }
+    // Stale handle (over 256 verifications in flight on this instance, or the
+    // instance was rebuilt) or no host answer: the module checks it all.
+    return this.#pure(token, product, user, now);
+  }
+
+  #cryptoKey(raw) {
+    const id = String.fromCharCode(...raw);
+    let k = this.#cryptoKeys.get(id);
+    if (k === undefined) {
+      if (this.#cryptoKeys.size >= 64) this.#cryptoKeys.clear();
+      k = this.#subtle.importKey("raw", raw.slice(), ED25519, false, ["verify"]);
+      k.catch(() => this.#cryptoKeys.delete(id));
+      this.#cryptoKeys.set(id, k);
+    }
+    return k;
+  }
+
+  // #refresh fetches the JWK Set (or joins the fetch in flight). forced marks
+  // a refresh asked for by an unknown kid or missing keys: at most one per
+  // minRefreshIntervalMs starts.
+  #refresh(forced) {
+    if (this.#inflight) return this.#inflight;
+    const now = this.#clock();
+    if (forced) {
+      if (now - this.#forcedAt < this.#minRefresh) {
+        return Promise.reject(this.#lastError ?? new Error("JWK Set refresh rate-limited"));
+      }
+      this.#forcedAt = now;
+    }
+    this.#fetches++;
+    const p = this.#fetchKeys().then(
+      (ageMs) => {
+        this.#lastError = null;
+        this.#fetchedAt = this.#clock();
+        const age = Math.min(Math.max(ageMs ?? 0, this.#minRefresh), this.#maxKeysAge);
+        this.#dueAt = this.#fetchedAt + age;
+      },
+      (err) => {
+        this.#lastError = err;
+        this.#fetchedAt = this.#clock();
+        // Retry no sooner than minRefreshIntervalMs; keep any keys we have.
+        this.#dueAt = this.#fetchedAt + this.#minRefresh;
+        throw err;
+      },
+    );
+    const done = p.finally(() => {
+      if (this.#inflight === done) this.#inflight = null;
+    });
+    this.#inflight = done;
+    return done;
+  }
+
+  async #fetchKeys() {
+    const init = { headers: { accept: "application/jwk-set+json, application/json" } };
+    if (typeof AbortSignal !== "undefined" && typeof AbortSignal.timeout === "function") {
+      init.signal = AbortSignal.timeout(this.#fetchTimeout);
+    }
+    const res = await this.#fetch(this.#jwksUrl, init);
+    if (!res.ok) throw new Error(`GET ${this.#jwksUrl}: HTTP ${res.status}`);
+    const body = new Uint8Array(await res.arrayBuffer());
+    this.setKeys(body); // the module validates it; a rejected set keeps the old keys
+    return maxAgeMs(res);
+  }
+}
+
+const CREATE = Symbol("Verifier.create");
