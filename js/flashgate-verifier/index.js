@@ -325,7 +325,6 @@ export class Verifier {
   #fetchTimeout;
   #fetchedAt = -Infinity; // clock() of the last fetch attempt's end
   #dueAt = -Infinity; // clock() when the set should be refreshed
-  #forcedAt = -Infinity; // clock() of the last forced refresh
   #inflight = null;
   #lastError = null;
   #fetches = 0;
@@ -449,7 +448,7 @@ export class Verifier {
       if (this.#keys === null) return this.#unavailable();
     }
     let r = await this.#verifyOnce(token, product, user, now);
-    if (r.code === CODE_UNKNOWN_KEY && this.#jwksUrl !== null && (this.#inflight || this.#clock() - this.#forcedAt >= this.#minRefresh)) {
+    if (r.code === CODE_UNKNOWN_KEY && this.#jwksUrl !== null && (this.#inflight || this.#clock() - this.#fetchedAt >= this.#minRefresh)) {
       // A kid we do not know: maybe the issuer rotated. Refresh once (or join
       // the refresh in flight) and verify again.
       try {
@@ -553,16 +552,13 @@ export class Verifier {
   }
 
   // #refresh fetches the JWK Set (or joins the fetch in flight). forced marks
-  // a refresh asked for by an unknown kid or missing keys: at most one per
-  // minRefreshIntervalMs starts.
+  // a refresh asked for by an unknown kid or missing keys: it starts only
+  // minRefreshIntervalMs after the end of the last fetch (a due refresh is
+  // never sooner either: #dueAt ≥ #fetchedAt + minRefreshIntervalMs).
   #refresh(forced) {
     if (this.#inflight) return this.#inflight;
-    const now = this.#clock();
-    if (forced) {
-      if (now - this.#forcedAt < this.#minRefresh) {
-        return Promise.reject(this.#lastError ?? new Error("JWK Set refresh rate-limited"));
-      }
-      this.#forcedAt = now;
+    if (forced && this.#clock() - this.#fetchedAt < this.#minRefresh) {
+      return Promise.reject(this.#lastError ?? new Error("JWK Set refresh rate-limited"));
     }
     this.#fetches++;
     const p = this.#fetchKeys().then(
