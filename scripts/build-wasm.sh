@@ -10,12 +10,27 @@
 # Environment:
 #   FLASHGATE_TOOLCHAIN_DIR  toolchain cache root (see install-tinygo.sh)
 #   FLASHGATE_WASM_OPT_LEVEL optimization level for tinygo -opt and wasm-opt -O:
-#                            z (default, smallest), s, 1 or 2. Measured on the
-#                            v1 module: z = 194 KB raw / 101 KB gzip, 1.2-2.1 ms
-#                            per verify under wazero; 2 = 259 KB / 121 KB,
-#                            0.8-0.9 ms (native Go: ~55 us). GC and emulated
-#                            64x64-bit multiplies (ed25519) dominate.
+#                            s (default), z (smallest), 1 or 2.
+#   FLASHGATE_WASM_GC        TinyGo GC: precise (default) or conservative.
 #   FLASHGATE_WASM_OPT=0     skip the binaryen wasm-opt pass
+#
+# Defaults chosen by measurement (TinyGo 0.41.0, wasm-opt 108, ABI v1 module;
+# valid token of internal/tokencases, us per verify, median of 3; Node 20
+# calls verify directly; wazero = BenchmarkWasmVerify; native
+# verifier.Verify ~57 us in the same runs; memory growth over 10,000
+# verifies = +576 KiB (192 -> 768 KiB) for all six):
+#
+#   -opt/-gc          raw B    gzip B   Node us  wazero us
+#   z conservative   193542   101031     793      996
+#   z precise        194785   101354     681      755
+#   s conservative   205787   104688     430      816
+#   s precise        207223   104986     332      574   <- default (~6x native)
+#   2 conservative   258497   119577     446      560
+#   2 precise        260897   119956     354      367
+#
+# precise beats conservative everywhere (less heap to scan); s/precise is the
+# fastest in V8 (the Worker host; 2/precise is within noise there) and 54 KB
+# smaller than 2. A wazero host gets 1.6x from FLASHGATE_WASM_OPT_LEVEL=2.
 #
 # Prints the raw and gzip sizes on stderr and the output path as the last
 # stdout line. Fails if the module exceeds the size budget (300 KB raw,
@@ -26,11 +41,20 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "${here}/.." && pwd)"
 out="${1:-${repo}/build/flashgate-verifier.wasm}"
 
-level="${FLASHGATE_WASM_OPT_LEVEL:-z}"
+level="${FLASHGATE_WASM_OPT_LEVEL:-s}"
 case "${level}" in
 z | s | 1 | 2) ;;
 *)
 	printf 'build-wasm: FLASHGATE_WASM_OPT_LEVEL must be z, s, 1 or 2, not %q\n' "${level}" >&2
+	exit 2
+	;;
+esac
+
+gc="${FLASHGATE_WASM_GC:-precise}"
+case "${gc}" in
+conservative | precise) ;;
+*)
+	printf 'build-wasm: FLASHGATE_WASM_GC must be conservative or precise, not %q\n' "${gc}" >&2
 	exit 2
 	;;
 esac
@@ -53,8 +77,9 @@ out="$(cd "$(dirname "${out}")" && pwd)/$(basename "${out}")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "${tmp}"' EXIT
 
-# -gc=conservative: the target default ("leaking") never frees; it grew to
-#   640 MiB after 1,000 verifies.
+# -gc: precise or conservative (both free; precise is faster, see above).
+#   Never "leaking" (TinyGo's wasm-unknown default): it grew to 640 MiB
+#   after 1,000 verifies.
 # -scheduler=none: no goroutines in the module; asyncify would add ~30%.
 # -panic=trap: a panic becomes a wasm trap (no message formatting code; the
 #   module has no imports, so a message could not be printed anyway); the
@@ -63,7 +88,7 @@ trap 'rm -rf "${tmp}"' EXIT
 	cd "${repo}"
 	"${tinygo}" build \
 		-target="${repo}/wasm/target/flashgate-wasm.json" \
-		-gc=conservative -scheduler=none -panic=trap -opt="${level}" -no-debug \
+		-gc="${gc}" -scheduler=none -panic=trap -opt="${level}" -no-debug \
 		-o "${tmp}/raw.wasm" ./wasm
 )
 final="${tmp}/raw.wasm"
