@@ -174,8 +174,8 @@ class Instance {
     // called once before any other export.
     if (typeof this.x._initialize === "function") this.x._initialize();
     const v = this.x.abi_version?.();
-    if (v !== ABI_VERSION) {
-      throw new VerifierError(`flashgate-verifier: the wasm module speaks ABI ${v}, this package ${ABI_VERSION}`, "bad_module");
+    if (!(v >= ABI_VERSION)) {
+      throw new VerifierError(`flashgate-verifier: the wasm module speaks ABI ${v}; this package needs ${ABI_VERSION} or later`, "bad_module");
     }
     this.scratch = this.x.alloc(SCRATCH) >>> 0;
   }
