@@ -24,6 +24,7 @@ type caseOutcome struct {
 	Reason  string            `json:"reason"`
 	Claims  map[string]string `json:"claims"`
 	Body    string            `json:"body"`
+	Crypto  string            `json:"crypto"`
 }
 
 // TestWorkerTokenCases runs the shared case table — the golden file
@@ -31,7 +32,10 @@ type caseOutcome struct {
 // tests and the wazero harness run — through worker.js and the wasm module
 // in workerd (testdata/cases_harness.js), and requires each case's verdict
 // from the worker: the origin reached with the token's user, product and
-// admission id, or the refusal reason named by the case.
+// admission id, or the refusal reason named by the case. The table runs twice
+// in one workerd, with FLASHGATE_CRYPTO=host (WebCrypto Ed25519 through
+// verify_begin/verify_finish) and =pure (the module's own Ed25519), and every
+// answer must name the path it was asked for (X-Flashgate-Crypto).
 func TestWorkerTokenCases(t *testing.T) {
 	bin := workerdBinary(t)
 	wasm := wasmModule(t)
@@ -43,12 +47,23 @@ func TestWorkerTokenCases(t *testing.T) {
 	workerdtest.CopyFile(t, "worker.js", filepath.Join(dir, "worker.js"))
 	workerdtest.CopyFile(t, wasm, filepath.Join(dir, "flashgate-verifier.wasm"))
 	workerdtest.CopyFile(t, golden, filepath.Join(dir, "cases.json"))
+	workerdtest.Package(t, dir)
 	wln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	base := workerdtest.Launch(t, bin, dir, filepath.Join("testdata", "cases.capnp.tmpl"), map[string]string{}, wln, "/ready")
 
+	for _, crypto := range []string{"host", "pure"} {
+		t.Run(crypto, func(t *testing.T) { runTokenCases(t, base, crypto, set) })
+	}
+	log := workerdtest.Log(t, dir)
+	for _, crypto := range []string{"host", "pure"} {
+		require.Contains(t, log, "flashgate: verifier ready: crypto "+crypto+" (FLASHGATE_CRYPTO="+crypto+")")
+	}
+}
+
+func runTokenCases(t *testing.T, base, crypto string, set *tokencases.Set) {
 	client := &http.Client{Timeout: 2 * time.Minute}
-	resp, err := client.Get(base + "/")
+	resp, err := client.Get(base + "/?crypto=" + crypto)
 	require.NoError(t, err)
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
@@ -71,6 +86,9 @@ func TestWorkerTokenCases(t *testing.T) {
 			continue
 		}
 		ran++
+		if r.Crypto != crypto {
+			t.Errorf("%s: the worker answered with crypto %q, want %q", c.Name, r.Crypto, crypto)
+		}
 		if c.Want == verifier.CodeOK {
 			if r.Status != http.StatusOK {
 				t.Errorf("%s (%s): worker answered %d %s%s, want the origin", c.Name, c.Source, r.Status, r.Reason, r.Body)
@@ -87,7 +105,7 @@ func TestWorkerTokenCases(t *testing.T) {
 			t.Errorf("%s (%s): worker answered %d %q%s, want %q", c.Name, c.Source, r.Status, r.Reason, r.Body, c.Want)
 		}
 	}
-	t.Logf("%d of %d cases run through workerd; not expressible as a worker request: %v", ran, len(set.Cases), skipped)
+	t.Logf("%d of %d cases run through workerd (crypto %s); not expressible as a worker request: %v", ran, len(set.Cases), crypto, skipped)
 	// Most of the table must reach the worker; the skips are the cases
 	// worker.js cannot be asked (see cases_harness.js).
 	require.GreaterOrEqual(t, ran, len(set.Cases)*3/4, "too many cases skipped: %v", skipped)

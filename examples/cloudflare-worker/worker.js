@@ -1,39 +1,14 @@
 // flashgate edge verifier — a Cloudflare Worker (ES module syntax) that guards
 // /products/<product>/… with flashgate admission tokens.
 //
-// Every verification rule lives in the TinyGo-built wasm module (package
-// verifier, ABI version 1: wasm/README.md). This file is plumbing only:
-// strings in and out of linear memory, the JWKS fetch and cache, the
-// result-code → name table, and the HTTP answers. See README.md in this folder.
+// Verification is the flashgate-verifier package's (js/flashgate-verifier:
+// the TinyGo-built wasm module, ABI version 2, plus its JWK Set cache and,
+// where the runtime has it, WebCrypto Ed25519). This file reads the
+// configuration, keeps one Verifier per isolate, and writes the HTTP answers.
+// See README.md in this folder.
 
-import wasmModule from "./flashgate-verifier.wasm";
-
-// ABI version this file speaks (wasm/main_tinygo.go abiVersion).
-const ABI_VERSION = 1;
-
-// Result codes of verify, by number: a copy of verifier/errors.go codeNames.
-// Codes are stable (never renumbered), new ones are appended.
-const CODE_NAMES = [
-  "ok", // 0
-  "too_large", // 1
-  "malformed", // 2
-  "duplicate_key", // 3
-  "unsupported_alg", // 4
-  "forbidden_header", // 5
-  "bad_type", // 6
-  "unknown_key", // 7
-  "bad_signature", // 8
-  "bad_issuer", // 9
-  "bad_audience", // 10
-  "bad_product", // 11
-  "bad_user", // 12
-  "invalid_claims", // 13
-  "expired", // 14
-  "not_yet_valid", // 15
-  "lifetime_too_long", // 16
-  "keys_unavailable", // 17
-];
-const CODE_UNKNOWN_KEY = 7;
+import { Verifier, VerifierError } from "flashgate-verifier";
+import wasm from "flashgate-verifier/flashgate-verifier.wasm";
 
 // Problem titles: the same as verifier/middleware.go codeTitles.
 const TITLES = {
@@ -57,183 +32,53 @@ const TITLES = {
   keys_unavailable: "Signing keys unavailable",
 };
 
-// Glue statuses (≥ 100) of the ABI: never a verdict on a token.
-const GLUE_STATUS = { 100: "bad_argument", 101: "bad_keys", 102: "bad_config", 103: "not_ready" };
-
 const COOKIE = "flashgate_admission";
 const HEADER_PREFIX = "x-flashgate-";
-// At most one unknown-kid JWKS refresh per this many ms per isolate.
-const UNKNOWN_KID_REFRESH_MS = 10_000;
-// Bound on one JWKS fetch (and on how long a request waits for one).
-const JWKS_FETCH_TIMEOUT_MS = 5_000;
-
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
-
-// ---------------------------------------------------------------------------
-// The wasm instance (one per isolate).
-
-// WasmVerifier wraps one instance of the module. A trap (the module is built
-// with -panic=trap) leaves an instance unusable: the caller drops it and the
-// next request builds a fresh one from the cached JWKS and configuration.
-class WasmVerifier {
-  constructor() {
-    this.x = new WebAssembly.Instance(wasmModule, {}).exports;
-    // A TinyGo reactor: _initialize runs the package initialisers and must be
-    // called once before any other export (calling one first traps).
-    if (typeof this.x._initialize === "function") this.x._initialize();
-    const v = this.x.abi_version();
-    if (v !== ABI_VERSION) {
-      throw new Error(`flashgate-verifier.wasm speaks ABI ${v}, worker.js speaks ${ABI_VERSION}`);
-    }
-    this.keysText = null; // JWKS given to set_keys
-    this.configText = null; // text given to configure
-  }
-
-  // call copies strings into fresh alloc buffers, calls fn with the flat
-  // (ptr, len, ptr, len, …) list, and frees the buffers again.
-  call(strings, fn) {
-    const x = this.x;
-    const ptrs = [];
-    const args = [];
-    for (const s of strings) {
-      const b = encoder.encode(s);
-      if (b.length === 0) {
-        args.push(0, 0);
-        continue;
-      }
-      const p = x.alloc(b.length) >>> 0;
-      if (p === 0) {
-        args.push(0, b.length); // too large for alloc: the glue answers bad_argument
-        continue;
-      }
-      ptrs.push(p);
-      // Take memory.buffer after alloc: a grown memory detaches old views.
-      new Uint8Array(x.memory.buffer, p, b.length).set(b);
-      args.push(p, b.length);
-    }
-    const status = fn(args);
-    // result_ptr/result_len stay valid until the next set_keys/configure/verify.
-    const result = this.result();
-    for (const p of ptrs) x.free(p);
-    return { status, result };
-  }
-
-  result() {
-    const n = this.x.result_len() >>> 0;
-    if (n === 0) return "";
-    const p = this.x.result_ptr() >>> 0;
-    return decoder.decode(new Uint8Array(this.x.memory.buffer, p, n));
-  }
-
-  configure(text) {
-    if (text === this.configText) return;
-    const { status, result } = this.call([text], ([p, n]) => this.x.configure(p, n));
-    if (status !== 0) throw new ConfigError(`configure: ${glueName(status)}: ${result}`);
-    this.configText = text;
-  }
-
-  setKeys(text) {
-    if (text === this.keysText) return;
-    const { status, result } = this.call([text], ([p, n]) => this.x.set_keys(p, n));
-    if (status !== 0) throw new Error(`set_keys: ${glueName(status)}: ${result}`);
-    this.keysText = text;
-  }
-
-  // verify returns {code, result}: code 0 with the claims JSON, a verifier
-  // code (1…) or a glue status (≥ 100) with a diagnostic message.
-  verify(token, product, nowUnix) {
-    const { status, result } = this.call([token, product, ""], ([tp, tn, pp, pn, up, un]) =>
-      // now is an i64: a BigInt on the JS side.
-      this.x.verify(tp, tn, pp, pn, up, un, BigInt(nowUnix)),
-    );
-    return { code: status, result };
-  }
-}
+const CRYPTO_MODES = ["auto", "host", "pure"];
 
 class ConfigError extends Error {}
 
-function glueName(status) {
-  return GLUE_STATUS[status] ?? `status ${status}`;
-}
-
 // ---------------------------------------------------------------------------
-// Isolate state: the instance, the JWKS cache, the refresh bookkeeping.
+// The Verifier (one per isolate).
 
-let instance = null; // WasmVerifier
-let jwksText = null; // last JWKS accepted by set_keys
-let jwksFetchedAt = 0; // Date.now() of that fetch
-let jwksInflight = null; // Promise of the running fetch, shared by every request
-let lastUnknownKidRefresh = -Infinity; // Date.now() of the last unknown-kid refresh
+// current is the isolate's Verifier: {key, promise}. It is built on the first
+// protected request and built again when the configuration (key) changes; a
+// rejected build is forgotten, so the next request tries again.
+let current = null;
 
-// verifierFor returns the isolate's instance with cfg and the cached keys applied.
-function verifierFor(cfg) {
-  if (instance === null) instance = new WasmVerifier();
-  instance.configure(cfg.configText);
-  if (jwksText !== null) instance.setKeys(jwksText);
-  return instance;
-}
-
-// withInstance runs fn(verifier); after a trap it drops the instance and
-// retries once on a fresh one.
-function withInstance(cfg, fn) {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return fn(verifierFor(cfg));
-    } catch (err) {
-      if (!(err instanceof WebAssembly.RuntimeError) || attempt > 0) throw err;
-      console.error("flashgate: wasm trap, rebuilding the instance:", err);
-      instance = null;
-    }
-  }
-}
-
-async function fetchJWKS(env, cfg) {
-  const init = {
-    headers: { accept: "application/jwk-set+json, application/json" },
-    signal: AbortSignal.timeout(JWKS_FETCH_TIMEOUT_MS),
-  };
-  const res = env.ISSUER ? await env.ISSUER.fetch(cfg.jwksURL, init) : await fetch(cfg.jwksURL, init);
-  if (!res.ok) throw new Error(`GET ${cfg.jwksURL}: HTTP ${res.status}`);
-  const text = await res.text();
-  // set_keys validates the document; a rejected one leaves the old keys in use.
-  withInstance(cfg, (v) => v.setKeys(text));
-  jwksText = text;
-  jwksFetchedAt = Date.now();
-}
-
-// refreshKeys starts a JWKS fetch, or joins the one in flight, and waits for
-// it at most JWKS_FETCH_TIMEOUT_MS.
-function refreshKeys(env, cfg, ctx) {
-  if (jwksInflight === null) {
-    const p = fetchJWKS(env, cfg).finally(() => {
-      if (jwksInflight === p) jwksInflight = null;
-    });
-    jwksInflight = p;
-    // Keep the fetch alive even if the request that started it ends first:
-    // other requests may be waiting for it.
-    ctx.waitUntil(p.catch(() => {}));
-  }
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error("JWKS fetch timed out")), JWKS_FETCH_TIMEOUT_MS);
-  });
-  return Promise.race([jwksInflight, timeout]).finally(() => clearTimeout(timer));
-}
-
-// ensureKeys loads the JWKS on first use and after FLASHGATE_JWKS_TTL_SECONDS.
-// With keys already cached, a failed refresh keeps the old ones (retried
-// after UNKNOWN_KID_REFRESH_MS); with none, it throws.
-async function ensureKeys(env, cfg, ctx) {
-  const now = Date.now();
-  if (jwksText !== null && now - jwksFetchedAt < cfg.ttlMs) return;
-  try {
-    await refreshKeys(env, cfg, ctx);
-  } catch (err) {
-    if (jwksText === null) throw err;
-    console.warn("flashgate: JWKS refresh failed, keeping the cached keys:", String(err));
-    jwksFetchedAt = now - cfg.ttlMs + UNKNOWN_KID_REFRESH_MS;
-  }
+function verifierFor(env, cfg) {
+  if (current !== null && current.key === cfg.key) return current.promise;
+  const entry = { key: cfg.key, promise: null };
+  entry.promise = Verifier.create({
+    wasm,
+    issuer: cfg.issuer,
+    audience: cfg.audience,
+    leewaySeconds: cfg.leeway,
+    maxLifetimeSeconds: cfg.maxLifetime,
+    jwksUrl: cfg.jwksURL,
+    // With an ISSUER service binding the JWK Set is fetched through it (the
+    // URL's host is then ignored).
+    fetch: env.ISSUER ? (u, init) => env.ISSUER.fetch(u, init) : undefined,
+    // FLASHGATE_JWKS_TTL_SECONDS caps how long a fetched set is used before
+    // the next fetch. The issuer's Cache-Control max-age (60 s from
+    // `flashgate serve`) makes it shorter, but not below the package's
+    // minRefreshIntervalMs (10 s) unless the TTL itself is shorter.
+    maxKeysAgeMs: cfg.ttlMs,
+    crypto: cfg.crypto,
+  }).then(
+    (v) => {
+      console.log(`flashgate: verifier ready: crypto ${v.crypto} (FLASHGATE_CRYPTO=${cfg.crypto})`);
+      return v;
+    },
+    (err) => {
+      if (current === entry) current = null;
+      // Bad options, a configuration or module the package rejects: the
+      // Worker is misconfigured (500 misconfigured), not the token refused.
+      throw err instanceof VerifierError ? new ConfigError(err.message, { cause: err }) : err;
+    },
+  );
+  current = entry;
+  return entry.promise;
 }
 
 // ---------------------------------------------------------------------------
@@ -244,13 +89,22 @@ function readConfig(env) {
     const v = env[name];
     return v === undefined || v === null || v === "" ? def : String(v);
   };
+  // wholeSeconds parses a variable holding whole seconds (undefined when unset).
+  const wholeSeconds = (name, def) => {
+    const s = str(name, def);
+    if (s === undefined) return undefined;
+    if (!/^[0-9]+$/.test(s)) throw new ConfigError(`${name} must be a whole number of seconds, not ${JSON.stringify(s)}`);
+    return Number(s);
+  };
   const cfg = {
     issuer: str("FLASHGATE_ISSUER", "flashgate"),
     audience: str("FLASHGATE_AUDIENCE", "orders"),
-    leeway: str("FLASHGATE_LEEWAY_SECONDS", "0"),
-    maxLifetime: str("FLASHGATE_MAX_LIFETIME_SECONDS", ""),
+    leeway: wholeSeconds("FLASHGATE_LEEWAY_SECONDS", "0"),
+    maxLifetime: wholeSeconds("FLASHGATE_MAX_LIFETIME_SECONDS", undefined),
     jwksURL: str("FLASHGATE_JWKS_URL", ""),
-    ttlMs: Number(str("FLASHGATE_JWKS_TTL_SECONDS", "300")) * 1000,
+    ttlMs: wholeSeconds("FLASHGATE_JWKS_TTL_SECONDS", "300") * 1000,
+    crypto: str("FLASHGATE_CRYPTO", "auto"),
+    debug: /^(1|true|yes)$/i.test(str("FLASHGATE_DEBUG", "")),
     prefix: str("FLASHGATE_PRODUCT_PREFIX", "/products/"),
     originURL: str("FLASHGATE_ORIGIN_URL", ""),
     waitingRoomURL: str("FLASHGATE_WAITING_ROOM_URL", ""),
@@ -258,14 +112,13 @@ function readConfig(env) {
   if (!cfg.prefix.endsWith("/")) cfg.prefix += "/";
   cfg.prefixLower = cfg.prefix.toLowerCase();
   if (!cfg.jwksURL) throw new ConfigError("FLASHGATE_JWKS_URL is not set");
-  if (!Number.isFinite(cfg.ttlMs) || cfg.ttlMs < 0) throw new ConfigError("FLASHGATE_JWKS_TTL_SECONDS must be a number of seconds");
-  const lines = [["iss", cfg.issuer], ["aud", cfg.audience], ["leeway", cfg.leeway]];
-  if (cfg.maxLifetime) lines.push(["max_lifetime", cfg.maxLifetime]);
-  for (const [name, value] of lines) {
-    if (/[\r\n]/.test(value)) throw new ConfigError(`the value for ${name} contains a line break`);
+  if (!CRYPTO_MODES.includes(cfg.crypto)) {
+    throw new ConfigError(`FLASHGATE_CRYPTO must be auto, host or pure, not ${JSON.stringify(cfg.crypto)}`);
   }
-  // Validation of the values themselves is the module's (configure).
-  cfg.configText = lines.map(([n, v]) => `${n}=${v}\n`).join("");
+  // Everything Verifier.create is given; a change builds a new Verifier.
+  // (Validation of the values themselves is the package's and the module's.)
+  cfg.key = JSON.stringify([cfg.issuer, cfg.audience, cfg.leeway, cfg.maxLifetime, cfg.jwksURL, cfg.ttlMs,
+    cfg.crypto, Boolean(env.ISSUER)]);
   return cfg;
 }
 
@@ -375,7 +228,15 @@ function internalError(err) {
     misconfigured ? "misconfigured" : "internal");
 }
 
-async function handle(request, env, ctx) {
+// tagged returns res with X-Flashgate-Crypto: host|pure, the path the
+// Verifier checked signatures with (FLASHGATE_DEBUG only: tests and benches).
+function tagged(res, crypto) {
+  const out = new Response(res.body, res);
+  out.headers.set("x-flashgate-crypto", crypto);
+  return out;
+}
+
+async function handle(request, env) {
   const cfg = readConfig(env);
   const url = new URL(request.url);
   const product = productOf(url.pathname, cfg);
@@ -391,38 +252,26 @@ async function handle(request, env, ctx) {
       `send the admission token as a Bearer token or in the ${COOKIE} cookie`);
   }
 
-  try {
-    await ensureKeys(env, cfg, ctx);
-  } catch (err) {
-    if (err instanceof ConfigError) throw err;
-    console.error("flashgate: JWKS unavailable:", String(err));
-    return refuse(request, cfg, product, "keys_unavailable", "the issuer's key set could not be fetched");
+  const verifier = await verifierFor(env, cfg);
+  // The user is not checked at the edge (README.md); the clock is the
+  // isolate's, in milliseconds.
+  const r = await verifier.verify(token, { product, now: Date.now() });
+  let res;
+  if (r.valid) {
+    res = await forward(request, env, cfg, url, r.claims);
+  } else if (r.reason === "keys_unavailable") {
+    console.error("flashgate: JWKS unavailable:", String(verifier.keysError ?? r.message));
+    res = refuse(request, cfg, product, r.reason, "the issuer's key set could not be fetched");
+  } else {
+    res = refuse(request, cfg, product, r.reason, r.message);
   }
-
-  const now = Math.floor(Date.now() / 1000);
-  let r = withInstance(cfg, (v) => v.verify(token, product, now));
-  if (r.code === CODE_UNKNOWN_KEY && (jwksInflight !== null || Date.now() - lastUnknownKidRefresh >= UNKNOWN_KID_REFRESH_MS)) {
-    // A kid we do not know: maybe the issuer rotated. Refresh once (or join
-    // the refresh in flight) and verify again.
-    if (jwksInflight === null) lastUnknownKidRefresh = Date.now();
-    try {
-      await refreshKeys(env, cfg, ctx);
-    } catch (err) {
-      console.error("flashgate: JWKS refresh failed:", String(err));
-      return refuse(request, cfg, product, "keys_unavailable", "the issuer's key set could not be fetched");
-    }
-    r = withInstance(cfg, (v) => v.verify(token, product, now));
-  }
-
-  if (r.code === 0) return forward(request, env, cfg, url, JSON.parse(r.result));
-  if (r.code >= 100) throw new Error(`verify: ${glueName(r.code)}: ${r.result}`);
-  return refuse(request, cfg, product, CODE_NAMES[r.code] ?? `code_${r.code}`, r.result);
+  return cfg.debug ? tagged(res, verifier.crypto) : res;
 }
 
 export default {
-  async fetch(request, env, ctx) {
+  async fetch(request, env) {
     try {
-      return await handle(request, env, ctx);
+      return await handle(request, env);
     } catch (err) {
       return internalError(err);
     }

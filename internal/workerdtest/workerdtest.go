@@ -9,12 +9,27 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/internal/wasmbuild"
 )
+
+// PackageModule is where a workerd configuration embeds the flashgate-verifier
+// package's ES module from, relative to the configuration's directory: the
+// place `npm ci` links the package (js/flashgate-verifier) in
+// examples/cloudflare-worker.
+const PackageModule = "node_modules/flashgate-verifier/index.js"
+
+// optionalRE matches a template's "# optional: NAME NAME…" line: placeholders
+// a caller may leave out of vars (they are then empty).
+var optionalRE = regexp.MustCompile(`(?m)^#\s*optional:\s*(.*)$`)
 
 // Launch fills in the template tmpl (vars plus PORT, the port of wln) as
 // dir's config.capnp, runs workerd (bin) on it, listening on wln's socket
@@ -22,34 +37,75 @@ import (
 // its base URL once GET readyPath answers 404 — a path the worker answers
 // itself. It fails t when workerd exits or does not answer within 30 s;
 // workerd is killed at t's cleanup, and its log is printed if t failed.
+//
+// A placeholder missing from vars fails t, unless the template lists it on
+// a "# optional: NAME…" line. A template that embeds PackageModule gets the
+// repository's js/flashgate-verifier/index.js copied there when dir has none.
 func Launch(t testing.TB, bin, dir, tmpl string, vars map[string]string, wln net.Listener, readyPath string) string {
 	t.Helper()
-	port := wln.Addr().(*net.TCPAddr).Port
+	vars["PORT"] = strconv.Itoa(wln.Addr().(*net.TCPAddr).Port)
+	return LaunchSockets(t, bin, dir, tmpl, vars, map[string]net.Listener{"http": wln}, "http", readyPath)["http"]
+}
+
+// LaunchSockets is Launch for a configuration with several sockets: lns maps
+// each socket's name in the configuration to its listener (workerd gets them
+// all with --socket-fd; the template's own addresses are not used). It waits
+// until GET readyPath on socket ready answers 404 and returns each socket's
+// base URL. The caller sets any port placeholders itself.
+func LaunchSockets(t testing.TB, bin, dir, tmpl string, vars map[string]string, lns map[string]net.Listener,
+	ready, readyPath string) map[string]string {
+	t.Helper()
 	text, err := os.ReadFile(tmpl)
 	require.NoError(t, err)
-	vars["PORT"] = strconv.Itoa(port)
+	optional := map[string]bool{}
+	for _, m := range optionalRE.FindAllStringSubmatch(string(text), -1) {
+		for _, name := range strings.Fields(m[1]) {
+			optional[name] = true
+		}
+	}
 	config := os.Expand(string(text), func(k string) string {
 		v, ok := vars[k]
-		if !ok {
+		if !ok && !optional[k] {
 			t.Fatalf("%s: unknown placeholder ${%s}", tmpl, k)
 		}
 		return v
 	})
+	if strings.Contains(config, `embed "`+PackageModule+`"`) {
+		if _, err := os.Stat(filepath.Join(dir, PackageModule)); err != nil {
+			Package(t, dir)
+		}
+	}
 	cfgPath := filepath.Join(dir, "config.capnp")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(config), 0o644))
 
-	sock, err := wln.(*net.TCPListener).File()
-	require.NoError(t, err)
-	_ = wln.Close()
+	names := make([]string, 0, len(lns))
+	for name := range lns {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	args := []string{"serve", cfgPath, "--verbose"}
+	var files []*os.File
+	bases := map[string]string{}
+	for i, name := range names {
+		ln := lns[name]
+		f, err := ln.(*net.TCPListener).File()
+		require.NoError(t, err)
+		_ = ln.Close()
+		files = append(files, f)
+		args = append(args, "--socket-fd", name+"="+strconv.Itoa(3+i))
+		bases[name] = "http://127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	}
 	logPath := filepath.Join(dir, "workerd.log")
 	logf, err := os.Create(logPath)
 	require.NoError(t, err)
-	cmd := exec.Command(bin, "serve", cfgPath, "--verbose", "--socket-fd", "http=3")
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{sock}
+	cmd.ExtraFiles = files
 	require.NoError(t, cmd.Start())
-	_ = sock.Close()
+	for _, f := range files {
+		_ = f.Close()
+	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
@@ -61,7 +117,8 @@ func Launch(t testing.TB, bin, dir, tmpl string, vars map[string]string, wln net
 			t.Logf("workerd log:\n%s", b)
 		}
 	})
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	base := bases[ready]
+	require.NotEmpty(t, base, "no socket %q", ready)
 	client := &http.Client{Timeout: 2 * time.Second}
 
 	deadline := time.Now().Add(30 * time.Second)
@@ -84,7 +141,25 @@ func Launch(t testing.TB, bin, dir, tmpl string, vars map[string]string, wln net
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return base
+	return bases
+}
+
+// Package copies the flashgate-verifier package's ES module (the
+// repository's js/flashgate-verifier/index.js) to dir/PackageModule, where
+// the worker configurations embed it from.
+func Package(t testing.TB, dir string) {
+	t.Helper()
+	to := filepath.Join(dir, PackageModule)
+	require.NoError(t, os.MkdirAll(filepath.Dir(to), 0o755))
+	CopyFile(t, filepath.Join(wasmbuild.Root(t), "js", "flashgate-verifier", "index.js"), to)
+}
+
+// Log returns what workerd has logged so far in dir (Launch's workerd.log).
+func Log(t testing.TB, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "workerd.log"))
+	require.NoError(t, err)
+	return string(b)
 }
 
 // CopyFile copies from to to (a worker's script or module into its directory).

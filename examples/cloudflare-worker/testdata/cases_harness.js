@@ -1,9 +1,12 @@
 // Test harness for worker_test.go TestWorkerTokenCases: runs the shared token
 // case table (internal/tokencases/testdata/cases.json, embedded as the JSON
 // module "cases.json") through the real worker.js fetch handler and its wasm
-// module inside workerd, one in-process request per case, and answers GET /
-// with the outcome of every case. worker_test.go compares the outcomes with
-// the table (the same file the native and wazero harnesses run).
+// module inside workerd, one in-process request per case, and answers
+// GET /?crypto=host|pure|auto with the outcome of every case, run with that
+// FLASHGATE_CRYPTO. FLASHGATE_DEBUG is on, so each outcome names the path the
+// worker's Verifier checked signatures with (X-Flashgate-Crypto). cases_test.go
+// compares the outcomes with the table (the same file the native and wazero
+// harnesses run).
 //
 // Each case runs at its own clock (Date.now is replaced for the call), with
 // its leeway in FLASHGATE_LEEWAY_SECONDS, its product in the path and its
@@ -40,7 +43,7 @@ function skipReason(c, token) {
   return "";
 }
 
-async function runCase(c) {
+async function runCase(c, crypto) {
   const token = tokenOf(c);
   const skip = skipReason(c, token);
   if (skip) return { name: c.name, skipped: skip };
@@ -51,6 +54,8 @@ async function runCase(c) {
     FLASHGATE_JWKS_URL: "http://issuer/.well-known/jwks.json",
     FLASHGATE_JWKS_TTL_SECONDS: "300",
     FLASHGATE_PRODUCT_PREFIX: "/products/",
+    FLASHGATE_CRYPTO: crypto,
+    FLASHGATE_DEBUG: "1",
     ISSUER: { fetch: async () => new Response(table.jwks, { headers: { "content-type": "application/json" } }) },
     ORIGIN: {
       fetch: async (req) =>
@@ -75,7 +80,7 @@ async function runCase(c) {
     Date.now = realNow;
   }
   const body = await res.text();
-  const out = { name: c.name, status: res.status };
+  const out = { name: c.name, status: res.status, crypto: res.headers.get("x-flashgate-crypto") ?? "" };
   try {
     const j = JSON.parse(body);
     if (res.status === 200) out.claims = j;
@@ -88,9 +93,11 @@ async function runCase(c) {
 
 export default {
   async fetch(request) {
-    if (new URL(request.url).pathname !== "/") return new Response("ready", { status: 404 });
+    const url = new URL(request.url);
+    if (url.pathname !== "/") return new Response("ready", { status: 404 });
+    const crypto = url.searchParams.get("crypto") ?? "auto";
     const results = [];
-    for (const c of table.cases) results.push(await runCase(c));
+    for (const c of table.cases) results.push(await runCase(c, crypto));
     return new Response(JSON.stringify({ cases: table.cases.length, results }), {
       headers: { "content-type": "application/json" },
     });
