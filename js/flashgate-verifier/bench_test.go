@@ -22,13 +22,13 @@ const (
 
 // nodeFigures is the JSON test/bench.mjs prints: µs per verify.
 type nodeFigures struct {
-	Runtime string `json:"runtime"`
-	OpenSSL string `json:"openssl"`
-	HostSeq figure `json:"host_seq"`
-	Host16  figure `json:"host_16"`
-	RawSeq  figure `json:"raw_seq"`
-	Raw16   figure `json:"raw_16"`
-	Pure    figure `json:"pure"`
+	Runtime   string `json:"runtime"`
+	OpenSSL   string `json:"openssl"`
+	HostNode  figure `json:"host_node"`
+	RawNode   figure `json:"raw_node"`
+	HostWeb16 figure `json:"host_web16"`
+	RawWeb16  figure `json:"raw_web16"`
+	Pure      figure `json:"pure"`
 }
 
 type figure struct {
@@ -59,10 +59,10 @@ func BenchmarkPackageNode(b *testing.B) {
 		fig    figure
 		budget float64
 	}{
-		{"package, host crypto, one at a time", f.HostSeq, budgetHost},
-		{"package, host crypto, 16 in flight", f.Host16, budgetHost},
-		{"raw crypto.subtle.verify, one at a time (limit)", f.RawSeq, 0},
-		{"raw crypto.subtle.verify, 16 in flight (limit)", f.Raw16, 0},
+		{"package, host crypto (node:crypto, the default)", f.HostNode, budgetHost},
+		{"  its limit: raw node:crypto.verify", f.RawNode, 0},
+		{"package, host crypto (WebCrypto), 16 in flight", f.HostWeb16, budgetHost},
+		{"  its limit: raw crypto.subtle.verify, 16 in flight", f.RawWeb16, 0},
 		{"package, pure wasm", f.Pure, budgetPure},
 	}
 	var s strings.Builder
@@ -80,12 +80,12 @@ func BenchmarkPackageNode(b *testing.B) {
 		}
 		fmt.Fprintf(&s, "%-50s %9.1f %9.1f %9.2f× %8s %s\n", r.name, r.fig.Wall, r.fig.CPU, ratio, budget, verdict)
 	}
-	fmt.Fprintf(&s, "host path over its limit: %.2f× (one at a time), %.2f× (16 in flight), CPU",
-		f.HostSeq.CPU/f.RawSeq.CPU, f.Host16.CPU/f.Raw16.CPU)
+	fmt.Fprintf(&s, "host path over its limit (CPU): %.2f× node:crypto, %.2f× WebCrypto",
+		f.HostNode.CPU/f.RawNode.CPU, f.HostWeb16.CPU/f.RawWeb16.CPU)
 	b.Log("\n" + s.String())
 	b.ReportMetric(nat, "native-µs")
-	b.ReportMetric(f.Host16.CPU/nat, "host/native")
-	b.ReportMetric(f.Raw16.CPU/nat, "raw-host/native")
+	b.ReportMetric(f.HostNode.CPU/nat, "host/native")
+	b.ReportMetric(f.RawNode.CPU/nat, "raw-host/native")
 	b.ReportMetric(f.Pure.CPU/nat, "pure/native")
 }
 
@@ -101,12 +101,17 @@ func nativeVerifyMicros(b *testing.B) float64 {
 	}
 	v := tokencases.Verifier(b, set, set.Config(c))
 	ctx := context.Background()
-	r := testing.Benchmark(func(b *testing.B) {
-		for b.Loop() {
+	// A plain timed loop: testing.Benchmark cannot run inside a benchmark.
+	run := func(n int) time.Duration {
+		start := time.Now()
+		for range n {
 			if _, err := v.Verify(ctx, c.Token, c.Expect()); err != nil {
 				b.Fatal(err)
 			}
 		}
-	})
-	return float64(r.T) / float64(r.N) / float64(time.Microsecond)
+		return time.Since(start)
+	}
+	run(200) // warm up
+	const n = 4000
+	return float64(run(n)) / n / float64(time.Microsecond)
 }

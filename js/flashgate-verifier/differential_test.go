@@ -44,8 +44,9 @@ type request struct {
 }
 
 type response struct {
-	Host jsAnswer `json:"host"`
-	Pure jsAnswer `json:"pure"`
+	Host      jsAnswer `json:"host"`      // node:crypto in Node
+	WebCrypto jsAnswer `json:"webcrypto"` // crypto.subtle
+	Pure      jsAnswer `json:"pure"`
 }
 
 // driver is the node child running test/diff_driver.mjs.
@@ -144,8 +145,9 @@ func startDriver(wasm string) (*driver, error) {
 		Ready   bool   `json:"ready"`
 		Runtime string `json:"runtime"`
 		Crypto  struct {
-			Host string `json:"host"`
-			Pure string `json:"pure"`
+			Host      string `json:"host"`
+			WebCrypto string `json:"webcrypto"`
+			Pure      string `json:"pure"`
 		} `json:"crypto"`
 	}
 	line, err := d.readLine()
@@ -156,10 +158,10 @@ func startDriver(wasm string) (*driver, error) {
 		d.stop()
 		return nil, fmt.Errorf("no ready line (%v): %s\nstderr:\n%s", err, line, d.stderr.String())
 	}
-	if hello.Crypto.Host != "host" || hello.Crypto.Pure != "pure" {
+	if hello.Crypto.Host != "node:crypto" || hello.Crypto.WebCrypto != "webcrypto" || hello.Crypto.Pure != "wasm" {
 		d.stop()
-		return nil, fmt.Errorf(`%s: Verifier.crypto is %q for crypto "host", %q for crypto "pure"`,
-			hello.Runtime, hello.Crypto.Host, hello.Crypto.Pure)
+		return nil, fmt.Errorf(`%s: Verifier.provider is %q, %q, %q; want node:crypto, webcrypto, wasm`,
+			hello.Runtime, hello.Crypto.Host, hello.Crypto.WebCrypto, hello.Crypto.Pure)
 	}
 	d.runtime = hello.Runtime
 	return d, nil
@@ -293,7 +295,7 @@ func (df *differ) check(tb testing.TB, req request) verifier.Code {
 	for _, p := range []struct {
 		name string
 		a    jsAnswer
-	}{{"host", resp.Host}, {"pure", resp.Pure}} {
+	}{{"host (node:crypto)", resp.Host}, {"host (webcrypto)", resp.WebCrypto}, {"pure", resp.Pure}} {
 		if m := mismatch(p.a, native.String(), wc); m != "" {
 			tb.Fatalf("token %s, product %q, user %q, now %d: package (%s, %s) %s; native %v (%v)",
 				quote(req.Token), req.Product, req.User, req.Now, df.d.runtime, p.name, m, native, err)

@@ -33,7 +33,7 @@ export declare const REASONS: readonly Reason[];
 /** Defaults of the VerifierOptions timings, in milliseconds. */
 export declare const DEFAULTS: Readonly<{
   minRefreshIntervalMs: 10000;
-  maxKeysAgeMs: 86400000;
+  maxKeysAgeMs: 300000;
   fetchTimeoutMs: 5000;
 }>;
 
@@ -67,7 +67,7 @@ export interface VerifierOptions {
   /**
    * The issuer's JWK Set URL (e.g. https://queue.example.com/.well-known/jwks.json),
    * fetched at create(), refreshed Cache-Control max-age after each fetch
-   * (bounded to [minRefreshIntervalMs, maxKeysAgeMs]) and on an unknown kid
+   * (bounded to [minRefreshIntervalMs, maxKeysAgeMs]; maxKeysAgeMs without one) and on an unknown kid
    * (at most once per minRefreshIntervalMs, one fetch in flight).
    */
   jwksUrl?: string | URL;
@@ -75,7 +75,11 @@ export interface VerifierOptions {
   fetch?: (url: string, init: RequestInit) => Promise<Response>;
   /** Least time between two forced JWK Set fetches, ms. Default 10,000. */
   minRefreshIntervalMs?: number;
-  /** Longest a fetched JWK Set is used before a refresh is due, ms. Default 24 h. */
+  /**
+   * Longest a fetched JWK Set is used before a refresh is due, ms: the
+   * response's Cache-Control max-age within [minRefreshIntervalMs, this],
+   * this when it has none. Default 300,000 (5 min).
+   */
   maxKeysAgeMs?: number;
   /** Bound on one JWK Set fetch, ms. Default 5,000. */
   fetchTimeoutMs?: number;
@@ -90,9 +94,9 @@ export interface VerifierOptions {
    */
   wasm?: WasmSource;
   /**
-   * "auto" (default): WebCrypto Ed25519 when the runtime has it, else the
-   * module's own Ed25519. "host": require WebCrypto (create() rejects
-   * without it). "pure": always the module's.
+   * "auto" (default): the runtime's Ed25519 when it has one (node:crypto in
+   * Node, else WebCrypto), else the module's own. "host": require the
+   * runtime's (create() rejects without it). "pure": always the module's.
    */
   crypto?: "auto" | "host" | "pure";
   /** The SubtleCrypto for the host path (tests, unusual hosts). Default globalThis.crypto.subtle. */
@@ -152,8 +156,10 @@ export declare class Verifier {
    * fetch of jwksUrl does not reject: verify() answers keys_unavailable.
    */
   static create(options: VerifierOptions): Promise<Verifier>;
-  /** "host": signatures checked with WebCrypto Ed25519; "pure": inside the module. */
+  /** "host": signatures checked with the runtime's Ed25519; "pure": inside the module. */
   readonly crypto: "host" | "pure";
+  /** Who checks signatures: node:crypto (Node), WebCrypto, options.subtle, or the module. */
+  readonly provider: "node:crypto" | "webcrypto" | "subtle" | "wasm";
   /** The last JWK Set fetch error, null after a successful fetch. */
   readonly keysError: Error | null;
   /** JWK Set fetches started so far. */

@@ -66,7 +66,7 @@ const SCRATCH = 16 << 10;
 /** Defaults of VerifierOptions (milliseconds). */
 export const DEFAULTS = Object.freeze({
   minRefreshIntervalMs: 10_000,
-  maxKeysAgeMs: 24 * 3600_000,
+  maxKeysAgeMs: 300_000,
   fetchTimeoutMs: 5_000,
 });
 
@@ -152,6 +152,30 @@ async function probe(subtle) {
   } catch {
     return null;
   }
+}
+
+// nodeCrypto returns a SubtleCrypto-shaped adapter over Node's synchronous
+// node:crypto Ed25519 (the same OpenSSL as Node's WebCrypto, without the
+// thread-pool round trip that costs WebCrypto ~70 µs a call: README
+// "Measurements"), or null outside Node. process.getBuiltinModule (Node ≥
+// 20.16) keeps "node:crypto" out of sight of edge bundlers.
+function nodeCrypto() {
+  const proc = globalThis.process;
+  if (globalThis.Deno !== undefined || globalThis.Bun !== undefined || typeof proc?.getBuiltinModule !== "function") return null;
+  if (proc.release?.name !== "node") return null;
+  let nc;
+  try {
+    nc = proc.getBuiltinModule("node:crypto");
+  } catch {
+    return null;
+  }
+  if (typeof nc?.verify !== "function" || typeof nc?.createPublicKey !== "function") return null;
+  return {
+    provider: "node:crypto",
+    importKey: async (format, raw) =>
+      nc.createPublicKey({ key: { kty: "OKP", crv: "Ed25519", x: globalThis.Buffer.from(raw).toString("base64url") }, format: "jwk" }),
+    verify: (alg, key, sig, data) => nc.verify(null, data, key, sig),
+  };
 }
 
 /**
@@ -315,7 +339,7 @@ export class Verifier {
   #config;
   #keys = null; // Uint8Array of the JWK Set in use
   #subtle = null; // SubtleCrypto for the host-crypto path, or null (pure)
-  #cryptoKeys = new Map(); // raw key (latin1) → Promise<CryptoKey>
+  #cryptoKeys = []; // {raw: Uint8Array(32), key: CryptoKey | Promise<CryptoKey>}
   // Remote JWK Set state.
   #jwksUrl = null;
   #fetch;
@@ -335,7 +359,7 @@ export class Verifier {
     this.#module = module;
     this.#config = config;
     this.#fetch = options.fetch ?? ((url, init) => globalThis.fetch(url, init));
-    this.#clock = options.clock ?? Date.now;
+    this.#clock = options.clock ?? (() => Date.now());
     this.#minRefresh = options.minRefreshIntervalMs ?? DEFAULTS.minRefreshIntervalMs;
     this.#maxKeysAge = options.maxKeysAgeMs ?? DEFAULTS.maxKeysAgeMs;
     this.#fetchTimeout = options.fetchTimeoutMs ?? DEFAULTS.fetchTimeoutMs;
@@ -367,7 +391,7 @@ export class Verifier {
 
     if (mode !== "pure") {
       if (options.subtle !== undefined) v.#subtle = await probe(options.subtle);
-      else v.#subtle = (await hostCryptoAvailable()) ? await probed : null;
+      else v.#subtle = (await probe(nodeCrypto())) ?? ((await hostCryptoAvailable()) ? await probed : null);
       if (mode === "host" && v.#subtle === null) {
         throw bad('crypto: "host" but this runtime\'s WebCrypto has no Ed25519');
       }
@@ -381,9 +405,19 @@ export class Verifier {
     return v;
   }
 
-  /** "host" when signatures are checked with WebCrypto Ed25519, "pure" when inside the module. */
+  /** "host" when signatures are checked with the runtime's Ed25519, "pure" when inside the module. */
   get crypto() {
     return this.#subtle ? "host" : "pure";
+  }
+
+  /**
+   * Who checks signatures: "webcrypto" (crypto.subtle), "node:crypto" (Node's
+   * synchronous Ed25519, preferred in Node), "subtle" (options.subtle) or
+   * "wasm" (the module, the pure path).
+   */
+  get provider() {
+    if (!this.#subtle) return "wasm";
+    return this.#subtle.provider ?? (this.#subtle === globalThis.crypto?.subtle ? "webcrypto" : "subtle");
   }
 
   /**
@@ -412,7 +446,7 @@ export class Verifier {
       throw new VerifierError(`flashgate-verifier: JWK Set rejected: ${this.#text()}`, GLUE[st] ?? `status_${st}`);
     }
     this.#keys = bytes;
-    this.#cryptoKeys.clear();
+    this.#cryptoKeys = [];
   }
 
   /**
@@ -525,8 +559,10 @@ export class Verifier {
     const handle = (rec[0] | (rec[1] << 8) | (rec[2] << 16) | (rec[3] << 24)) >>> 0;
     let valid;
     try {
-      const key = await this.#cryptoKey(rec.subarray(4, 36));
-      valid = await this.#subtle.verify(ED25519, key, rec.subarray(36, 100), rec.subarray(100));
+      let key = this.#cryptoKey(rec.subarray(4, 36));
+      if (typeof key.then === "function") key = await key;
+      valid = this.#subtle.verify(ED25519, key, rec.subarray(36, 100), rec.subarray(100));
+      if (typeof valid !== "boolean") valid = await valid; // WebCrypto: a Promise; node:crypto: a boolean
     } catch {
       valid = null; // the host could not check it (e.g. a key WebCrypto will not import)
     }
@@ -539,16 +575,28 @@ export class Verifier {
     return this.#pure(token, product, user, now);
   }
 
+  // #cryptoKey returns the imported key for raw (32 bytes): a CryptoKey, or
+  // a Promise of one while the import runs. A key set holds a handful of
+  // keys, so a linear scan beats hashing.
   #cryptoKey(raw) {
-    const id = String.fromCharCode(...raw);
-    let k = this.#cryptoKeys.get(id);
-    if (k === undefined) {
-      if (this.#cryptoKeys.size >= 64) this.#cryptoKeys.clear();
-      k = this.#subtle.importKey("raw", raw.slice(), ED25519, false, ["verify"]);
-      k.catch(() => this.#cryptoKeys.delete(id));
-      this.#cryptoKeys.set(id, k);
+    const ks = this.#cryptoKeys;
+    next: for (let i = 0; i < ks.length; i++) {
+      const k = ks[i].raw;
+      for (let j = 0; j < 32; j++) if (k[j] !== raw[j]) continue next;
+      return ks[i].key;
     }
-    return k;
+    if (ks.length >= 64) ks.length = 0;
+    const entry = { raw: raw.slice(), key: null };
+    entry.key = this.#subtle.importKey("raw", entry.raw, ED25519, false, ["verify"]).then(
+      (key) => (entry.key = key),
+      (err) => {
+        const at = ks.indexOf(entry);
+        if (at >= 0) ks.splice(at, 1);
+        throw err;
+      },
+    );
+    ks.push(entry);
+    return entry.key;
   }
 
   // #refresh fetches the JWK Set (or joins the fetch in flight). forced marks
@@ -565,7 +613,8 @@ export class Verifier {
       (ageMs) => {
         this.#lastError = null;
         this.#fetchedAt = this.#clock();
-        const age = Math.min(Math.max(ageMs ?? 0, this.#minRefresh), this.#maxKeysAge);
+        // max-age, within [minRefreshIntervalMs, maxKeysAgeMs]; without one, maxKeysAgeMs.
+        const age = ageMs === null ? this.#maxKeysAge : Math.min(Math.max(ageMs, this.#minRefresh), this.#maxKeysAge);
         this.#dueAt = this.#fetchedAt + age;
       },
       (err) => {

@@ -1,9 +1,12 @@
-// Benchmark of flashgate-verifier in this runtime (run by bench_test.go):
-// the package on both paths, next to the host's raw crypto.subtle.verify
-// (the physical limit of the host path). Prints one JSON object.
+// Benchmark of flashgate-verifier in Node (run by bench_test.go): the
+// package on both paths, the host path both with node:crypto (the default in
+// Node) and with WebCrypto, each next to the host's raw Ed25519 verify of
+// the same key, signature and input (the physical limit of that path).
+// Prints one JSON object.
 //
 //   node test/bench.mjs <module.wasm> [verifies]
 import { readFile } from "node:fs/promises";
+import nodeCrypto from "node:crypto";
 import { Verifier } from "../index.js";
 
 const [wasmPath, nArg] = process.argv.slice(2);
@@ -28,7 +31,11 @@ async function measure(op, n, inflight) {
 }
 
 const host = await Verifier.create({ wasm, jwks: set.jwks, issuer: set.iss, audience: set.aud, crypto: "host" });
+const web = await Verifier.create({ wasm, jwks: set.jwks, issuer: set.iss, audience: set.aud, crypto: "host", subtle: crypto.subtle });
 const pure = await Verifier.create({ wasm, jwks: set.jwks, issuer: set.iss, audience: set.aud, crypto: "pure" });
+if (host.provider !== "node:crypto" || web.provider !== "webcrypto" || pure.provider !== "wasm") {
+  throw new Error(`providers ${host.provider} ${web.provider} ${pure.provider}`);
+}
 const check = (r) => { if (!r.valid) throw new Error(`refused: ${r.reason}`); };
 
 // The raw host operation: the same key, signature and signing input.
@@ -39,12 +46,14 @@ const key = await crypto.subtle.importKey("raw", b64(jwk.x), { name: "Ed25519" }
 const sig = b64(s);
 const input = new TextEncoder().encode(`${h}.${p}`);
 const raw = async () => { if (!(await crypto.subtle.verify({ name: "Ed25519" }, key, sig, input))) throw new Error("raw verify failed"); };
+const nodeKey = nodeCrypto.createPublicKey({ key: { kty: "OKP", crv: "Ed25519", x: jwk.x }, format: "jwk" });
+const rawNode = async () => { if (!nodeCrypto.verify(null, input, nodeKey, sig)) throw new Error("raw node verify failed"); };
 
 const ops = {
-  host_seq: [async () => check(await host.verify(c.token, opts)), 1],
-  host_16: [async () => check(await host.verify(c.token, opts)), 16],
-  raw_seq: [raw, 1],
-  raw_16: [raw, 16],
+  host_node: [async () => check(await host.verify(c.token, opts)), 1],
+  raw_node: [rawNode, 1],
+  host_web16: [async () => check(await web.verify(c.token, opts)), 16],
+  raw_web16: [raw, 16],
   pure: [async () => check(await pure.verify(c.token, opts)), 1],
 };
 // Warm up, then interleave three rounds and keep the medians.

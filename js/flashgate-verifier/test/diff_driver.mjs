@@ -2,13 +2,14 @@
 //
 //   node test/diff_driver.mjs CASES_JSON WASM
 //
-// it builds two Verifiers from the case table's JWK Set, iss and aud (leeway
-// 0), one with crypto "host" (WebCrypto Ed25519) and one with crypto
-// "pure", prints one line {ready, runtime, crypto: {host, pure}}, then
+// it builds three Verifiers from the case table's JWK Set, iss and aud
+// (leeway 0) — crypto "host" (node:crypto in Node), crypto "host" with
+// WebCrypto's crypto.subtle, and crypto "pure" — prints one line
+// {ready, runtime, crypto: {host, webcrypto, pure}} (their providers), then
 // answers each newline-delimited JSON request {token, product, user, now}
 // (now in Unix seconds) on stdin with one line
 //
-//   {host: {reason, claims?, message?, error?}, pure: {…}}
+//   {host: {reason, claims?, message?, error?}, webcrypto: {…}, pure: {…}}
 //
 // in order. It decides nothing: differential_test.go compares.
 import { readFile } from "node:fs/promises";
@@ -23,6 +24,7 @@ const wasm = await readFile(wasmPath);
 const options = { wasm, jwks: table.jwks, issuer: table.iss, audience: table.aud, leewaySeconds: 0 };
 const verifiers = {
   host: await Verifier.create({ ...options, crypto: "host" }),
+  webcrypto: await Verifier.create({ ...options, crypto: "host", subtle: globalThis.crypto.subtle }),
   pure: await Verifier.create({ ...options, crypto: "pure" }),
 };
 
@@ -43,11 +45,15 @@ async function answer(v, req) {
 write({
   ready: true,
   runtime: `node ${process.versions.node}`,
-  crypto: { host: verifiers.host.crypto, pure: verifiers.pure.crypto },
+  crypto: { host: verifiers.host.provider, webcrypto: verifiers.webcrypto.provider, pure: verifiers.pure.provider },
 });
 
 for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
   if (line === "") continue;
   const req = JSON.parse(line);
-  write({ host: await answer(verifiers.host, req), pure: await answer(verifiers.pure, req) });
+  write({
+    host: await answer(verifiers.host, req),
+    webcrypto: await answer(verifiers.webcrypto, req),
+    pure: await answer(verifiers.pure, req),
+  });
 }

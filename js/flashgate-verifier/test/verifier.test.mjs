@@ -23,14 +23,15 @@ const base = { wasm, issuer: set.iss, audience: set.aud };
 
 // runTable verifies every case with a Verifier per leeway and returns the
 // disagreements with the golden want (reason and claims).
-async function runTable(mode) {
+async function runTable(mode, provider, extra = {}) {
   const byLeeway = new Map();
   const bad = [];
   for (const c of set.cases) {
     let v = byLeeway.get(c.leeway);
     if (!v) {
-      v = await Verifier.create({ ...base, jwks: set.jwks, leewaySeconds: c.leeway, crypto: mode });
+      v = await Verifier.create({ ...base, jwks: set.jwks, leewaySeconds: c.leeway, crypto: mode, ...extra });
       assert.equal(v.crypto, mode);
+      assert.equal(v.provider, provider);
       byLeeway.set(c.leeway, v);
     }
     const r = await v.verify(tokenOf(c), { product: c.product, user: c.user, now: c.now * 1000 });
@@ -52,16 +53,23 @@ test("Node has WebCrypto Ed25519 (the host path is tested, not skipped)", async 
   assert.equal(await hostCryptoAvailable(), true);
 });
 
-for (const mode of ["host", "pure"]) {
-  test(`case table, ${mode} crypto: every case as the golden file says`, async () => {
-    const bad = await runTable(mode);
+for (const [mode, provider, extra] of [
+  ["host", "node:crypto", {}],
+  ["host", "webcrypto", { subtle: globalThis.crypto.subtle }],
+  ["pure", "wasm", {}],
+]) {
+  test(`case table, ${mode} crypto (${provider}): every case as the golden file says`, async () => {
+    const bad = await runTable(mode, provider, extra);
     assert.deepEqual(bad, [], `${bad.length} of ${set.cases.length} cases disagree`);
   });
 }
 
-test("auto picks host crypto where WebCrypto has Ed25519", async () => {
+test("auto picks the host's Ed25519 in Node: node:crypto (synchronous), WebCrypto when asked", async () => {
   const v = await Verifier.create({ ...base, jwks: set.jwks });
   assert.equal(v.crypto, "host");
+  assert.equal(v.provider, "node:crypto");
+  const w = await Verifier.create({ ...base, jwks: set.jwks, subtle: globalThis.crypto.subtle });
+  assert.equal(w.provider, "webcrypto");
 });
 
 test("the host's answer is used: a WebCrypto that refuses every signature makes a valid token bad_signature", async () => {
@@ -106,11 +114,13 @@ test("crypto: host without Ed25519 in WebCrypto is refused at create", async () 
     (e) => e instanceof VerifierError && e.code === "bad_options" && /Ed25519/.test(e.message));
   const auto = await Verifier.create({ ...base, jwks: set.jwks, subtle: none });
   assert.equal(auto.crypto, "pure");
+  assert.equal(auto.provider, "wasm");
   assert.equal((await auto.verify(validCase.token, { product: validCase.product, now: NOW })).reason, "ok");
 });
 
 test("more verifications in flight than the module has slots (256): every one answered right", async () => {
-  const v = await Verifier.create({ ...base, jwks: set.jwks, crypto: "host" });
+  // WebCrypto: asynchronous, so all 600 are begun before the first finishes.
+  const v = await Verifier.create({ ...base, jwks: set.jwks, crypto: "host", subtle: globalThis.crypto.subtle });
   const forged = validCase.token.slice(0, -2) + (validCase.token.endsWith("AA") ? "BA" : "AA");
   const results = await Promise.all(Array.from({ length: 600 }, (_, i) =>
     v.verify(i % 3 === 0 ? forged : validCase.token, { product: validCase.product, now: NOW })));
