@@ -11,7 +11,9 @@ WASM      ?= build/flashgate-verifier.wasm
 WORKER    := examples/cloudflare-worker
 BROWSER   := examples/browser
 
-.PHONY: all build run serve demo test wasm wasm-toolchain worker-deps browser-deps bench bench-http fuzz vet vulncheck clean
+JSPKG     := js/flashgate-verifier
+
+.PHONY: all build run serve demo test wasm js js-pack wasm-toolchain worker-deps browser-deps bench bench-http bench-edge fuzz vet vulncheck clean
 
 all: build
 
@@ -45,6 +47,14 @@ wasm-toolchain:
 wasm: wasm-toolchain
 	scripts/build-wasm.sh $(WASM)
 
+## js: the flashgate-verifier npm package, ready to pack (the module copied beside index.js)
+js: wasm
+	cp $(WASM) $(JSPKG)/flashgate-verifier.wasm
+
+## js-pack: build/flashgate-verifier-<version>.tgz, as `npm publish` would upload it
+js-pack: js
+	cd $(JSPKG) && npm pack --pack-destination $(CURDIR)/build
+
 ## worker-deps: workerd (Cloudflare's Workers runtime) from npm, pinned by package-lock.json
 worker-deps:
 	cd $(WORKER) && npm ci --no-audit --no-fund --loglevel=error
@@ -59,9 +69,16 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 
-## bench: wasm hot-path benchmarks, each next to its physical limit in the same run
-bench: wasm
+## bench: hot-path benchmarks, each next to its physical limit in the same run, then the
+## edge verifier's ratios next to their budgets (bench-edge)
+bench: wasm bench-edge
 	scripts/with-redis.sh $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./verifier/ ./issuer/ ./server/
+
+## bench-edge: the flashgate-verifier package in Node (host crypto and pure wasm against native
+## verifier.Verify) and the example worker in workerd under wrk (verify+forward against forward)
+bench-edge: wasm worker-deps
+	FLASHGATE_WASM=$(CURDIR)/$(WASM) $(GO) test -run '^$$' -bench PackageNode -benchtime 1x ./$(JSPKG)/
+	FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/bench-workerd.sh
 
 ## bench-http: the HTTP benchmarks interleaved over ROUNDS rounds, as percentages of the bare handler
 ROUNDS ?= 10
@@ -70,7 +87,7 @@ bench-http:
 
 ## fuzz: each fuzz target for FUZZTIME executions (CI runs the default pass)
 FUZZ_TARGETS ?= verifier:FuzzVerify verifier:FuzzParseJWKS verifier:FuzzDecodeSegment verifier:FuzzJSONObject \
-                server:FuzzHandlers wasm:FuzzWasmDifferential
+                server:FuzzHandlers wasm:FuzzWasmDifferential js/flashgate-verifier:FuzzPackageDifferential
 fuzz: wasm
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=./$${t%%:*}/; name=$${t#*:}; echo ">> fuzz $$pkg $$name ($(FUZZTIME))"; \
@@ -82,4 +99,4 @@ vulncheck:
 	scripts/govulncheck.sh ./...
 
 clean:
-	rm -rf build
+	rm -rf build $(JSPKG)/flashgate-verifier.wasm

@@ -10,7 +10,7 @@
 # Environment:
 #   FLASHGATE_TOOLCHAIN_DIR  toolchain cache root (see install-tinygo.sh)
 #   FLASHGATE_WASM_OPT_LEVEL optimization level for tinygo -opt and wasm-opt -O:
-#                            s (default), z (smallest), 1 or 2.
+#                            2 (default), s, z (smallest) or 1.
 #   FLASHGATE_WASM_GC        TinyGo GC: precise (default) or conservative.
 #   FLASHGATE_WASM_OPT=0     skip the binaryen wasm-opt pass
 #
@@ -24,13 +24,16 @@
 #   z conservative   193542   101031     793      996
 #   z precise        194785   101354     681      755
 #   s conservative   205787   104688     430      816
-#   s precise        207223   104986     332      574   <- default (~6x native)
+#   s precise        207223   104986     332      574
 #   2 conservative   258497   119577     446      560
-#   2 precise        260897   119956     354      367
+#   2 precise        260897   119956     354      367   <- default (~6x native)
 #
-# precise beats conservative everywhere (less heap to scan); s/precise is the
-# fastest in V8 (the Worker host; 2/precise is within noise there) and 54 KB
-# smaller than 2. A wazero host gets 1.6x from FLASHGATE_WASM_OPT_LEVEL=2.
+# precise beats conservative everywhere (less heap to scan). s and 2 are
+# within 7 % of each other in Node, but in workerd (ABI 2 module, the
+# example Worker with FLASHGATE_CRYPTO=pure under wrk, bench-workerd.sh)
+# 2/precise served 1,633 verified requests/s against 1,198-1,305 for
+# s/precise (0.49 vs 0.28-0.31 of forwarding), and wazero is 1.6x faster
+# with it: 2/precise is the default, 54 KB (15 KB gzip) larger than s.
 #
 # Prints the raw and gzip sizes on stderr and the output path as the last
 # stdout line. Fails if the module exceeds the size budget (300 KB raw,
@@ -41,7 +44,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "${here}/.." && pwd)"
 out="${1:-${repo}/build/flashgate-verifier.wasm}"
 
-level="${FLASHGATE_WASM_OPT_LEVEL:-s}"
+level="${FLASHGATE_WASM_OPT_LEVEL:-2}"
 case "${level}" in
 z | s | 1 | 2) ;;
 *)

@@ -99,6 +99,9 @@ func main() {
 	workerd, _ := filepath.Abs(filepath.Join(wdir, "node_modules", "@cloudflare", "workerd-"+runtime.GOOS+"-"+arch, "bin", "workerd"))
 	copyFile(filepath.Join(wdir, "worker.js"), filepath.Join(dir, "worker.js"))
 	copyFile(*wasm, filepath.Join(dir, "flashgate-verifier.wasm"))
+	// The flashgate-verifier package, where the config embeds it (as npm installs it).
+	check(os.MkdirAll(filepath.Join(dir, "node_modules", "flashgate-verifier"), 0o755))
+	copyFile(filepath.Join("js", "flashgate-verifier", "index.js"), filepath.Join(dir, "node_modules", "flashgate-verifier", "index.js"))
 	tmpl, err := os.ReadFile(filepath.Join(wdir, "config.capnp.tmpl"))
 	check(err)
 	port := (*workerAddr)[strings.LastIndex(*workerAddr, ":")+1:]
