@@ -19,30 +19,31 @@ func codeNames() []string {
 }
 
 // TestCodeTablesMatch: the hosts that cannot import this package keep
-// copies of the result-code names — the Cloudflare Worker's CODE_NAMES and
-// the ABI table in wasm/README.md. They must say what Code.String says, code
+// copies of the result-code names — the flashgate-verifier JavaScript
+// package's REASONS (js/flashgate-verifier/index.js, which the Worker uses)
+// and the ABI table in wasm/README.md. They must say what Code.String says, code
 // by code; adding or renaming a code without them fails here.
 func TestCodeTablesMatch(t *testing.T) {
 	want := codeNames()
 
-	js, err := os.ReadFile("../examples/cloudflare-worker/worker.js")
+	js, err := os.ReadFile("../js/flashgate-verifier/index.js")
 	if err != nil {
 		t.Fatal(err)
 	}
-	block := regexp.MustCompile(`(?s)const CODE_NAMES = \[(.*?)\];`).FindSubmatch(js)
+	block := regexp.MustCompile(`(?s)export const REASONS = Object\.freeze\(\[(.*?)\]\);`).FindSubmatch(js)
 	if block == nil {
-		t.Fatal("worker.js: no CODE_NAMES array")
+		t.Fatal("js/flashgate-verifier/index.js: no REASONS array")
 	}
 	var worker []string
 	for _, m := range regexp.MustCompile(`"([a-z_]+)"`).FindAllSubmatch(block[1], -1) {
 		worker = append(worker, string(m[1]))
 	}
 	if len(worker) != len(want) {
-		t.Fatalf("worker.js CODE_NAMES has %d names, verifier %d: %v", len(worker), len(want), worker)
+		t.Fatalf("index.js REASONS has %d names, verifier %d: %v", len(worker), len(want), worker)
 	}
 	for i := range want {
 		if worker[i] != want[i] {
-			t.Errorf("worker.js CODE_NAMES[%d] = %q, verifier %q", i, worker[i], want[i])
+			t.Errorf("index.js REASONS[%d] = %q, verifier %q", i, worker[i], want[i])
 		}
 	}
 

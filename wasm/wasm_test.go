@@ -13,8 +13,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +25,7 @@ import (
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/internal/tokencases"
+	"github.com/flashgate/flashgate/internal/wasmbuild"
 	"github.com/flashgate/flashgate/verifier"
 )
 
@@ -42,57 +41,21 @@ const (
 	pendingSlotsT         = 256
 )
 
-var (
-	wasmOnce  sync.Once
-	wasmBytes []byte
-	wasmErr   string
-)
-
-// moduleBytes returns the built module, building it once per test binary.
+// moduleBytes returns the module: $FLASHGATE_WASM or one TinyGo build per
+// test binary (internal/wasmbuild).
 func moduleBytes(tb testing.TB) []byte {
 	tb.Helper()
-	wasmOnce.Do(func() {
-		root, err := filepath.Abs("..")
-		if err != nil {
-			wasmErr = err.Error()
-			return
-		}
-		// FLASHGATE_WASM: a prebuilt module, absolute or relative to the repo root.
-		path := os.Getenv("FLASHGATE_WASM")
-		if path != "" && !filepath.IsAbs(path) {
-			path = filepath.Join(root, path)
-		}
-		if path == "" {
-			if err := exec.Command(filepath.Join(root, "scripts", "install-tinygo.sh"), "--check").Run(); err != nil {
-				wasmErr = "TinyGo is not installed: run scripts/install-tinygo.sh (or `make wasm`) first, " +
-					"or set FLASHGATE_WASM to a built module (" + err.Error() + ")"
-				return
-			}
-			dir, err := os.MkdirTemp("", "flashgate-wasm-test-")
-			if err != nil {
-				wasmErr = err.Error()
-				return
-			}
-			defer os.RemoveAll(dir)
-			path = filepath.Join(dir, "flashgate-verifier.wasm")
-			cmd := exec.Command(filepath.Join(root, "scripts", "build-wasm.sh"), path)
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				wasmErr = "scripts/build-wasm.sh failed: " + err.Error() + "\n" + string(out)
-				return
-			}
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			wasmErr = "reading the wasm module: " + err.Error()
-			return
-		}
-		wasmBytes = b
-	})
-	if wasmErr != "" {
-		tb.Fatal(wasmErr)
+	b, err := os.ReadFile(wasmbuild.Path(tb))
+	if err != nil {
+		tb.Fatalf("reading the wasm module: %v", err)
 	}
-	return wasmBytes
+	return b
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	wasmbuild.Cleanup()
+	os.Exit(code)
 }
 
 var (

@@ -19,7 +19,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -32,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/wasmbuild"
 	"github.com/flashgate/flashgate/internal/workerdtest"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
@@ -63,62 +63,15 @@ func workerdBinary(t testing.TB) string {
 	return bin
 }
 
-var (
-	wasmOnce sync.Once
-	wasmPath string
-	wasmErr  string
-	wasmDir  string
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if wasmDir != "" {
-		_ = os.RemoveAll(wasmDir)
-	}
+	wasmbuild.Cleanup()
 	os.Exit(code)
 }
 
 // wasmModule returns the path of the built verifier module: $FLASHGATE_WASM,
 // or a fresh build by scripts/build-wasm.sh (once per test binary).
-func wasmModule(t testing.TB) string {
-	t.Helper()
-	wasmOnce.Do(func() {
-		if p := os.Getenv("FLASHGATE_WASM"); p != "" {
-			if _, err := os.Stat(p); err != nil {
-				wasmErr = "FLASHGATE_WASM: " + err.Error()
-				return
-			}
-			wasmPath = p
-			return
-		}
-		root, err := filepath.Abs(filepath.Join("..", ".."))
-		if err != nil {
-			wasmErr = err.Error()
-			return
-		}
-		if err := exec.Command(filepath.Join(root, "scripts", "install-tinygo.sh"), "--check").Run(); err != nil {
-			wasmErr = "TinyGo is not installed: run scripts/install-tinygo.sh (or `make wasm`) first, " +
-				"or set FLASHGATE_WASM to a built module (" + err.Error() + ")"
-			return
-		}
-		if wasmDir, err = os.MkdirTemp("", "flashgate-worker-test-"); err != nil {
-			wasmErr = err.Error()
-			return
-		}
-		p := filepath.Join(wasmDir, "flashgate-verifier.wasm")
-		cmd := exec.Command(filepath.Join(root, "scripts", "build-wasm.sh"), p)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			wasmErr = "scripts/build-wasm.sh failed: " + err.Error() + "\n" + string(out)
-			return
-		}
-		wasmPath = p
-	})
-	if wasmErr != "" {
-		t.Fatal(wasmErr)
-	}
-	return wasmPath
-}
+func wasmModule(t testing.TB) string { return wasmbuild.Path(t) }
 
 // origin is the stub origin: it records the headers of every request by the
 // value of its "case" query parameter.

@@ -14,9 +14,10 @@ import (
 )
 
 var (
-	once    sync.Once
-	path    string
-	errText string
+	once     sync.Once
+	path     string
+	errText  string
+	buildDir string // the temporary directory of a build, for Cleanup
 )
 
 // Root returns the repository root: the nearest ancestor of the working
@@ -40,8 +41,7 @@ func Root(tb testing.TB) string {
 }
 
 // Path returns the path of the module (see the package comment). A build
-// lives in a temporary directory that is left for the OS to clean: test
-// binaries have no hook after the last test of every package.
+// lives in a temporary directory until Cleanup (call it from TestMain).
 func Path(tb testing.TB) string {
 	tb.Helper()
 	root := Root(tb)
@@ -67,6 +67,7 @@ func Path(tb testing.TB) string {
 			errText = err.Error()
 			return
 		}
+		buildDir = dir
 		p := filepath.Join(dir, "flashgate-verifier.wasm")
 		cmd := exec.Command(filepath.Join(root, "scripts", "build-wasm.sh"), p)
 		cmd.Dir = root
@@ -80,4 +81,12 @@ func Path(tb testing.TB) string {
 		tb.Fatal(errText)
 	}
 	return path
+}
+
+// Cleanup removes the module Path built, if it built one. Call it from
+// TestMain after m.Run.
+func Cleanup() {
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +31,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	stopDriver()
+	wasmbuild.Cleanup()
 	os.Exit(code)
 }
 
@@ -304,46 +304,6 @@ func (df *differ) check(tb testing.TB, req request) verifier.Code {
 	return native
 }
 
-const b64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-
-// mutate applies one to three random edits to a valid token: byte flips,
-// base64url-alphabet substitutions, insertions and deletions (dots, '=',
-// '+', spaces included), segment swaps and truncations (as in
-// wasm/differential_test.go).
-func mutate(r *rand.Rand, tok string) string {
-	b := []byte(tok)
-	for range 1 + r.IntN(3) {
-		if len(b) == 0 {
-			break
-		}
-		i := r.IntN(len(b))
-		switch r.IntN(7) {
-		case 0:
-			b[i] ^= byte(1 << r.IntN(8))
-		case 1:
-			b[i] = b64url[r.IntN(len(b64url))]
-		case 2:
-			extra := []byte{'.', '=', '+', '/', ' ', 'A', b64url[r.IntN(64)]}[r.IntN(7)]
-			b = append(b[:i], append([]byte{extra}, b[i:]...)...)
-		case 3:
-			b = append(b[:i], b[i+1:]...)
-		case 4:
-			b = b[:i]
-		case 5:
-			p := strings.Split(string(b), ".")
-			if len(p) == 3 {
-				p[0], p[1] = p[1], p[0]
-				b = []byte(strings.Join(p, "."))
-			}
-		case 6: // a change inside the last character of a segment (trailing bits)
-			if j := strings.IndexByte(string(b), '.'); j > 0 {
-				b[j-1] = b64url[r.IntN(64)]
-			}
-		}
-	}
-	return string(b)
-}
-
 // TestPackageMutationsDifferential: the base token, deterministic random
 // mutations of it, and every token of the case table (with the base case's
 // expectations, and with the case's own when its leeway is 0) get the same
@@ -360,7 +320,7 @@ func TestPackageMutationsDifferential(t *testing.T) {
 	codes := map[verifier.Code]int{}
 	const n = 10000
 	for range n {
-		codes[df.check(t, at(mutate(r, b.Token)))]++
+		codes[df.check(t, at(tokencases.Mutate(r, b.Token)))]++
 	}
 	t.Logf("%s: %d mutations agree in %v: %v", df.d.runtime, n, time.Since(start).Round(time.Millisecond), codes)
 	if len(codes) < 4 {

@@ -349,6 +349,7 @@ export class Verifier {
   #fetchTimeout;
   #fetchedAt = -Infinity; // clock() of the last fetch attempt's end
   #dueAt = -Infinity; // clock() when the set should be refreshed
+  #forcedAt = -Infinity; // clock() when the last forced refresh started
   #inflight = null;
   #lastError = null;
   #fetches = 0;
@@ -482,7 +483,7 @@ export class Verifier {
       if (this.#keys === null) return this.#unavailable();
     }
     let r = await this.#verifyOnce(token, product, user, now);
-    if (r.code === CODE_UNKNOWN_KEY && this.#jwksUrl !== null && (this.#inflight || this.#clock() - this.#fetchedAt >= this.#minRefresh)) {
+    if (r.code === CODE_UNKNOWN_KEY && this.#jwksUrl !== null && (this.#inflight || this.#clock() - this.#forcedAt >= this.#minRefresh)) {
       // A kid we do not know: maybe the issuer rotated. Refresh once (or join
       // the refresh in flight) and verify again.
       try {
@@ -600,13 +601,18 @@ export class Verifier {
   }
 
   // #refresh fetches the JWK Set (or joins the fetch in flight). forced marks
-  // a refresh asked for by an unknown kid or missing keys: it starts only
-  // minRefreshIntervalMs after the end of the last fetch (a due refresh is
-  // never sooner either: #dueAt ≥ #fetchedAt + minRefreshIntervalMs).
+  // a refresh asked for by an unknown kid or missing keys: at most one starts
+  // per minRefreshIntervalMs, as in verifier/remote (a rotation is picked up
+  // at once even right after a routine fetch, and a flood of forged kids
+  // costs the issuer one fetch per interval).
   #refresh(forced) {
     if (this.#inflight) return this.#inflight;
-    if (forced && this.#clock() - this.#fetchedAt < this.#minRefresh) {
-      return Promise.reject(this.#lastError ?? new Error("JWK Set refresh rate-limited"));
+    if (forced) {
+      const now = this.#clock();
+      if (now - this.#forcedAt < this.#minRefresh) {
+        return Promise.reject(this.#lastError ?? new Error("JWK Set refresh rate-limited"));
+      }
+      this.#forcedAt = now;
     }
     this.#fetches++;
     const p = this.#fetchKeys().then(
