@@ -19,11 +19,16 @@ type Admission struct {
 }
 
 // Exchange trades an ACTIVE entry's waiting token for an admission token
-// (EdDSA JWT, exp = the active entry's expiry). Re-minting the same admission
-// gives the same jti and exp (and, with the same key, the same token).
+// (EdDSA JWT, exp = the active entry's expiry: admitted at + session). It
+// claims the admission, atomically with reading it (lua/status.lua): an
+// admission not claimed within the room's arrival window ends early
+// (EXPIRED, reason not_claimed) and is refused here; a claimed one lasts its
+// session — the claim extends nothing. Re-minting the same admission gives
+// the same jti and exp (and, with the same key, the same token).
 //
 // Errors: those of Status, plus flashgate.ErrNotAdmitted (still waiting: a
-// *NotAdmittedError carrying the WAITING entry), flashgate.ErrExpired,
+// *NotAdmittedError carrying the WAITING entry), flashgate.ErrExpired (also
+// not claimed in time),
 // flashgate.ErrCompleted, flashgate.ErrRevoked, flashgate.ErrNotFound,
 // flashgate.ErrInternal (no signer, sign failure).
 func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string) (*Admission, error) {
@@ -31,7 +36,7 @@ func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string)
 	if err != nil {
 		return nil, err
 	}
-	e, err := is.exactStatus(ctx, room, user, waitingToken, ref)
+	e, err := is.statusOrClaim(ctx, room, user, waitingToken, ref, "1")
 	if err != nil {
 		return nil, err
 	}
@@ -41,6 +46,9 @@ func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string)
 		return nil, &NotAdmittedError{Entry: e, Err: flashgate.Errorf(flashgate.CodeNotAdmitted,
 			"not admitted yet: position %d of %d", e.Position, e.TotalWaiting)}
 	case flashgate.StateExpired:
+		if e.Reason == ReasonNotClaimed {
+			return nil, flashgate.Errorf(flashgate.CodeExpired, "admission expired: not claimed within the arrival window")
+		}
 		return nil, flashgate.Errorf(flashgate.CodeExpired, "admission expired")
 	case flashgate.StateCompleted:
 		return nil, flashgate.Errorf(flashgate.CodeCompleted, "admission already completed")

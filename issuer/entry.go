@@ -38,8 +38,13 @@ type Entry struct {
 	AdmittedAt      time.Time
 	// ExpiresAt is the admission's expiry (ACTIVE, EXPIRED), millisecond precision.
 	ExpiresAt time.Time
-	// EndedAt is when the entry was completed, revoked or found expired.
-	EndedAt   time.Time
+	// EndedAt is when the entry was completed, revoked or found expired
+	// (for ReasonNotClaimed: the end of the arrival window).
+	EndedAt time.Time
+	// Reason says why an EXPIRED entry ended: ReasonNotClaimed (the
+	// admission was not claimed by an exchange within the room's arrival
+	// window) or ReasonSessionEnded; "" in every other state.
+	Reason    string
 	RoomState RoomState
 	// Created is true when this Enter created the room from the default policy.
 	Created bool
@@ -55,6 +60,9 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 		AdmissionID:  r.jti,
 		Created:      r.created,
 		RoomState:    r.roomState,
+	}
+	if e.State == flashgate.StateExpired {
+		e.Reason = r.reason
 	}
 	at := r.at
 	if id, ok := r.admission(); ok {
@@ -85,6 +93,15 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 	}
 	return e
 }
+
+// Reasons of an EXPIRED entry (Entry.Reason).
+const (
+	// ReasonNotClaimed: admitted, but not claimed (exchanged) within the
+	// room's arrival window; the slot went to the next in line.
+	ReasonNotClaimed = "not_claimed"
+	// ReasonSessionEnded: the admission ran its whole session.
+	ReasonSessionEnded = "session_ended"
+)
 
 // pollAfter chooses the next poll: half the estimated wait, clamped to
 // 1 s … 30 s (10 s while paused), times a uniform jitter in [0.8, 1.2).
@@ -191,7 +208,13 @@ func (is *Issuer) notFound(room, user, tok string, seq int64) *Entry {
 // lost with Redis's data that this replica knew reads NOT_FOUND (the entry is
 // gone; the client's next enter restores the room), not flashgate.ErrUnknownRoom.
 func (is *Issuer) exactStatus(ctx context.Context, room, user, tok string, ref waitingRef) (*Entry, error) {
-	r, err := is.run(ctx, statusScript, room, user, ref.seq, ref.epoch)
+	return is.statusOrClaim(ctx, room, user, tok, ref, "")
+}
+
+// statusOrClaim runs the status script; claim "1" also claims an ACTIVE
+// admission within its arrival window (Exchange), in the same script.
+func (is *Issuer) statusOrClaim(ctx context.Context, room, user, tok string, ref waitingRef, claim string) (*Entry, error) {
+	r, err := is.run(ctx, statusScript, room, user, ref.seq, ref.epoch, claim)
 	if err != nil {
 		if errors.Is(err, flashgate.ErrUnknownRoom) && is.knows(room) {
 			return is.notFound(room, user, tok, ref.seq), nil

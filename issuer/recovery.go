@@ -67,7 +67,7 @@ func (is *Issuer) rememberPolicy(room string, c RoomConfig) {
 // equal compares configs by value (time.Time by instant).
 func (c RoomConfig) equal(d RoomConfig) bool {
 	return c.Capacity == d.Capacity && c.RatePerMinute == d.RatePerMinute && c.SessionDuration == d.SessionDuration &&
-		c.Tick == d.Tick && c.TickBatch == d.TickBatch && c.State == d.State &&
+		c.Tick == d.Tick && c.TickBatch == d.TickBatch && c.State == d.State && c.ArrivalWindow == d.ArrivalWindow &&
 		c.Opens.Equal(d.Opens) && c.Closes.Equal(d.Closes) &&
 		c.PageTitle == d.PageTitle && c.PageMessage == d.PageMessage && c.BrandColor == d.BrandColor
 }

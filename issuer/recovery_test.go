@@ -151,7 +151,8 @@ func TestLostRoomRestoredFromLastKnownConfig(t *testing.T) {
 	withLog := func(c *issuer.Config) { c.Logger = log }
 	room := redistest.Room("restore")
 	cfg := issuer.RoomConfig{Capacity: 7, RatePerMinute: 123, SessionDuration: 90 * time.Second, Tick: 250 * time.Millisecond,
-		TickBatch: 11, State: issuer.RoomOpen, Closes: time.Now().Add(time.Hour).Truncate(time.Millisecond)}
+		TickBatch: 11, State: issuer.RoomOpen, Closes: time.Now().Add(time.Hour).Truncate(time.Millisecond),
+		ArrivalWindow: 17 * time.Second}
 
 	t.Run("by enter", func(t *testing.T) {
 		a := newIssuer(t, rdb, nil, withLog) // no default policy: unknown rooms are refused
@@ -199,6 +200,7 @@ func TestLostRoomRestoredFromLastKnownConfig(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 7, got.Capacity)
 		assert.Equal(t, 123, got.RatePerMinute)
+		assert.Equal(t, 17*time.Second, got.ArrivalWindow, "the arrival window is part of the restored policy")
 		rooms, err := b.Rooms(ctx)
 		require.NoError(t, err)
 		assert.Contains(t, rooms, room)

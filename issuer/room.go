@@ -28,6 +28,12 @@ const (
 	DefaultSessionDuration = 5 * time.Minute
 	DefaultTick            = time.Second
 	DefaultTickBatch       = 1000
+	// DefaultArrivalWindow is how long an admitted user has to claim the
+	// admission (exchange the waiting token) before it ends early.
+	DefaultArrivalWindow = time.Minute
+	// ArrivalWindowOff, as RoomConfig.ArrivalWindow, disables the arrival
+	// window: an admission lasts the session whether it is claimed or not.
+	ArrivalWindowOff time.Duration = -1
 	// MaxSessionDuration is the longest session duration a room may have; the
 	// verifier's DefaultMaxLifetime (15 min) accepts tokens up to it.
 	MaxSessionDuration = 15 * time.Minute
@@ -58,6 +64,16 @@ type RoomConfig struct {
 	TickBatch int
 	// State is open, paused or closed, as configured.
 	State RoomState
+	// ArrivalWindow is how long an admitted user has to claim the admission
+	// by exchanging the waiting token (Issuer.Exchange): an admission not
+	// claimed within it ends early — EXPIRED, reason not_claimed — and its
+	// slot goes to the next in line at the next tick. A claim extends nothing:
+	// the admission still ends a session after it began. 1 s … 15 min,
+	// millisecond precision; zero means DefaultArrivalWindow (60 s) and
+	// ArrivalWindowOff (negative) disables it. A window not shorter than the
+	// session has no effect. Admissions keep the window of the moment they
+	// were made.
+	ArrivalWindow time.Duration
 	// Opens and Closes are the event window (millisecond precision; zero:
 	// unbounded). Before Opens an open room acts as paused — users line up,
 	// nobody is admitted, no fast track — and from Closes on any room acts as
@@ -101,6 +117,9 @@ func (c RoomConfig) WithDefaults() RoomConfig {
 	if c.State == "" {
 		c.State = RoomOpen
 	}
+	if c.ArrivalWindow == 0 {
+		c.ArrivalWindow = DefaultArrivalWindow
+	}
 	return c
 }
 
@@ -117,6 +136,8 @@ func (c RoomConfig) Validate() error {
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "tick must be 100ms…1m, got %s", c.Tick)
 	case c.TickBatch < 1 || c.TickBatch > 10_000:
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "batch must be 1…10000, got %d", c.TickBatch)
+	case c.ArrivalWindow != ArrivalWindowOff && (c.ArrivalWindow < time.Second || c.ArrivalWindow > MaxSessionDuration || c.ArrivalWindow%time.Millisecond != 0):
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "arrival_window must be 0 (off) or whole milliseconds in 1s…%s, got %s", MaxSessionDuration, c.ArrivalWindow)
 	case c.State != RoomOpen && c.State != RoomPaused && c.State != RoomClosed:
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "state must be open, paused or closed, got %q", c.State)
 	case !c.Opens.IsZero() && c.Opens.UnixMilli() <= 0, !c.Closes.IsZero() && c.Closes.UnixMilli() <= 0:
@@ -186,11 +207,28 @@ func windowTime(ms int64) time.Time {
 	return time.UnixMilli(ms)
 }
 
+// arrivalMs is the arrival window as the config hash's arrival_ms: 0 when
+// off (ArrivalWindowOff); arrivalWindow is its inverse.
+func arrivalMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return d.Milliseconds()
+}
+
+func arrivalWindow(ms int64) time.Duration {
+	if ms <= 0 {
+		return ArrivalWindowOff // absent (a room from before the setting) or 0: off
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
 // policy encodes c as the scripts' create-room argument (lua/prelude.lua
-// ARGV[2]): "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms".
+// ARGV[2]): "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms,arrival_ms".
 func (c RoomConfig) policy() string {
-	return fmt.Sprintf("%s,%d,%d,%d,%d,%d,%d,%d", c.State, c.Capacity, c.RatePerMinute,
-		c.SessionDuration.Milliseconds(), c.TickBatch, c.Tick.Milliseconds(), windowMs(c.Opens), windowMs(c.Closes))
+	return fmt.Sprintf("%s,%d,%d,%d,%d,%d,%d,%d,%d", c.State, c.Capacity, c.RatePerMinute,
+		c.SessionDuration.Milliseconds(), c.TickBatch, c.Tick.Milliseconds(), windowMs(c.Opens), windowMs(c.Closes),
+		arrivalMs(c.ArrivalWindow))
 }
 
 // ValidID reports whether s is a valid room or user id: 1…128 bytes of

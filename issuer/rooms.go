@@ -28,7 +28,7 @@ func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomC
 	err := is.cfg.Redis.HSet(ctx, roomKeys(room)[0],
 		"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
 		"session_ms", c.SessionDuration.Milliseconds(), "batch", c.TickBatch, "tick_ms", c.Tick.Milliseconds(),
-		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes),
+		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes), "arrival_ms", arrivalMs(c.ArrivalWindow),
 		"page_title", c.PageTitle, "page_message", c.PageMessage, "brand_color", c.BrandColor).Err()
 	if err == nil {
 		err = is.cfg.Redis.SAdd(ctx, keyRooms, room).Err()
@@ -51,6 +51,9 @@ type RoomPatch struct {
 	Tick            *time.Duration
 	TickBatch       *int
 	State           *RoomState
+	// ArrivalWindow sets the arrival window; zero turns it off (unlike
+	// RoomConfig, where zero is the default).
+	ArrivalWindow *time.Duration
 	// Opens and Closes set the event window; a zero time removes the bound.
 	Opens, Closes *time.Time
 	// PageTitle, PageMessage and BrandColor set the page's branding; ""
@@ -76,6 +79,9 @@ func (p RoomPatch) apply(c RoomConfig) (RoomConfig, error) {
 			return RoomConfig{}, flashgate.Errorf(flashgate.CodeInvalidInput, "%s must be positive", f.name)
 		}
 	}
+	if p.ArrivalWindow != nil && *p.ArrivalWindow < 0 {
+		return RoomConfig{}, flashgate.Errorf(flashgate.CodeInvalidInput, "arrival_window must be 0 (off) or positive")
+	}
 	if p.State != nil && *p.State == "" {
 		return RoomConfig{}, flashgate.Errorf(flashgate.CodeInvalidInput, "state must be open, paused or closed")
 	}
@@ -96,6 +102,12 @@ func (p RoomPatch) apply(c RoomConfig) (RoomConfig, error) {
 	}
 	if p.State != nil {
 		c.State = *p.State
+	}
+	if p.ArrivalWindow != nil {
+		c.ArrivalWindow = *p.ArrivalWindow
+		if c.ArrivalWindow == 0 {
+			c.ArrivalWindow = ArrivalWindowOff
+		}
 	}
 	if p.Opens != nil {
 		c.Opens = *p.Opens
@@ -132,8 +144,8 @@ func derefDuration(p *time.Duration) time.Duration {
 // does not exist yet is created from the defaults with patch applied, and
 // created reports it. The merged configuration is checked as a whole
 // (RoomConfig.Validate: capacity and rate 1…10,000,000, session whole
-// seconds up to MaxSessionDuration, tick 100 ms … 1 min, batch 1…10,000, the
-// window's order, the page's branding). Errors: flashgate.ErrInvalidInput (naming the field),
+// seconds up to MaxSessionDuration, tick 100 ms … 1 min, batch 1…10,000,
+// arrival window off or 1 s … 15 min, the window's order, the page's branding). Errors: flashgate.ErrInvalidInput (naming the field),
 // flashgate.ErrUnavailable, flashgate.ErrStoreFull.
 func (is *Issuer) UpdateRoom(ctx context.Context, room string, patch RoomPatch) (cfg RoomConfig, created bool, err error) {
 	cur, err := is.Room(ctx, room)
@@ -173,7 +185,8 @@ func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 		Tick:            time.Duration(atoi("tick_ms")) * time.Millisecond,
 		TickBatch:       atoi("batch"), State: RoomState(m["state"]),
 		Opens: windowTime(int64(atoi("opens_ms"))), Closes: windowTime(int64(atoi("closes_ms"))),
-		PageTitle: m["page_title"], PageMessage: m["page_message"], BrandColor: m["brand_color"],
+		ArrivalWindow: arrivalWindow(int64(atoi("arrival_ms"))),
+		PageTitle:     m["page_title"], PageMessage: m["page_message"], BrandColor: m["brand_color"],
 	}
 	is.remember(room, c)
 	return c, nil
@@ -217,10 +230,13 @@ type Stats struct {
 	Admitted  int64
 	FastTrack int64
 	Expired   int64
-	Completed int64
-	Revoked   int64
-	Left      int64
-	Zombies   int64
+	// NotClaimed counts the expired admissions that ended early, not claimed
+	// within the arrival window (part of Expired).
+	NotClaimed int64
+	Completed  int64
+	Revoked    int64
+	Left       int64
+	Zombies    int64
 	// PeakActive is the highest number of live admissions seen right after an admission.
 	PeakActive int64
 	// Epoch is the room's epoch: created with the room, new whenever the room

@@ -65,12 +65,13 @@ const (
 	keyReady  = "fg:ready"          // written by Ping (readiness: does Redis take writes?), expires
 )
 
-// roomKeys returns the ten keys of a room in the order the scripts expect
+// roomKeys returns the keys of a room in the order the scripts expect
 // (see lua/prelude.lua).
 func roomKeys(room string) []string {
 	p := "fg:{" + room + "}:"
 	return []string{p + "config", p + "waiting", p + "active", p + "users", p + "seq",
-		p + "admno", p + "admits", p + "bucket", p + "stats", p + "ended"}
+		p + "admno", p + "admits", p + "bucket", p + "stats", p + "ended",
+		p + "unclaimed"}
 }
 
 // activeKey is the key of a room's active ZSET (roomKeys(room)[2]).
@@ -217,6 +218,7 @@ type scriptEntry struct {
 	rate            int64  // the room's new users per minute
 	roomState       RoomState
 	epoch           string // the room's epoch (enter; status leaves it "": the token carries it)
+	reason          string // why an EXPIRED entry ended: "not_claimed" or "session_ended" (status)
 }
 
 // admission decodes e.jti with the one codec of admission ids,
@@ -230,11 +232,15 @@ func (e scriptEntry) admission() (id flashgate.AdmissionID, ok bool) {
 }
 
 // decodeStatus decodes the status script's reply (lua/status.lua):
-// {state, seq, position, total_waiting, jti, at_ms, rate, room_state}.
+// {state, seq, position, total_waiting, jti, at_ms, rate, room_state, reason}.
 func decodeStatus(r []any) scriptEntry {
-	return scriptEntry{state: flashgate.State(asString(r[0])), seq: asInt(r[1]), pos: asInt(r[2]),
+	e := scriptEntry{state: flashgate.State(asString(r[0])), seq: asInt(r[1]), pos: asInt(r[2]),
 		total: asInt(r[3]), jti: asString(r[4]), at: asInt(r[5]), rate: asInt(r[6]),
 		roomState: RoomState(asString(r[7]))}
+	if len(r) > 8 {
+		e.reason = asString(r[8])
+	}
+	return e
 }
 
 // decodeEnter decodes the enter script's reply for n users (lua/enter.lua):
@@ -320,9 +326,10 @@ func decodeActive(r []any) activeReply { return activeReply(asString(r[0])) }
 // tickReply is one tick script call's reply (lua/tick.lua):
 // {admitted, expired, active, waiting, tick_ms, created, then the room's
 // config as configured: state, capacity, rate, session_ms, batch, opens_ms,
-// closes_ms}.
+// closes_ms, arrival_ms, then not_claimed}.
 type tickReply struct {
 	admitted, expired int  // this call's admissions and expiries
+	notClaimed        int  // of the expiries, those not claimed within the arrival window
 	active, waiting   int  // after the call
 	created           bool // the call restored the room from the replica's last known config
 	cfg               RoomConfig
@@ -331,32 +338,35 @@ type tickReply struct {
 // decodeTick decodes a tick reply; one of any other shape is a
 // flashgate.CodeInternal error.
 func decodeTick(r []any) (tickReply, error) {
-	if len(r) < 13 {
+	if len(r) < 15 {
 		return tickReply{}, flashgate.Errorf(flashgate.CodeInternal, "tick script: malformed reply %v", r)
 	}
 	return tickReply{admitted: int(asInt(r[0])), expired: int(asInt(r[1])),
 		active: int(asInt(r[2])), waiting: int(asInt(r[3])), created: asInt(r[5]) == 1,
+		notClaimed: int(asInt(r[14])),
 		cfg: RoomConfig{State: RoomState(asString(r[6])), Capacity: int(asInt(r[7])),
 			RatePerMinute: int(asInt(r[8])), SessionDuration: time.Duration(asInt(r[9])) * time.Millisecond,
 			TickBatch: int(asInt(r[10])), Tick: time.Duration(asInt(r[4])) * time.Millisecond,
-			Opens: windowTime(asInt(r[11])), Closes: windowTime(asInt(r[12]))}}, nil
+			Opens: windowTime(asInt(r[11])), Closes: windowTime(asInt(r[12])),
+			ArrivalWindow: arrivalWindow(asInt(r[13]))}}, nil
 }
 
 // decodeStats decodes the stats script's reply (lua/stats.lua): {'OK',
 // waiting, active, configured state, capacity, rate, session_ms, batch,
 // tick_ms, stats HGETALL flat list, now_ms, entries ever created, state in
-// effect, opens_ms, closes_ms, epoch}.
+// effect, opens_ms, closes_ms, epoch, arrival_ms}.
 func decodeStats(room string, r []any) *Stats {
 	st := &Stats{Room: room, Waiting: asInt(r[1]), Active: asInt(r[2]),
 		Config: RoomConfig{State: RoomState(asString(r[3])), Capacity: int(asInt(r[4])),
 			RatePerMinute: int(asInt(r[5])), SessionDuration: time.Duration(asInt(r[6])) * time.Millisecond,
 			TickBatch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond,
-			Opens: windowTime(asInt(r[13])), Closes: windowTime(asInt(r[14]))},
+			Opens: windowTime(asInt(r[13])), Closes: windowTime(asInt(r[14])),
+			ArrivalWindow: arrivalWindow(asInt(r[16]))},
 		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11]), State: RoomState(asString(r[12])),
 		Epoch: asString(r[15])}
 	kv, _ := r[9].([]any)
 	fields := map[string]*int64{"admitted": &st.Admitted, "fast_track": &st.FastTrack,
-		"expired": &st.Expired, "completed": &st.Completed, "revoked": &st.Revoked, "left": &st.Left,
+		"expired": &st.Expired, "not_claimed": &st.NotClaimed, "completed": &st.Completed, "revoked": &st.Revoked, "left": &st.Left,
 		"zombies": &st.Zombies, "peak_active": &st.PeakActive}
 	for i := 0; i+1 < len(kv); i += 2 {
 		if p, ok := fields[asString(kv[i])]; ok {

@@ -14,11 +14,14 @@ const MaxTickPerCall = 1000
 // TickResult is what one admission step (one Tick, however many script
 // calls it took) did.
 type TickResult struct {
-	Admitted int           // moved from waiting to active, all calls together
-	Expired  int           // lapsed admissions dropped, all calls together
-	Active   int           // live admissions after the step
-	Waiting  int           // entries still waiting after the step
-	Tick     time.Duration // the room's configured tick
+	Admitted int // moved from waiting to active, all calls together
+	Expired  int // lapsed admissions dropped, all calls together
+	// NotClaimed counts the expired admissions (part of Expired) that ended
+	// early, not claimed within the arrival window.
+	NotClaimed int
+	Active     int           // live admissions after the step
+	Waiting    int           // entries still waiting after the step
+	Tick       time.Duration // the room's configured tick
 }
 
 // Tick runs one bounded admission step for room: drop lapsed admissions,
@@ -51,6 +54,7 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 		admitted, expired := t.admitted, t.expired
 		res.Admitted += admitted
 		res.Expired += expired
+		res.NotClaimed += t.notClaimed
 		res.Active, res.Waiting = t.active, t.waiting
 		res.Tick = t.cfg.Tick
 		// A call that did less than its bound found nothing more to do (or

@@ -8,5 +8,5 @@ if not cfg then return { 'GONE' } end
 local e = redis.call('ZSCORE', K_ACTIVE, ARGV[3])
 if not e then return { 'GONE' } end
 e = tonumber(e)
-if e <= now_ms(cfg) then return { 'EXPIRED', e } end
+if not live_admission(ARGV[3], e, now_ms(cfg)) then return { 'EXPIRED', e } end
 return { 'ACTIVE', e }

@@ -13,20 +13,20 @@ if not seq then return { 'ERROR', 'stale' } end
 local kind, at = ended(cfg, seq)
 if kind == 'C' then return { 'COMPLETED', at, 1 } end
 if kind == 'R' then return { 'ERROR', 'revoked' } end
-if kind == 'E' then return { 'ERROR', 'expired' } end
+if kind == 'E' or kind == 'N' then return { 'ERROR', 'expired' } end
 if kind == 'L' then return { 'ERROR', 'not_found' } end
 local e = redis.call('ZSCORE', K_ACTIVE, jti)
 if not e then return { 'ERROR', 'not_found' } end
 if redis.call('HGET', K_USERS, user) ~= jti then return { 'ERROR', 'owner_mismatch' } end
-if tonumber(e) <= now then
-  redis.call('ZREM', K_ACTIVE, jti)
+if not live_admission(jti, e, now) then -- lapsed, or never claimed in time (no token has it then)
+  local kind = drop_admission(jti)
   redis.call('HDEL', K_USERS, user)
   keep_clock(cfg, now)
-  end_entry(cfg, 'E', seq, now)
+  end_entry(cfg, kind, seq, now)
   redis.call('HINCRBY', K_STATS, 'expired', 1)
   return { 'ERROR', 'expired' }
 end
-redis.call('ZREM', K_ACTIVE, jti)
+drop_admission(jti)
 redis.call('HDEL', K_USERS, user)
 keep_clock(cfg, now)
 end_entry(cfg, 'C', seq, now)

@@ -58,7 +58,7 @@ local function enter_one(i, user)
   if j then
     local js = seq_of(cfg, j)
     local e = redis.call('ZSCORE', K_ACTIVE, j)
-    if js and e and tonumber(e) > clock() then
+    if js and e and live_admission(j, e, clock()) then
       return active_reply(js, j, tonumber(e))
     end
     -- The index points at a lapsed admission, at nothing (a zombie, invariant 5) or at an
@@ -66,8 +66,7 @@ local function enter_one(i, user)
     keep_clock(cfg, clock())
     redis.call('HDEL', K_USERS, user)
     if js and e then
-      redis.call('ZREM', K_ACTIVE, j)
-      end_entry(cfg, 'E', js, now)
+      end_entry(cfg, drop_admission(j), js, now)
       redis.call('HINCRBY', K_STATS, 'expired', 1)
     elseif not (js and ended(cfg, js)) then
       redis.call('HINCRBY', K_STATS, 'zombies', 1)

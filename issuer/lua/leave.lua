@@ -18,6 +18,7 @@ local j = redis.call('HGET', K_USERS, user)
 if j and seq_of(cfg, j) == seq then
   redis.call('HDEL', K_USERS, user)
   if redis.call('ZREM', K_ACTIVE, j) == 1 then
+    redis.call('ZREM', K_UNCLAIMED, j)
     keep_clock(cfg, now)
     end_entry(cfg, 'L', seq, now)
     redis.call('HINCRBY', K_STATS, 'left', 1)

@@ -2,7 +2,7 @@
 --
 -- KEYS (all share the room's hash tag, so a script touches one Cluster slot):
 --   1 config   HASH  state, capacity, rate, session_ms, batch, tick_ms, clock_ms, opens_ms, closes_ms,
---                   epoch (created with the room; see new_epoch)
+--                   epoch (created with the room; see new_epoch), arrival_ms (0 or absent: no arrival window)
 --   2 waiting  ZSET  user -> arrival seq (strict FIFO: seq comes from the counter below, never ties)
 --   3 active   ZSET  jti  -> expiry (ms since 1970); jti = "<epoch>.<seq>.<admno>.<admitted_ms>"
 --   4 users    HASH  user -> jti of the user's current admission (one live entry per user, invariant 1)
@@ -10,14 +10,19 @@
 --   6 admno    STRING admission counter (INCR): admission order, for FIFO audits
 --   7 admits   ZSET  jti -> admission time (ms): sliding 60 s log, the rate invariant
 --   8 bucket   HASH  tokens, ts: shared token bucket that paces admissions within the minute
---   9 stats    HASH  counters: admitted, fast_track, expired, completed, revoked, left, zombies, peak_active
+--   9 stats    HASH  counters: admitted, fast_track, expired (not_claimed of them), completed, revoked, left,
+--                   zombies, peak_active
 --                   (entries ever created = the seq counter)
---  10 ended    ZSET  "<C|R|E|L>:<epoch>.<seq>" -> end time (ms): completed / revoked / expired / left entries
+--  10 ended    ZSET  "<C|R|E|L|N>:<epoch>.<seq>" -> end time (ms): completed / revoked / expired / left /
+--                   not claimed (expired unclaimed at the arrival window) entries
+--  11 unclaimed ZSET jti -> claim deadline (ms): admissions not yet claimed by an exchange (the arrival
+--                   window: admit below, the claim in status.lua). Admitted users only: a waiting user
+--                   costs nothing here, a claimed one nothing either.
 -- ARGV[1] = now in ms, or "" to use Redis TIME (one clock for every replica).
 -- ARGV[2] = the policy to create a missing room with, for the scripts that may (enter: the replica's
 --           last known config of the room, else the default policy; tick: the last known config
 --           only; "" for the others), as
---           "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms", or "".
+--           "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms,arrival_ms", or "".
 --
 -- Epochs (invariant 6, README "Invariants"): arrival and admission numbers restart at 1 when Redis loses a
 -- room's data, so every id carries the room's epoch, a value created with the room and never
@@ -27,6 +32,7 @@
 -- Scripts validate first and write after: Redis has no rollback.
 local K_CONFIG, K_WAITING, K_ACTIVE, K_USERS, K_SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_ADMNO, K_ADMITS, K_BUCKET, K_STATS, K_ENDED = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local K_UNCLAIMED = KEYS[11]
 
 -- now_ms is the room's clock: the given or Redis time, but never earlier
 -- than the latest time a script of this room has written (clock_ms). Replicas
@@ -72,15 +78,16 @@ end
 -- configured is cfg.configured. Only windowed rooms read the clock here.
 local function load_config(allow_create)
   local c = redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms',
-    'clock_ms', 'opens_ms', 'closes_ms', 'epoch')
+    'clock_ms', 'opens_ms', 'closes_ms', 'epoch', 'arrival_ms')
   local created = 0
   if not c[1] then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
     local p = {}
     for f in string.gmatch(ARGV[2], '[^,]+') do p[#p + 1] = f end
-    c = { p[1], p[2], p[3], p[4], p[5], p[6], false, p[7], p[8], new_epoch() }
+    c = { p[1], p[2], p[3], p[4], p[5], p[6], false, p[7], p[8], new_epoch(), p[9] or '0' }
     redis.call('HSET', K_CONFIG, 'state', c[1], 'capacity', c[2], 'rate', c[3],
-      'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6], 'opens_ms', c[8], 'closes_ms', c[9], 'epoch', c[10])
+      'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6], 'opens_ms', c[8], 'closes_ms', c[9], 'epoch', c[10],
+      'arrival_ms', c[11])
     created = 1
   elseif not c[10] then
     c[10] = new_epoch()
@@ -88,7 +95,7 @@ local function load_config(allow_create)
   end
   local cfg = { state = c[1], configured = c[1], capacity = tonumber(c[2]), rate = tonumber(c[3]),
     session = tonumber(c[4]), batch = tonumber(c[5]), tick = tonumber(c[6]), clock = tonumber(c[7]) or 0,
-    opens = tonumber(c[8]) or 0, closes = tonumber(c[9]) or 0, epoch = c[10] }
+    opens = tonumber(c[8]) or 0, closes = tonumber(c[9]) or 0, epoch = c[10], arrival = tonumber(c[11]) or 0 }
   if (cfg.opens > 0 or cfg.closes > 0) and cfg.state ~= 'closed' then
     local now = now_ms(cfg)
     if cfg.closes > 0 and now >= cfg.closes then
@@ -124,7 +131,7 @@ local function end_entry(cfg, kind, seq, now)
 end
 
 local function ended(cfg, seq)
-  for _, kind in ipairs({ 'C', 'R', 'E', 'L' }) do
+  for _, kind in ipairs({ 'C', 'R', 'E', 'L', 'N' }) do
     local at = redis.call('ZSCORE', K_ENDED, kind .. ':' .. cfg.epoch .. '.' .. num(seq))
     if at then return kind, tonumber(at) end
   end
@@ -157,6 +164,10 @@ local function rate_consume(tokens, n, now)
 end
 
 -- admit moves one user into the active set; the caller has checked capacity and rate.
+-- The admission lasts the session (its score in active, and the token's exp). With an
+-- arrival window shorter than the session it must also be claimed (an exchange, claim
+-- below) before the window ends, else the tick ends it early as not claimed ('N'):
+-- until then it is in the unclaimed set with its claim deadline.
 local function admit(cfg, user, seq, now)
   local admno = redis.call('INCR', K_ADMNO)
   local exp = now + cfg.session
@@ -164,7 +175,35 @@ local function admit(cfg, user, seq, now)
   redis.call('ZADD', K_ACTIVE, num(exp), jti)
   redis.call('HSET', K_USERS, user, jti)
   redis.call('ZADD', K_ADMITS, num(now), jti)
+  if cfg.arrival > 0 and cfg.arrival < cfg.session then
+    redis.call('ZADD', K_UNCLAIMED, num(now + cfg.arrival), jti)
+  end
   return jti, exp
+end
+
+-- unclaimed_by returns the claim deadline of an admission not claimed yet, or nil
+-- (claimed, admitted without a window, or ended).
+local function unclaimed_by(jti)
+  local d = redis.call('ZSCORE', K_UNCLAIMED, jti)
+  if d then return tonumber(d) end
+  return nil
+end
+
+-- live_admission: is the admission jti, whose expiry (score in active) is e, still live
+-- at now: unexpired, and claimed or within its arrival window?
+local function live_admission(jti, e, now)
+  if tonumber(e) <= now then return false end
+  local d = unclaimed_by(jti)
+  return not d or d > now
+end
+
+-- drop_admission removes jti from the active set and, if it was never claimed, from the
+-- unclaimed set; returns the ended-record kind an expiry of it is: 'N' (never claimed)
+-- or 'E'. Every script that ends an admission calls it, so nothing lingers in unclaimed.
+local function drop_admission(jti)
+  redis.call('ZREM', K_ACTIVE, jti)
+  if redis.call('ZREM', K_UNCLAIMED, jti) == 1 then return 'N' end
+  return 'E'
 end
 
 local function note_peak(now)

@@ -16,6 +16,7 @@ local kind, at = ended(cfg, seq)
 if kind == 'R' then return { 'REVOKED', at, 1, jti } end
 if kind == 'C' then return { 'ERROR', 'completed' } end
 if redis.call('ZREM', K_ACTIVE, jti) == 0 then return { 'ERROR', 'not_found' } end
+redis.call('ZREM', K_UNCLAIMED, jti)
 if user ~= '' and redis.call('HGET', K_USERS, user) == jti then redis.call('HDEL', K_USERS, user) end
 keep_clock(cfg, now)
 end_entry(cfg, 'R', seq, now)

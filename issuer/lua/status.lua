@@ -1,14 +1,19 @@
 -- status: ARGV[3] = user, ARGV[4] = arrival seq and ARGV[5] = epoch from the (already
--- authenticated) waiting token. Read-mostly: it never admits or cleans up.
+-- authenticated) waiting token; ARGV[6] = '1' to claim the admission (exchange), else ''.
+-- Read-mostly: it never admits or cleans up. A claim is its one write: an ACTIVE
+-- admission still within its arrival window leaves the unclaimed set (once: a repeated
+-- claim finds it gone and answers the same), so the tick no longer ends it early; the
+-- claim and the answer the exchange mints its token from are one atomic step.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local user, seq = ARGV[3], tonumber(ARGV[4])
 
--- Reply: {state, seq, position, total_waiting, jti, at_ms, rate, room_state};
--- at_ms is the admission's expiry for ACTIVE/EXPIRED and the end time for
--- COMPLETED/REVOKED (issuer/scripts.go decodeStatus).
-local function result(state, pos, jti, at)
-  return { state, seq, pos, redis.call('ZCARD', K_WAITING), jti, at, cfg.rate, cfg.state }
+-- Reply: {state, seq, position, total_waiting, jti, at_ms, rate, room_state, reason};
+-- at_ms is the admission's expiry for ACTIVE/EXPIRED (the claim deadline for an
+-- admission not claimed in time) and the end time for COMPLETED/REVOKED; reason is
+-- 'not_claimed' or 'session_ended' for EXPIRED, else '' (issuer/scripts.go decodeStatus).
+local function result(state, pos, jti, at, reason)
+  return { state, seq, pos, redis.call('ZCARD', K_WAITING), jti, at, cfg.rate, cfg.state, reason or '' }
 end
 -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
 if ARGV[5] ~= cfg.epoch then return result('NOT_FOUND', 0, '', 0) end
@@ -22,8 +27,14 @@ local j = redis.call('HGET', K_USERS, user)
 if j and seq_of(cfg, j) == seq then
   local e = redis.call('ZSCORE', K_ACTIVE, j)
   if e then
-    if tonumber(e) > now then return result('ACTIVE', 0, j, tonumber(e)) end
-    return result('EXPIRED', 0, j, tonumber(e))
+    local d = unclaimed_by(j)
+    if d and d <= now then return result('EXPIRED', 0, j, d, 'not_claimed') end
+    if tonumber(e) <= now then return result('EXPIRED', 0, j, tonumber(e), 'session_ended') end
+    if d and ARGV[6] == '1' then
+      redis.call('ZREM', K_UNCLAIMED, j)
+      keep_clock(cfg, now)
+    end
+    return result('ACTIVE', 0, j, tonumber(e))
   end
 end
 -- The index names this entry's admission only while it is the user's
@@ -33,5 +44,6 @@ if j and seq_of(cfg, j) == seq then mine = j end
 local kind, at = ended(cfg, seq)
 if kind == 'C' then return result('COMPLETED', 0, mine, at) end
 if kind == 'R' then return result('REVOKED', 0, mine, at) end
-if kind == 'E' then return result('EXPIRED', 0, mine, at) end
+if kind == 'E' then return result('EXPIRED', 0, mine, at, 'session_ended') end
+if kind == 'N' then return result('EXPIRED', 0, mine, at, 'not_claimed') end
 return result('NOT_FOUND', 0, '', 0)

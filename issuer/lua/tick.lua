@@ -1,6 +1,7 @@
 -- tick: one admission step for one room (bounded by the room's batch):
---   1. drop lapsed admissions (at most ARGV[3] per call, batch per tick) and old ended records
---      (at most 10 * ARGV[3] per call);
+--   1. drop admissions not claimed within the arrival window (ended as 'N', not claimed), then
+--      lapsed admissions (together at most ARGV[3] per call, batch per tick), and old ended
+--      records (at most 10 * ARGV[3] per call);
 --   2. admit min(capacity - live, rate budget, ARGV[3], what is left of batch) from the head of the line.
 -- Safe to run from any number of replicas at once: all limits live in Redis.
 -- ARGV[2] is the replica's last known config of the room, or "": a room whose config was lost
@@ -10,7 +11,8 @@
 -- that many); ARGV[4], ARGV[5] = admissions and expiries earlier calls of the
 -- same tick did, so that the tick as a whole stays within the batch.
 -- Returns {admitted, expired, live, waiting, tick_ms, created, then the room's config as
--- configured: state, capacity, rate, session_ms, batch, opens_ms, closes_ms} or {'ERROR', code}.
+-- configured: state, capacity, rate, session_ms, batch, opens_ms, closes_ms, arrival_ms,
+-- then not_claimed (how many of the expired were never claimed)} or {'ERROR', code}.
 local cfg, created = load_config(true)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
@@ -18,14 +20,32 @@ local bound = tonumber(ARGV[3]) or cfg.batch
 local max_expire = math.max(0, math.min(bound, cfg.batch - (tonumber(ARGV[5]) or 0)))
 local max_admit = math.max(0, math.min(bound, cfg.batch - (tonumber(ARGV[4]) or 0)))
 
-local lapsed = {}
-if max_expire > 0 then lapsed = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', num(now), 'LIMIT', 0, max_expire) end
-for _, j in ipairs(lapsed) do
-  redis.call('ZREM', K_ACTIVE, j)
-  local s = seq_of(cfg, j)
-  if s then end_entry(cfg, 'E', s, now) end -- an earlier epoch's admission leaves no record
+-- Admissions not claimed within the arrival window first: their slots go to the line below.
+local unclaimed = {}
+if max_expire > 0 then unclaimed = redis.call('ZRANGEBYSCORE', K_UNCLAIMED, '-inf', num(now), 'LIMIT', 0, max_expire) end
+local not_claimed, window_ended = 0, 0
+for _, j in ipairs(unclaimed) do
+  redis.call('ZREM', K_UNCLAIMED, j)
+  if redis.call('ZREM', K_ACTIVE, j) == 1 then -- (every script that ends an admission drops both)
+    window_ended = window_ended + 1
+    local s = seq_of(cfg, j)
+    if s then end_entry(cfg, 'N', s, now) end
+  end
 end
-if #lapsed > 0 then redis.call('HINCRBY', K_STATS, 'expired', #lapsed) end
+local lapsed = {}
+if max_expire > #unclaimed then
+  lapsed = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', num(now), 'LIMIT', 0, max_expire - #unclaimed)
+end
+for _, j in ipairs(lapsed) do
+  local kind = drop_admission(j) -- 'N' when still unclaimed (its deadline fell past an earlier bound)
+  if kind == 'N' then not_claimed = not_claimed + 1 end
+  local s = seq_of(cfg, j)
+  if s then end_entry(cfg, kind, s, now) end -- an earlier epoch's admission leaves no record
+end
+not_claimed = not_claimed + window_ended
+local expired = window_ended + #lapsed
+if expired > 0 then redis.call('HINCRBY', K_STATS, 'expired', expired) end
+if not_claimed > 0 then redis.call('HINCRBY', K_STATS, 'not_claimed', not_claimed) end
 -- Ended records are kept long enough to answer status and repeated
 -- completions for any token still valid: twice the session, at least 10 min.
 -- Oldest first, at most 10 * bound per call (leaves are not bounded by the
@@ -53,6 +73,6 @@ end
 -- maxmemory Redis refuses a script whose first write allocates (HSET), while
 -- one that began by freeing (ZREM, ZPOPMIN) may go on; a tick that did
 -- nothing writes nothing.
-if #lapsed > 0 or old > 0 or admitted > 0 then keep_clock(cfg, now) end
-return { admitted, #lapsed, live, redis.call('ZCARD', K_WAITING), cfg.tick, created,
-  cfg.configured, cfg.capacity, cfg.rate, cfg.session, cfg.batch, cfg.opens, cfg.closes }
+if expired > 0 or old > 0 or admitted > 0 then keep_clock(cfg, now) end
+return { admitted, expired, live, redis.call('ZCARD', K_WAITING), cfg.tick, created,
+  cfg.configured, cfg.capacity, cfg.rate, cfg.session, cfg.batch, cfg.opens, cfg.closes, cfg.arrival, not_claimed }
