@@ -20,6 +20,9 @@ type RoomConfig struct {
 	TickMs         int64  `json:"tick_ms"`
 	TickBatch      int    `json:"batch"`
 	State          string `json:"state"`
+	// ArrivalWindowMs is the arrival window (issuer.RoomConfig.ArrivalWindow)
+	// in ms; 0: off.
+	ArrivalWindowMs int64 `json:"arrival_window_ms"`
 	// OpensAt and ClosesAt are the event window (RFC 3339), absent when unbounded.
 	OpensAt  *time.Time `json:"opens_at,omitempty"`
 	ClosesAt *time.Time `json:"closes_at,omitempty"`
@@ -33,7 +36,8 @@ type RoomConfig struct {
 func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 	return RoomConfig{Room: room, Capacity: c.Capacity, RatePerMinute: c.RatePerMinute,
 		SessionSeconds: int64(c.SessionDuration / time.Second), TickMs: c.Tick.Milliseconds(),
-		TickBatch: c.TickBatch, State: string(c.State), OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes),
+		TickBatch: c.TickBatch, State: string(c.State), ArrivalWindowMs: max(0, c.ArrivalWindow.Milliseconds()),
+		OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes),
 		PageTitle: c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor}
 }
 
@@ -55,6 +59,8 @@ type roomPatch struct {
 	TickMs         *int64  `json:"tick_ms"`
 	TickBatch      *int    `json:"batch"`
 	State          *string `json:"state"`
+	// ArrivalWindowMs sets the arrival window in ms; 0 turns it off.
+	ArrivalWindowMs *int64 `json:"arrival_window_ms"`
 	// OpensAt and ClosesAt set the event window (RFC 3339); "" removes a bound.
 	OpensAt  *string `json:"opens_at"`
 	ClosesAt *string `json:"closes_at"`
@@ -105,6 +111,10 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	if p.TickMs != nil {
 		d := scaled(*p.TickMs, time.Millisecond)
 		patch.Tick = &d
+	}
+	if p.ArrivalWindowMs != nil {
+		d := scaled(*p.ArrivalWindowMs, time.Millisecond)
+		patch.ArrivalWindow = &d
 	}
 	if p.State != nil {
 		st := issuer.RoomState(*p.State)
@@ -203,6 +213,7 @@ type Stats struct {
 	Admitted   int64  `json:"admitted"`
 	FastTrack  int64  `json:"fast_track"`
 	Expired    int64  `json:"expired"`
+	NotClaimed int64  `json:"not_claimed"`
 	Completed  int64  `json:"completed"`
 	Revoked    int64  `json:"revoked"`
 	Left       int64  `json:"left"`
@@ -219,7 +230,7 @@ func (s *Server) adminStats(c *fiber.Ctx) error {
 	}
 	cfg := roomJSON("", st.Config)
 	return c.JSON(Stats{Room: st.Room, Config: cfg, State: string(st.State), Waiting: st.Waiting, Active: st.Active,
-		Entered: st.Entered, Admitted: st.Admitted, FastTrack: st.FastTrack, Expired: st.Expired,
+		Entered: st.Entered, Admitted: st.Admitted, FastTrack: st.FastTrack, Expired: st.Expired, NotClaimed: st.NotClaimed,
 		Completed: st.Completed, Revoked: st.Revoked, Left: st.Left, Zombies: st.Zombies,
 		PeakActive: st.PeakActive, AtMs: st.At.UnixMilli()})
 }

@@ -68,7 +68,9 @@
 //
 // Entry members (snake_case, empty ones omitted): room, state, waiting_token,
 // arrival, admission_id, admission, admitted_at_ms, expires_at_ms,
-// ended_at_ms, room_state; and, exactly when state is WAITING, position,
+// ended_at_ms, room_state, reason (EXPIRED only: "not_claimed" when the
+// admission was not exchanged within the room's arrival window,
+// "session_ended" otherwise); and, exactly when state is WAITING, position,
 // ahead, total_waiting, estimated_wait_ms (−1 = unknown: room paused or
 // closed) and poll_after_ms (the issuer's jittered poll hint; Retry-After is
 // it in whole seconds, rounded up). A status of a left or superseded token is
@@ -84,7 +86,8 @@
 // The admin API needs "Authorization: Bearer <Options.AdminToken>", compared
 // in constant time. With an empty AdminToken the admin API is disabled and
 // its routes answer 404 unknown-route. PUT takes {"capacity",
-// "rate_per_minute", "session_seconds", "tick_ms", "batch", "state"};
+// "rate_per_minute", "session_seconds", "tick_ms", "batch", "state",
+// "arrival_window_ms" (0: off), "opens_at", "closes_at", branding};
 // omitted members keep the current value (the default for a new room),
 // unknown members and zero values are refused (400).
 //

@@ -38,7 +38,10 @@ type Entry struct {
 	AdmittedAtMs      int64  `json:"admitted_at_ms,omitempty"`
 	ExpiresAtMs       int64  `json:"expires_at_ms,omitempty"`
 	EndedAtMs         int64  `json:"ended_at_ms,omitempty"`
-	RoomState         string `json:"room_state,omitempty"`
+	// Reason says why an EXPIRED entry ended: "not_claimed" (not exchanged
+	// within the room's arrival window) or "session_ended"; absent otherwise.
+	Reason    string `json:"reason,omitempty"`
+	RoomState string `json:"room_state,omitempty"`
 }
 
 func unixMs(t time.Time) int64 {
@@ -51,7 +54,7 @@ func unixMs(t time.Time) int64 {
 func entryJSON(e *issuer.Entry) Entry {
 	out := Entry{Room: e.Room, State: string(e.State), WaitingToken: e.WaitingToken, Arrival: e.Arrival,
 		AdmissionID: e.AdmissionID, AdmissionNumber: e.AdmissionNumber, AdmittedAtMs: unixMs(e.AdmittedAt),
-		ExpiresAtMs: unixMs(e.ExpiresAt), EndedAtMs: unixMs(e.EndedAt), RoomState: string(e.RoomState)}
+		ExpiresAtMs: unixMs(e.ExpiresAt), EndedAtMs: unixMs(e.EndedAt), Reason: e.Reason, RoomState: string(e.RoomState)}
 	if e.State == flashgate.StateWaiting {
 		eta := int64(-1)
 		if e.EstimatedWait >= 0 {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -253,16 +254,31 @@ func TestAdmin(t *testing.T) {
 	var rc RoomConfig
 	require.NoError(t, json.Unmarshal(r.body, &rc))
 	assert.Equal(t, RoomConfig{Room: room, Capacity: 2, RatePerMinute: 120, SessionSeconds: 60,
-		TickMs: 1000, TickBatch: issuer.DefaultTickBatch, State: "open"}, rc)
+		TickMs: 1000, TickBatch: issuer.DefaultTickBatch, State: "open", ArrivalWindowMs: 60000}, rc)
 	// PUT updates (200), keeping omitted fields.
 	r = e.admin("PUT", base, `{"batch":5,"tick_ms":500}`)
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.NoError(t, json.Unmarshal(r.body, &rc))
 	assert.Equal(t, RoomConfig{Room: room, Capacity: 2, RatePerMinute: 120, SessionSeconds: 60,
-		TickMs: 500, TickBatch: 5, State: "open"}, rc)
+		TickMs: 500, TickBatch: 5, State: "open", ArrivalWindowMs: 60000}, rc)
 	cfg, err := e.is.Room(context.Background(), room)
 	require.NoError(t, err)
 	assert.Equal(t, 500*time.Millisecond, cfg.Tick)
+	// The arrival window: ms in and out, 0 turns it off, GET reads it back.
+	for _, ms := range []int64{45000, 0, 1500} {
+		r = e.admin("PUT", base, fmt.Sprintf(`{"arrival_window_ms":%d}`, ms))
+		require.Equal(t, 200, r.status, "%s", r.body)
+		assert.EqualValues(t, ms, r.json(t)["arrival_window_ms"])
+		assert.EqualValues(t, ms, e.admin("GET", base, "").json(t)["arrival_window_ms"])
+	}
+	cfg, err = e.is.Room(context.Background(), room)
+	require.NoError(t, err)
+	assert.Equal(t, 1500*time.Millisecond, cfg.ArrivalWindow)
+	assert.EqualValues(t, 5, cfg.TickBatch, "kept")
+	e.admin("PUT", base, `{"arrival_window_ms":-1}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"arrival_window_ms":999}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"arrival_window_ms":900001}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"arrival_window_ms":60000}`)
 	// Bad configs.
 	e.admin("PUT", base, `{"capacity":2,"colour":"red"}`).problem(t, 400, "invalid_input")
 	e.admin("PUT", base, `{"capacity":0}`).problem(t, 400, "invalid_input")
@@ -325,6 +341,7 @@ func TestAdmin(t *testing.T) {
 	assert.Equal(t, room, st.Room)
 	assert.Equal(t, 2, st.Config.Capacity)
 	assert.EqualValues(t, 60, st.Config.SessionSeconds)
+	assert.EqualValues(t, 60000, st.Config.ArrivalWindowMs)
 	assert.EqualValues(t, 2, st.Admitted)
 	assert.EqualValues(t, 1, st.Revoked)
 	assert.EqualValues(t, 1, st.Completed)
