@@ -30,6 +30,7 @@
  * @property {number} [admitted_at_ms]
  * @property {number} [expires_at_ms]
  * @property {number} [ended_at_ms]
+ * @property {"not_claimed"|"session_ended"} [reason] why an EXPIRED entry ended: not_claimed = admitted but not exchanged within the room's arrival window
  * @property {"open"|"paused"|"closed"} [room_state]
  */
 
@@ -93,6 +94,9 @@ export class FlashgateError extends Error {
  * @property {number} [retries] retries of a 429/503 answer per call (default 4)
  * @property {(ms: number, signal?: AbortSignal) => Promise<void>} [sleep] timer (tests)
  * @property {() => number} [random] jitter source in [0, 1) (tests)
+ * @property {((url: string) => boolean)|null} [sendBeacon] navigator.sendBeacon (default: the browser's; null: none)
+ * @property {EventTarget} [window] where pagehide is heard (default globalThis)
+ * @property {any} [BroadcastChannel] BroadcastChannel constructor (default globalThis.BroadcastChannel; null: none)
  */
 
 /**
@@ -102,6 +106,8 @@ export class FlashgateError extends Error {
  * @property {(room: string, waitingToken: string, onEntry: (e: Entry) => void, opts?: UpdateOptions) => Promise<Entry>} updates
  * @property {(room: string, waitingToken: string) => Promise<Admission>} exchange
  * @property {(room: string, waitingToken: string) => Promise<void>} leave
+ * @property {(room: string, waitingToken: string) => boolean} leaveBeacon
+ * @property {(room: string, current: () => (Entry|null|undefined)) => () => void} leaveOnPagehide
  */
 
 /**
@@ -302,11 +308,74 @@ export function createClient(opts = {}) {
     });
   }
 
+  /**
+   * leaveBeacon gives up a place in line without waiting for an answer, with
+   * navigator.sendBeacon (which outlives the page). A beacon cannot set
+   * headers, so the waiting token travels as the waiting_token query
+   * parameter, and the beacon has no body. True when the browser queued it.
+   * @type {Client["leaveBeacon"]}
+   */
+  function leaveBeacon(room, waitingToken) {
+    const nav = globalThis.navigator;
+    const send = opts.sendBeacon !== undefined ? opts.sendBeacon : nav?.sendBeacon ? (u) => nav.sendBeacon(u) : null;
+    if (!send || !waitingToken) return false;
+    try {
+      return send(`${roomPath(room)}/leave?waiting_token=${encodeURIComponent(waitingToken)}`) === true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * leaveOnPagehide sends leaveBeacon when the page is hidden for good
+   * (pagehide, not into the back/forward cache) while current() is WAITING:
+   * a courtesy that frees the place at once. It is never what frees an
+   * admission — the room's arrival window does that. Other pages of this
+   * room open in the same browser share the place (one visitor, one place),
+   * so the beacon is sent only by the last of them (BroadcastChannel).
+   * Returns a function that stops it.
+   * @type {Client["leaveOnPagehide"]}
+   */
+  function leaveOnPagehide(room, current) {
+    const target = opts.window ?? globalThis;
+    const BC = opts.BroadcastChannel === undefined ? globalThis.BroadcastChannel : opts.BroadcastChannel;
+    const id = globalThis.crypto?.randomUUID?.() ?? Math.random().toString(36).slice(2) + Date.now().toString(36);
+    const peers = new Set();
+    let ch = null;
+    if (typeof BC === "function") {
+      try {
+        ch = new BC(`flashgate:${room}`);
+        ch.onmessage = ({ data }) => {
+          if (!data || data.id === id) return;
+          if (data.t === "bye") peers.delete(data.id);
+          else peers.add(data.id);
+          if (data.t === "hello") ch.postMessage({ t: "here", id });
+        };
+        ch.postMessage({ t: "hello", id });
+      } catch {
+        ch = null;
+      }
+    }
+    const onHide = (ev) => {
+      if (ev?.persisted) return; // in the back/forward cache: the page may come back
+      ch?.postMessage({ t: "bye", id });
+      const e = current();
+      if (peers.size === 0 && e?.state === "WAITING") leaveBeacon(room, e.waiting_token);
+    };
+    target.addEventListener("pagehide", onHide);
+    return () => {
+      target.removeEventListener("pagehide", onHide);
+      ch?.close();
+    };
+  }
+
   return {
     enter: (room) => request("POST", `${roomPath(room)}/enter`),
     status: (room, waitingToken) => request("GET", `${roomPath(room)}/status`, waitingToken),
     updates,
     exchange: (room, waitingToken) => request("POST", `${roomPath(room)}/exchange`, waitingToken),
     leave: (room, waitingToken) => request("POST", `${roomPath(room)}/leave`, waitingToken),
+    leaveBeacon,
+    leaveOnPagehide,
   };
 }

@@ -220,3 +220,79 @@ test("abort stops updates", async () => {
   const p = client.updates("r", "t", () => ac.abort(), { signal: ac.signal });
   await assert.rejects(p, (err) => err.name === "AbortError");
 });
+
+/** fakeChannels returns a BroadcastChannel constructor whose channels deliver to each other at once. */
+function fakeChannels() {
+  const all = new Set();
+  return class {
+    constructor(name) {
+      this.name = name;
+      this.onmessage = null;
+      all.add(this);
+    }
+    postMessage(data) {
+      for (const c of [...all]) if (c !== this && c.name === this.name) c.onmessage?.({ data: structuredClone(data) });
+    }
+    close() {
+      all.delete(this);
+    }
+  };
+}
+
+function pagehide(target, persisted = false) {
+  const ev = new Event("pagehide");
+  ev.persisted = persisted;
+  target.dispatchEvent(ev);
+}
+
+test("leaveBeacon sends the waiting token in the query (a beacon cannot set headers) with no body", () => {
+  const sent = [];
+  const { client } = setup([], { sendBeacon: (...a) => (sent.push(a), true) });
+  assert.equal(client.leaveBeacon("sku 1", "fgw2_a/b"), true);
+  assert.deepEqual(sent, [["https://q.example/v1/rooms/sku%201/leave?waiting_token=fgw2_a%2Fb"]]);
+  assert.equal(setup([], { sendBeacon: null }).client.leaveBeacon("r", "fgw2_t"), false, "no sendBeacon: nothing sent");
+  assert.equal(setup([], { sendBeacon: () => { throw new Error("quota"); } }).client.leaveBeacon("r", "t"), false);
+});
+
+test("leaveOnPagehide leaves by beacon only while WAITING, not into the back/forward cache", () => {
+  const sent = [];
+  const win = new EventTarget();
+  const { client } = setup([], { sendBeacon: (u) => (sent.push(u), true), window: win, BroadcastChannel: null });
+  let entry = waiting(3);
+  const stop = client.leaveOnPagehide("r", () => entry);
+  pagehide(win, true);
+  assert.equal(sent.length, 0, "persisted: the page may come back");
+  pagehide(win);
+  assert.deepEqual(sent, ["https://q.example/v1/rooms/r/leave?waiting_token=fgw2_t"]);
+  entry = active;
+  pagehide(win);
+  assert.equal(sent.length, 1, "ACTIVE: no leave (the arrival window frees an unclaimed admission)");
+  entry = waiting(1);
+  stop();
+  pagehide(win);
+  assert.equal(sent.length, 1, "stopped");
+});
+
+test("leaveOnPagehide: only the last page of the room sharing the place leaves", () => {
+  const sent = [];
+  const BroadcastChannel = fakeChannels();
+  const tab = () => {
+    const win = new EventTarget();
+    const { client } = setup([], { sendBeacon: (u) => (sent.push(u), true), window: win, BroadcastChannel });
+    return { win, stop: client.leaveOnPagehide("r", () => waiting(2)) };
+  };
+  const a = tab();
+  const b = tab();
+  const other = (() => {
+    const win = new EventTarget();
+    setup([], { sendBeacon: () => true, window: win, BroadcastChannel }).client.leaveOnPagehide("other-room", () => waiting(1));
+    return win;
+  })();
+  assert.ok(other);
+  pagehide(b.win);
+  assert.equal(sent.length, 0, "another tab still shows the place");
+  pagehide(a.win);
+  assert.equal(sent.length, 1, "the last tab leaves");
+  a.stop();
+  b.stop();
+});

@@ -8,6 +8,12 @@ const d = root.dataset;
 const room = d.room;
 let token = d.token;
 const client = createClient({ base: "" });
+// The entry last shown: while it is WAITING, closing the page gives the place
+// up at once (a courtesy beacon; an admission nobody claims ends with the
+// room's arrival window anyway). The last page of this room in the browser
+// sends it, so closing a second tab keeps the place.
+let current = token && ["waiting", "paused", "opens", "reconnecting"].includes(d.state) ? { state: "WAITING", waiting_token: token } : null;
+client.leaveOnPagehide(room, () => current);
 
 const TEXT = {
   waiting: ["You are in line", "Keep this page open: it updates by itself, and takes you on when it is your turn."],
@@ -17,6 +23,7 @@ const TEXT = {
   continuing: ["It’s your turn", "Taking you to the shop…"],
   closed: ["Sold out", "This sale is closed: it is sold out or has ended."],
   ended: ["Your turn has ended", "Your turn was used or has lapsed. Reload the page to line up again."],
+  unclaimed: ["Your turn has lapsed", "Your turn was held for you for a limited time and has passed to the next in line. Reload the page to line up again."],
   reconnecting: ["Reconnecting…", "The waiting room is busy for a moment. Your place in line is kept."],
   error: ["Something went wrong", "The waiting room could not answer. Reload the page to try again."],
   unknown: ["No such waiting room", "Check the link you followed."],
@@ -24,7 +31,7 @@ const TEXT = {
 
 function show(state, message) {
   const [h, m] = TEXT[state] ?? TEXT.error;
-  root.dataset.state = state === "continuing" ? "active" : state;
+  root.dataset.state = state === "continuing" ? "active" : state === "unclaimed" ? "ended" : state;
   $("heading").textContent = h;
   $("message").textContent = message ?? m;
   document.title = `${h} · ${d.title || room}`;
@@ -83,6 +90,7 @@ function countdown() {
 
 function render(e) {
   if (e.waiting_token) token = e.waiting_token;
+  current = e;
   if (e.state === "WAITING") {
     if (e.room_state === "closed") return show("closed");
     if (e.room_state === "paused") show(Number(d.opensAt) > Date.now() && countdown() ? "opens" : "paused");
@@ -91,7 +99,7 @@ function render(e) {
   } else if (e.state === "ACTIVE") {
     show("active");
   } else {
-    show("ended");
+    show(e.reason === "not_claimed" ? "unclaimed" : "ended");
   }
 }
 
@@ -99,6 +107,7 @@ let continuing = false;
 async function proceed() {
   if (continuing) return;
   continuing = true;
+  current = null; // admitted: never leave from here on
   const button = $("continue-button");
   button.disabled = true;
   show("continuing");
