@@ -24,6 +24,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fset.DurationVar(&o.Tick, "tick", 200*time.Millisecond, "room admission tick (100ms…1m)")
 	fset.DurationVar(&o.Think, "think", time.Second, "mean time a buyer shops between admission and order (uniform in [0, 2×think])")
 	fset.Float64Var(&o.Abandon, "abandon", 0.02, "fraction of buyers who never order (their admissions expire)")
+	fset.Float64Var(&o.TabClose, "tab-close", 0, "fraction of buyers who close the tab while waiting (never exchange; e.g. 0.02)")
+	fset.DurationVar(&o.ArrivalWindow, "arrival-window", time.Minute, "room arrival window: admissions not exchanged within it end early (0: off; no effect unless shorter than --session)")
 	fset.Float64Var(&o.BadActors, "bad-actors", 0.02, "fraction of buyers who try a tampered and a foreign-product token, then replay theirs")
 	fset.StringVar(&o.Room, "room", "flash-sale", "waiting room (product) id")
 	fset.Float64Var(&o.PollScale, "poll-scale", 1, "multiply the issuer's poll_after_ms by this (e.g. 0.2 for quick runs)")
@@ -74,6 +76,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if o.Think == 0 {
 		o.Think = -1
+	}
+	if o.ArrivalWindow == 0 {
+		o.ArrivalWindow = -1 // off
 	}
 	if !*quiet {
 		o.Progress = stderr

@@ -27,6 +27,9 @@ type buyer struct {
 	// buyer queued again.
 	admissions []*admission
 
+	// waitingToken is a tab closer's, for the look at its entry after the run.
+	waitingToken string
+
 	orders         int // 201 answers for this buyer
 	forgedAccepted int // a tampered or foreign-product token that got a 201
 	replayAccepted int // a replay that got a 201
@@ -63,6 +66,7 @@ type entry struct {
 	AdmittedAtMs int64  `json:"admitted_at_ms"`
 	ExpiresAtMs  int64  `json:"expires_at_ms"`
 	EndedAtMs    int64  `json:"ended_at_ms"`
+	Reason       string `json:"reason"`
 }
 
 type exchangeAnswer struct {
@@ -204,6 +208,10 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 	}
 	a := &admission{enteredAt: time.Now(), arrival: e.Arrival, fastTrack: e.State == "ACTIVE"}
 	waitingToken := e.WaitingToken
+	if b.role == roleTabClose {
+		b.waitingToken = waitingToken // closes the tab: not another request
+		return "", nil
+	}
 	if e.State == "WAITING" {
 		s.waiting.Add(1)
 		for e.State == "WAITING" {
@@ -231,6 +239,9 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 		// Admitted and lapsed between two polls: record it, queue again.
 		a.number, a.id, a.lost = e.Admission, e.AdmissionID, true
 		a.admittedAtMs, a.expiresAtMs = e.AdmittedAtMs, e.AdmittedAtMs+s.o.SessionDuration.Milliseconds()
+		if e.Reason == "not_claimed" && e.EndedAtMs > e.AdmittedAtMs {
+			a.expiresAtMs = e.EndedAtMs // the arrival window freed the slot
+		}
 		if a.number > 0 {
 			a.activeAt = time.Now()
 			b.admissions = append(b.admissions, a)
@@ -348,4 +359,41 @@ func tamper(token string) string {
 		return token + "x"
 	}
 	return h + "." + base64.RawURLEncoding.EncodeToString(out) + "." + sig
+}
+
+// closedTabs looks, once the run is over, at the entry of every buyer who
+// closed the tab (with their own token, as their page would have): an
+// admission nobody used holds its slot from admission until the arrival
+// window ends it (EXPIRED, not_claimed), or until the session ends without
+// one. Each such admission becomes a record (FIFO, capacity and rate count
+// it; its interval ends when the slot was, or will be, freed), and its held
+// time adds to the report's idle slot-seconds.
+func (s *sim) closedTabs(ctx context.Context, buyers []*buyer) {
+	roomURL := s.env.base + "/v1/rooms/" + url.PathEscape(s.o.Room)
+	for _, b := range buyers {
+		if b.role != roleTabClose || b.waitingToken == "" {
+			continue
+		}
+		var e entry
+		p, _, err := s.call(ctx, http.MethodGet, roomURL+"/status", b.user, b.waitingToken, &e)
+		if err != nil || p != nil {
+			s.fail("closed tab's status: " + describe(p, err))
+			continue
+		}
+		if e.Admission == 0 || e.AdmittedAtMs == 0 {
+			continue // never admitted (still waiting at the end)
+		}
+		end := e.EndedAtMs // EXPIRED: when the slot was freed (not_claimed: the window's end)
+		if e.State == "ACTIVE" {
+			end = e.ExpiresAtMs // nobody will claim it: the window ends it, or the session
+			if w := s.o.ArrivalWindow; w > 0 && e.AdmittedAtMs+w.Milliseconds() < end {
+				end = e.AdmittedAtMs + w.Milliseconds()
+			}
+		}
+		if end <= e.AdmittedAtMs {
+			end = e.AdmittedAtMs + s.o.SessionDuration.Milliseconds()
+		}
+		b.admissions = append(b.admissions, &admission{arrival: e.Arrival, number: e.Admission, id: e.AdmissionID,
+			admittedAtMs: e.AdmittedAtMs, expiresAtMs: end, lost: true})
+	}
 }

@@ -213,11 +213,12 @@ func (e *env) startOrderService(ctx context.Context, o *Options, hc *http.Client
 // configureRoom creates or updates the room through the admin API.
 func (s *sim) configureRoom(ctx context.Context) error {
 	body, _ := json.Marshal(map[string]any{
-		"capacity":        s.o.Capacity,
-		"rate_per_minute": s.o.RatePerMinute,
-		"session_seconds": int64(s.o.SessionDuration / time.Second),
-		"tick_ms":         s.o.Tick.Milliseconds(),
-		"state":           "open",
+		"capacity":          s.o.Capacity,
+		"rate_per_minute":   s.o.RatePerMinute,
+		"session_seconds":   int64(s.o.SessionDuration / time.Second),
+		"tick_ms":           s.o.Tick.Milliseconds(),
+		"arrival_window_ms": max(0, s.o.ArrivalWindow.Milliseconds()),
+		"state":             "open",
 	})
 	status, raw, err := s.adminDo(ctx, http.MethodPut, "/admin/rooms/"+s.o.Room, body)
 	if err != nil {

@@ -22,7 +22,17 @@ type Report struct {
 	Users     int `json:"users"`
 	Abandoned int `json:"abandoned"`  // buyers told never to order
 	BadActors int `json:"bad_actors"` // buyers told to misbehave
-	Admitted  int `json:"admitted"`   // buyers who saw ACTIVE
+	// TabClosed counts buyers who closed the tab while waiting (never
+	// exchanged); TabClosedAdmitted those of them admitted by the end.
+	TabClosed         int `json:"tab_closed"`
+	TabClosedAdmitted int `json:"tab_closed_admitted"`
+	// IdleSlotSeconds is admitted-but-unused capacity × time: for every
+	// admission of a buyer who closed the tab, the seconds from admission
+	// until its slot was (or will be) freed — at the end of the arrival
+	// window (ArrivalWindowMs), or of the session without one.
+	IdleSlotSeconds float64 `json:"idle_slot_seconds"`
+	ArrivalWindowMs int64   `json:"arrival_window_ms"` // the room's (0: off)
+	Admitted        int     `json:"admitted"`          // buyers who saw ACTIVE
 	// Admissions counts admissions (more than Admitted when some lapsed
 	// before the buyer used them and the buyer queued again).
 	Admissions int `json:"admissions"`
@@ -71,16 +81,21 @@ type ServerCounts struct {
 	Admitted  int64 `json:"admitted"`
 	FastTrack int64 `json:"fast_track"`
 	Expired   int64 `json:"expired"`
-	Completed int64 `json:"completed"`
-	Waiting   int64 `json:"waiting"` // at the end
-	Active    int64 `json:"live"`    // at the end
+	// NotClaimed: expired unclaimed at the arrival window (part of Expired).
+	NotClaimed int64 `json:"not_claimed"`
+	Completed  int64 `json:"completed"`
+	Waiting    int64 `json:"waiting"` // at the end
+	Active     int64 `json:"live"`    // at the end
 }
 
 func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.Duration, ctxErr error) *Report {
 	o := s.o
 	r := &Report{Room: o.Room, Store: s.env.store, Seed: o.Seed, Users: len(buyers),
 		Capacity: o.Capacity, RatePerMinute: o.RatePerMinute, DurationMs: elapsed.Milliseconds(),
-		TimedOut: ctxErr != nil, Rejections: map[string]int64{}}
+		TimedOut: ctxErr != nil, Rejections: map[string]int64{}, ArrivalWindowMs: max(0, o.ArrivalWindow.Milliseconds())}
+	if o.ArrivalWindow >= o.SessionDuration {
+		r.ArrivalWindowMs = 0 // no effect: as off
+	}
 
 	var recs []*admission
 	var waits []int64
@@ -91,6 +106,14 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 			r.Abandoned++
 		case roleBad:
 			r.BadActors++
+		case roleTabClose:
+			r.TabClosed++
+			for _, a := range b.admissions { // from closedTabs: never seen by the buyer
+				r.TabClosedAdmitted++
+				r.IdleSlotSeconds += float64(a.expiresAtMs-a.admittedAtMs) / 1000
+				recs = append(recs, a)
+			}
+			continue
 		}
 		if b.failed {
 			r.Errors++
@@ -141,7 +164,8 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 		r.ServerPeakActive = after.PeakActive
 		r.Server = ServerCounts{Entered: after.Entered - before.Entered, Admitted: after.Admitted - before.Admitted,
 			FastTrack: after.FastTrack - before.FastTrack, Expired: after.Expired - before.Expired,
-			Completed: after.Completed - before.Completed, Waiting: after.Waiting, Active: after.Active}
+			Completed: after.Completed - before.Completed, Waiting: after.Waiting, Active: after.Active,
+			NotClaimed: after.NotClaimed - before.NotClaimed}
 		// The server admitted more than the buyers saw: someone was admitted twice.
 		if extra := int(r.Server.Admitted) - r.Admissions; extra > r.DoubleAdmissions && r.Errors == 0 {
 			r.DoubleAdmissions = extra
@@ -265,7 +289,15 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "flashgate flash-sale simulation: room %s, %s\n\n", r.Room, r.Store)
 	fmt.Fprintf(tw, "buyers\t%d\t(abandoning %d, bad actors %d, seed %d)\n", r.Users, r.Abandoned, r.BadActors, r.Seed)
 	fmt.Fprintf(tw, "admitted\t%d\t(admissions %d, fast track %d, lapsed before use %d)\n", r.Admitted, r.Admissions, r.FastTrack, r.LostAdmissions)
-	fmt.Fprintf(tw, "orders completed\t%d\t(expected %d)\n", r.Completed, r.Users-r.Abandoned)
+	fmt.Fprintf(tw, "orders completed\t%d\t(expected %d)\n", r.Completed, r.Users-r.Abandoned-r.TabClosed)
+	if r.TabClosed > 0 {
+		window := "off"
+		if r.ArrivalWindowMs > 0 {
+			window = ms(r.ArrivalWindowMs)
+		}
+		fmt.Fprintf(tw, "closed tabs\t%d\t(admitted %d, idle slot-seconds %.1f, arrival window %s)\n",
+			r.TabClosed, r.TabClosedAdmitted, r.IdleSlotSeconds, window)
+	}
 	fmt.Fprintf(tw, "duration\t%s\t\n", ms(r.DurationMs))
 	fmt.Fprintf(tw, "\t\t\n")
 	fmt.Fprintf(tw, "invariants\t\t\n")
@@ -300,8 +332,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "issuer counters: entered %d, admitted %d, fast track %d, expired %d, completed %d; waiting %d, live %d at the end\n\n",
-		r.Server.Entered, r.Server.Admitted, r.Server.FastTrack, r.Server.Expired, r.Server.Completed, r.Server.Waiting, r.Server.Active)
+	fmt.Fprintf(w, "issuer counters: entered %d, admitted %d, fast track %d, expired %d (not claimed %d), completed %d; waiting %d, live %d at the end\n\n",
+		r.Server.Entered, r.Server.Admitted, r.Server.FastTrack, r.Server.Expired, r.Server.NotClaimed, r.Server.Completed, r.Server.Waiting, r.Server.Active)
 	var err error
 	switch {
 	case len(r.Violations) > 0:

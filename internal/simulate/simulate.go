@@ -46,6 +46,15 @@ type Options struct {
 	// Abandon is the fraction of buyers who never order: their admission
 	// expires (default 0.02; negative: none).
 	Abandon float64
+	// TabClose is the fraction of buyers who close the tab while waiting:
+	// they enter and then never ask again — no status, no exchange, no leave
+	// (the courtesy beacon lost). Their admission holds a slot until the
+	// room's arrival window ends it, or the whole session without one
+	// (Report.IdleSlotSeconds). Default 0: none.
+	TabClose float64
+	// ArrivalWindow is the room's arrival window (default 60 s; negative:
+	// off). It has no effect unless shorter than SessionDuration.
+	ArrivalWindow time.Duration
 	// BadActors is the fraction of buyers who first present a tampered
 	// token and a token for another product, and replay their token after
 	// their order (default 0.02; negative: none).
@@ -114,6 +123,10 @@ func (o *Options) defaults() error {
 		o.Abandon = 0.02
 	}
 	o.Abandon = max(o.Abandon, 0)
+	o.TabClose = max(o.TabClose, 0)
+	if o.ArrivalWindow == 0 {
+		o.ArrivalWindow = issuer.DefaultArrivalWindow
+	}
 	if o.BadActors == 0 {
 		o.BadActors = 0.02
 	}
@@ -156,8 +169,10 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("simulate: session must be whole seconds in 1s…%s, got %s", issuer.MaxSessionDuration, o.SessionDuration)
 	case o.Tick < 100*time.Millisecond || o.Tick > time.Minute:
 		return fmt.Errorf("simulate: tick must be 100ms…1m, got %s", o.Tick)
-	case o.Abandon+o.BadActors > 1:
-		return fmt.Errorf("simulate: abandon (%g) + bad actors (%g) exceed 1", o.Abandon, o.BadActors)
+	case o.Abandon+o.BadActors+o.TabClose > 1:
+		return fmt.Errorf("simulate: abandon (%g) + bad actors (%g) + tab close (%g) exceed 1", o.Abandon, o.BadActors, o.TabClose)
+	case o.ArrivalWindow > 0 && (o.ArrivalWindow < time.Second || o.ArrivalWindow > issuer.MaxSessionDuration):
+		return fmt.Errorf("simulate: arrival window must be 0 (off) or 1s…%s, got %s", issuer.MaxSessionDuration, o.ArrivalWindow)
 	case o.PollScale < 0:
 		return fmt.Errorf("simulate: poll scale must be positive, got %g", o.PollScale)
 	case o.Ramp < 0 || o.Timeout < 0:
@@ -174,9 +189,10 @@ func (o *Options) defaults() error {
 type role uint8
 
 const (
-	roleBuyer   role = iota // orders
-	roleAbandon             // never orders; the admission expires
-	roleBad                 // tampered and foreign-product tokens, then orders, then replays
+	roleBuyer    role = iota // orders
+	roleAbandon              // never orders; the admission expires
+	roleBad                  // tampered and foreign-product tokens, then orders, then replays
+	roleTabClose             // closes the tab right after entering: never polls, exchanges or leaves
 )
 
 // sim is one run.
@@ -256,6 +272,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		s.fail("final stats: " + err.Error())
 	}
+	s.closedTabs(sctx, buyers) // after the stats: admissions it sees the stats may not count, never the reverse
 	return s.report(buyers, before, after, elapsed, ctx.Err()), nil
 }
 
@@ -266,6 +283,7 @@ func (s *sim) cast() []*buyer {
 	n := o.Users
 	nAbandon := int(float64(n)*o.Abandon + 0.5)
 	nBad := min(int(float64(n)*o.BadActors+0.5), n-nAbandon)
+	nTab := min(int(float64(n)*o.TabClose+0.5), n-nAbandon-nBad)
 	perm := rng.Perm(n)
 	buyers := make([]*buyer, n)
 	for i := range buyers {
@@ -284,6 +302,8 @@ func (s *sim) cast() []*buyer {
 			buyers[i].role = roleAbandon
 		case k < nAbandon+nBad:
 			buyers[i].role = roleBad
+		case k < nAbandon+nBad+nTab:
+			buyers[i].role = roleTabClose
 		}
 	}
 	return buyers

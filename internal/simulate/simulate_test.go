@@ -107,6 +107,8 @@ func TestOptionsValidated(t *testing.T) {
 		"session not whole seconds": {SessionDuration: 1500 * time.Millisecond},
 		"tick too short":            {Tick: time.Millisecond},
 		"fractions above one":       {Abandon: 0.6, BadActors: 0.6},
+		"tab close above one":       {Abandon: 0.5, TabClose: 0.6},
+		"arrival window too short":  {ArrivalWindow: 10 * time.Millisecond},
 		"bad room":                  {Room: "a b"},
 		"issuer without admin":      {IssuerURL: "http://127.0.0.1:1"},
 	} {
@@ -156,4 +158,36 @@ func TestRunAgainstRunningIssuer(t *testing.T) {
 
 	_, err = simulate.Run(ctx, simulate.Options{IssuerURL: o.IssuerURL, AdminToken: "wrong", Users: 1})
 	assert.Error(t, err, "a wrong admin token cannot configure the room")
+}
+
+// TestTabCloseIdleSlotSeconds: buyers who close the tab while waiting are
+// admitted in their turn and never exchange; the same run (same seed) with
+// the arrival window off holds each of their slots for the whole session,
+// with a 2 s window for 2 s. The invariants hold either way, and the window
+// shortens the sale.
+func TestTabCloseIdleSlotSeconds(t *testing.T) {
+	run := func(window time.Duration) *simulate.Report {
+		o := simulate.Options{Users: 200, Capacity: 10, RatePerMinute: 60000, SessionDuration: 6 * time.Second,
+			Tick: 100 * time.Millisecond, Think: 50 * time.Millisecond, Abandon: -1, BadActors: -1, TabClose: 0.05,
+			ArrivalWindow: window, PollScale: 0.1, Timeout: 2 * time.Minute, Seed: 7}
+		r, err := simulate.Run(context.Background(), o)
+		require.NoError(t, err)
+		var text bytes.Buffer
+		require.NoError(t, r.WriteText(&text))
+		t.Logf("\n%s", text.String())
+		assert.True(t, r.OK, "violations %v, errors %v", r.Violations, r.ErrorSamples)
+		assert.Equal(t, 10, r.TabClosed)
+		assert.Equal(t, 10, r.TabClosedAdmitted, "every closed tab was admitted in its turn")
+		assert.Equal(t, 190, r.Completed)
+		assert.Zero(t, r.FIFOViolations)
+		assert.LessOrEqual(t, r.PeakActive, 10)
+		return r
+	}
+	off, on := run(-1), run(2*time.Second)
+	assert.Zero(t, off.ArrivalWindowMs)
+	assert.EqualValues(t, 2000, on.ArrivalWindowMs)
+	assert.InDelta(t, 10*6.0, off.IdleSlotSeconds, 2, "off: each closed tab holds a slot for the session")
+	assert.InDelta(t, 10*2.0, on.IdleSlotSeconds, 2, "on: for the window")
+	assert.Zero(t, off.Server.NotClaimed)
+	assert.EqualValues(t, 10, on.Server.NotClaimed+int64(on.Server.Active), "not claimed, or still holding at the end")
 }
