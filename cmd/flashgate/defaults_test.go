@@ -25,6 +25,7 @@ func TestServeEnvDefaultsArePackageDefaults(t *testing.T) {
 		"DefaultRate":            strconv.Itoa(issuer.DefaultRatePerMinute),
 		"DefaultSessionDuration": issuer.DefaultSessionDuration.String(),
 		"DefaultTick":            issuer.DefaultTick.String(),
+		"DefaultArrivalWindow":   issuer.DefaultArrivalWindow.String(),
 		"EnterPerUser":           strconv.Itoa(server.DefaultEnterPerUser),
 		"EnterPerAddress":        strconv.Itoa(server.DefaultEnterPerAddress),
 		"EnterWindow":            server.DefaultEnterWindow.String(),
