@@ -479,18 +479,32 @@ func TestInvariantsUnderConcurrency(t *testing.T) {
 	t.Run("capacity binds", func(t *testing.T) {
 		invariantRun(t, redistest.Start(t).Client(t), redistest.Room("surge"), 1000, 3000, 5*time.Second, 1, "capacity")
 	})
+	// Every third admission is never claimed and ends at the 2 s arrival
+	// window; the others are claimed by an exchange (unless they lapsed
+	// first) and completed.
+	t.Run("arrival window", func(t *testing.T) {
+		invariantRun(t, redistest.Start(t).Client(t), redistest.Room("surge"), 1000, 3000, 5*time.Second, 3, "capacity",
+			2*time.Second)
+	})
 }
 
 // invariantRun completes admissions whose admission number is not a
-// multiple of keepEvery (keepEvery 1: none) and lets the others expire.
-func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, rate int, session time.Duration, keepEvery int64, binding string) {
+// multiple of keepEvery (keepEvery 1: none) and lets the others expire. With
+// an arrival window (window[0]) the completed ones are first claimed by an
+// exchange, and the others, never claimed, end at the window.
+func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, rate int, session time.Duration, keepEvery int64, binding string, window ...time.Duration) {
+	var arrival time.Duration // 0: the room's default (no effect: not shorter than these sessions)
+	if len(window) > 0 {
+		arrival = window[0]
+	}
+	var tokens sync.Map // user → waiting token, for the exchanges
 	const capacity = 25
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clk := newClock()
 	replicas := []*issuer.Issuer{newIssuer(t, rdb, clk), newIssuer(t, rdb, clk), newIssuer(t, rdb, clk)}
 	_, err := replicas[0].SetRoom(ctx, room, issuer.RoomConfig{Capacity: capacity, RatePerMinute: rate,
-		SessionDuration: session, Tick: 200 * time.Millisecond, TickBatch: 50})
+		SessionDuration: session, Tick: 200 * time.Millisecond, TickBatch: 50, ArrivalWindow: arrival})
 	require.NoError(t, err)
 
 	// Enters: users in parallel across replicas; "hot" enters 100 times at once.
@@ -513,8 +527,10 @@ func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, r
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			_, err := replicas[i%3].Enter(ctx, room, "u"+strconv.Itoa(i))
-			assert.NoError(t, err)
+			e, err := replicas[i%3].Enter(ctx, room, "u"+strconv.Itoa(i))
+			if assert.NoError(t, err) {
+				tokens.Store(e.User, e.WaitingToken)
+			}
 		}()
 	}
 
@@ -524,6 +540,7 @@ func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, r
 		seq, admno, at int64
 		user           string
 		end            int64
+		claimed        bool
 	}
 	var mu sync.Mutex
 	seen := map[string]*adm{}
@@ -571,6 +588,12 @@ func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, r
 			}
 			mu.Unlock()
 			if a.end == 0 && keepEvery > 1 && a.admno%keepEvery != 0 {
+				if tok, ok := tokens.Load(user); ok && arrival > 0 {
+					if _, err := replicas[int(a.admno+1)%3].Exchange(ctx, room, user, tok.(string)); err != nil {
+						continue // lapsed already (the clock runs 50× fast): the window ended it
+					}
+					a.claimed = true
+				}
 				c, err := replicas[int(a.admno)%3].Complete(ctx, room, user, jti)
 				if err == nil {
 					a.end = c.CompletedAt.UnixMilli()
@@ -628,6 +651,9 @@ func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, r
 	var evs []ev
 	for _, a := range list {
 		end := a.at + session.Milliseconds()
+		if arrival > 0 && !a.claimed {
+			end = a.at + arrival.Milliseconds() // never claimed: the window ends it (the tick frees it then or later)
+		}
 		if a.end != 0 && a.end < end {
 			end = a.end
 		}
@@ -657,8 +683,11 @@ func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, r
 	if binding == "rate" {
 		assert.GreaterOrEqual(t, maxWin, rate*9/10, "the rate should be the binding limit in some window")
 	}
-	t.Logf("admitted %d, peak live %d/%d, max per minute %d/%d, completed %d, expired %d",
-		st.Admitted, peak, capacity, maxWin, rate, st.Completed, st.Expired)
+	if arrival > 0 {
+		assert.Positive(t, st.NotClaimed, "unclaimed admissions ended at the window")
+	}
+	t.Logf("admitted %d, peak live %d/%d, max per minute %d/%d, completed %d, expired %d (not claimed %d)",
+		st.Admitted, peak, capacity, maxWin, rate, st.Completed, st.Expired, st.NotClaimed)
 }
 
 func ExampleIssuer_Enter() {
