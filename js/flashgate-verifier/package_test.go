@@ -165,3 +165,17 @@ func TestProblemsMatchGo(t *testing.T) {
 		assert.Equal(t, k.RetryAfter, got.RetryAfter, "%s Retry-After", r)
 	}
 }
+
+// TestTypeDeclarations compiles test/types/usage.ts (the README's uses, and
+// misuse marked @ts-expect-error) against index.d.ts with tsc --strict. tsc
+// is the package's one devDependency (npm ci here when it is missing).
+func TestTypeDeclarations(t *testing.T) {
+	tsc := filepath.Join("node_modules", ".bin", "tsc")
+	if _, err := os.Stat(tsc); err != nil {
+		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "npm ci (typescript) in js/flashgate-verifier:\n%s", out)
+	}
+	out, err := exec.Command(tsc, "-p", filepath.Join("test", "types", "tsconfig.json")).CombinedOutput()
+	require.NoError(t, err, "tsc --strict over test/types/usage.ts:\n%s", out)
+}
