@@ -39,8 +39,11 @@ type Entry struct {
 	// ExpiresAt is the admission's expiry (ACTIVE, EXPIRED), millisecond precision.
 	ExpiresAt time.Time
 	// EndedAt is when the entry was completed, revoked or found expired.
-	EndedAt   time.Time
-	RoomState RoomState
+	EndedAt time.Time
+	// BannedUntil is the end of the user's ban (REVOKED only, while the ban
+	// lasts: the entry was ended by a ban or a revocation with one).
+	BannedUntil time.Time
+	RoomState   RoomState
 	// Created is true when this Enter created the room from the default policy.
 	Created bool
 }
@@ -65,6 +68,9 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 		e.ExpiresAt = time.UnixMilli(at)
 	case flashgate.StateExpired, flashgate.StateCompleted, flashgate.StateRevoked:
 		e.EndedAt = time.UnixMilli(at)
+	}
+	if e.State == flashgate.StateRevoked && r.bannedUntil > 0 {
+		e.BannedUntil = time.UnixMilli(r.bannedUntil)
 	}
 	rate := r.rate
 	if e.State == flashgate.StateWaiting {
@@ -112,7 +118,8 @@ func (is *Issuer) needSecret() error {
 // rooms) and, while user waits for an enter script call, of user; the
 // returned Entry holds the caller's strings.
 //
-// Errors: flashgate.ErrInvalidInput (ids), flashgate.ErrUnknownRoom, flashgate.ErrRoomClosed, flashgate.ErrUnavailable,
+// Errors: flashgate.ErrInvalidInput (ids), flashgate.ErrUnknownRoom, flashgate.ErrRoomClosed,
+// flashgate.ErrBanned (a *BannedError with the ban's end; see Ban), flashgate.ErrUnavailable,
 // flashgate.ErrStoreFull (Redis is over maxmemory and refuses the new entry).
 func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) {
 	if err := checkRoom(room); err != nil {
@@ -136,6 +143,9 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 	}
 	if err != nil {
 		return nil, err
+	}
+	if r.state == "" && r.bannedUntil > 0 {
+		return nil, bannedError(room, r.bannedUntil)
 	}
 	e := is.entry(room, user, "", r)
 	if e.Created {

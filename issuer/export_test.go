@@ -1,5 +1,5 @@
 package issuer
 
 // RoomKeys exposes roomKeys to the external tests (package issuer_test):
-// the ten keys of a room in the order the scripts expect.
+// the keys of a room in the order the scripts expect.
 var RoomKeys = roomKeys

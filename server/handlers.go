@@ -38,7 +38,9 @@ type Entry struct {
 	AdmittedAtMs      int64  `json:"admitted_at_ms,omitempty"`
 	ExpiresAtMs       int64  `json:"expires_at_ms,omitempty"`
 	EndedAtMs         int64  `json:"ended_at_ms,omitempty"`
-	RoomState         string `json:"room_state,omitempty"`
+	// BannedUntilMs: the end of the user's ban (REVOKED only, while it lasts).
+	BannedUntilMs int64  `json:"banned_until_ms,omitempty"`
+	RoomState     string `json:"room_state,omitempty"`
 }
 
 func unixMs(t time.Time) int64 {
@@ -51,7 +53,8 @@ func unixMs(t time.Time) int64 {
 func entryJSON(e *issuer.Entry) Entry {
 	out := Entry{Room: e.Room, State: string(e.State), WaitingToken: e.WaitingToken, Arrival: e.Arrival,
 		AdmissionID: e.AdmissionID, AdmissionNumber: e.AdmissionNumber, AdmittedAtMs: unixMs(e.AdmittedAt),
-		ExpiresAtMs: unixMs(e.ExpiresAt), EndedAtMs: unixMs(e.EndedAt), RoomState: string(e.RoomState)}
+		ExpiresAtMs: unixMs(e.ExpiresAt), EndedAtMs: unixMs(e.EndedAt), BannedUntilMs: unixMs(e.BannedUntil),
+		RoomState: string(e.RoomState)}
 	if e.State == flashgate.StateWaiting {
 		eta := int64(-1)
 		if e.EstimatedWait >= 0 {
@@ -129,9 +132,23 @@ func (s *Server) enter(c *fiber.Ctx) error {
 	}
 	e, err := s.is.Enter(c.UserContext(), param(c, "room"), u)
 	if err != nil {
-		return err
+		return s.bannedProblem(err)
 	}
 	return s.renderEntry(c, e)
+}
+
+// bannedProblem returns err, or for a banned user's refusal the problem
+// with the ban's end as banned_until_ms and Retry-After (whole seconds,
+// rounded up, at least 1).
+func (s *Server) bannedProblem(err error) error {
+	var be *issuer.BannedError
+	if !errors.As(err, &be) {
+		return err
+	}
+	p := toProblem(err)
+	p.BannedUntilMs = be.Until.UnixMilli()
+	p.kind.RetryAfter = int(max(1, (be.Until.Sub(s.now())+time.Second-1)/time.Second))
+	return p
 }
 
 // GET /v1/rooms/:room/status

@@ -4,11 +4,12 @@ local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local user, seq = ARGV[3], tonumber(ARGV[4])
 
--- Reply: {state, seq, position, total_waiting, jti, at_ms, rate, room_state};
+-- Reply: {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms};
 -- at_ms is the admission's expiry for ACTIVE/EXPIRED and the end time for
--- COMPLETED/REVOKED (issuer/scripts.go decodeStatus).
-local function result(state, pos, jti, at)
-  return { state, seq, pos, redis.call('ZCARD', K_WAITING), jti, at, cfg.rate, cfg.state }
+-- COMPLETED/REVOKED; banned_until_ms is the end of the user's ban (REVOKED
+-- only; 0: none) (issuer/scripts.go decodeStatus).
+local function result(state, pos, jti, at, ban)
+  return { state, seq, pos, redis.call('ZCARD', K_WAITING), jti, at, cfg.rate, cfg.state, ban or 0 }
 end
 -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
 if ARGV[5] ~= cfg.epoch then return result('NOT_FOUND', 0, '', 0) end
@@ -32,6 +33,10 @@ local mine = ''
 if j and seq_of(cfg, j) == seq then mine = j end
 local kind, at = ended(cfg, seq)
 if kind == 'C' then return result('COMPLETED', 0, mine, at) end
-if kind == 'R' then return result('REVOKED', 0, mine, at) end
+if kind == 'R' then
+  local b = tonumber(redis.call('ZSCORE', K_BANS, user) or '0')
+  if b <= now then b = 0 end
+  return result('REVOKED', 0, mine, at, b)
+end
 if kind == 'E' then return result('EXPIRED', 0, mine, at) end
 return result('NOT_FOUND', 0, '', 0)
