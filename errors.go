@@ -15,6 +15,7 @@ const (
 	CodeInvalidInput  Code = "invalid_input"         // malformed room id, user id or room config
 	CodeUnknownRoom   Code = "unknown_room"          // no such waiting room and no default policy
 	CodeRoomClosed    Code = "room_closed"           // the room accepts no new entries
+	CodeBanned        Code = "banned"                // an operator banned the user from the room until a time
 	CodeBadWaiting    Code = "invalid_waiting_token" // not a waiting token, or not for this room
 	CodeOwnerMismatch Code = "token_owner_mismatch"  // a waiting token or admission of another user
 	CodeNotFound      Code = "not_found"             // no such entry or admission
@@ -29,7 +30,7 @@ const (
 
 // Codes lists every domain code, in the order above.
 var Codes = []Code{
-	CodeInvalidInput, CodeUnknownRoom, CodeRoomClosed, CodeBadWaiting, CodeOwnerMismatch,
+	CodeInvalidInput, CodeUnknownRoom, CodeRoomClosed, CodeBanned, CodeBadWaiting, CodeOwnerMismatch,
 	CodeNotFound, CodeNotAdmitted, CodeExpired, CodeRevoked, CodeCompleted, CodeUnavailable,
 	CodeStoreFull, CodeInternal,
 }
@@ -62,6 +63,7 @@ var (
 	ErrInvalidInput  = &Error{Code: CodeInvalidInput, Message: "invalid input"}
 	ErrUnknownRoom   = &Error{Code: CodeUnknownRoom, Message: "unknown waiting room"}
 	ErrRoomClosed    = &Error{Code: CodeRoomClosed, Message: "waiting room is closed"}
+	ErrBanned        = &Error{Code: CodeBanned, Message: "banned from the waiting room"}
 	ErrBadWaiting    = &Error{Code: CodeBadWaiting, Message: "invalid waiting token"}
 	ErrOwnerMismatch = &Error{Code: CodeOwnerMismatch, Message: "token owner mismatch"}
 	ErrNotFound      = &Error{Code: CodeNotFound, Message: "entry not found"}

@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/flashgate/flashgate"
@@ -128,13 +129,36 @@ type Revocation struct {
 	AdmissionID string
 	RevokedAt   time.Time
 	Repeated    bool
+	// BannedUntil is the end of the ban that came with the revocation
+	// (zero: none).
+	BannedUntil time.Time
+}
+
+// RevokeOptions are Revoke's optional settings.
+type RevokeOptions struct {
+	// Ban is how long the user may not enter again, banned in the same atomic
+	// step as the revocation (see Ban): nil for the room's session duration
+	// (the default: a revoked user cannot enter again at once and be
+	// admitted), 0 for no ban, else 1 ms … MaxBan. A ban needs the user: a
+	// revocation by admission id alone bans nobody, and an explicit Ban > 0
+	// without a user is flashgate.ErrInvalidInput.
+	Ban *time.Duration
+	// Reason is the ban's reason (see Ban).
+	Reason string
 }
 
 // Revoke ends an admission early, named by admission id (jti) or by user
-// (their current admission). Later completions of its token are refused;
-// the user may queue again. Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom,
-// flashgate.ErrNotFound, flashgate.ErrCompleted, flashgate.ErrUnavailable.
+// (their current admission), and — when the user is named — bans the user
+// for the room's session duration in the same step (RevokeWith sets another
+// ban, or none). Later completions of its token are refused. Errors:
+// flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrNotFound,
+// flashgate.ErrCompleted, flashgate.ErrUnavailable.
 func (is *Issuer) Revoke(ctx context.Context, room, user, admissionID string) (*Revocation, error) {
+	return is.RevokeWith(ctx, room, user, admissionID, RevokeOptions{})
+}
+
+// RevokeWith is Revoke with options: the ban that comes with it.
+func (is *Issuer) RevokeWith(ctx context.Context, room, user, admissionID string, o RevokeOptions) (*Revocation, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
@@ -151,10 +175,30 @@ func (is *Issuer) Revoke(ctx context.Context, room, user, admissionID string) (*
 			return nil, flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
 		}
 	}
-	r, err := is.runReplicated(ctx, revokeScript, room, user, admissionID)
+	ban := "" // the room's session duration
+	if o.Ban != nil {
+		switch d := *o.Ban; {
+		case d == 0:
+			ban = "0"
+		case user == "":
+			return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "a ban needs the user: name the user to revoke and ban")
+		default:
+			if err := checkBan(d, o.Reason); err != nil {
+				return nil, err
+			}
+			ban = strconv.FormatInt(d.Milliseconds(), 10)
+		}
+	} else if err := checkBan(time.Millisecond, o.Reason); err != nil {
+		return nil, err
+	}
+	r, err := is.runReplicated(ctx, revokeScript, room, user, admissionID, ban, o.Reason)
 	if err != nil {
 		return nil, err
 	}
 	v := decodeRevoke(r)
-	return &Revocation{AdmissionID: v.jti, RevokedAt: v.at, Repeated: v.repeated}, nil
+	rv := &Revocation{AdmissionID: v.jti, RevokedAt: v.at, Repeated: v.repeated}
+	if v.bannedUntil > 0 {
+		rv.BannedUntil = time.UnixMilli(v.bannedUntil)
+	}
+	return rv, nil
 }

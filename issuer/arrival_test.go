@@ -12,8 +12,8 @@ import (
 	"github.com/flashgate/flashgate/issuer"
 )
 
-// unclaimedKey is the room's unclaimed ZSET (lua/prelude.lua KEYS[11]).
-func unclaimedKey(room string) string { return issuer.RoomKeys(room)[10] }
+// unclaimedKey is the room's unclaimed ZSET (lua/prelude.lua KEYS[13]).
+func unclaimedKey(room string) string { return issuer.RoomKeys(room)[12] }
 
 // TestArrivalWindowUnclaimedExpires: an admission not claimed (exchanged)
 // within the arrival window ends early — EXPIRED, reason not_claimed — and
@@ -125,8 +125,9 @@ func TestArrivalWindowClaimLastsTheSession(t *testing.T) {
 	assert.Equal(t, flashgate.StateActive, st.State)
 }
 
-// TestArrivalWindowClaimedAdmissionCompletes: a claimed admission completes
-// after the window; leave and revoke of unclaimed admissions drop the marker.
+// TestArrivalWindowEndsCleanly: a claimed admission completes after the
+// window; leave, revoke and ban of unclaimed admissions drop the marker; an
+// enter after the window of an unclaimed admission queues the user again.
 func TestArrivalWindowEndsCleanly(t *testing.T) {
 	ctx := context.Background()
 	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 10, SessionDuration: time.Minute, ArrivalWindow: 5 * time.Second})
@@ -139,8 +140,11 @@ func TestArrivalWindowEndsCleanly(t *testing.T) {
 
 	b := admittedEntry(t, is, room, "bob")
 	c := admittedEntry(t, is, room, "carol")
+	admittedEntry(t, is, room, "erin")
 	require.NoError(t, is.Leave(ctx, room, "bob", b.WaitingToken))
 	_, err = is.Revoke(ctx, room, "carol", "")
+	require.NoError(t, err)
+	_, err = is.Ban(ctx, room, "erin", time.Minute, "test")
 	require.NoError(t, err)
 	n, _ := rdb.ZCard(ctx, unclaimedKey(room)).Result()
 	assert.EqualValues(t, 0, n, "ended admissions leave nothing in the unclaimed set")

@@ -97,6 +97,39 @@ func TestRedisCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("bans live in the room's slot", func(t *testing.T) {
+		clk := newClock()
+		is := newIssuer(t, rdb, clk)
+		for _, room := range rooms {
+			room += "-ban"
+			_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, SessionDuration: time.Minute})
+			require.NoError(t, err)
+			a, err := is.Enter(ctx, room, "alice")
+			require.NoError(t, err)
+			b, err := is.Enter(ctx, room, "bob")
+			require.NoError(t, err)
+			_, err = is.Ban(ctx, room, "bob", time.Hour, "cluster")
+			require.NoError(t, err)
+			_, err = is.Ban(ctx, room, "alice", time.Hour, "")
+			require.NoError(t, err)
+			for _, e := range []*issuer.Entry{a, b} {
+				st, err := is.Status(ctx, room, e.User, e.WaitingToken)
+				require.NoError(t, err)
+				assert.Equal(t, flashgate.StateRevoked, st.State, e.User)
+				_, err = is.Enter(ctx, room, e.User)
+				assert.ErrorIs(t, err, flashgate.ErrBanned, e.User)
+			}
+			p, err := is.Bans(ctx, room, "", 10)
+			require.NoError(t, err)
+			assert.EqualValues(t, 2, p.Total)
+			clk.Advance(time.Hour)
+			_, err = is.Tick(ctx, room)
+			require.NoError(t, err)
+			_, err = is.Enter(ctx, room, "bob")
+			require.NoError(t, err, "the ban ended")
+		}
+	})
+
 	t.Run("invariants", func(t *testing.T) {
 		for _, room := range rooms {
 			invariantRun(t, rdb, room+"-inv", 400, 3000, 5*time.Second, 1, "capacity")

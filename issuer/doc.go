@@ -12,7 +12,9 @@
 //	Tick      drop lapsed admissions, admit min(capacity − live, rate budget, batch) from the head
 //	Exchange  mint the admission token (EdDSA JWT, exp = the admission's expiry) for an ACTIVE entry
 //	Complete  consume an admission once (the order service's call); a repeat returns the first result
-//	Revoke    end an admission (operator)
+//	Revoke    end an admission (operator); by user, also ban the user (RevokeWith: how long; default the session)
+//	Ban       remove a user's waiting entry (it reads REVOKED), revoke their admission, refuse their enters until a time
+//	Unban     lift a ban; Bans lists the bans in effect
 //
 // plus room administration (SetRoom, Room, SetState, Rooms, Stats) and the
 // active check CheckActive (the order side, package order, calls Complete and

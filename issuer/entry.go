@@ -41,6 +41,9 @@ type Entry struct {
 	// EndedAt is when the entry was completed, revoked or found expired
 	// (for ReasonNotClaimed: the end of the arrival window).
 	EndedAt time.Time
+	// BannedUntil is the end of the user's ban (REVOKED only, while the ban
+	// lasts: the entry was ended by a ban or a revocation with one).
+	BannedUntil time.Time
 	// Reason says why an EXPIRED entry ended: ReasonNotClaimed (the
 	// admission was not claimed by an exchange within the room's arrival
 	// window) or ReasonSessionEnded; "" in every other state.
@@ -73,6 +76,9 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 		e.ExpiresAt = time.UnixMilli(at)
 	case flashgate.StateExpired, flashgate.StateCompleted, flashgate.StateRevoked:
 		e.EndedAt = time.UnixMilli(at)
+	}
+	if e.State == flashgate.StateRevoked && r.bannedUntil > 0 {
+		e.BannedUntil = time.UnixMilli(r.bannedUntil)
 	}
 	rate := r.rate
 	if e.State == flashgate.StateWaiting {
@@ -129,7 +135,8 @@ func (is *Issuer) needSecret() error {
 // rooms) and, while user waits for an enter script call, of user; the
 // returned Entry holds the caller's strings.
 //
-// Errors: flashgate.ErrInvalidInput (ids), flashgate.ErrUnknownRoom, flashgate.ErrRoomClosed, flashgate.ErrUnavailable,
+// Errors: flashgate.ErrInvalidInput (ids), flashgate.ErrUnknownRoom, flashgate.ErrRoomClosed,
+// flashgate.ErrBanned (a *BannedError with the ban's end; see Ban), flashgate.ErrUnavailable,
 // flashgate.ErrStoreFull (Redis is over maxmemory and refuses the new entry).
 func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) {
 	if err := checkRoom(room); err != nil {
@@ -153,6 +160,9 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 	}
 	if err != nil {
 		return nil, err
+	}
+	if r.state == "" && r.bannedUntil > 0 {
+		return nil, bannedError(room, r.bannedUntil)
 	}
 	e := is.entry(room, user, "", r)
 	if e.Created {

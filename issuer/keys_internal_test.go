@@ -9,7 +9,8 @@ import (
 // TestRoomKeyNames pins the key layout that tests of other packages spell
 // out ("fg:{room}:<name>", lua/prelude.lua's KEYS order).
 func TestRoomKeyNames(t *testing.T) {
-	names := []string{"config", "waiting", "active", "users", "seq", "admno", "admits", "bucket", "stats", "ended", "unclaimed"}
+	names := []string{"config", "waiting", "active", "users", "seq", "admno", "admits", "bucket", "stats", "ended", "bans", "banwhy",
+		"unclaimed"}
 	keys := roomKeys("r")
 	assert.Len(t, keys, len(names))
 	for i, n := range names {

@@ -237,6 +237,10 @@ type Stats struct {
 	Revoked    int64
 	Left       int64
 	Zombies    int64
+	// Banned counts bans set (Ban, and revocations with a ban); Removed the
+	// waiting entries bans removed from the line.
+	Banned  int64
+	Removed int64
 	// PeakActive is the highest number of live admissions seen right after an admission.
 	PeakActive int64
 	// Epoch is the room's epoch: created with the room, new whenever the room

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,6 +41,9 @@ var (
 	tickScript     = loadScript("tick")
 	statsScript    = loadScript("stats")
 	snapshotScript = loadScript("snapshot")
+	banScript      = loadScript("ban")
+	unbanScript    = loadScript("unban")
+	bansScript     = loadScript("bans")
 )
 
 // Redis lists just the commands flashgate uses, so *redis.Client,
@@ -71,7 +75,7 @@ func roomKeys(room string) []string {
 	p := "fg:{" + room + "}:"
 	return []string{p + "config", p + "waiting", p + "active", p + "users", p + "seq",
 		p + "admno", p + "admits", p + "bucket", p + "stats", p + "ended",
-		p + "unclaimed"}
+		p + "bans", p + "banwhy", p + "unclaimed"}
 }
 
 // activeKey is the key of a room's active ZSET (roomKeys(room)[2]).
@@ -218,6 +222,7 @@ type scriptEntry struct {
 	rate            int64  // the room's new users per minute
 	roomState       RoomState
 	epoch           string // the room's epoch (enter; status leaves it "": the token carries it)
+	bannedUntil     int64  // ms: the end of the user's ban (enter: refused; status: REVOKED), 0 for none
 	reason          string // why an EXPIRED entry ended: "not_claimed" or "session_ended" (status)
 }
 
@@ -232,20 +237,24 @@ func (e scriptEntry) admission() (id flashgate.AdmissionID, ok bool) {
 }
 
 // decodeStatus decodes the status script's reply (lua/status.lua):
-// {state, seq, position, total_waiting, jti, at_ms, rate, room_state, reason}.
+// {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason}.
 func decodeStatus(r []any) scriptEntry {
 	e := scriptEntry{state: flashgate.State(asString(r[0])), seq: asInt(r[1]), pos: asInt(r[2]),
 		total: asInt(r[3]), jti: asString(r[4]), at: asInt(r[5]), rate: asInt(r[6]),
 		roomState: RoomState(asString(r[7]))}
 	if len(r) > 8 {
-		e.reason = asString(r[8])
+		e.bannedUntil = asInt(r[8])
+	}
+	if len(r) > 9 {
+		e.reason = asString(r[9])
 	}
 	return e
 }
 
 // decodeEnter decodes the enter script's reply for n users (lua/enter.lua):
 // {created, rate, room_state, epoch, then per user 1, seq, position,
-// total_waiting (WAITING) or 2, seq, total_waiting, jti, expiry_ms (ACTIVE)}.
+// total_waiting (WAITING), 2, seq, total_waiting, jti, expiry_ms (ACTIVE) or
+// 3, banned_until_ms (refused: a scriptEntry with bannedUntil and no state)}.
 // A reply of any other shape is a flashgate.CodeInternal error.
 func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 	bad := func() ([]scriptEntry, error) {
@@ -272,6 +281,12 @@ func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 			}
 			e.state, e.seq, e.total, e.jti, e.at = flashgate.StateActive, asInt(r[i+1]), asInt(r[i+2]), asString(r[i+3]), asInt(r[i+4])
 			i += 5
+		case 3:
+			if i+2 > len(r) || asInt(r[i+1]) <= 0 {
+				return bad()
+			}
+			e.bannedUntil = asInt(r[i+1])
+			i += 2
 		default:
 			return bad()
 		}
@@ -300,15 +315,46 @@ func decodeComplete(r []any) completeReply {
 }
 
 // revokeReply is the revoke script's reply (lua/revoke.lua):
-// {'REVOKED', at_ms, repeated, jti}.
+// {'REVOKED', at_ms, repeated, jti, banned_until_ms}.
 type revokeReply struct {
-	at       time.Time // when the admission was revoked (the first time)
-	repeated bool
-	jti      string
+	at          time.Time // when the admission was revoked (the first time)
+	repeated    bool
+	jti         string
+	bannedUntil int64 // ms, 0: no ban
 }
 
 func decodeRevoke(r []any) revokeReply {
-	return revokeReply{at: time.UnixMilli(asInt(r[1])), repeated: asInt(r[2]) == 1, jti: asString(r[3])}
+	v := revokeReply{at: time.UnixMilli(asInt(r[1])), repeated: asInt(r[2]) == 1, jti: asString(r[3])}
+	if len(r) > 4 {
+		v.bannedUntil = asInt(r[4])
+	}
+	return v
+}
+
+// decodeBan decodes the ban script's reply (lua/ban.lua): {'BANNED',
+// banned_until_ms, removed, revoked jti or ”, now_ms}.
+func decodeBan(user string, r []any) *Ban {
+	return &Ban{User: user, Until: time.UnixMilli(asInt(r[1])), BannedAt: time.UnixMilli(asInt(r[4])),
+		RemovedWaiting: asInt(r[2]) == 1, RevokedAdmission: asString(r[3])}
+}
+
+// decodeBans decodes the bans script's reply (lua/bans.lua): {total, then
+// per ban user, banned_until_ms, "<banned_ms>:<reason>"}.
+func decodeBans(r []any) (total int64, bans []Ban) {
+	if len(r) == 0 {
+		return 0, nil
+	}
+	total = asInt(r[0])
+	for i := 1; i+2 < len(r); i += 3 {
+		b := Ban{User: asString(r[i]), Until: time.UnixMilli(asInt(r[i+1]))}
+		at, reason, _ := strings.Cut(asString(r[i+2]), ":")
+		if ms, err := strconv.ParseInt(at, 10, 64); err == nil {
+			b.BannedAt = time.UnixMilli(ms)
+		}
+		b.Reason = reason
+		bans = append(bans, b)
+	}
+	return total, bans
 }
 
 // activeReply is the active script's verdict (lua/active.lua):
@@ -366,8 +412,9 @@ func decodeStats(room string, r []any) *Stats {
 		Epoch: asString(r[15])}
 	kv, _ := r[9].([]any)
 	fields := map[string]*int64{"admitted": &st.Admitted, "fast_track": &st.FastTrack,
-		"expired": &st.Expired, "not_claimed": &st.NotClaimed, "completed": &st.Completed, "revoked": &st.Revoked, "left": &st.Left,
-		"zombies": &st.Zombies, "peak_active": &st.PeakActive}
+		"expired": &st.Expired, "not_claimed": &st.NotClaimed, "completed": &st.Completed, "revoked": &st.Revoked,
+		"left": &st.Left, "zombies": &st.Zombies, "peak_active": &st.PeakActive,
+		"banned": &st.Banned, "removed": &st.Removed}
 	for i := 0; i+1 < len(kv); i += 2 {
 		if p, ok := fields[asString(kv[i])]; ok {
 			*p = asInt(kv[i+1])
@@ -377,10 +424,19 @@ func decodeStats(room string, r []any) *Stats {
 }
 
 // decodeSnapshot decodes the snapshot script's reply (lua/snapshot.lua):
-// {waiting, head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch};
-// at is when the call was sent.
+// {waiting, head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch,
+// banned users}; at is when the call was sent.
 func decodeSnapshot(r []any, at time.Time) *snapshot {
-	return &snapshot{at: at, waiting: asInt(r[0]), head: asInt(r[1]), tail: asInt(r[2]),
+	s := &snapshot{at: at, waiting: asInt(r[0]), head: asInt(r[1]), tail: asInt(r[2]),
 		state: RoomState(asString(r[3])), rate: asInt(r[4]), capacity: asInt(r[5]),
 		tick: time.Duration(asInt(r[6])) * time.Millisecond, epoch: asString(r[7])}
+	if len(r) > 8 {
+		if users, _ := r[8].([]any); len(users) > 0 {
+			s.banned = make(map[string]struct{}, len(users))
+			for _, u := range users {
+				s.banned[asString(u)] = struct{}{}
+			}
+		}
+	}
+	return s
 }

@@ -34,6 +34,10 @@ type snapshot struct {
 	capacity   int64
 	tick       time.Duration
 	epoch      string // the room's epoch: a token of another one is answered exactly
+	// banned holds the room's banned users (nil when none, or more than the
+	// snapshot script lists): they are answered exactly, so that a waiting
+	// user removed by a ban reads REVOKED, not an interpolated place.
+	banned map[string]struct{}
 }
 
 type roomSnapshot struct {
@@ -119,6 +123,9 @@ func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, ref 
 	s := is.snapshot(ctx, room)
 	seq := ref.seq
 	if s == nil || s.waiting < 2 || ref.epoch != s.epoch || seq < s.head+s.nearHead(is.cfg.StatusSnapshot) || seq > s.tail {
+		return nil
+	}
+	if _, banned := s.banned[user]; banned {
 		return nil
 	}
 	pos := 1 + (seq-s.head)*(s.waiting-1)/(s.tail-s.head)

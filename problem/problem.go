@@ -41,6 +41,8 @@ type Details struct {
 	Reason string `json:"reason,omitempty"`
 	// Position is the place in line of a not_admitted exchange.
 	Position int64 `json:"position,omitempty"`
+	// BannedUntilMs is when the ban of a banned enter ends (ms since 1970).
+	BannedUntilMs int64 `json:"banned_until_ms,omitempty"`
 }
 
 // ContentType is the media type of a Details document (RFC 9457 §3).

@@ -60,6 +60,8 @@ func init() {
 	row("invalid_input", http.StatusBadRequest, "Invalid input")
 	row("unknown_room", http.StatusNotFound, "Unknown waiting room")
 	row("room_closed", http.StatusForbidden, "Waiting room closed")
+	// A ban's own end goes out as Retry-After and banned_until (server).
+	row("banned", http.StatusForbidden, "Banned from the waiting room")
 	row("invalid_waiting_token", http.StatusUnauthorized, "Invalid waiting token", challenge(`Bearer realm="flashgate-waiting"`))
 	row("token_owner_mismatch", http.StatusForbidden, "Token owner mismatch")
 	row("not_found", http.StatusNotFound, "Not found")

@@ -2,6 +2,7 @@ package server
 
 import (
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -174,6 +175,10 @@ func (s *Server) adminState(st issuer.RoomState) fiber.Handler {
 type revokeRequest struct {
 	AdmissionID string `json:"admission_id"`
 	User        string `json:"user"`
+	// BanMs bans the user for this long with the revocation (issuer.RevokeOptions):
+	// absent for the room's session duration, 0 for no ban.
+	BanMs  *int64 `json:"ban_ms"`
+	Reason string `json:"reason"`
 }
 
 // RevokeResponse is the answer of POST /admin/rooms/:room/revoke.
@@ -182,6 +187,8 @@ type RevokeResponse struct {
 	AdmissionID string `json:"admission_id"`
 	RevokedAtMs int64  `json:"revoked_at_ms"`
 	Repeated    bool   `json:"repeated"`
+	// BannedUntilMs is the end of the ban that came with the revocation (absent: none).
+	BannedUntilMs int64 `json:"banned_until_ms,omitempty"`
 }
 
 // POST /admin/rooms/:room/revoke
@@ -193,12 +200,106 @@ func (s *Server) adminRevoke(c *fiber.Ctx) error {
 	if err := decodeJSON(c.Body(), &req); err != nil {
 		return err
 	}
-	r, err := s.is.Revoke(c.UserContext(), param(c, "room"), req.User, req.AdmissionID)
+	o := issuer.RevokeOptions{Reason: req.Reason}
+	if req.BanMs != nil {
+		d := scaled(*req.BanMs, time.Millisecond)
+		o.Ban = &d
+	}
+	r, err := s.is.RevokeWith(c.UserContext(), param(c, "room"), req.User, req.AdmissionID, o)
 	if err != nil {
 		return err
 	}
 	return c.JSON(RevokeResponse{State: string(flashgate.StateRevoked), AdmissionID: r.AdmissionID,
-		RevokedAtMs: r.RevokedAt.UnixMilli(), Repeated: r.Repeated})
+		RevokedAtMs: r.RevokedAt.UnixMilli(), Repeated: r.Repeated, BannedUntilMs: unixMs(r.BannedUntil)})
+}
+
+type banRequest struct {
+	User       string `json:"user"`
+	DurationMs *int64 `json:"duration_ms"`
+	Reason     string `json:"reason"`
+}
+
+// BanJSON is a ban as the admin API shows it.
+type BanJSON struct {
+	User          string `json:"user"`
+	BannedUntilMs int64  `json:"banned_until_ms"`
+	BannedAtMs    int64  `json:"banned_at_ms,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+}
+
+// BanResponse is the answer of POST /admin/rooms/:room/ban: the ban, and
+// what it ended.
+type BanResponse struct {
+	BanJSON
+	// RemovedWaiting: the user's waiting entry was removed (its token now reads REVOKED).
+	RemovedWaiting bool `json:"removed_waiting"`
+	// RevokedAdmissionID: the live admission the ban revoked, if any.
+	RevokedAdmissionID string `json:"revoked_admission_id,omitempty"`
+}
+
+// POST /admin/rooms/:room/ban
+func (s *Server) adminBan(c *fiber.Ctx) error {
+	var req banRequest
+	if len(c.Body()) == 0 {
+		return problemFor(problem.MalformedJSON, `a JSON object {"user":…,"duration_ms":…} is required`)
+	}
+	if err := decodeJSON(c.Body(), &req); err != nil {
+		return err
+	}
+	if req.User == "" {
+		return problemFor(string(flashgate.CodeInvalidInput), "user is required")
+	}
+	if req.DurationMs == nil {
+		return problemFor(string(flashgate.CodeInvalidInput), "duration_ms is required (1 … 2592000000, 30 days)")
+	}
+	b, err := s.is.Ban(c.UserContext(), param(c, "room"), req.User, scaled(*req.DurationMs, time.Millisecond), req.Reason)
+	if err != nil {
+		return err
+	}
+	return c.JSON(BanResponse{BanJSON: banJSON(*b), RemovedWaiting: b.RemovedWaiting,
+		RevokedAdmissionID: b.RevokedAdmission})
+}
+
+func banJSON(b issuer.Ban) BanJSON {
+	return BanJSON{User: b.User, BannedUntilMs: b.Until.UnixMilli(), BannedAtMs: unixMs(b.BannedAt), Reason: b.Reason}
+}
+
+// DELETE /admin/rooms/:room/ban/:user
+func (s *Server) adminUnban(c *fiber.Ctx) error {
+	if err := s.is.Unban(c.UserContext(), param(c, "room"), param(c, "user")); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// BansResponse is the answer of GET /admin/rooms/:room/bans.
+type BansResponse struct {
+	Bans []BanJSON `json:"bans"`
+	// Total is the number of bans in effect in the room.
+	Total int64 `json:"total"`
+	// NextCursor is the cursor of the next page; absent after the last one.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// GET /admin/rooms/:room/bans?limit=N&cursor=C
+func (s *Server) adminBans(c *fiber.Ctx) error {
+	limit := 100
+	if q := query(c, "limit"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 || n > issuer.MaxBansPage {
+			return problemFor(string(flashgate.CodeInvalidInput), "limit must be an integer 1 … "+strconv.Itoa(issuer.MaxBansPage))
+		}
+		limit = n
+	}
+	p, err := s.is.Bans(c.UserContext(), param(c, "room"), query(c, "cursor"), limit)
+	if err != nil {
+		return err
+	}
+	out := BansResponse{Bans: make([]BanJSON, 0, len(p.Bans)), Total: p.Total, NextCursor: p.Next}
+	for _, b := range p.Bans {
+		out.Bans = append(out.Bans, banJSON(b))
+	}
+	return c.JSON(out)
 }
 
 // Stats is the admin API's JSON form of issuer.Stats.
@@ -218,6 +319,8 @@ type Stats struct {
 	Revoked    int64  `json:"revoked"`
 	Left       int64  `json:"left"`
 	Zombies    int64  `json:"zombies_cleaned"`
+	Banned     int64  `json:"banned"`
+	Removed    int64  `json:"removed"`
 	PeakActive int64  `json:"peak_active"`
 	AtMs       int64  `json:"at_ms"`
 }
@@ -232,5 +335,5 @@ func (s *Server) adminStats(c *fiber.Ctx) error {
 	return c.JSON(Stats{Room: st.Room, Config: cfg, State: string(st.State), Waiting: st.Waiting, Active: st.Active,
 		Entered: st.Entered, Admitted: st.Admitted, FastTrack: st.FastTrack, Expired: st.Expired, NotClaimed: st.NotClaimed,
 		Completed: st.Completed, Revoked: st.Revoked, Left: st.Left, Zombies: st.Zombies,
-		PeakActive: st.PeakActive, AtMs: st.At.UnixMilli()})
+		Banned: st.Banned, Removed: st.Removed, PeakActive: st.PeakActive, AtMs: st.At.UnixMilli()})
 }

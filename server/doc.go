@@ -54,7 +54,10 @@
 //	GET    /admin/rooms/{room}               admin             200 RoomConfig
 //	PUT    /admin/rooms/{room}               admin             201 created / 200 updated, RoomConfig
 //	POST   /admin/rooms/{room}/open          admin             200 RoomConfig (also /pause, /close)
-//	POST   /admin/rooms/{room}/revoke        admin             200 {state, admission_id, revoked_at_ms, repeated}
+//	POST   /admin/rooms/{room}/revoke        admin             200 {state, admission_id, revoked_at_ms, repeated, banned_until_ms}; body {admission_id} or {user, ban_ms, reason}
+//	POST   /admin/rooms/{room}/ban           admin             200 {user, banned_until_ms, banned_at_ms, reason, removed_waiting, revoked_admission_id}; body {user, duration_ms, reason}
+//	DELETE /admin/rooms/{room}/ban/{user}    admin             204 (404 not_found: no ban in effect)
+//	GET    /admin/rooms/{room}/bans          admin             200 {bans:[{user, banned_until_ms, banned_at_ms, reason}], total, next_cursor}; ?limit=1…1000 (100)&cursor=
 //	GET    /admin/rooms/{room}/stats         admin             200 Stats
 //	GET    /.well-known/jwks.json            -                 200 JWK Set (Cache-Control: public, max-age=60)
 //	GET    /flashgate-client.js              -                 200 the browser client, an ES module (text/javascript; public, max-age=300, ETag)
@@ -68,9 +71,10 @@
 //
 // Entry members (snake_case, empty ones omitted): room, state, waiting_token,
 // arrival, admission_id, admission, admitted_at_ms, expires_at_ms,
-// ended_at_ms, room_state, reason (EXPIRED only: "not_claimed" when the
-// admission was not exchanged within the room's arrival window,
-// "session_ended" otherwise); and, exactly when state is WAITING, position,
+// ended_at_ms, banned_until_ms (REVOKED by a ban, while it lasts), reason
+// (EXPIRED only: "not_claimed" when the admission was not exchanged within
+// the room's arrival window, "session_ended" otherwise), room_state; and,
+// exactly when state is WAITING, position,
 // ahead, total_waiting, estimated_wait_ms (−1 = unknown: room paused or
 // closed) and poll_after_ms (the issuer's jittered poll hint; Retry-After is
 // it in whole seconds, rounded up). A status of a left or superseded token is
@@ -107,8 +111,8 @@
 // Every error is application/problem+json: type
 // "https://flashgate.dev/problems/<code with '_' as '-'>", title, status,
 // detail, instance, code, plus reason (admission token refusals: the
-// verifier's reason, e.g. "expired", "bad_signature") and position
-// (not_admitted). 503 answers carry Retry-After: 1 (store_full: 5); internal
+// verifier's reason, e.g. "expired", "bad_signature"), position
+// (not_admitted) and banned_until_ms (banned). 503 answers carry Retry-After: 1 (store_full: 5); internal
 // errors are logged and answered with a generic detail. The queue store's
 // outages and refusals (unavailable, store_full) are not logged one line per
 // request — they are counted in flashgate_store_errors_total{code} — unless
@@ -124,6 +128,7 @@
 //	invalid_admission_token  401     admission token refused by the verifier (+ reason)
 //	admin_unauthorized       401     admin token missing or wrong
 //	room_closed              403     the room accepts no new entries
+//	banned                   403     enter by a user an operator banned (+ banned_until_ms, Retry-After: the seconds left)
 //	token_owner_mismatch     403     a waiting token issued to another user (or room)
 //	admission_token_scope    403     valid admission token for another product or user (reason bad_product / bad_user)
 //	cors_origin_refused      403     a CORS preflight (OPTIONS /v1/…) from an Origin not in Options.CORSOrigins

@@ -38,6 +38,8 @@ type Entry struct {
 	AdmittedAtMs      int64  `json:"admitted_at_ms,omitempty"`
 	ExpiresAtMs       int64  `json:"expires_at_ms,omitempty"`
 	EndedAtMs         int64  `json:"ended_at_ms,omitempty"`
+	// BannedUntilMs: the end of the user's ban (REVOKED only, while it lasts).
+	BannedUntilMs int64 `json:"banned_until_ms,omitempty"`
 	// Reason says why an EXPIRED entry ended: "not_claimed" (not exchanged
 	// within the room's arrival window) or "session_ended"; absent otherwise.
 	Reason    string `json:"reason,omitempty"`
@@ -54,7 +56,8 @@ func unixMs(t time.Time) int64 {
 func entryJSON(e *issuer.Entry) Entry {
 	out := Entry{Room: e.Room, State: string(e.State), WaitingToken: e.WaitingToken, Arrival: e.Arrival,
 		AdmissionID: e.AdmissionID, AdmissionNumber: e.AdmissionNumber, AdmittedAtMs: unixMs(e.AdmittedAt),
-		ExpiresAtMs: unixMs(e.ExpiresAt), EndedAtMs: unixMs(e.EndedAt), Reason: e.Reason, RoomState: string(e.RoomState)}
+		ExpiresAtMs: unixMs(e.ExpiresAt), EndedAtMs: unixMs(e.EndedAt), BannedUntilMs: unixMs(e.BannedUntil),
+		Reason: e.Reason, RoomState: string(e.RoomState)}
 	if e.State == flashgate.StateWaiting {
 		eta := int64(-1)
 		if e.EstimatedWait >= 0 {
@@ -132,9 +135,23 @@ func (s *Server) enter(c *fiber.Ctx) error {
 	}
 	e, err := s.is.Enter(c.UserContext(), param(c, "room"), u)
 	if err != nil {
-		return err
+		return s.bannedProblem(err)
 	}
 	return s.renderEntry(c, e)
+}
+
+// bannedProblem returns err, or for a banned user's refusal the problem
+// with the ban's end as banned_until_ms and Retry-After (whole seconds,
+// rounded up, at least 1).
+func (s *Server) bannedProblem(err error) error {
+	var be *issuer.BannedError
+	if !errors.As(err, &be) {
+		return err
+	}
+	p := toProblem(err)
+	p.BannedUntilMs = be.Until.UnixMilli()
+	p.kind.RetryAfter = int(max(1, (be.Until.Sub(s.now())+time.Second-1)/time.Second))
+	return p
 }
 
 // GET /v1/rooms/:room/status

@@ -248,6 +248,6 @@ func (e *env) listen() string {
 }
 
 // roomKey is the Redis key of one of room's structures (name: config,
-// waiting, active, users, seq, admno, admits, bucket, stats, ended or unclaimed; the
+// waiting, active, users, seq, admno, admits, bucket, stats, ended, bans, banwhy or unclaimed; the
 // layout is lua/prelude.lua's KEYS), for tests that look into Redis.
 func roomKey(room, name string) string { return "fg:{" + room + "}:" + name }

@@ -177,6 +177,12 @@ func (v *PageView) problem(s *Server, c *fiber.Ctx, p *Problem) *PageView {
 	case string(flashgate.CodeNotAdmitted):
 		v.State, v.Heading, v.Message = pageWaiting, "You are in line", "It is not your turn yet."
 		v.Refresh = 2
+	case string(flashgate.CodeBanned):
+		v.State, v.Heading, v.Message = pageEnded, "You cannot line up now", "You were removed from this waiting room."
+		if p.BannedUntilMs > 0 {
+			v.Message = "You were removed from this waiting room until " +
+				time.UnixMilli(p.BannedUntilMs).UTC().Format("Mon 2 Jan 15:04 MST") + "."
+		}
 	default:
 		v.State, v.Heading, v.Message = pageError, "Something went wrong", "The waiting room could not answer ("+p.Code+"). Reload the page to try again."
 	}
@@ -193,7 +199,7 @@ func (s *Server) page(c *fiber.Ctx) error {
 	}
 	e, err := s.is.Enter(c.UserContext(), v.Room, u)
 	if err != nil {
-		return err
+		return s.bannedProblem(err)
 	}
 	v.entry(e)
 	// The room's config: its branding, and the event window. A failed read

@@ -402,6 +402,9 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 		a.Post("/admin/rooms/:room/pause", api, auth, requireJSON, noMembers, s.adminState(issuer.RoomPaused))
 		a.Post("/admin/rooms/:room/close", api, auth, requireJSON, noMembers, s.adminState(issuer.RoomClosed))
 		a.Post("/admin/rooms/:room/revoke", api, auth, requireJSON, s.adminRevoke)
+		a.Post("/admin/rooms/:room/ban", api, auth, requireJSON, s.adminBan)
+		a.Delete("/admin/rooms/:room/ban/:user", api, auth, s.adminUnban)
+		a.Get("/admin/rooms/:room/bans", api, auth, s.adminBans)
 		a.Get("/admin/rooms/:room/stats", api, auth, s.adminStats)
 	}
 }

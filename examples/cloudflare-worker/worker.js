@@ -7,30 +7,8 @@
 // configuration, keeps one Verifier per isolate, and writes the HTTP answers.
 // See README.md in this folder.
 
-import { Verifier, VerifierError } from "flashgate-verifier";
+import { Verifier, VerifierError, refusal } from "flashgate-verifier";
 import wasm from "flashgate-verifier/flashgate-verifier.wasm";
-
-// Problem titles: the same as verifier/middleware.go codeTitles.
-const TITLES = {
-  missing: "Admission token required",
-  too_large: "Admission token too large",
-  malformed: "Malformed admission token",
-  duplicate_key: "Admission token has duplicate JSON members",
-  unsupported_alg: "Admission token algorithm not accepted",
-  forbidden_header: "Admission token has a forbidden header",
-  bad_type: "Not an admission token",
-  unknown_key: "Admission token signed by an unknown key",
-  bad_signature: "Admission token signature invalid",
-  bad_issuer: "Admission token from another issuer",
-  bad_audience: "Admission token for another audience",
-  bad_product: "Admission token for another product",
-  bad_user: "Admission token for another user",
-  invalid_claims: "Admission token claims invalid",
-  expired: "Admission token expired",
-  not_yet_valid: "Admission token not yet valid",
-  lifetime_too_long: "Admission token lifetime too long",
-  keys_unavailable: "Signing keys unavailable",
-};
 
 const COOKIE = "flashgate_admission";
 const HEADER_PREFIX = "x-flashgate-";
@@ -196,12 +174,12 @@ function problem(status, type, title, reason, detail, extraHeaders) {
   });
 }
 
-// refuse answers a request whose token was missing or refused.
+// refuse answers a request whose token was missing or refused: browsers
+// (with a waiting room configured) are sent there, every other client gets
+// the package's problem document (refusal: problem.Token's status, title,
+// challenge and Retry-After).
 function refuse(request, cfg, product, reason, detail) {
-  if (reason === "keys_unavailable") {
-    return problem(503, "token-keys-unavailable", TITLES[reason], reason, detail, { "retry-after": "1" });
-  }
-  if (!wantsJSON(request) && cfg.waitingRoomURL) {
+  if (reason !== "keys_unavailable" && !wantsJSON(request) && cfg.waitingRoomURL) {
     const to = new URL(cfg.waitingRoomURL);
     to.searchParams.set("room", product);
     to.searchParams.set("reason", reason);
@@ -210,15 +188,7 @@ function refuse(request, cfg, product, reason, detail) {
     to.searchParams.set("return", request.url);
     return new Response(null, { status: 302, headers: { location: to.toString(), "cache-control": "no-store" } });
   }
-  let status = 401;
-  let challenge = 'Bearer error="invalid_token"';
-  if (reason === "missing") challenge = "Bearer";
-  if (reason === "bad_product" || reason === "bad_user") {
-    status = 403;
-    challenge = 'Bearer error="insufficient_scope"';
-  }
-  const title = TITLES[reason] ?? "Admission token refused";
-  return problem(status, `token-${reason.replaceAll("_", "-")}`, title, reason, detail, { "www-authenticate": challenge });
+  return refusal(reason, detail);
 }
 
 function internalError(err) {

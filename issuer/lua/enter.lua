@@ -16,6 +16,11 @@
 --   created, rate, room_state, epoch,
 --   then per user: 1, seq, position, total_waiting            (WAITING)
 --              or: 2, seq, total_waiting, jti, expiry_ms      (ACTIVE)
+--              or: 3, banned_until_ms                         (refused: banned)
+-- A banned user (a member of bans whose end is still ahead) is refused and
+-- nothing of theirs is touched; the check is part of this script, so no
+-- enter slips between a ban and its check. A room without bans costs one
+-- EXISTS; expired bans are ignored here and trimmed by the tick.
 local cfg, created = load_config(true)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 if cfg.state == 'closed' then return { 'ERROR', 'room_closed' } end
@@ -30,6 +35,13 @@ local users = { unpack(ARGV, 3) }
 local waiting = redis.call('ZCARD', K_WAITING) -- kept current as users join
 local scores = redis.call('ZMSCORE', K_WAITING, unpack(users))
 local index = redis.call('HMGET', K_USERS, unpack(users))
+local banned = {} -- i -> end of the ban (ms) of users banned now
+if redis.call('EXISTS', K_BANS) == 1 then
+  local b = redis.call('ZMSCORE', K_BANS, unpack(users))
+  for i = 1, #users do
+    if b[i] and tonumber(b[i]) > clock() then banned[i] = tonumber(b[i]) end
+  end
+end
 local seq0 = tonumber(redis.call('GET', K_SEQ) or '0')
 local seq = seq0 -- the room's count of entries ever created; assigned here, stored at the end
 local joined = {} -- user -> {seq, position} of newcomers, ZADDed at the end
@@ -45,6 +57,10 @@ local function active_reply(s, jti, exp)
 end
 
 local function enter_one(i, user)
+  if banned[i] then
+    out[#out + 1] = 3; out[#out + 1] = banned[i]
+    return
+  end
   local w = joined[user]
   if w then return waiting_reply(w[1], w[2]) end
   local a = admitted[user]

@@ -15,7 +15,9 @@
 --                   (entries ever created = the seq counter)
 --  10 ended    ZSET  "<C|R|E|L|N>:<epoch>.<seq>" -> end time (ms): completed / revoked / expired / left /
 --                   not claimed (expired unclaimed at the arrival window) entries
---  11 unclaimed ZSET jti -> claim deadline (ms): admissions not yet claimed by an exchange (the arrival
+--  11 bans     ZSET  user -> end of the user's ban (ms); expired members are trimmed by the tick
+--  12 banwhy   HASH  user -> "<banned_ms>:<reason>" of each member of bans
+--  13 unclaimed ZSET jti -> claim deadline (ms): admissions not yet claimed by an exchange (the arrival
 --                   window: admit below, the claim in status.lua). Admitted users only: a waiting user
 --                   costs nothing here, a claimed one nothing either.
 -- ARGV[1] = now in ms, or "" to use Redis TIME (one clock for every replica).
@@ -32,7 +34,7 @@
 -- Scripts validate first and write after: Redis has no rollback.
 local K_CONFIG, K_WAITING, K_ACTIVE, K_USERS, K_SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_ADMNO, K_ADMITS, K_BUCKET, K_STATS, K_ENDED = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local K_UNCLAIMED = KEYS[11]
+local K_UNCLAIMED = KEYS[13]
 
 -- now_ms is the room's clock: the given or Redis time, but never earlier
 -- than the latest time a script of this room has written (clock_ms). Replicas
@@ -211,4 +213,46 @@ local function note_peak(now)
   local peak = tonumber(redis.call('HGET', K_STATS, 'peak_active') or '0')
   if live > peak then redis.call('HSET', K_STATS, 'peak_active', live) end
   return live
+end
+
+-- Bans (KEYS 11 and 12; README "Bans"). A ban costs one member in each key
+-- per banned user, nothing per waiting user. Counters in stats: banned (bans
+-- set), removed (waiting entries a ban removed from the line).
+local K_BANS, K_BANWHY = KEYS[11], KEYS[12]
+
+-- ban_user ends what user has in the room and bans them until ends (ms):
+-- the waiting entry is removed (its token then reads REVOKED), the live
+-- admission revoked as revoke.lua does, the user index dropped. A repeated
+-- ban replaces the end and the reason. Frees first, then writes (see
+-- keep_clock). Returns 1 if a waiting entry was removed, else 0, and the jti
+-- of the admission it revoked, or ''.
+local function ban_user(cfg, user, ends, reason, now)
+  local removed, revoked = 0, ''
+  local s = redis.call('ZSCORE', K_WAITING, user)
+  if s then
+    redis.call('ZREM', K_WAITING, user)
+    removed = 1
+  end
+  local j = redis.call('HGET', K_USERS, user)
+  if j then
+    redis.call('HDEL', K_USERS, user)
+    local js = seq_of(cfg, j)
+    if js and redis.call('ZREM', K_ACTIVE, j) == 1 then
+      revoked = j
+      redis.call('ZREM', K_UNCLAIMED, j)
+    end
+  end
+  keep_clock(cfg, now)
+  if removed == 1 then
+    end_entry(cfg, 'R', tonumber(s), now)
+    redis.call('HINCRBY', K_STATS, 'removed', 1)
+  end
+  if revoked ~= '' then
+    end_entry(cfg, 'R', seq_of(cfg, revoked), now)
+    redis.call('HINCRBY', K_STATS, 'revoked', 1)
+  end
+  redis.call('ZADD', K_BANS, num(ends), user)
+  redis.call('HSET', K_BANWHY, user, num(now) .. ':' .. reason)
+  redis.call('HINCRBY', K_STATS, 'banned', 1)
+  return removed, revoked
 end

@@ -8,12 +8,13 @@ local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local user, seq = ARGV[3], tonumber(ARGV[4])
 
--- Reply: {state, seq, position, total_waiting, jti, at_ms, rate, room_state, reason};
+-- Reply: {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason};
 -- at_ms is the admission's expiry for ACTIVE/EXPIRED (the claim deadline for an
--- admission not claimed in time) and the end time for COMPLETED/REVOKED; reason is
+-- admission not claimed in time) and the end time for COMPLETED/REVOKED;
+-- banned_until_ms is the end of the user's ban (REVOKED only; 0: none); reason is
 -- 'not_claimed' or 'session_ended' for EXPIRED, else '' (issuer/scripts.go decodeStatus).
-local function result(state, pos, jti, at, reason)
-  return { state, seq, pos, redis.call('ZCARD', K_WAITING), jti, at, cfg.rate, cfg.state, reason or '' }
+local function result(state, pos, jti, at, ban, reason)
+  return { state, seq, pos, redis.call('ZCARD', K_WAITING), jti, at, cfg.rate, cfg.state, ban or 0, reason or '' }
 end
 -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
 if ARGV[5] ~= cfg.epoch then return result('NOT_FOUND', 0, '', 0) end
@@ -28,8 +29,8 @@ if j and seq_of(cfg, j) == seq then
   local e = redis.call('ZSCORE', K_ACTIVE, j)
   if e then
     local d = unclaimed_by(j)
-    if d and d <= now then return result('EXPIRED', 0, j, d, 'not_claimed') end
-    if tonumber(e) <= now then return result('EXPIRED', 0, j, tonumber(e), 'session_ended') end
+    if d and d <= now then return result('EXPIRED', 0, j, d, 0, 'not_claimed') end
+    if tonumber(e) <= now then return result('EXPIRED', 0, j, tonumber(e), 0, 'session_ended') end
     if d and ARGV[6] == '1' then
       redis.call('ZREM', K_UNCLAIMED, j)
       keep_clock(cfg, now)
@@ -43,7 +44,11 @@ local mine = ''
 if j and seq_of(cfg, j) == seq then mine = j end
 local kind, at = ended(cfg, seq)
 if kind == 'C' then return result('COMPLETED', 0, mine, at) end
-if kind == 'R' then return result('REVOKED', 0, mine, at) end
-if kind == 'E' then return result('EXPIRED', 0, mine, at, 'session_ended') end
-if kind == 'N' then return result('EXPIRED', 0, mine, at, 'not_claimed') end
+if kind == 'R' then
+  local b = tonumber(redis.call('ZSCORE', K_BANS, user) or '0')
+  if b <= now then b = 0 end
+  return result('REVOKED', 0, mine, at, b)
+end
+if kind == 'E' then return result('EXPIRED', 0, mine, at, 0, 'session_ended') end
+if kind == 'N' then return result('EXPIRED', 0, mine, at, 0, 'not_claimed') end
 return result('NOT_FOUND', 0, '', 0)

@@ -52,6 +52,13 @@ if not_claimed > 0 then redis.call('HINCRBY', K_STATS, 'not_claimed', not_claime
 -- batch; a delete costs about a microsecond, a tenth of an admission).
 local old = redis.call('ZCOUNT', K_ENDED, '-inf', num(now - math.max(2 * cfg.session, 600000)))
 if old > 0 then redis.call('ZREMRANGEBYRANK', K_ENDED, 0, math.min(old, 10 * bound) - 1) end
+-- Bans that have ended, the same way (earliest end first, at most 10 * bound per call).
+local unbanned = redis.call('ZCOUNT', K_BANS, '-inf', num(now))
+if unbanned > 0 then
+  local gone = redis.call('ZRANGE', K_BANS, 0, math.min(unbanned, 10 * bound) - 1)
+  redis.call('ZREMRANGEBYRANK', K_BANS, 0, #gone - 1)
+  redis.call('HDEL', K_BANWHY, unpack(gone))
+end
 
 local admitted = 0
 local live = live_count(now)

@@ -30,6 +30,26 @@ export type Reason =
 /** Every Reason, indexed by the module's code (REASONS[0] === "ok"). */
 export declare const REASONS: readonly Reason[];
 
+/** How flashgate answers a refused token over HTTP (problem.Token). */
+export interface Problem {
+  status: number;
+  title: string;
+  /** WWW-Authenticate value (RFC 6750 §3), "" for none. */
+  challenge: string;
+  /** Retry-After in seconds, 0 for none. */
+  retryAfter: number;
+}
+
+/** The HTTP answer for each refusal reason, and for "missing" (no token). */
+export declare const PROBLEMS: Readonly<Record<Exclude<Reason, "ok"> | "missing", Problem>>;
+
+/**
+ * The RFC 9457 problem response for a refused token (type
+ * https://flashgate.dev/problems/token-<reason>, a `reason` member, the
+ * headers of PROBLEMS, Cache-Control: no-store). detail is echoed as is.
+ */
+export declare function refusal(reason: Exclude<Reason, "ok"> | "missing", detail?: string): Response;
+
 /** Defaults of the VerifierOptions timings, in milliseconds. */
 export declare const DEFAULTS: Readonly<{
   minRefreshIntervalMs: 10000;

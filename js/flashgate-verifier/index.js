@@ -39,6 +39,60 @@ export const REASONS = Object.freeze([
   "keys_unavailable", // 17
 ]);
 
+// How flashgate answers a refused token over HTTP: problem.Token in the Go
+// module (RFC 9457 problem details, RFC 6750 §3 challenges). "missing" is no
+// token at all. package_test.go checks this table against problem.Token.
+const INVALID = 'Bearer error="invalid_token"';
+const SCOPE = 'Bearer error="insufficient_scope"';
+const row = (status, title, challenge, retryAfter = 0) => Object.freeze({ status, title, challenge, retryAfter });
+
+/**
+ * The HTTP answer for each refusal reason (and "missing"): {status, title,
+ * challenge (WWW-Authenticate, "" for none), retryAfter (seconds, 0 for
+ * none)} — the issuer's and verifier.Middleware's answers (problem.Token).
+ */
+export const PROBLEMS = Object.freeze({
+  missing: row(401, "Admission token required", "Bearer"),
+  too_large: row(401, "Admission token too large", INVALID),
+  malformed: row(401, "Malformed admission token", INVALID),
+  duplicate_key: row(401, "Admission token has duplicate JSON members", INVALID),
+  unsupported_alg: row(401, "Admission token algorithm not accepted", INVALID),
+  forbidden_header: row(401, "Admission token has a forbidden header", INVALID),
+  bad_type: row(401, "Not an admission token", INVALID),
+  unknown_key: row(401, "Admission token signed by an unknown key", INVALID),
+  bad_signature: row(401, "Admission token signature invalid", INVALID),
+  bad_issuer: row(401, "Admission token from another issuer", INVALID),
+  bad_audience: row(401, "Admission token for another audience", INVALID),
+  bad_product: row(403, "Admission token for another product", SCOPE),
+  bad_user: row(403, "Admission token for another user", SCOPE),
+  invalid_claims: row(401, "Admission token claims invalid", INVALID),
+  expired: row(401, "Admission token expired", INVALID),
+  not_yet_valid: row(401, "Admission token not yet valid", INVALID),
+  lifetime_too_long: row(401, "Admission token lifetime too long", INVALID),
+  keys_unavailable: row(503, "Signing keys unavailable", "", 1),
+});
+
+/**
+ * refusal returns the RFC 9457 problem response flashgate gives for a
+ * refused token: status and title from PROBLEMS, type
+ * https://flashgate.dev/problems/token-<reason>, a `reason` member,
+ * WWW-Authenticate and Retry-After as PROBLEMS says, Cache-Control: no-store.
+ * detail (optional) is echoed: do not pass text you would not show the
+ * client (VerifyResult.message may echo the token).
+ * @param {string} reason  a REASONS name (not "ok") or "missing"
+ * @param {string} [detail]
+ * @returns {Response}
+ */
+export function refusal(reason, detail) {
+  const p = PROBLEMS[reason] ?? PROBLEMS.malformed;
+  const body = { type: `https://flashgate.dev/problems/token-${reason.replaceAll("_", "-")}`, title: p.title, status: p.status, reason };
+  if (detail) body.detail = detail;
+  const headers = { "content-type": "application/problem+json", "cache-control": "no-store" };
+  if (p.challenge) headers["www-authenticate"] = p.challenge;
+  if (p.retryAfter) headers["retry-after"] = String(p.retryAfter);
+  return new Response(JSON.stringify(body), { status: p.status, headers });
+}
+
 const CODE_UNKNOWN_KEY = 7;
 const CODE_KEYS_UNAVAILABLE = 17;
 

@@ -10,10 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate/internal/tokencases"
 	"github.com/flashgate/flashgate/internal/wasmbuild"
+	"github.com/flashgate/flashgate/problem"
+	"github.com/flashgate/flashgate/verifier"
 )
 
 // TestNodePackage runs the package's Node tests (test/*.test.mjs): the
@@ -130,3 +133,49 @@ func copyFile(t *testing.T, from, to string) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestProblemsMatchGo: the package's PROBLEMS (the HTTP answer per refusal
+// reason, used by refusal() and the example Worker) says what problem.Token
+// says, reason by reason, for every verifier code and "missing".
+func TestProblemsMatchGo(t *testing.T) {
+	out, err := exec.Command("node", "--input-type=module", "-e",
+		`import { PROBLEMS } from "./index.js"; console.log(JSON.stringify(PROBLEMS));`).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var js map[string]struct {
+		Status     int    `json:"status"`
+		Title      string `json:"title"`
+		Challenge  string `json:"challenge"`
+		RetryAfter int    `json:"retryAfter"`
+	}
+	require.NoError(t, json.Unmarshal(out, &js), "%s", out)
+	reasons := []string{"missing"}
+	for c := verifier.Code(1); c.String() != "unknown"; c++ {
+		reasons = append(reasons, c.String())
+	}
+	require.Len(t, js, len(reasons), "PROBLEMS has %d reasons, the verifier %d (+ missing)", len(js), len(reasons)-1)
+	for _, r := range reasons {
+		k := problem.Token(r)
+		got, ok := js[r]
+		if !assert.True(t, ok, "PROBLEMS lacks %s", r) {
+			continue
+		}
+		assert.Equal(t, k.Status, got.Status, "%s status", r)
+		assert.Equal(t, k.Title, got.Title, "%s title", r)
+		assert.Equal(t, k.Challenge, got.Challenge, "%s challenge", r)
+		assert.Equal(t, k.RetryAfter, got.RetryAfter, "%s Retry-After", r)
+	}
+}
+
+// TestTypeDeclarations compiles test/types/usage.ts (the README's uses, and
+// misuse marked @ts-expect-error) against index.d.ts with tsc --strict. tsc
+// is the package's one devDependency (npm ci here when it is missing).
+func TestTypeDeclarations(t *testing.T) {
+	tsc := filepath.Join("node_modules", ".bin", "tsc")
+	if _, err := os.Stat(tsc); err != nil {
+		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "npm ci (typescript) in js/flashgate-verifier:\n%s", out)
+	}
+	out, err := exec.Command(tsc, "-p", filepath.Join("test", "types", "tsconfig.json")).CombinedOutput()
+	require.NoError(t, err, "tsc --strict over test/types/usage.ts:\n%s", out)
+}

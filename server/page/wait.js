@@ -153,6 +153,7 @@ async function follow() {
     if (e.state === "ACTIVE") proceed();
   } catch (err) {
     if (err.code === "room_closed") show("closed");
+    else if (err.code === "banned") show("ended", "You were removed from this waiting room for now.");
     else if (err.code === "unknown_room") show("unknown");
     else show("error", `The waiting room could not answer (${err.code ?? "network"}). Reload the page to try again.`);
   }

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { webcrypto } from "node:crypto";
 
-import { Verifier, VerifierError, REASONS, ABI_VERSION, hostCryptoAvailable } from "../index.js";
+import { Verifier, VerifierError, REASONS, ABI_VERSION, PROBLEMS, hostCryptoAvailable, refusal } from "../index.js";
 
 const wasmPath = process.env.FLASHGATE_WASM;
 assert.ok(wasmPath, "set FLASHGATE_WASM to the built module (make wasm)");
@@ -327,4 +327,22 @@ test("jwksUrl: no keys yet → keys_unavailable, create still resolves, retried 
   clock.t += 10_000;
   srv.fail = false;
   assert.equal((await v.verify(current.token, current.opts)).reason, "ok");
+});
+
+test("refusal: the problem document and headers of PROBLEMS", async () => {
+  for (const reason of [...REASONS.slice(1), "missing"]) assert.ok(PROBLEMS[reason], reason);
+  const r = refusal("bad_product", "for sku-2");
+  assert.equal(r.status, 403);
+  assert.equal(r.headers.get("content-type"), "application/problem+json");
+  assert.equal(r.headers.get("cache-control"), "no-store");
+  assert.equal(r.headers.get("www-authenticate"), 'Bearer error="insufficient_scope"');
+  assert.deepEqual(await r.json(), {
+    type: "https://flashgate.dev/problems/token-bad-product",
+    title: "Admission token for another product", status: 403, reason: "bad_product", detail: "for sku-2",
+  });
+  const u = refusal("keys_unavailable");
+  assert.equal(u.status, 503);
+  assert.equal(u.headers.get("retry-after"), "1");
+  assert.equal(u.headers.get("www-authenticate"), null);
+  assert.equal(refusal("missing").headers.get("www-authenticate"), "Bearer");
 });
