@@ -43,7 +43,7 @@ type serveConfig struct {
 	DefaultRate            int           `env:"DEFAULT_RATE_PER_MINUTE" envDefault:"600" help:"new users per minute of rooms created by DEFAULT_ROOM"`
 	DefaultSessionDuration time.Duration `env:"DEFAULT_SESSION" envDefault:"5m" help:"session duration (admission lifetime) of rooms created by DEFAULT_ROOM"`
 	DefaultTick            time.Duration `env:"DEFAULT_TICK" envDefault:"1s" help:"admission tick of rooms created by DEFAULT_ROOM"`
-	DefaultArrivalWindow   time.Duration `env:"ARRIVAL_WINDOW" envDefault:"1m" help:"arrival window of rooms created by DEFAULT_ROOM: an admission not exchanged within it ends early (EXPIRED, reason not_claimed) and its slot goes to the next in line; 0: off (the admission lasts the session)"`
+	DefaultArrivalWindow   time.Duration `env:"DEFAULT_ARRIVAL_WINDOW" envDefault:"1m" help:"arrival window of rooms created by DEFAULT_ROOM: an admission not exchanged within it ends early (EXPIRED, reason not_claimed) and its slot goes to the next in line; 0: off (the admission lasts the session)"`
 	EnterPerUser           int           `env:"ENTER_PER_USER" envDefault:"30" help:"enter requests per window per user id (429 beyond; counted in memory per replica); 0 disables"`
 	EnterPerAddress        int           `env:"ENTER_PER_ADDRESS" envDefault:"300" help:"enter requests per window per client address (many users share one behind a NAT); 0 disables; applied only with FLASHGATE_PROXY_HEADER set, since otherwise every request has your gateway's address"`
 	EnterWindow            time.Duration `env:"ENTER_WINDOW" envDefault:"10s" help:"fixed window of the enter limits (whole seconds)"`

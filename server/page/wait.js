@@ -8,12 +8,11 @@ const d = root.dataset;
 const room = d.room;
 let token = d.token;
 const client = createClient({ base: "" });
-// The entry last shown: while it is WAITING, closing the page gives the place
-// up at once (a courtesy beacon; an admission nobody claims ends with the
-// room's arrival window anyway). The last page of this room in the browser
-// sends it, so closing a second tab keeps the place.
+// The entry last shown. The page does not leave on pagehide
+// (client.leaveOnPagehide): pagehide cannot tell closing the tab from
+// reloading it, and a reload must keep the place; an admission nobody claims
+// ends with the room's arrival window instead (README "The waiting-room page").
 let current = token && ["waiting", "paused", "opens", "reconnecting"].includes(d.state) ? { state: "WAITING", waiting_token: token } : null;
-client.leaveOnPagehide(room, () => current);
 
 const TEXT = {
   waiting: ["You are in line", "Keep this page open: it updates by itself, and takes you on when it is your turn."],
