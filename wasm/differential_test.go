@@ -22,16 +22,7 @@ type differ struct {
 
 func newDiffer(tb testing.TB) *differ {
 	set := tokencases.MustLoad(tb, tokencases.GoldenPath(1))
-	var base tokencases.Case
-	for _, c := range set.Cases {
-		if c.Want == verifier.CodeOK && c.Leeway == 0 && c.User != "" {
-			base = c
-			break
-		}
-	}
-	if base.Token == "" {
-		tb.Fatal("no valid case with a user in the table")
-	}
+	base := set.Base(tb)
 	v := tokencases.Verifier(tb, set, set.Config(base))
 	h := newHost(tb)
 	h.mustSetKeys(string(set.JWKS))
@@ -49,7 +40,7 @@ func (d *differ) check(tok string) verifier.Code {
 			d.tb.Fatalf("token %q: wasm %s %v (%s), native %v (%v)", tok, p.name, got, res, native, err)
 		}
 		if native == verifier.CodeOK {
-			if wc, nc := decodeClaims(d.tb, res), claimsOf(t); wc != nc {
+			if wc, nc := decodeClaims(d.tb, res), tokencases.ClaimsOf(t); wc != nc {
 				d.tb.Fatalf("token %q: wasm %s claims %+v, native %+v", tok, p.name, wc, nc)
 			}
 		}

@@ -53,31 +53,19 @@ type goldenKey struct {
 }
 
 type goldenCase struct {
-	Name       string        `json:"name"`
-	Source     string        `json:"source"`
-	Token      string        `json:"token"`
-	Repeat     string        `json:"repeat,omitempty"`
-	Count      int           `json:"count,omitempty"`
-	Tail       string        `json:"tail,omitempty"`
-	Now        int64         `json:"now"`
-	Product    string        `json:"product"`
-	User       string        `json:"user"`
-	Leeway     int64         `json:"leeway"`
-	Want       string        `json:"want"`
-	WantCode   int           `json:"want_code"`
-	WantClaims *goldenClaims `json:"want_claims,omitempty"`
-}
-
-// goldenClaims has the member names of the wasm module's result JSON.
-type goldenClaims struct {
-	KeyID     string `json:"kid"`
-	Issuer    string `json:"iss"`
-	Audience  string `json:"aud"`
-	User      string `json:"sub"`
-	Product   string `json:"product"`
-	ID        string `json:"jti"`
-	IssuedAt  int64  `json:"iat"`
-	ExpiresAt int64  `json:"exp"`
+	Name       string  `json:"name"`
+	Source     string  `json:"source"`
+	Token      string  `json:"token"`
+	Repeat     string  `json:"repeat,omitempty"`
+	Count      int     `json:"count,omitempty"`
+	Tail       string  `json:"tail,omitempty"`
+	Now        int64   `json:"now"`
+	Product    string  `json:"product"`
+	User       string  `json:"user"`
+	Leeway     int64   `json:"leeway"`
+	Want       string  `json:"want"`
+	WantCode   int     `json:"want_code"`
+	WantClaims *Claims `json:"want_claims,omitempty"`
 }
 
 const goldenAbout = "flashgate admission-token case table (internal/tokencases). Generated: " +
@@ -114,7 +102,8 @@ func Encode(s *Set) ([]byte, error) {
 			gc.Token, gc.Repeat, gc.Count, gc.Tail = splitRun(c.Token)
 		}
 		if w := c.WantClaims; w != nil {
-			gc.WantClaims = &goldenClaims{w.KeyID, w.Issuer, w.Audience, w.User, w.Product, w.ID, w.IssuedAt, w.ExpiresAt}
+			cp := *w
+			gc.WantClaims = &cp
 		}
 		g.Cases = append(g.Cases, gc)
 	}
@@ -210,7 +199,8 @@ func Decode(data []byte) (*Set, error) {
 			Now: gc.Now, Product: gc.Product, User: gc.User, Leeway: gc.Leeway, Want: want,
 		}
 		if w := gc.WantClaims; w != nil {
-			c.WantClaims = &Claims{w.KeyID, w.Issuer, w.Audience, w.User, w.Product, w.ID, w.IssuedAt, w.ExpiresAt}
+			cp := *w
+			c.WantClaims = &cp
 		}
 		s.Cases = append(s.Cases, c)
 	}

@@ -37,3 +37,16 @@ func Verifier(tb testing.TB, s *Set, cfg verifier.Config) *verifier.Verifier {
 	}
 	return v
 }
+
+// Base returns the first accepted case with a user and no leeway: the token
+// the differential tests mutate.
+func (s *Set) Base(tb testing.TB) Case {
+	tb.Helper()
+	for _, c := range s.Cases {
+		if c.Want == verifier.CodeOK && c.Leeway == 0 && c.User != "" {
+			return c
+		}
+	}
+	tb.Fatal("tokencases: no valid case with a user in the table")
+	return Case{}
+}

@@ -63,16 +63,34 @@ const (
 	MaxLifetime = int64(verifier.DefaultMaxLifetime / time.Second)
 )
 
-// Claims are the expected fields of an accepted token.
+// Claims are the fields of an accepted token, with the member names of the
+// wasm module's result JSON (wasm/README.md), the golden file's want_claims
+// and the JavaScript package's claims.
 type Claims struct {
-	KeyID     string
-	Issuer    string
-	Audience  string
-	User      string
-	Product   string
-	ID        string
-	IssuedAt  int64 // Unix seconds
-	ExpiresAt int64 // Unix seconds
+	KeyID     string `json:"kid"`
+	Issuer    string `json:"iss"`
+	Audience  string `json:"aud"`
+	User      string `json:"sub"`
+	Product   string `json:"product"`
+	ID        string `json:"jti"`
+	IssuedAt  int64  `json:"iat"` // Unix seconds
+	ExpiresAt int64  `json:"exp"` // Unix seconds
+}
+
+// ClaimsOf returns the Claims of a token the native verifier accepted.
+func ClaimsOf(t *verifier.Token) Claims {
+	return Claims{t.KeyID, t.Issuer, t.Audience, t.User, t.Product, t.ID, t.IssuedAt.Unix(), t.ExpiresAt.Unix()}
+}
+
+// DecodeClaims parses a claims JSON object: exactly the eight members.
+func DecodeClaims(data []byte) (Claims, error) {
+	var c Claims
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("claims %s: %v", data, err)
+	}
+	return c, nil
 }
 
 // Case is one token and the expected verification result.

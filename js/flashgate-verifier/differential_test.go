@@ -236,16 +236,7 @@ type differ struct {
 func newDiffer(tb testing.TB) *differ {
 	tb.Helper()
 	set := tokencases.MustLoad(tb, tokencases.GoldenPath(2))
-	var base tokencases.Case
-	for _, c := range set.Cases {
-		if c.Want == verifier.CodeOK && c.Leeway == 0 && c.User != "" {
-			base = c
-			break
-		}
-	}
-	if base.Token == "" {
-		tb.Fatal("no valid case with a user in the table")
-	}
+	base := set.Base(tb)
 	df := &differ{set: set, base: base, now: base.Now}
 	cfg := set.Config(base)
 	cfg.Now = func() time.Time { return time.Unix(df.now, 0) }
@@ -283,9 +274,9 @@ func (df *differ) check(tb testing.TB, req request) verifier.Code {
 	df.now = req.Now
 	tok, err := df.v.Verify(context.Background(), req.Token, verifier.Expect{Product: req.Product, User: req.User})
 	native := verifier.CodeOf(err)
-	var wc *claims
+	var wc *tokencases.Claims
 	if native == verifier.CodeOK {
-		c := claimsOf(tok)
+		c := tokencases.ClaimsOf(tok)
 		wc = &c
 	}
 	resp, err := df.d.ask(req)
