@@ -62,6 +62,20 @@ function verifierFor(env, cfg) {
 // ---------------------------------------------------------------------------
 // Configuration from the environment.
 
+// configs caches readConfig per env object: the bindings are fixed for an
+// isolate, so each request need not parse them again (a new env object, as
+// after a deploy, is read afresh; a bad configuration throws every time).
+const configs = new WeakMap();
+
+function configFor(env) {
+  let cfg = configs.get(env);
+  if (cfg === undefined) {
+    cfg = readConfig(env);
+    configs.set(env, cfg);
+  }
+  return cfg;
+}
+
 function readConfig(env) {
   const str = (name, def) => {
     const v = env[name];
@@ -207,7 +221,7 @@ function tagged(res, crypto) {
 }
 
 async function handle(request, env) {
-  const cfg = readConfig(env);
+  const cfg = configFor(env);
   const url = new URL(request.url);
   const product = productOf(url.pathname, cfg);
   if (product === null) return forward(request, env, cfg, url, null); // unprotected

@@ -232,14 +232,28 @@ function nodeCrypto() {
   };
 }
 
+// webCrypto resolves to globalThis.crypto.subtle when it passes the probe,
+// else null; probed once per realm.
+function webCrypto() {
+  probed ??= probe(globalThis.crypto?.subtle);
+  return probed;
+}
+
+// hostSubtle picks who checks signatures on the host path: options.subtle
+// when given, else node:crypto in Node, else WebCrypto — each only if it
+// passes the probe; null when none does (the pure path).
+async function hostSubtle(options) {
+  if (options.subtle !== undefined) return probe(options.subtle);
+  return (await probe(nodeCrypto())) ?? (await webCrypto());
+}
+
 /**
  * Reports whether this runtime's WebCrypto verifies Ed25519 (the host-crypto
  * path of Verifier). Probed once with RFC 8032 §7.1 TEST 1.
  * @returns {Promise<boolean>}
  */
 export async function hostCryptoAvailable() {
-  probed ??= probe(globalThis.crypto?.subtle);
-  return (await probed) !== null;
+  return (await webCrypto()) !== null;
 }
 
 // ---------------------------------------------------------------------------
@@ -445,8 +459,7 @@ export class Verifier {
     v.#instance(); // checks the ABI and the configuration now
 
     if (mode !== "pure") {
-      if (options.subtle !== undefined) v.#subtle = await probe(options.subtle);
-      else v.#subtle = (await probe(nodeCrypto())) ?? ((await hostCryptoAvailable()) ? await probed : null);
+      v.#subtle = await hostSubtle(options);
       if (mode === "host" && v.#subtle === null) {
         throw bad('crypto: "host" but this runtime\'s WebCrypto has no Ed25519');
       }
