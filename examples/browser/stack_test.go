@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,18 +22,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/wasmbuild"
 	"github.com/flashgate/flashgate/internal/workerdtest"
 )
 
 const adminToken = "browser-test-admin"
 
 // repoRoot is the module root (this package is examples/browser).
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	return root
-}
+func repoRoot(t testing.TB) string { return wasmbuild.Root(t) }
 
 // buildFlashgate builds cmd/flashgate into a temporary directory.
 func buildFlashgate(t testing.TB) string {
@@ -166,18 +161,8 @@ func (s *shop) visits() []shopVisit {
 func startWorker(t testing.TB, port int, issuerAddr, originAddr, waitingURL string) string {
 	t.Helper()
 	wdir := filepath.Join(repoRoot(t), "examples", "cloudflare-worker")
-	arch := map[string]string{"amd64": "64", "arm64": "arm64"}[runtime.GOARCH]
-	bin := filepath.Join(wdir, "node_modules", "@cloudflare", "workerd-"+runtime.GOOS+"-"+arch, "bin", "workerd")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("workerd is not installed (%v): run `npm ci` in examples/cloudflare-worker (`make test` does)", err)
-	}
-	wasm := os.Getenv("FLASHGATE_WASM")
-	if wasm == "" {
-		wasm = filepath.Join(repoRoot(t), "build", "flashgate-verifier.wasm")
-	}
-	if _, err := os.Stat(wasm); err != nil {
-		t.Fatalf("the wasm verifier is not built (%v): set FLASHGATE_WASM or run `make wasm` (`make test` does)", err)
-	}
+	bin := workerdtest.Binary(t)
+	wasm := wasmbuild.Path(t)
 	dir := t.TempDir()
 	workerdtest.CopyFile(t, filepath.Join(wdir, "worker.js"), filepath.Join(dir, "worker.js"))
 	workerdtest.CopyFile(t, wasm, filepath.Join(dir, "flashgate-verifier.wasm"))
@@ -287,4 +272,10 @@ func complete(t testing.TB, base, room, admission string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "complete: %s", b)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	wasmbuild.Cleanup()
+	os.Exit(code)
 }

@@ -20,7 +20,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,20 +47,7 @@ const (
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // workerdBinary returns the workerd executable npm installed in this folder.
-func workerdBinary(t testing.TB) string {
-	t.Helper()
-	arch := map[string]string{"amd64": "64", "arm64": "arm64"}[runtime.GOARCH]
-	osName := runtime.GOOS
-	if osName == "windows" {
-		t.Fatalf("workerd test: run it on Linux or macOS")
-	}
-	bin, err := filepath.Abs(filepath.Join("node_modules", "@cloudflare", "workerd-"+osName+"-"+arch, "bin", "workerd"))
-	require.NoError(t, err)
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("workerd is not installed (%v): run `npm ci` in examples/cloudflare-worker (`make test` does)", err)
-	}
-	return bin
-}
+func workerdBinary(t testing.TB) string { return workerdtest.Binary(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -168,4 +169,18 @@ func CopyFile(t testing.TB, from, to string) {
 	b, err := os.ReadFile(from)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(to, b, 0o644))
+}
+
+// Binary returns the workerd executable npm installs in
+// examples/cloudflare-worker (pinned by its package-lock.json), failing t
+// when it is missing.
+func Binary(t testing.TB) string {
+	t.Helper()
+	arch := map[string]string{"amd64": "64", "arm64": "arm64"}[runtime.GOARCH]
+	bin := filepath.Join(wasmbuild.Root(t), "examples", "cloudflare-worker", "node_modules", "@cloudflare",
+		"workerd-"+runtime.GOOS+"-"+arch, "bin", "workerd")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("workerd is not installed (%v): run `npm ci` in examples/cloudflare-worker (`make test` does)", err)
+	}
+	return bin
 }
