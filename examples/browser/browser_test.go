@@ -102,6 +102,17 @@ func TestBrowserShopperPath(t *testing.T) {
 	})
 	br.screenshot("tab2", filepath.Join(shots, "02-second-tab.png"))
 	br.must(nil, "closePage", map[string]any{"page": "tab2"})
+	// Closing the second tab and reloading the first keep the place too (the
+	// page sends no leave on pagehide: README "The waiting-room page").
+	reloadBefore, err := br.view("tab1", true)
+	require.NoError(t, err)
+	require.NotEmpty(t, deref(reloadBefore.Token))
+	br.must(nil, "reload", map[string]any{"page": "tab1"})
+	reloadAfter := waitFor(t, br, "tab1", "the same place after a reload", 10*time.Second, func(v view) bool {
+		return v.state() == "waiting" && v.position() == "3"
+	})
+	// The same entry, not a new one at the back: the same waiting token.
+	require.Equal(t, deref(reloadBefore.Token), deref(reloadAfter.Token), "the reload gave the place up and entered again")
 
 	// 3. The issuer crashes and restarts mid-wait: the page says it is
 	// reconnecting, then shows the same place again.

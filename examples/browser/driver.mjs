@@ -69,6 +69,7 @@ async function view(page) {
       url: location.href,
       title: document.title,
       state: fg?.dataset.state ?? null,
+      token: fg?.dataset.token ?? null,
       position: text("position"),
       ahead: text("ahead"),
       heading: text("heading"),

@@ -39,6 +39,7 @@ type view struct {
 	URL      string  `json:"url"`
 	Title    string  `json:"title"`
 	State    *string `json:"state"`
+	Token    *string `json:"token"` // the waiting token the page was rendered with
 	Position *string `json:"position"`
 	Ahead    *string `json:"ahead"`
 	Heading  *string `json:"heading"`
