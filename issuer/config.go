@@ -189,7 +189,7 @@ func New(cfg Config) (*Issuer, error) {
 		is.log = slog.Default()
 	}
 	if cfg.DefaultRoom != nil {
-		is.policy = cfg.DefaultRoom.WithDefaults().policy()
+		is.policy = cfg.DefaultRoom.WithDefaults().policy("-")
 	}
 	return is, nil
 }

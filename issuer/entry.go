@@ -19,7 +19,13 @@ type Entry struct {
 	// Arrival is the entry's arrival number in its room (1, 2, …): FIFO order.
 	Arrival int64
 	// Position is the 1-based place in line (WAITING only); Ahead = Position − 1.
+	// Both are 0 while PreQueue is set.
 	Position int64
+	// PreQueue: WAITING in a shuffle room's pre-queue, the place not drawn
+	// yet (RoomConfig.PreQueue): before the room opens, and until the
+	// lottery has placed everyone who entered before it. EstimatedWait is
+	// −1 then.
+	PreQueue bool
 	// PositionEstimated is true when Position was interpolated from the
 	// replica's room snapshot rather than counted (ZRANK); see snapshot.go.
 	PositionEstimated bool
@@ -63,6 +69,7 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 		AdmissionID:  r.jti,
 		Created:      r.created,
 		RoomState:    r.roomState,
+		PreQueue:     r.preQueue,
 	}
 	if e.State == flashgate.StateExpired {
 		e.Reason = r.reason
@@ -82,9 +89,9 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 	}
 	rate := r.rate
 	if e.State == flashgate.StateWaiting {
-		e.Ahead = e.Position - 1
+		e.Ahead = max(0, e.Position-1)
 		e.EstimatedWait = -1
-		if e.RoomState == RoomOpen && rate > 0 {
+		if e.RoomState == RoomOpen && rate > 0 && !e.PreQueue {
 			e.EstimatedWait = time.Duration(float64(e.Ahead) * float64(time.Minute) / float64(rate))
 		}
 		e.PollAfter = pollAfter(e.EstimatedWait)

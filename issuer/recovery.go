@@ -51,7 +51,7 @@ func (is *Issuer) remember(room string, c RoomConfig) {
 		return
 	}
 	// The key outlives the call: a copy (invariant 7).
-	is.known.Store(strings.Clone(room), &knownRoom{cfg: c, policy: c.policy()})
+	is.known.Store(strings.Clone(room), &knownRoom{cfg: c, policy: c.policy("-")})
 }
 
 // rememberPolicy records c, a config the scripts reported (no branding), as
@@ -68,6 +68,7 @@ func (is *Issuer) rememberPolicy(room string, c RoomConfig) {
 func (c RoomConfig) equal(d RoomConfig) bool {
 	return c.Capacity == d.Capacity && c.RatePerMinute == d.RatePerMinute && c.SessionDuration == d.SessionDuration &&
 		c.Tick == d.Tick && c.TickBatch == d.TickBatch && c.State == d.State && c.ArrivalWindow == d.ArrivalWindow &&
+		c.preQueue() == d.preQueue() &&
 		c.Opens.Equal(d.Opens) && c.Closes.Equal(d.Closes) &&
 		c.PageTitle == d.PageTitle && c.PageMessage == d.PageMessage && c.BrandColor == d.BrandColor
 }
@@ -108,15 +109,25 @@ func (is *Issuer) knows(room string) bool {
 // default policy (a new room) and tick "" (a tick only restores, so every
 // room it creates is a restore, logged as one). Every other script gets "",
 // which keeps the lookup and the bytes off the status and completion paths.
+// A shuffle room's policy carries a fresh lottery seed on every call (the
+// scripts store it only when they create the room), so no two rooms share
+// one: a seed shown after one room's draw predicts no other room's.
 func (is *Issuer) createArg(s *redis.Script, room string) string {
 	if s != enterScript && s != tickScript {
 		return ""
 	}
 	if v, ok := is.known.Load(room); ok {
-		return v.(*knownRoom).policy
+		k := v.(*knownRoom)
+		if k.cfg.PreQueue == PreQueueShuffle {
+			return k.cfg.policy(newLotterySeed())
+		}
+		return k.policy
 	}
-	if s == tickScript {
+	if s == tickScript || is.cfg.DefaultRoom == nil {
 		return ""
+	}
+	if is.cfg.DefaultRoom.PreQueue == PreQueueShuffle {
+		return is.cfg.DefaultRoom.WithDefaults().policy(newLotterySeed())
 	}
 	return is.policy
 }

@@ -81,6 +81,16 @@ type RoomConfig struct {
 	// admissions already made run to their expiry and can complete.
 	// Both are judged by the room's clock (Redis TIME), not the replica's.
 	Opens, Closes time.Time
+	// PreQueue orders the pre-queue — everyone who entered before the room
+	// first opened (Opens, or an open after a pause): PreQueueFIFO (the
+	// default, "" here) keeps arrival order; PreQueueShuffle places them in
+	// a uniformly random order drawn once, atomically, when the room first
+	// opens, from a secret 128-bit seed shown after the draw (Stats.Lottery,
+	// lottery.go; README "Pre-queue lottery"). Later arrivals queue behind
+	// them in arrival order. Set it before the room opens: a room switched to
+	// shuffle after it has opened has no pre-queue (its draw is recorded as
+	// empty).
+	PreQueue PreQueue
 
 	// The waiting page's branding (GET /wait/{room}); "" everywhere is the
 	// built-in page. The scripts never read these (stored as the config
@@ -120,6 +130,9 @@ func (c RoomConfig) WithDefaults() RoomConfig {
 	if c.ArrivalWindow == 0 {
 		c.ArrivalWindow = DefaultArrivalWindow
 	}
+	if c.PreQueue == "" {
+		c.PreQueue = PreQueueFIFO
+	}
 	return c
 }
 
@@ -140,6 +153,8 @@ func (c RoomConfig) Validate() error {
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "arrival_window must be 0 (off) or whole milliseconds in 1s…%s, got %s", MaxSessionDuration, c.ArrivalWindow)
 	case c.State != RoomOpen && c.State != RoomPaused && c.State != RoomClosed:
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "state must be open, paused or closed, got %q", c.State)
+	case c.PreQueue != PreQueueFIFO && c.PreQueue != PreQueueShuffle:
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "prequeue must be fifo or shuffle, got %q", clip(string(c.PreQueue)))
 	case !c.Opens.IsZero() && c.Opens.UnixMilli() <= 0, !c.Closes.IsZero() && c.Closes.UnixMilli() <= 0:
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "opens and closes must be after 1970-01-01")
 	case !c.Opens.IsZero() && !c.Closes.IsZero() && !c.Closes.After(c.Opens):
@@ -224,11 +239,21 @@ func arrivalWindow(ms int64) time.Duration {
 }
 
 // policy encodes c as the scripts' create-room argument (lua/prelude.lua
-// ARGV[2]): "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms,arrival_ms".
-func (c RoomConfig) policy() string {
-	return fmt.Sprintf("%s,%d,%d,%d,%d,%d,%d,%d,%d", c.State, c.Capacity, c.RatePerMinute,
+// ARGV[2]): "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms,arrival_ms,prequeue,seed",
+// seed being the room's lottery seed ("-": none; see Issuer.createArg,
+// which gives every shuffle room created from it a fresh one).
+func (c RoomConfig) policy(seed string) string {
+	return fmt.Sprintf("%s,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s", c.State, c.Capacity, c.RatePerMinute,
 		c.SessionDuration.Milliseconds(), c.TickBatch, c.Tick.Milliseconds(), windowMs(c.Opens), windowMs(c.Closes),
-		arrivalMs(c.ArrivalWindow))
+		arrivalMs(c.ArrivalWindow), c.preQueue(), seed)
+}
+
+// preQueue is c.PreQueue, "" read as the default (fifo).
+func (c RoomConfig) preQueue() PreQueue {
+	if c.PreQueue == "" {
+		return PreQueueFIFO
+	}
+	return c.PreQueue
 }
 
 // ValidID reports whether s is a valid room or user id: 1…128 bytes of

@@ -16,7 +16,12 @@ import (
 
 // SetRoom creates or replaces room's configuration (zero fields take their
 // defaults) and registers the room with the tick loop. Changes apply to the
-// next script run on every replica. Errors: flashgate.ErrInvalidInput, flashgate.ErrUnavailable.
+// next script run on every replica. The write is one script
+// (lua/configure.lua): a pre-queue lottery due under the configuration in
+// effect until now is drawn first; a shuffle room gets its secret seed if it
+// has none (never replaced); a room switched to shuffle after it has opened
+// gets an empty draw (RoomConfig.PreQueue). Errors: flashgate.ErrInvalidInput,
+// flashgate.ErrUnavailable, flashgate.ErrStoreFull.
 func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomConfig, error) {
 	if err := checkRoom(room); err != nil {
 		return RoomConfig{}, err
@@ -25,15 +30,20 @@ func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomC
 	if err := c.Validate(); err != nil {
 		return RoomConfig{}, err
 	}
-	err := is.cfg.Redis.HSet(ctx, roomKeys(room)[0],
+	seed := ""
+	if c.PreQueue == PreQueueShuffle {
+		seed = newLotterySeed()
+	}
+	_, err := is.run(ctx, configureScript, room, seed,
 		"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
 		"session_ms", c.SessionDuration.Milliseconds(), "batch", c.TickBatch, "tick_ms", c.Tick.Milliseconds(),
 		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes), "arrival_ms", arrivalMs(c.ArrivalWindow),
-		"page_title", c.PageTitle, "page_message", c.PageMessage, "brand_color", c.BrandColor).Err()
-	if err == nil {
-		err = is.cfg.Redis.SAdd(ctx, keyRooms, room).Err()
-	}
+		"prequeue", string(c.PreQueue),
+		"page_title", c.PageTitle, "page_message", c.PageMessage, "brand_color", c.BrandColor)
 	if err != nil {
+		return RoomConfig{}, err
+	}
+	if err := is.cfg.Redis.SAdd(ctx, keyRooms, room).Err(); err != nil {
 		return RoomConfig{}, unavailable(err)
 	}
 	is.remember(room, c)
@@ -56,6 +66,8 @@ type RoomPatch struct {
 	ArrivalWindow *time.Duration
 	// Opens and Closes set the event window; a zero time removes the bound.
 	Opens, Closes *time.Time
+	// PreQueue sets the pre-queue order (fifo or shuffle).
+	PreQueue *PreQueue
 	// PageTitle, PageMessage and BrandColor set the page's branding; ""
 	// clears one.
 	PageTitle, PageMessage, BrandColor *string
@@ -84,6 +96,12 @@ func (p RoomPatch) apply(c RoomConfig) (RoomConfig, error) {
 	}
 	if p.State != nil && *p.State == "" {
 		return RoomConfig{}, flashgate.Errorf(flashgate.CodeInvalidInput, "state must be open, paused or closed")
+	}
+	if p.PreQueue != nil && *p.PreQueue == "" {
+		return RoomConfig{}, flashgate.Errorf(flashgate.CodeInvalidInput, "prequeue must be fifo or shuffle")
+	}
+	if p.PreQueue != nil {
+		c.PreQueue = *p.PreQueue
 	}
 	if p.Capacity != nil {
 		c.Capacity = *p.Capacity
@@ -165,6 +183,15 @@ func (is *Issuer) UpdateRoom(ctx context.Context, room string, patch RoomPatch) 
 	return cfg, created, nil
 }
 
+// preQueueOf reads the config hash's prequeue field (absent: a room from
+// before the setting, fifo).
+func preQueueOf(s string) PreQueue {
+	if s == "" {
+		return PreQueueFIFO
+	}
+	return PreQueue(s)
+}
+
 // Room returns room's configuration. Errors: flashgate.ErrInvalidInput,
 // flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
 func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
@@ -185,8 +212,8 @@ func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 		Tick:            time.Duration(atoi("tick_ms")) * time.Millisecond,
 		TickBatch:       atoi("batch"), State: RoomState(m["state"]),
 		Opens: windowTime(int64(atoi("opens_ms"))), Closes: windowTime(int64(atoi("closes_ms"))),
-		ArrivalWindow: arrivalWindow(int64(atoi("arrival_ms"))),
-		PageTitle:     m["page_title"], PageMessage: m["page_message"], BrandColor: m["brand_color"],
+		ArrivalWindow: arrivalWindow(int64(atoi("arrival_ms"))), PreQueue: preQueueOf(m["prequeue"]),
+		PageTitle: m["page_title"], PageMessage: m["page_message"], BrandColor: m["brand_color"],
 	}
 	is.remember(room, c)
 	return c, nil
@@ -243,6 +270,9 @@ type Stats struct {
 	Removed int64
 	// PeakActive is the highest number of live admissions seen right after an admission.
 	PeakActive int64
+	// Lottery is the room's pre-queue lottery: nil for a room that has
+	// none (fifo, and never drawn); before the draw only its Commitment.
+	Lottery *Lottery
 	// Epoch is the room's epoch: created with the room, new whenever the room
 	// is recreated after Redis lost its data (invariant 6, README "Invariants").
 	Epoch string

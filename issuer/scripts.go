@@ -32,18 +32,19 @@ func loadScript(name string) *redis.Script {
 // EVALSHA and falls back to EVAL on NOSCRIPT, so a SCRIPT FLUSH or a Redis
 // restart only costs one extra round trip.
 var (
-	enterScript    = loadScript("enter")
-	statusScript   = loadScript("status")
-	leaveScript    = loadScript("leave")
-	completeScript = loadScript("complete")
-	activeScript   = loadScript("active")
-	revokeScript   = loadScript("revoke")
-	tickScript     = loadScript("tick")
-	statsScript    = loadScript("stats")
-	snapshotScript = loadScript("snapshot")
-	banScript      = loadScript("ban")
-	unbanScript    = loadScript("unban")
-	bansScript     = loadScript("bans")
+	enterScript     = loadScript("enter")
+	statusScript    = loadScript("status")
+	leaveScript     = loadScript("leave")
+	completeScript  = loadScript("complete")
+	activeScript    = loadScript("active")
+	revokeScript    = loadScript("revoke")
+	tickScript      = loadScript("tick")
+	statsScript     = loadScript("stats")
+	snapshotScript  = loadScript("snapshot")
+	banScript       = loadScript("ban")
+	unbanScript     = loadScript("unban")
+	bansScript      = loadScript("bans")
+	configureScript = loadScript("configure")
 )
 
 // Redis lists just the commands flashgate uses, so *redis.Client,
@@ -224,6 +225,7 @@ type scriptEntry struct {
 	epoch           string // the room's epoch (enter; status leaves it "": the token carries it)
 	bannedUntil     int64  // ms: the end of the user's ban (enter: refused; status: REVOKED), 0 for none
 	reason          string // why an EXPIRED entry ended: "not_claimed" or "session_ended" (status)
+	preQueue        bool   // WAITING in a shuffle room's pre-queue, place not drawn yet (the scripts' position 0)
 }
 
 // admission decodes e.jti with the one codec of admission ids,
@@ -237,11 +239,13 @@ func (e scriptEntry) admission() (id flashgate.AdmissionID, ok bool) {
 }
 
 // decodeStatus decodes the status script's reply (lua/status.lua):
-// {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason}.
+// {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason};
+// position 0 of a WAITING entry: in the pre-queue (preQueue).
 func decodeStatus(r []any) scriptEntry {
 	e := scriptEntry{state: flashgate.State(asString(r[0])), seq: asInt(r[1]), pos: asInt(r[2]),
 		total: asInt(r[3]), jti: asString(r[4]), at: asInt(r[5]), rate: asInt(r[6]),
 		roomState: RoomState(asString(r[7]))}
+	e.preQueue = e.state == flashgate.StateWaiting && e.pos == 0
 	if len(r) > 8 {
 		e.bannedUntil = asInt(r[8])
 	}
@@ -253,7 +257,7 @@ func decodeStatus(r []any) scriptEntry {
 
 // decodeEnter decodes the enter script's reply for n users (lua/enter.lua):
 // {created, rate, room_state, epoch, then per user 1, seq, position,
-// total_waiting (WAITING), 2, seq, total_waiting, jti, expiry_ms (ACTIVE) or
+// total_waiting (WAITING; position 0: in the pre-queue), 2, seq, total_waiting, jti, expiry_ms (ACTIVE) or
 // 3, banned_until_ms (refused: a scriptEntry with bannedUntil and no state)}.
 // A reply of any other shape is a flashgate.CodeInternal error.
 func decodeEnter(r []any, n int) ([]scriptEntry, error) {
@@ -274,6 +278,7 @@ func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 				return bad()
 			}
 			e.state, e.seq, e.pos, e.total = flashgate.StateWaiting, asInt(r[i+1]), asInt(r[i+2]), asInt(r[i+3])
+			e.preQueue = e.pos == 0
 			i += 4
 		case 2:
 			if i+5 > len(r) {
@@ -372,10 +377,11 @@ func decodeActive(r []any) activeReply { return activeReply(asString(r[0])) }
 // tickReply is one tick script call's reply (lua/tick.lua):
 // {admitted, expired, active, waiting, tick_ms, created, then the room's
 // config as configured: state, capacity, rate, session_ms, batch, opens_ms,
-// closes_ms, arrival_ms, then not_claimed}.
+// closes_ms, arrival_ms, then not_claimed, drawn, prequeue}.
 type tickReply struct {
 	admitted, expired int  // this call's admissions and expiries
 	notClaimed        int  // of the expiries, those not claimed within the arrival window
+	placed            int  // pre-queue entries this call moved to their lottery place
 	active, waiting   int  // after the call
 	created           bool // the call restored the room from the replica's last known config
 	cfg               RoomConfig
@@ -384,30 +390,32 @@ type tickReply struct {
 // decodeTick decodes a tick reply; one of any other shape is a
 // flashgate.CodeInternal error.
 func decodeTick(r []any) (tickReply, error) {
-	if len(r) < 15 {
+	if len(r) < 17 {
 		return tickReply{}, flashgate.Errorf(flashgate.CodeInternal, "tick script: malformed reply %v", r)
 	}
 	return tickReply{admitted: int(asInt(r[0])), expired: int(asInt(r[1])),
 		active: int(asInt(r[2])), waiting: int(asInt(r[3])), created: asInt(r[5]) == 1,
-		notClaimed: int(asInt(r[14])),
+		notClaimed: int(asInt(r[14])), placed: int(asInt(r[15])),
 		cfg: RoomConfig{State: RoomState(asString(r[6])), Capacity: int(asInt(r[7])),
 			RatePerMinute: int(asInt(r[8])), SessionDuration: time.Duration(asInt(r[9])) * time.Millisecond,
 			TickBatch: int(asInt(r[10])), Tick: time.Duration(asInt(r[4])) * time.Millisecond,
 			Opens: windowTime(asInt(r[11])), Closes: windowTime(asInt(r[12])),
-			ArrivalWindow: arrivalWindow(asInt(r[13]))}}, nil
+			ArrivalWindow: arrivalWindow(asInt(r[13])), PreQueue: preQueueOf(asString(r[16]))}}, nil
 }
 
 // decodeStats decodes the stats script's reply (lua/stats.lua): {'OK',
 // waiting, active, configured state, capacity, rate, session_ms, batch,
 // tick_ms, stats HGETALL flat list, now_ms, entries ever created, state in
-// effect, opens_ms, closes_ms, epoch, arrival_ms}.
+// effect, opens_ms, closes_ms, epoch, arrival_ms, prequeue, then the lottery:
+// cutoff (−1: not drawn), bits, lottery_ms, lottery_done_ms, seed (” before
+// the draw), commitment (” without a seed)}.
 func decodeStats(room string, r []any) *Stats {
 	st := &Stats{Room: room, Waiting: asInt(r[1]), Active: asInt(r[2]),
 		Config: RoomConfig{State: RoomState(asString(r[3])), Capacity: int(asInt(r[4])),
 			RatePerMinute: int(asInt(r[5])), SessionDuration: time.Duration(asInt(r[6])) * time.Millisecond,
 			TickBatch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond,
 			Opens: windowTime(asInt(r[13])), Closes: windowTime(asInt(r[14])),
-			ArrivalWindow: arrivalWindow(asInt(r[16]))},
+			ArrivalWindow: arrivalWindow(asInt(r[16])), PreQueue: preQueueOf(asString(r[17]))},
 		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11]), State: RoomState(asString(r[12])),
 		Epoch: asString(r[15])}
 	kv, _ := r[9].([]any)
@@ -415,17 +423,27 @@ func decodeStats(room string, r []any) *Stats {
 		"expired": &st.Expired, "not_claimed": &st.NotClaimed, "completed": &st.Completed, "revoked": &st.Revoked,
 		"left": &st.Left, "zombies": &st.Zombies, "peak_active": &st.PeakActive,
 		"banned": &st.Banned, "removed": &st.Removed}
+	var placed int64
+	fields["drawn"] = &placed
 	for i := 0; i+1 < len(kv); i += 2 {
 		if p, ok := fields[asString(kv[i])]; ok {
 			*p = asInt(kv[i+1])
 		}
+	}
+	if cutoff, commitment := asInt(r[18]), asString(r[23]); cutoff >= 0 || commitment != "" {
+		l := &Lottery{Commitment: commitment, Placed: placed}
+		if cutoff >= 0 {
+			l.Drawn, l.Cutoff, l.Bits, l.Seed = true, cutoff, int(asInt(r[19])), asString(r[22])
+			l.DrawnAt, l.PlacedAt = windowTime(asInt(r[20])), windowTime(asInt(r[21]))
+		}
+		st.Lottery = l
 	}
 	return st
 }
 
 // decodeSnapshot decodes the snapshot script's reply (lua/snapshot.lua):
 // {waiting, head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch,
-// banned users}; at is when the call was sent.
+// banned users, exact_through, before}; at is when the call was sent.
 func decodeSnapshot(r []any, at time.Time) *snapshot {
 	s := &snapshot{at: at, waiting: asInt(r[0]), head: asInt(r[1]), tail: asInt(r[2]),
 		state: RoomState(asString(r[3])), rate: asInt(r[4]), capacity: asInt(r[5]),
@@ -437,6 +455,9 @@ func decodeSnapshot(r []any, at time.Time) *snapshot {
 				s.banned[asString(u)] = struct{}{}
 			}
 		}
+	}
+	if len(r) > 10 {
+		s.exactThrough, s.before = asInt(r[9]), asInt(r[10])
 	}
 	return s
 }

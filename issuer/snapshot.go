@@ -38,6 +38,12 @@ type snapshot struct {
 	// snapshot script lists): they are answered exactly, so that a waiting
 	// user removed by a ban reads REVOKED, not an interpolated place.
 	banned map[string]struct{}
+	// exactThrough: arrival numbers up to it are answered exactly — a
+	// shuffle room's pre-queue, whose places the lottery draws, so that
+	// their arrival numbers say nothing of them (lua/snapshot.lua). head is
+	// then the first waiting arrival after them and before the number of
+	// entries (drawn or still in the pre-queue) ahead of it.
+	exactThrough, before int64
 }
 
 type roomSnapshot struct {
@@ -122,13 +128,17 @@ func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, ref 
 	}
 	s := is.snapshot(ctx, room)
 	seq := ref.seq
-	if s == nil || s.waiting < 2 || ref.epoch != s.epoch || seq < s.head+s.nearHead(is.cfg.StatusSnapshot) || seq > s.tail {
+	if s == nil || ref.epoch != s.epoch || seq <= s.exactThrough || seq > s.tail {
+		return nil
+	}
+	later := s.waiting - s.before // the entries from head to tail, in arrival order
+	if later < 2 || s.tail <= s.head || s.before+seq-s.head < s.nearHead(is.cfg.StatusSnapshot) {
 		return nil
 	}
 	if _, banned := s.banned[user]; banned {
 		return nil
 	}
-	pos := 1 + (seq-s.head)*(s.waiting-1)/(s.tail-s.head)
+	pos := s.before + 1 + (seq-s.head)*(later-1)/(s.tail-s.head)
 	e := &Entry{Room: room, User: user, State: flashgate.StateWaiting, Arrival: seq, Position: pos, Ahead: pos - 1,
 		TotalWaiting: s.waiting, RoomState: s.state, PositionEstimated: true, EstimatedWait: -1,
 		WaitingToken: tok}

@@ -19,14 +19,19 @@ type TickResult struct {
 	// NotClaimed counts the expired admissions (part of Expired) that ended
 	// early, not claimed within the arrival window.
 	NotClaimed int
-	Active     int           // live admissions after the step
-	Waiting    int           // entries still waiting after the step
-	Tick       time.Duration // the room's configured tick
+	// Placed counts the pre-queue entries moved to their lottery place
+	// (RoomConfig.PreQueue shuffle; nobody is admitted until all are).
+	Placed  int
+	Active  int           // live admissions after the step
+	Waiting int           // entries still waiting after the step
+	Tick    time.Duration // the room's configured tick
 }
 
 // Tick runs one bounded admission step for room: drop lapsed admissions,
-// then admit min(capacity − live, rate budget, batch) from the head of the
-// line. The room's batch (up to 10,000) is worked off in script calls of at
+// place a drawn pre-queue (the lottery, RoomConfig.PreQueue: MaxTickPerCall
+// entries per call, as many calls as it takes; nobody is admitted before it
+// is done), then admit min(capacity − live, rate budget, batch) from the
+// head of the line. The room's batch (up to 10,000) is worked off in script calls of at
 // most MaxTickPerCall admissions and MaxTickPerCall expiries each, so no
 // call blocks Redis for long; every call enforces capacity, rate and what is
 // left of the batch itself, and Tick calls again only while the previous
@@ -55,11 +60,12 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 		res.Admitted += admitted
 		res.Expired += expired
 		res.NotClaimed += t.notClaimed
+		res.Placed += t.placed
 		res.Active, res.Waiting = t.active, t.waiting
 		res.Tick = t.cfg.Tick
 		// A call that did less than its bound found nothing more to do (or
 		// reached the batch, capacity or rate): the step is complete.
-		if admitted < MaxTickPerCall && expired < MaxTickPerCall {
+		if admitted < MaxTickPerCall && expired < MaxTickPerCall && t.placed < MaxTickPerCall {
 			return res, nil
 		}
 		if err := ctx.Err(); err != nil {

@@ -14,7 +14,8 @@
 -- Reply (flat, integers where possible: Redis converts every reply element,
 -- so a wide reply costs more than the queue work):
 --   created, rate, room_state, epoch,
---   then per user: 1, seq, position, total_waiting            (WAITING)
+--   then per user: 1, seq, position, total_waiting            (WAITING; position 0: in the
+--                                                               pre-queue, its place not drawn yet)
 --              or: 2, seq, total_waiting, jti, expiry_ms      (ACTIVE)
 --              or: 3, banned_until_ms                         (refused: banned)
 -- A banned user (a member of bans whose end is still ahead) is refused and
@@ -67,7 +68,9 @@ local function enter_one(i, user)
   if a then return active_reply(a[1], a[2], a[3]) end
   local s = scores[i]
   if s then
-    return waiting_reply(tonumber(s), redis.call('ZRANK', K_WAITING, user) + 1)
+    local ws = seq_of_score(cfg, s)
+    if in_prequeue(cfg, ws) then return waiting_reply(ws, 0) end
+    return waiting_reply(ws, redis.call('ZRANK', K_WAITING, user) + 1)
   end
 
   local j = index[i]
@@ -104,12 +107,15 @@ local function enter_one(i, user)
       return active_reply(seq, jti, exp)
     end
   end
-  -- seq is larger than every score in the line, so the newcomer is last.
+  -- seq is larger than every score in the line (lottery scores are negative), so the newcomer is
+  -- last; in a shuffle room before it opens, in the pre-queue (position 0: not drawn yet).
   waiting = waiting + 1
-  joined[user] = { seq, waiting }
+  local pos = waiting
+  if in_prequeue(cfg, seq) then pos = 0 end
+  joined[user] = { seq, pos }
   zadd[#zadd + 1] = num(seq)
   zadd[#zadd + 1] = user
-  return waiting_reply(seq, waiting)
+  return waiting_reply(seq, pos)
 end
 
 for i, user in ipairs(users) do enter_one(i, user) end

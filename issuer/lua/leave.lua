@@ -7,7 +7,7 @@ local now = now_ms(cfg)
 local user, seq = ARGV[3], tonumber(ARGV[4])
 if ARGV[5] ~= cfg.epoch then return { 'NOT_FOUND' } end -- lost with an earlier epoch's data
 local s = redis.call('ZSCORE', K_WAITING, user)
-if s and tonumber(s) == seq then
+if s and seq_of_score(cfg, s) == seq then
   redis.call('ZREM', K_WAITING, user)
   keep_clock(cfg, now)
   end_entry(cfg, 'L', seq, now)

@@ -2,8 +2,11 @@
 --
 -- KEYS (all share the room's hash tag, so a script touches one Cluster slot):
 --   1 config   HASH  state, capacity, rate, session_ms, batch, tick_ms, clock_ms, opens_ms, closes_ms,
---                   epoch (created with the room; see new_epoch), arrival_ms (0 or absent: no arrival window)
---   2 waiting  ZSET  user -> arrival seq (strict FIFO: seq comes from the counter below, never ties)
+--                   epoch (created with the room; see new_epoch), arrival_ms (0 or absent: no arrival window),
+--                   prequeue ('fifo', absent: fifo, or 'shuffle'), and the pre-queue lottery's (see draw_lottery):
+--                   lottery_seed (secret until the draw), lottery_cutoff, lottery_bits, lottery_ms, lottery_done_ms
+--   2 waiting  ZSET  user -> arrival seq (strict FIFO: seq comes from the counter below, never ties), or for
+--                   an entry drawn by the pre-queue lottery its lottery score (negative; seq_of_score)
 --   3 active   ZSET  jti  -> expiry (ms since 1970); jti = "<epoch>.<seq>.<admno>.<admitted_ms>"
 --   4 users    HASH  user -> jti of the user's current admission (one live entry per user, invariant 1)
 --   5 seq      STRING arrival counter (the enter script advances it, one per entry created)
@@ -11,7 +14,7 @@
 --   7 admits   ZSET  jti -> admission time (ms): sliding 60 s log, the rate invariant
 --   8 bucket   HASH  tokens, ts: shared token bucket that paces admissions within the minute
 --   9 stats    HASH  counters: admitted, fast_track, expired (not_claimed of them), completed, revoked, left,
---                   zombies, peak_active
+--                   zombies, peak_active, drawn (pre-queue entries the lottery has placed)
 --                   (entries ever created = the seq counter)
 --  10 ended    ZSET  "<C|R|E|L|N>:<epoch>.<seq>" -> end time (ms): completed / revoked / expired / left /
 --                   not claimed (expired unclaimed at the arrival window) entries
@@ -24,7 +27,9 @@
 -- ARGV[2] = the policy to create a missing room with, for the scripts that may (enter: the replica's
 --           last known config of the room, else the default policy; tick: the last known config
 --           only; "" for the others), as
---           "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms,arrival_ms", or "".
+--           "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms,arrival_ms,prequeue,seed", or ""
+--           (seed: a fresh secret lottery seed, 32 hex digits, for a shuffle room; '-' for none).
+--           Fields are never empty: Lua's split below skips empty ones.
 --
 -- Epochs (invariant 6, README "Invariants"): arrival and admission numbers restart at 1 when Redis loses a
 -- room's data, so every id carries the room's epoch, a value created with the room and never
@@ -69,6 +74,49 @@ local function new_epoch()
   return s
 end
 
+-- The pre-queue lottery (README "Pre-queue lottery"). In a room with prequeue 'shuffle', everyone
+-- who entered before the room first opened is placed in a uniformly random order, once:
+--   * draw_lottery (from load_config, in the first script of any kind that finds the room open in
+--     effect) records lottery_cutoff = the arrival counter at that moment (seq <= cutoff: entered
+--     before opening; enter runs it before it assigns a seq, so no later arrival is ever drawn),
+--     lottery_bits (bits of the cutoff) and lottery_ms. From then on the order is fixed by
+--     (lottery_seed, epoch, cutoff): nothing that happens later can change it.
+--   * the tick then rescores the pre-queue entries still at their seq (scores 1 … cutoff) with
+--     lottery_score, at most its bound per call (no call walks the whole line), and records
+--     lottery_done_ms when none is left. Until then nobody is admitted, and a pre-queue entry's
+--     place is not shown (position 0 in the enter and status replies: in_prequeue).
+-- lottery_score(seed, epoch, bits, seq) = -2^53 + h * 2^bits + seq, where h is the top 53 - bits bits
+-- of SHA-1(seed .. ':' .. epoch .. ':' .. seq): negative, so every drawn entry is ahead of every
+-- later arrival (scores >= 1); exact in a double (|score| <= 2^53); the seq is its low bits
+-- (seq_of_score), and equal h (probability 2^-(53 - bits) a pair) fall back to arrival order.
+-- The seed (128 bits from crypto/rand, written by issuer.SetRoom or with the create policy) stays
+-- secret until the cutoff is recorded, and is shown after it (issuer.Stats), so anyone can
+-- recompute the order (issuer.LotteryScore).
+local TWO53 = 9007199254740992
+
+local function lottery_score(seed, epoch, bits, seq)
+  local h = tonumber(string.sub(redis.sha1hex(seed .. ':' .. epoch .. ':' .. num(seq)), 1, 13), 16) -- 52 bits
+  h = math.floor(h / 2 ^ (bits - 1)) -- the top 53 - bits of them
+  return -TWO53 + h * 2 ^ bits + seq
+end
+
+-- seq_of_score returns the arrival seq of an entry from its score in waiting (a seq, or a lottery
+-- score). Every script that reads a waiting score as a seq goes through it.
+local function seq_of_score(cfg, score)
+  local x = tonumber(score)
+  if x >= 0 then return x end
+  return (x + TWO53) % (2 ^ cfg.bits)
+end
+
+-- in_prequeue: is the waiting entry seq in the pre-queue, its place not drawn yet? True in a shuffle
+-- room before it opens (every entry), and for seq <= cutoff until the rescoring is done.
+local function in_prequeue(cfg, seq)
+  if cfg.cutoff then return not cfg.drawn_done and seq <= cfg.cutoff end
+  return cfg.prequeue == 'shuffle'
+end
+
+local draw_lottery -- defined after now_ms's users below; load_config calls it
+
 -- load_config returns the room's config table and whether this call created
 -- the room, or nil for an unknown room. With allow_create and a policy in
 -- ARGV[2], a missing room is created from it (a new room, or one restored
@@ -78,18 +126,23 @@ end
 -- closes_ms; 0 = unbounded) is 'paused' before it opens (users line up,
 -- nobody is admitted) and 'closed' from the moment it closes; the state as
 -- configured is cfg.configured. Only windowed rooms read the clock here.
+-- A shuffle room found open in effect for the first time has its pre-queue
+-- lottery drawn here (draw_lottery), before the script does anything else.
 local function load_config(allow_create)
   local c = redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms',
-    'clock_ms', 'opens_ms', 'closes_ms', 'epoch', 'arrival_ms')
+    'clock_ms', 'opens_ms', 'closes_ms', 'epoch', 'arrival_ms', 'prequeue', 'lottery_cutoff', 'lottery_bits',
+    'lottery_done_ms')
   local created = 0
   if not c[1] then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
     local p = {}
     for f in string.gmatch(ARGV[2], '[^,]+') do p[#p + 1] = f end
-    c = { p[1], p[2], p[3], p[4], p[5], p[6], false, p[7], p[8], new_epoch(), p[9] or '0' }
+    c = { p[1], p[2], p[3], p[4], p[5], p[6], false, p[7], p[8], new_epoch(), p[9] or '0', p[10] or 'fifo',
+      false, false, false }
     redis.call('HSET', K_CONFIG, 'state', c[1], 'capacity', c[2], 'rate', c[3],
       'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6], 'opens_ms', c[8], 'closes_ms', c[9], 'epoch', c[10],
-      'arrival_ms', c[11])
+      'arrival_ms', c[11], 'prequeue', c[12])
+    if c[12] == 'shuffle' and p[11] and p[11] ~= '-' then redis.call('HSET', K_CONFIG, 'lottery_seed', p[11]) end
     created = 1
   elseif not c[10] then
     c[10] = new_epoch()
@@ -97,7 +150,9 @@ local function load_config(allow_create)
   end
   local cfg = { state = c[1], configured = c[1], capacity = tonumber(c[2]), rate = tonumber(c[3]),
     session = tonumber(c[4]), batch = tonumber(c[5]), tick = tonumber(c[6]), clock = tonumber(c[7]) or 0,
-    opens = tonumber(c[8]) or 0, closes = tonumber(c[9]) or 0, epoch = c[10], arrival = tonumber(c[11]) or 0 }
+    opens = tonumber(c[8]) or 0, closes = tonumber(c[9]) or 0, epoch = c[10], arrival = tonumber(c[11]) or 0,
+    prequeue = c[12] or 'fifo', cutoff = tonumber(c[13]), bits = tonumber(c[14]) or 0,
+    drawn_done = tonumber(c[15]) }
   if (cfg.opens > 0 or cfg.closes > 0) and cfg.state ~= 'closed' then
     local now = now_ms(cfg)
     if cfg.closes > 0 and now >= cfg.closes then
@@ -106,6 +161,7 @@ local function load_config(allow_create)
       cfg.state = 'paused'
     end
   end
+  if cfg.state == 'open' and cfg.prequeue == 'shuffle' and not cfg.cutoff then draw_lottery(cfg) end
   return cfg, created
 end
 
@@ -118,6 +174,26 @@ local function keep_clock(cfg, now)
     redis.call('HSET', K_CONFIG, 'clock_ms', num(now))
     cfg.clock = now
   end
+end
+
+-- draw_lottery decides the pre-queue lottery of a shuffle room found open in effect with no cutoff
+-- recorded yet (see above). Without a seed (a room written around issuer.SetRoom) nobody is drawn:
+-- the cutoff is 0 and the line stays in arrival order. Writes the config hash once per room.
+draw_lottery = function(cfg)
+  local now = now_ms(cfg)
+  local cutoff = 0
+  if redis.call('HEXISTS', K_CONFIG, 'lottery_seed') == 1 then
+    cutoff = tonumber(redis.call('GET', K_SEQ) or '0')
+  end
+  local bits = 1
+  while 2 ^ bits <= cutoff do bits = bits + 1 end
+  redis.call('HSET', K_CONFIG, 'lottery_cutoff', num(cutoff), 'lottery_bits', num(bits), 'lottery_ms', num(now))
+  cfg.cutoff, cfg.bits = cutoff, bits
+  if cutoff == 0 or redis.call('ZCOUNT', K_WAITING, 1, num(cutoff)) == 0 then
+    redis.call('HSET', K_CONFIG, 'lottery_done_ms', num(now))
+    cfg.drawn_done = now
+  end
+  keep_clock(cfg, now)
 end
 
 -- seq_of returns the arrival seq of a jti "<epoch>.<seq>.<admno>.<admitted_ms>" of this room's
@@ -244,7 +320,7 @@ local function ban_user(cfg, user, ends, reason, now)
   end
   keep_clock(cfg, now)
   if removed == 1 then
-    end_entry(cfg, 'R', tonumber(s), now)
+    end_entry(cfg, 'R', seq_of_score(cfg, s), now)
     redis.call('HINCRBY', K_STATS, 'removed', 1)
   end
   if revoked ~= '' then

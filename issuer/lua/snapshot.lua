@@ -1,15 +1,33 @@
 -- snapshot: the cheap summary a replica keeps per room to answer status for
 -- users far back in line without a Redis call each (issuer/snapshot.go).
 -- Returns {waiting, head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch,
---          banned users (all of them while there are at most 1,000, else none)}:
+--          banned users (all of them while there are at most 1,000, else none),
+--          exact_through, before}:
 -- status answers a listed user with the exact script, so a waiting user
 -- removed by a ban reads REVOKED within a snapshot's age, however far back they were.
+-- The pre-queue lottery (prelude draw_lottery): entries with seq <= exact_through are
+-- answered by the exact script (their place is drawn, or not drawn yet, so their seq says
+-- nothing of it); head_seq is then the first waiting entry after them in arrival order, and
+-- before how many waiting entries (drawn or pre-queue) are ahead of it.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local banned = {}
 local nb = redis.call('ZCARD', K_BANS)
 if nb > 0 and nb <= 1000 then banned = redis.call('ZRANGE', K_BANS, 0, -1) end
-local h = redis.call('ZRANGE', K_WAITING, 0, 0, 'WITHSCORES')
 local t = redis.call('ZRANGE', K_WAITING, -1, -1, 'WITHSCORES')
-return { redis.call('ZCARD', K_WAITING), tonumber(h[2] or '0'), tonumber(t[2] or '0'),
-  cfg.state, cfg.rate, cfg.capacity, cfg.tick, cfg.epoch, banned }
+local tail = tonumber(t[2] or '0')
+local exact, before = 0, 0
+local h
+if cfg.cutoff then
+  exact = cfg.cutoff
+  before = redis.call('ZCOUNT', K_WAITING, '-inf', num(cfg.cutoff))
+  h = redis.call('ZRANGEBYSCORE', K_WAITING, '(' .. num(cfg.cutoff), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+elseif cfg.prequeue == 'shuffle' then
+  exact = math.max(0, tail) -- all of them in the pre-queue
+  h = redis.call('ZRANGE', K_WAITING, 0, 0, 'WITHSCORES')
+else
+  h = redis.call('ZRANGE', K_WAITING, 0, 0, 'WITHSCORES')
+end
+if tail < 0 then tail = 0 end -- only drawn entries wait: none after them
+return { redis.call('ZCARD', K_WAITING), tonumber(h[2] or '0'), tail,
+  cfg.state, cfg.rate, cfg.capacity, cfg.tick, cfg.epoch, banned, exact, before }

@@ -9,6 +9,7 @@ if not cfg then return { 'ERROR', 'unknown_room' } end
 local user, seq = ARGV[3], tonumber(ARGV[4])
 
 -- Reply: {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason};
+-- position is 0 for a WAITING entry in the pre-queue of a shuffle room, its place not drawn yet;
 -- at_ms is the admission's expiry for ACTIVE/EXPIRED (the claim deadline for an
 -- admission not claimed in time) and the end time for COMPLETED/REVOKED;
 -- banned_until_ms is the end of the user's ban (REVOKED only; 0: none); reason is
@@ -20,7 +21,8 @@ end
 if ARGV[5] ~= cfg.epoch then return result('NOT_FOUND', 0, '', 0) end
 
 local s = redis.call('ZSCORE', K_WAITING, user)
-if s and tonumber(s) == seq then -- the hot path needs no clock
+if s and seq_of_score(cfg, s) == seq then -- the hot path needs no clock
+  if in_prequeue(cfg, seq) then return result('WAITING', 0, '', 0) end -- place not drawn yet
   return result('WAITING', redis.call('ZRANK', K_WAITING, user) + 1, '', 0)
 end
 local now = now_ms(cfg)

@@ -2,7 +2,10 @@
 --   1. drop admissions not claimed within the arrival window (ended as 'N', not claimed), then
 --      lapsed admissions (together at most ARGV[3] per call, batch per tick), and old ended
 --      records (at most 10 * ARGV[3] per call);
---   2. admit min(capacity - live, rate budget, ARGV[3], what is left of batch) from the head of the line.
+--   2. place pre-queue entries the lottery has drawn but not scored yet (at most ARGV[3] per call;
+--      prelude draw_lottery), and record lottery_done_ms when none is left;
+--   3. admit min(capacity - live, rate budget, ARGV[3], what is left of batch) from the head of the
+--      line -- not while the lottery's placing is unfinished.
 -- Safe to run from any number of replicas at once: all limits live in Redis.
 -- ARGV[2] is the replica's last known config of the room, or "": a room whose config was lost
 -- with Redis's data is restored from it (with a new epoch; issuer.Run logs and counts it).
@@ -12,7 +15,8 @@
 -- same tick did, so that the tick as a whole stays within the batch.
 -- Returns {admitted, expired, live, waiting, tick_ms, created, then the room's config as
 -- configured: state, capacity, rate, session_ms, batch, opens_ms, closes_ms, arrival_ms,
--- then not_claimed (how many of the expired were never claimed)} or {'ERROR', code}.
+-- then not_claimed (how many of the expired were never claimed), drawn (pre-queue entries this call
+-- placed), prequeue} or {'ERROR', code}.
 local cfg, created = load_config(true)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
@@ -60,15 +64,38 @@ if unbanned > 0 then
   redis.call('HDEL', K_BANWHY, unpack(gone))
 end
 
+-- The pre-queue lottery: the order was fixed when the cutoff was recorded; this places up to
+-- bound entries still at their arrival seq (scores 1 … cutoff) at their lottery scores.
+local drawn = 0
+if cfg.cutoff and not cfg.drawn_done then
+  local pre = redis.call('ZRANGEBYSCORE', K_WAITING, 1, num(cfg.cutoff), 'WITHSCORES', 'LIMIT', 0, bound)
+  if #pre > 0 then
+    local seed = redis.call('HGET', K_CONFIG, 'lottery_seed') or ''
+    local z = {}
+    for i = 1, #pre, 2 do
+      z[#z + 1] = num(lottery_score(seed, cfg.epoch, cfg.bits, tonumber(pre[i + 1])))
+      z[#z + 1] = pre[i]
+    end
+    redis.call('ZADD', K_WAITING, unpack(z))
+    drawn = #pre / 2
+    redis.call('HINCRBY', K_STATS, 'drawn', drawn)
+  end
+  if drawn < bound and redis.call('ZCOUNT', K_WAITING, 1, num(cfg.cutoff)) == 0 then
+    redis.call('HSET', K_CONFIG, 'lottery_done_ms', num(now))
+    cfg.drawn_done = now
+  end
+end
+
 local admitted = 0
 local live = live_count(now)
-if cfg.state == 'open' and live < cfg.capacity and redis.call('ZCARD', K_WAITING) > 0 then
+local placing = cfg.cutoff and not cfg.drawn_done -- the lottery's placing is unfinished: nobody is admitted
+if cfg.state == 'open' and not placing and live < cfg.capacity and redis.call('ZCARD', K_WAITING) > 0 then
   local budget, tokens = rate_budget(cfg, now)
   local n = math.min(cfg.capacity - live, budget, max_admit)
   if n > 0 then
     local popped = redis.call('ZPOPMIN', K_WAITING, n)
     for i = 1, #popped, 2 do
-      admit(cfg, popped[i], tonumber(popped[i + 1]), now)
+      admit(cfg, popped[i], seq_of_score(cfg, popped[i + 1]), now)
       admitted = admitted + 1
     end
     rate_consume(tokens, admitted, now)
@@ -80,6 +107,7 @@ end
 -- maxmemory Redis refuses a script whose first write allocates (HSET), while
 -- one that began by freeing (ZREM, ZPOPMIN) may go on; a tick that did
 -- nothing writes nothing.
-if expired > 0 or old > 0 or admitted > 0 then keep_clock(cfg, now) end
+if expired > 0 or old > 0 or admitted > 0 or drawn > 0 then keep_clock(cfg, now) end
 return { admitted, expired, live, redis.call('ZCARD', K_WAITING), cfg.tick, created,
-  cfg.configured, cfg.capacity, cfg.rate, cfg.session, cfg.batch, cfg.opens, cfg.closes, cfg.arrival, not_claimed }
+  cfg.configured, cfg.capacity, cfg.rate, cfg.session, cfg.batch, cfg.opens, cfg.closes, cfg.arrival, not_claimed,
+  drawn, cfg.prequeue }
