@@ -621,7 +621,7 @@ func TestLotteryUnderConcurrency(t *testing.T) {
 		})
 	}
 	enter("p", pre, 0)
-	wg.Wait() // every pre-queue enter answered before the clock runs
+	wg.Wait()   // every pre-queue enter answered before the clock runs
 	go func() { // the clock: the room opens after 2 s of room time (about 40 ms), then runs 50× fast
 		for {
 			select {
