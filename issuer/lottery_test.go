@@ -420,6 +420,17 @@ func TestLotteryDrawnOnce(t *testing.T) {
 	require.NoError(t, err)
 	got, _ := admittedOrder(t, rdb, fifo)
 	assert.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, got, "arrival order")
+
+	// A new room (open by default) nobody has entered may be switched: its draw waits for the opening.
+	fresh := redistest.Room("fresh")
+	_, err = is.SetRoom(ctx, fresh, issuer.RoomConfig{})
+	require.NoError(t, err)
+	_, err = is.Stats(ctx, fresh)
+	require.NoError(t, err)
+	_, _, err = is.UpdateRoom(ctx, fresh, issuer.RoomPatch{PreQueue: ptr(issuer.PreQueueShuffle), Opens: ptr(clk.Now().Add(time.Hour))})
+	require.NoError(t, err)
+	l, _ = lotteryOf(t, is, fresh)
+	assert.False(t, l.Drawn, "not drawn before the opening")
 }
 
 // TestLotteryLeaveAndBanBeforePlacing: entries that leave or are banned

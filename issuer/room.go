@@ -87,9 +87,9 @@ type RoomConfig struct {
 	// a uniformly random order drawn once, atomically, when the room first
 	// opens, from a secret 128-bit seed shown after the draw (Stats.Lottery,
 	// lottery.go; README "Pre-queue lottery"). Later arrivals queue behind
-	// them in arrival order. Set it before the room opens: a room switched to
-	// shuffle after it has opened has no pre-queue (its draw is recorded as
-	// empty).
+	// them in arrival order. Set it before the sale begins: a room switched
+	// to shuffle once anyone has been admitted, or has entered while it was
+	// open, has no pre-queue (its draw is recorded as empty).
 	PreQueue PreQueue
 
 	// The waiting page's branding (GET /wait/{room}); "" everywhere is the

@@ -19,8 +19,8 @@ import (
 // next script run on every replica. The write is one script
 // (lua/configure.lua): a pre-queue lottery due under the configuration in
 // effect until now is drawn first; a shuffle room gets its secret seed if it
-// has none (never replaced); a room switched to shuffle after it has opened
-// gets an empty draw (RoomConfig.PreQueue). Errors: flashgate.ErrInvalidInput,
+// has none (never replaced); a room switched to shuffle after its sale has
+// begun gets an empty draw (RoomConfig.PreQueue). Errors: flashgate.ErrInvalidInput,
 // flashgate.ErrUnavailable, flashgate.ErrStoreFull.
 func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomConfig, error) {
 	if err := checkRoom(room); err != nil {

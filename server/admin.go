@@ -27,6 +27,9 @@ type RoomConfig struct {
 	// OpensAt and ClosesAt are the event window (RFC 3339), absent when unbounded.
 	OpensAt  *time.Time `json:"opens_at,omitempty"`
 	ClosesAt *time.Time `json:"closes_at,omitempty"`
+	// PreQueue is the pre-queue's order (issuer.RoomConfig.PreQueue): "fifo"
+	// or "shuffle".
+	PreQueue string `json:"prequeue"`
 	// PageTitle, PageMessage and BrandColor brand the waiting page; absent
 	// when not set.
 	PageTitle   string `json:"page_title,omitempty"`
@@ -38,7 +41,7 @@ func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 	return RoomConfig{Room: room, Capacity: c.Capacity, RatePerMinute: c.RatePerMinute,
 		SessionSeconds: int64(c.SessionDuration / time.Second), TickMs: c.Tick.Milliseconds(),
 		TickBatch: c.TickBatch, State: string(c.State), ArrivalWindowMs: max(0, c.ArrivalWindow.Milliseconds()),
-		OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes),
+		OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes), PreQueue: string(c.WithDefaults().PreQueue),
 		PageTitle: c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor}
 }
 
@@ -65,6 +68,8 @@ type roomPatch struct {
 	// OpensAt and ClosesAt set the event window (RFC 3339); "" removes a bound.
 	OpensAt  *string `json:"opens_at"`
 	ClosesAt *string `json:"closes_at"`
+	// PreQueue sets the pre-queue's order: "fifo" or "shuffle".
+	PreQueue *string `json:"prequeue"`
 	// PageTitle, PageMessage and BrandColor brand the waiting page; "" clears one.
 	PageTitle   *string `json:"page_title"`
 	PageMessage *string `json:"page_message"`
@@ -120,6 +125,10 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	if p.State != nil {
 		st := issuer.RoomState(*p.State)
 		patch.State = &st
+	}
+	if p.PreQueue != nil {
+		pq := issuer.PreQueue(*p.PreQueue)
+		patch.PreQueue = &pq
 	}
 	for _, f := range []struct {
 		name string
@@ -322,7 +331,40 @@ type Stats struct {
 	Banned     int64  `json:"banned"`
 	Removed    int64  `json:"removed"`
 	PeakActive int64  `json:"peak_active"`
-	AtMs       int64  `json:"at_ms"`
+	// Lottery is the pre-queue lottery (issuer.Stats.Lottery); absent when
+	// the room has none.
+	Lottery *LotteryJSON `json:"lottery,omitempty"`
+	AtMs    int64        `json:"at_ms"`
+}
+
+// LotteryJSON is issuer.Lottery as the admin API shows it: before the draw
+// only the commitment; once drawn the seed, cutoff and bits that reproduce
+// the order (README "Pre-queue lottery").
+type LotteryJSON struct {
+	Drawn      bool   `json:"drawn"`
+	Commitment string `json:"commitment"`
+	Seed       string `json:"seed,omitempty"`
+	// Epoch is the room's epoch, part of the lottery's input (and the
+	// first part of every admission id); present once drawn.
+	Epoch      string `json:"epoch,omitempty"`
+	Cutoff     *int64 `json:"cutoff,omitempty"`
+	Bits       int    `json:"bits,omitempty"`
+	DrawnAtMs  int64  `json:"drawn_at_ms,omitempty"`
+	PlacedAtMs int64  `json:"placed_at_ms,omitempty"`
+	Placed     int64  `json:"placed"`
+}
+
+func lotteryJSON(l *issuer.Lottery, epoch string) *LotteryJSON {
+	if l == nil {
+		return nil
+	}
+	out := &LotteryJSON{Drawn: l.Drawn, Commitment: l.Commitment, Placed: l.Placed}
+	if l.Drawn {
+		cutoff := l.Cutoff
+		out.Seed, out.Epoch, out.Cutoff, out.Bits = l.Seed, epoch, &cutoff, l.Bits
+		out.DrawnAtMs, out.PlacedAtMs = unixMs(l.DrawnAt), unixMs(l.PlacedAt)
+	}
+	return out
 }
 
 // GET /admin/rooms/:room/stats
@@ -335,5 +377,6 @@ func (s *Server) adminStats(c *fiber.Ctx) error {
 	return c.JSON(Stats{Room: st.Room, Config: cfg, State: string(st.State), Waiting: st.Waiting, Active: st.Active,
 		Entered: st.Entered, Admitted: st.Admitted, FastTrack: st.FastTrack, Expired: st.Expired, NotClaimed: st.NotClaimed,
 		Completed: st.Completed, Revoked: st.Revoked, Left: st.Left, Zombies: st.Zombies,
-		Banned: st.Banned, Removed: st.Removed, PeakActive: st.PeakActive, AtMs: st.At.UnixMilli()})
+		Banned: st.Banned, Removed: st.Removed, PeakActive: st.PeakActive, Lottery: lotteryJSON(st.Lottery, st.Epoch),
+		AtMs: st.At.UnixMilli()})
 }

@@ -19,8 +19,9 @@ import (
 
 // Entry is the JSON form of issuer.Entry (enter, status, events).
 // WAITING-only members (position … poll_after_ms) are present exactly when
-// the state is WAITING; estimated_wait_ms is −1 while the wait is unknown
-// (room paused or closed).
+// the state is WAITING, but position and ahead are absent while pre_queue
+// is set; estimated_wait_ms is −1 while the wait is unknown (room paused or
+// closed, or the place not drawn yet).
 type Entry struct {
 	Room         string `json:"room,omitempty"`
 	State        string `json:"state,omitempty"`
@@ -28,16 +29,19 @@ type Entry struct {
 	Arrival      int64  `json:"arrival,omitempty"`
 	Position     *int64 `json:"position,omitempty"`
 	// PositionEstimated: position interpolated from the replica's room snapshot (issuer/snapshot.go).
-	PositionEstimated bool   `json:"position_estimated,omitempty"`
-	Ahead             *int64 `json:"ahead,omitempty"`
-	TotalWaiting      *int64 `json:"total_waiting,omitempty"`
-	EstimatedWaitMs   *int64 `json:"estimated_wait_ms,omitempty"`
-	PollAfterMs       *int64 `json:"poll_after_ms,omitempty"`
-	AdmissionID       string `json:"admission_id,omitempty"`
-	AdmissionNumber   int64  `json:"admission,omitempty"`
-	AdmittedAtMs      int64  `json:"admitted_at_ms,omitempty"`
-	ExpiresAtMs       int64  `json:"expires_at_ms,omitempty"`
-	EndedAtMs         int64  `json:"ended_at_ms,omitempty"`
+	PositionEstimated bool `json:"position_estimated,omitempty"`
+	// PreQueue: WAITING in a shuffle room's pre-queue, the place not drawn
+	// yet (issuer.Entry.PreQueue); position and ahead are absent then.
+	PreQueue        bool   `json:"pre_queue,omitempty"`
+	Ahead           *int64 `json:"ahead,omitempty"`
+	TotalWaiting    *int64 `json:"total_waiting,omitempty"`
+	EstimatedWaitMs *int64 `json:"estimated_wait_ms,omitempty"`
+	PollAfterMs     *int64 `json:"poll_after_ms,omitempty"`
+	AdmissionID     string `json:"admission_id,omitempty"`
+	AdmissionNumber int64  `json:"admission,omitempty"`
+	AdmittedAtMs    int64  `json:"admitted_at_ms,omitempty"`
+	ExpiresAtMs     int64  `json:"expires_at_ms,omitempty"`
+	EndedAtMs       int64  `json:"ended_at_ms,omitempty"`
 	// BannedUntilMs: the end of the user's ban (REVOKED only, while it lasts).
 	BannedUntilMs int64 `json:"banned_until_ms,omitempty"`
 	// Reason says why an EXPIRED entry ended: "not_claimed" (not exchanged
@@ -64,7 +68,10 @@ func entryJSON(e *issuer.Entry) Entry {
 			eta = e.EstimatedWait.Milliseconds()
 		}
 		poll := e.PollAfter.Milliseconds()
-		out.Position, out.Ahead, out.TotalWaiting = &e.Position, &e.Ahead, &e.TotalWaiting
+		out.TotalWaiting, out.PreQueue = &e.TotalWaiting, e.PreQueue
+		if !e.PreQueue {
+			out.Position, out.Ahead = &e.Position, &e.Ahead
+		}
 		out.PositionEstimated = e.PositionEstimated
 		out.EstimatedWaitMs, out.PollAfterMs = &eta, &poll
 	}

@@ -78,7 +78,10 @@ type PageView struct {
 	// Heading and Message describe the state in words.
 	Heading, Message string
 	// HasPlace: Position, Ahead, TotalWaiting and Wait are set (WAITING).
-	HasPlace                      bool
+	HasPlace bool
+	// PreQueue: WAITING in a shuffle room's pre-queue, the place not drawn
+	// yet (issuer.Entry.PreQueue): no Position or Ahead, TotalWaiting set.
+	PreQueue                      bool
 	Position, Ahead, TotalWaiting int64
 	// Wait is the estimated wait in words ("about 3 minutes"); "" unknown.
 	Wait string
@@ -215,6 +218,9 @@ func (s *Server) page(c *fiber.Ctx) error {
 			v.OpensAtMs = cfg.Opens.UnixMilli()
 			v.OpensAt = cfg.Opens.UTC().Format("Mon 2 Jan 15:04 MST")
 			v.Message = "The sale opens at " + v.OpensAt + ". Keep this page open: your place in line is saved."
+			if v.PreQueue {
+				v.Message = "The sale opens at " + v.OpensAt + ". " + preQueueMessage
+			}
 		}
 	}
 	return s.renderPage(c, v)
@@ -282,7 +288,8 @@ func (v *PageView) entry(e *issuer.Entry) {
 	v.WaitingToken = e.WaitingToken
 	switch e.State {
 	case flashgate.StateWaiting:
-		v.HasPlace, v.Position, v.Ahead, v.TotalWaiting = true, e.Position, e.Ahead, e.TotalWaiting
+		v.HasPlace, v.Position, v.Ahead, v.TotalWaiting = !e.PreQueue, e.Position, e.Ahead, e.TotalWaiting
+		v.PreQueue = e.PreQueue
 		v.PollMs = e.PollAfter.Milliseconds()
 		v.Refresh = int(max(1, (e.PollAfter+time.Second-1)/time.Second))
 		v.Wait = waitWords(e.EstimatedWait)
@@ -295,12 +302,20 @@ func (v *PageView) entry(e *issuer.Entry) {
 		default:
 			v.State, v.Heading, v.Message = pageWaiting, "You are in line", "Keep this page open: it updates by itself, and takes you on when it is your turn."
 		}
+		if e.PreQueue && v.State != pageClosed {
+			v.Message = preQueueMessage
+		}
 	case flashgate.StateActive:
 		v.State, v.Heading, v.Message = pageActive, "It’s your turn", "Continue now: your turn is held for a limited time."
 	default:
 		v.State, v.Heading, v.Message = pageEnded, "Your turn has ended", "Your turn was used or has lapsed. Reload the page to line up again."
 	}
 }
+
+// preQueueMessage is the page's message in a shuffle room's pre-queue
+// (wait.js has the same words).
+const preQueueMessage = "You’re in the pre-queue: places are drawn at random when the sale opens, " +
+	"so everyone here has the same chance. Keep this page open: your place appears once it is drawn."
 
 // waitWords is an estimated wait in words; "" when unknown (negative).
 func waitWords(d time.Duration) string {

@@ -44,6 +44,7 @@ type serveConfig struct {
 	DefaultSessionDuration time.Duration `env:"DEFAULT_SESSION" envDefault:"5m" help:"session duration (admission lifetime) of rooms created by DEFAULT_ROOM"`
 	DefaultTick            time.Duration `env:"DEFAULT_TICK" envDefault:"1s" help:"admission tick of rooms created by DEFAULT_ROOM"`
 	DefaultArrivalWindow   time.Duration `env:"DEFAULT_ARRIVAL_WINDOW" envDefault:"1m" help:"arrival window of rooms created by DEFAULT_ROOM: an admission not exchanged within it ends early (EXPIRED, reason not_claimed) and its slot goes to the next in line; 0: off (the admission lasts the session)"`
+	DefaultPreQueue        string        `env:"DEFAULT_PREQUEUE" envDefault:"fifo" help:"fifo | shuffle: pre-queue order of rooms created by DEFAULT_ROOM (shuffle: everyone who entered before the room first opened is placed by a lottery drawn at opening, each room with its own secret seed)"`
 	EnterPerUser           int           `env:"ENTER_PER_USER" envDefault:"30" help:"enter requests per window per user id (429 beyond; counted in memory per replica); 0 disables"`
 	EnterPerAddress        int           `env:"ENTER_PER_ADDRESS" envDefault:"300" help:"enter requests per window per client address (many users share one behind a NAT); 0 disables; applied only with FLASHGATE_PROXY_HEADER set, since otherwise every request has your gateway's address"`
 	EnterWindow            time.Duration `env:"ENTER_WINDOW" envDefault:"10s" help:"fixed window of the enter limits (whole seconds)"`
@@ -238,7 +239,7 @@ func (c *serveConfig) defaultRoom() *issuer.RoomConfig {
 	}
 	return &issuer.RoomConfig{Capacity: c.DefaultCapacity, RatePerMinute: c.DefaultRate,
 		SessionDuration: c.DefaultSessionDuration, Tick: c.DefaultTick, State: issuer.RoomState(c.DefaultRoom),
-		TickBatch: issuer.DefaultTickBatch, ArrivalWindow: window}
+		TickBatch: issuer.DefaultTickBatch, ArrivalWindow: window, PreQueue: issuer.PreQueue(c.DefaultPreQueue)}
 }
 
 // waitingSecret decodes FLASHGATE_WAITING_SECRET (standard or URL-safe

@@ -26,6 +26,7 @@ func TestServeEnvDefaultsArePackageDefaults(t *testing.T) {
 		"DefaultSessionDuration": issuer.DefaultSessionDuration.String(),
 		"DefaultTick":            issuer.DefaultTick.String(),
 		"DefaultArrivalWindow":   issuer.DefaultArrivalWindow.String(),
+		"DefaultPreQueue":        string(issuer.PreQueueFIFO),
 		"EnterPerUser":           strconv.Itoa(server.DefaultEnterPerUser),
 		"EnterPerAddress":        strconv.Itoa(server.DefaultEnterPerAddress),
 		"EnterWindow":            server.DefaultEnterWindow.String(),

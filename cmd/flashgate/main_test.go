@@ -53,7 +53,7 @@ func TestServeHelpListsEveryVariable(t *testing.T) {
 	for _, v := range []string{"REDIS_URL", "FLASHGATE_ADDR", "FLASHGATE_KEYS_FILE", "FLASHGATE_ISSUER",
 		"FLASHGATE_AUDIENCE", "FLASHGATE_ADMIN_TOKEN", "FLASHGATE_USER_HEADER", "FLASHGATE_WAITING_SECRET",
 		"FLASHGATE_DEFAULT_ROOM", "FLASHGATE_DEFAULT_CAPACITY", "FLASHGATE_DEFAULT_RATE_PER_MINUTE",
-		"FLASHGATE_DEFAULT_SESSION", "FLASHGATE_DEFAULT_TICK", "FLASHGATE_DEFAULT_ARRIVAL_WINDOW", "FLASHGATE_SHUTDOWN_TIMEOUT",
+		"FLASHGATE_DEFAULT_SESSION", "FLASHGATE_DEFAULT_TICK", "FLASHGATE_DEFAULT_ARRIVAL_WINDOW", "FLASHGATE_DEFAULT_PREQUEUE", "FLASHGATE_SHUTDOWN_TIMEOUT",
 		"FLASHGATE_LOG_LEVEL", "FLASHGATE_LOG_FORMAT"} {
 		assert.Contains(t, r.stderr, v)
 	}
@@ -81,6 +81,10 @@ func TestServeConfigDefaultsAndValidation(t *testing.T) {
 	c, err = loadServeEnv(map[string]string{"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "90s"})
 	require.NoError(t, err)
 	assert.Equal(t, 90*time.Second, c.Serve.defaultRoom().ArrivalWindow)
+	assert.Equal(t, issuer.PreQueueFIFO, c.Serve.defaultRoom().PreQueue)
+	c, err = loadServeEnv(map[string]string{"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_PREQUEUE": "shuffle"})
+	require.NoError(t, err)
+	assert.Equal(t, issuer.PreQueueShuffle, c.Serve.defaultRoom().PreQueue)
 
 	for name, env := range map[string]map[string]string{
 		"bad default room": {"FLASHGATE_DEFAULT_ROOM": "maybe"},
@@ -91,6 +95,7 @@ func TestServeConfigDefaultsAndValidation(t *testing.T) {
 		"bad duration":     {"FLASHGATE_SHUTDOWN_TIMEOUT": "soon"},
 		"bad session":      {"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_SESSION": "1h"},
 		"bad window":       {"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "10ms"},
+		"bad prequeue":     {"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_PREQUEUE": "random"},
 		"enter batch 0":    {"FLASHGATE_ENTER_BATCH": "0"},
 		"enter batch 1001": {"FLASHGATE_ENTER_BATCH": "1001"},
 	} {

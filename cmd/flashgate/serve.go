@@ -117,7 +117,8 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	}
 	if d := c.defaultRoom(); d != nil {
 		log.Info("unknown rooms are created on first enter", "state", d.State, "capacity", d.Capacity,
-			"rate_per_minute", d.RatePerMinute, "session", d.SessionDuration, "tick", d.Tick, "arrival_window", d.ArrivalWindow)
+			"rate_per_minute", d.RatePerMinute, "session", d.SessionDuration, "tick", d.Tick, "arrival_window", d.ArrivalWindow,
+			"prequeue", d.PreQueue)
 	}
 	if c.AdminToken == "" {
 		log.Warn("FLASHGATE_ADMIN_TOKEN is not set: the admin API is disabled")

@@ -212,6 +212,10 @@ func (e *env) startOrderService(ctx context.Context, o *Options, hc *http.Client
 
 // configureRoom creates or updates the room through the admin API.
 func (s *sim) configureRoom(ctx context.Context) error {
+	opens := "" // open from the start
+	if s.o.OpensIn > 0 {
+		opens = time.Now().Add(s.o.OpensIn).UTC().Format(time.RFC3339Nano)
+	}
 	body, _ := json.Marshal(map[string]any{
 		"capacity":          s.o.Capacity,
 		"rate_per_minute":   s.o.RatePerMinute,
@@ -219,6 +223,8 @@ func (s *sim) configureRoom(ctx context.Context) error {
 		"tick_ms":           s.o.Tick.Milliseconds(),
 		"arrival_window_ms": max(0, s.o.ArrivalWindow.Milliseconds()),
 		"state":             "open",
+		"prequeue":          s.o.PreQueue,
+		"opens_at":          opens,
 	})
 	status, raw, err := s.adminDo(ctx, http.MethodPut, "/admin/rooms/"+s.o.Room, body)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/server"
 )
 
@@ -44,7 +45,15 @@ type Report struct {
 	// ErrorSamples are the first distinct error messages.
 	ErrorSamples []string `json:"error_samples,omitempty"`
 
+	// FIFOViolations counts buyers admitted before someone ahead of them in
+	// the line's order: arrival order, except that with the pre-queue
+	// lottery (PreQueue shuffle) the drawn entries come first in the order
+	// the published seed gives them (recomputed here, issuer.LotteryOrder).
 	FIFOViolations int `json:"fifo_violations"`
+	// PreQueue is the room's pre-queue order; Lottery the draw, when the
+	// room had one.
+	PreQueue string         `json:"prequeue"`
+	Lottery  *LotteryReport `json:"lottery,omitempty"`
 	// PeakActive is the most admissions live at once, computed from every
 	// buyer's admitted_at_ms and min(completion, expires_at_ms) (server clock).
 	PeakActive int `json:"peak_active"`
@@ -73,6 +82,20 @@ type Report struct {
 	// Violations lists the broken invariants; empty when all hold.
 	Violations []string `json:"violations"`
 	OK         bool     `json:"ok"`
+}
+
+// LotteryReport is the pre-queue lottery as the run saw it.
+type LotteryReport struct {
+	Seed   string `json:"seed"`
+	Epoch  string `json:"epoch"`
+	Cutoff int64  `json:"cutoff"` // pre-queue: arrival numbers 1 … cutoff
+	Placed int64  `json:"placed"`
+	// PreQueueAdmitted counts admissions of pre-queue entries.
+	PreQueueAdmitted int `json:"pre_queue_admitted"`
+	// RankCorrelation is Spearman's ρ between arrival and admission order
+	// over the pre-queue's admissions: about 0 for a fair draw (1 would be
+	// arrival order: whoever hit the URL first).
+	RankCorrelation float64 `json:"rank_correlation"`
 }
 
 // ServerCounts are issuer room counters.
@@ -147,7 +170,20 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 		r.ForgedAccepted += b.forgedAccepted
 	}
 	r.Admissions = len(recs)
-	r.FIFOViolations = fifoViolations(recs)
+	r.PreQueue = o.PreQueue
+	order := func(arrival int64) int64 { return arrival } // the line's order: its waiting score
+	if l := lotteryOf(after); l != nil {
+		r.Lottery = &LotteryReport{Seed: l.Seed, Epoch: l.Epoch, Cutoff: *l.Cutoff, Placed: l.Placed}
+		lot := issuer.Lottery{Seed: l.Seed, Cutoff: *l.Cutoff, Bits: l.Bits}
+		order = func(arrival int64) int64 {
+			if arrival > lot.Cutoff {
+				return arrival
+			}
+			return issuer.LotteryScore(lot.Seed, l.Epoch, lot.Bits, arrival)
+		}
+		r.Lottery.PreQueueAdmitted, r.Lottery.RankCorrelation = rankCorrelation(recs, lot.Cutoff)
+	}
+	r.FIFOViolations = fifoViolations(recs, order)
 	r.PeakActive = s.peakActive(recs)
 	r.MaxAdmittedPerMinute = maxPerWindow(recs, 60_000)
 	slices.Sort(waits)
@@ -203,11 +239,20 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 	return r
 }
 
+// lotteryOf returns the room's drawn lottery from its stats, or nil.
+func lotteryOf(st *server.Stats) *server.LotteryJSON {
+	if st == nil || st.Lottery == nil || !st.Lottery.Drawn || st.Lottery.Cutoff == nil {
+		return nil
+	}
+	return st.Lottery
+}
+
 // fifoViolations counts buyers whose admission number is lower than that of
-// someone who arrived before them (running maximum in arrival order).
-func fifoViolations(recs []*admission) int {
+// someone ahead of them in the line's order (running maximum in that
+// order; order maps an arrival number to its place in the line's order).
+func fifoViolations(recs []*admission, order func(arrival int64) int64) int {
 	bs := slices.Clone(recs)
-	sort.Slice(bs, func(i, j int) bool { return bs[i].arrival < bs[j].arrival })
+	sort.Slice(bs, func(i, j int) bool { return order(bs[i].arrival) < order(bs[j].arrival) })
 	var hi int64
 	n := 0
 	for _, b := range bs {
@@ -217,6 +262,35 @@ func fifoViolations(recs []*admission) int {
 		hi = max(hi, b.number)
 	}
 	return n
+}
+
+// rankCorrelation is Spearman's ρ between arrival and admission number
+// over the admissions of pre-queue entries (arrival ≤ cutoff), and how many
+// there were.
+func rankCorrelation(recs []*admission, cutoff int64) (int, float64) {
+	var pre []*admission
+	for _, a := range recs {
+		if a.arrival <= cutoff {
+			pre = append(pre, a)
+		}
+	}
+	n := len(pre)
+	if n < 2 {
+		return n, 0
+	}
+	rank := map[*admission]float64{}
+	sort.Slice(pre, func(i, j int) bool { return pre[i].number < pre[j].number })
+	for i, a := range pre {
+		rank[a] = float64(i)
+	}
+	sort.Slice(pre, func(i, j int) bool { return pre[i].arrival < pre[j].arrival })
+	var d2 float64
+	for i, a := range pre {
+		d := float64(i) - rank[a]
+		d2 += d * d
+	}
+	nf := float64(n)
+	return n, 1 - 6*d2/(nf*(nf*nf-1))
 }
 
 // peakActive sweeps [admitted_at, end) intervals, end = the completion time
@@ -298,10 +372,18 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "closed tabs\t%d\t(admitted %d, idle slot-seconds %.1f, arrival window %s)\n",
 			r.TabClosed, r.TabClosedAdmitted, r.IdleSlotSeconds, window)
 	}
+	if l := r.Lottery; l != nil {
+		fmt.Fprintf(tw, "pre-queue lottery\t%d drawn\t(placed %d, admitted %d; rank correlation arrival↔admission %.3f; seed %s)\n",
+			l.Cutoff, l.Placed, l.PreQueueAdmitted, l.RankCorrelation, l.Seed)
+	}
 	fmt.Fprintf(tw, "duration\t%s\t\n", ms(r.DurationMs))
 	fmt.Fprintf(tw, "\t\t\n")
 	fmt.Fprintf(tw, "invariants\t\t\n")
-	fmt.Fprintf(tw, "  FIFO violations\t%d\t%s\n", r.FIFOViolations, ok(r.FIFOViolations == 0))
+	line := "FIFO violations"
+	if r.Lottery != nil {
+		line = "order violations (drawn, then FIFO)"
+	}
+	fmt.Fprintf(tw, "  %s\t%d\t%s\n", line, r.FIFOViolations, ok(r.FIFOViolations == 0))
 	fmt.Fprintf(tw, "  peak live admissions\t%d / %d capacity\t%s (issuer's counter: %d)\n", r.PeakActive, r.Capacity,
 		ok(r.PeakActive <= r.Capacity && r.ServerPeakActive <= int64(r.Capacity)), r.ServerPeakActive)
 	fmt.Fprintf(tw, "  max admitted in 60 s\t%d / %d rate\t%s\n", r.MaxAdmittedPerMinute, r.RatePerMinute, ok(r.MaxAdmittedPerMinute <= r.RatePerMinute))

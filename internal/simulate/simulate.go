@@ -55,6 +55,13 @@ type Options struct {
 	// ArrivalWindow is the room's arrival window (default 60 s; negative:
 	// off). It has no effect unless shorter than SessionDuration.
 	ArrivalWindow time.Duration
+	// PreQueue is the room's pre-queue order: "fifo" (default) or
+	// "shuffle" (the lottery at opening; README "Pre-queue lottery").
+	PreQueue string
+	// OpensIn opens the room this long after the run starts (the event
+	// window's opens_at): buyers who arrive before it form the pre-queue.
+	// Default 0: the room is open from the start.
+	OpensIn time.Duration
 	// BadActors is the fraction of buyers who first present a tampered
 	// token and a token for another product, and replay their token after
 	// their order (default 0.02; negative: none).
@@ -130,6 +137,9 @@ func (o *Options) defaults() error {
 	if o.BadActors == 0 {
 		o.BadActors = 0.02
 	}
+	if o.PreQueue == "" {
+		o.PreQueue = string(issuer.PreQueueFIFO)
+	}
 	o.BadActors = max(o.BadActors, 0)
 	if o.Room == "" {
 		o.Room = "flash-sale"
@@ -173,6 +183,10 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("simulate: abandon (%g) + bad actors (%g) + tab close (%g) exceed 1", o.Abandon, o.BadActors, o.TabClose)
 	case o.ArrivalWindow > 0 && (o.ArrivalWindow < time.Second || o.ArrivalWindow > issuer.MaxSessionDuration):
 		return fmt.Errorf("simulate: arrival window must be 0 (off) or 1s…%s, got %s", issuer.MaxSessionDuration, o.ArrivalWindow)
+	case o.PreQueue != string(issuer.PreQueueFIFO) && o.PreQueue != string(issuer.PreQueueShuffle):
+		return fmt.Errorf("simulate: prequeue must be fifo or shuffle, got %q", o.PreQueue)
+	case o.OpensIn < 0:
+		return errors.New("simulate: opens-in must not be negative")
 	case o.PollScale < 0:
 		return fmt.Errorf("simulate: poll scale must be positive, got %g", o.PollScale)
 	case o.Ramp < 0 || o.Timeout < 0:

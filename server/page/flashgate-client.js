@@ -21,6 +21,7 @@
  * @property {number} [arrival]
  * @property {number} [position] 1 = next in line (WAITING only)
  * @property {boolean} [position_estimated]
+ * @property {true} [pre_queue] WAITING in a shuffle room's pre-queue: the place is drawn at opening (position and ahead absent meanwhile)
  * @property {number} [ahead]
  * @property {number} [total_waiting]
  * @property {number} [estimated_wait_ms] −1: unknown (room paused or closed)

@@ -28,6 +28,9 @@ const TEXT = {
   unknown: ["No such waiting room", "Check the link you followed."],
 };
 
+// The pre-queue of a shuffle room: places are drawn when the sale opens (page.go has the same words).
+const PRE_QUEUE = "You’re in the pre-queue: places are drawn at random when the sale opens, so everyone here has the same chance. Keep this page open: your place appears once it is drawn.";
+
 function show(state, message) {
   const [h, m] = TEXT[state] ?? TEXT.error;
   root.dataset.state = state === "continuing" ? "active" : state === "unclaimed" ? "ended" : state;
@@ -71,6 +74,18 @@ function place(e) {
   }
 }
 
+// unplaced shows an entry of the pre-queue: no place yet (pre_queue).
+function unplaced() {
+  $("position").textContent = "drawn at opening";
+  $("ahead").textContent = "–";
+  $("eta").textContent = "unknown";
+  $("progress").hidden = true;
+  if (lastAnnounced !== "pre-queue") {
+    lastAnnounced = "pre-queue";
+    $("live").textContent = "You are in the pre-queue. Places are drawn at random when the sale opens.";
+  }
+}
+
 let countdownTimer = 0;
 function countdown() {
   const at = Number(d.opensAt);
@@ -92,9 +107,11 @@ function render(e) {
   current = e;
   if (e.state === "WAITING") {
     if (e.room_state === "closed") return show("closed");
-    if (e.room_state === "paused") show(Number(d.opensAt) > Date.now() && countdown() ? "opens" : "paused");
-    else show("waiting");
-    place(e);
+    const message = e.pre_queue ? PRE_QUEUE : undefined;
+    if (e.room_state === "paused") show(Number(d.opensAt) > Date.now() && countdown() ? "opens" : "paused", message);
+    else show("waiting", message);
+    if (e.pre_queue) unplaced();
+    else place(e);
   } else if (e.state === "ACTIVE") {
     show("active");
   } else {
@@ -159,6 +176,7 @@ async function follow() {
 }
 
 if (d.position) place({ position: Number(d.position), ahead: Number($("ahead").textContent) });
+else if (d.preQueue) unplaced();
 if (d.state === "opens") countdown();
 if (d.state === "active") proceed();
 else if (["waiting", "paused", "opens", "reconnecting"].includes(d.state)) follow();

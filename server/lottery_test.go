@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/internal/testkit"
+	"github.com/flashgate/flashgate/issuer"
+)
+
+// TestLotteryOverHTTP: a shuffle room set up by the admin API. Before the
+// opening enter and status answer pre_queue with no position (every answer
+// validated against openapi.json by e.do), the stats show the seed's
+// commitment but not the seed; after the opening and a tick, positions are
+// exact and the stats show the seed, cutoff and bits.
+func TestLotteryOverHTTP(t *testing.T) {
+	clk := testkit.NewClock(testkit.Epoch.Local())
+	e := newEnv(t, withClock(clk.Now))
+	room := e.room(issuer.RoomConfig{})
+	opens := clk.Now().Add(time.Hour).UTC()
+	r := e.admin("PUT", "/admin/rooms/"+room, `{"capacity":1,"prequeue":"shuffle","opens_at":"`+opens.Format(time.RFC3339)+`"}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Equal(t, "shuffle", r.json(t)["prequeue"])
+	assert.Equal(t, 400, e.admin("PUT", "/admin/rooms/"+room, `{"prequeue":"random"}`).status)
+
+	toks := map[string]string{}
+	for _, u := range []string{"u1", "u2", "u3", "u4"} {
+		en := e.enter(room, u)
+		assert.Equal(t, "WAITING", en["state"])
+		assert.Equal(t, true, en["pre_queue"])
+		assert.NotContains(t, en, "position")
+		assert.NotContains(t, en, "ahead")
+		assert.EqualValues(t, -1, en["estimated_wait_ms"])
+		toks[u] = en["waiting_token"].(string)
+	}
+	status := func(user string) map[string]any {
+		r := e.do(req{method: "GET", path: "/v1/rooms/" + room + "/status", user: user, bearer: toks[user]})
+		require.Equal(t, 200, r.status, "%s", r.body)
+		return r.json(t)
+	}
+	assert.Equal(t, true, status("u2")["pre_queue"])
+	lot := e.admin("GET", "/admin/rooms/"+room+"/stats", "").json(t)["lottery"].(map[string]any)
+	assert.Equal(t, false, lot["drawn"])
+	assert.Len(t, lot["commitment"], 40)
+	assert.NotContains(t, lot, "seed", "secret before the draw")
+
+	clk.Set(opens)
+	_, err := e.is.Tick(context.Background(), room)
+	require.NoError(t, err)
+	places := map[float64]bool{}
+	for u := range toks {
+		s := status(u)
+		assert.NotContains(t, s, "pre_queue")
+		if s["state"] == "WAITING" {
+			places[s["position"].(float64)] = true
+		}
+	}
+	assert.Len(t, places, 3, "three distinct places after one admission")
+	st := e.admin("GET", "/admin/rooms/"+room+"/stats", "").json(t)
+	lot = st["lottery"].(map[string]any)
+	assert.Equal(t, true, lot["drawn"])
+	assert.Len(t, lot["seed"], 32)
+	assert.EqualValues(t, 4, lot["cutoff"])
+	assert.EqualValues(t, 3, lot["bits"])
+	assert.EqualValues(t, 4, lot["placed"])
+	assert.EqualValues(t, opens.UnixMilli(), lot["drawn_at_ms"])
+	assert.EqualValues(t, opens.UnixMilli(), lot["placed_at_ms"])
+	assert.Equal(t, "shuffle", st["config"].(map[string]any)["prequeue"])
+
+	fifo := e.room(issuer.RoomConfig{})
+	st = e.admin("GET", "/admin/rooms/"+fifo+"/stats", "").json(t)
+	assert.NotContains(t, st, "lottery", "a fifo room has none")
+	assert.Equal(t, "fifo", st["config"].(map[string]any)["prequeue"])
+}
+
+// TestPagePreQueue: the waiting page of a pre-queue entry says that places
+// are drawn at opening, shows no place, and marks itself for wait.js.
+func TestPagePreQueue(t *testing.T) {
+	e := pageEnv(t)
+	opens := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	room := e.room(issuer.RoomConfig{Opens: opens, PreQueue: issuer.PreQueueShuffle})
+	r := e.page(room, "", "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assertPageHeaders(t, r)
+	body := string(r.body)
+	assert.Equal(t, "opens", dataAttr(t, r.body, "state"))
+	assert.Equal(t, "1", dataAttr(t, r.body, "pre-queue"))
+	assert.NotContains(t, body, "data-position=")
+	assert.Contains(t, body, `<dd id="position">drawn at opening</dd>`)
+	assert.Contains(t, body, "places are drawn at random when the sale opens")
+
+	fifo := e.room(issuer.RoomConfig{Opens: opens})
+	r = e.page(fifo, "", "")
+	assert.False(t, strings.Contains(string(r.body), "data-pre-queue"), "a fifo room has no pre-queue")
+}
