@@ -95,6 +95,9 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 			e.EstimatedWait = time.Duration(float64(e.Ahead) * float64(time.Minute) / float64(rate))
 		}
 		e.PollAfter = pollAfter(e.EstimatedWait)
+		if e.PreQueue && e.RoomState == RoomOpen {
+			e.PollAfter = pollAfter(0) // opened: the places are drawn within a tick or so
+		}
 	}
 	switch {
 	case tok != "":
