@@ -8,7 +8,9 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -703,4 +705,70 @@ func TestLotteryUnderConcurrency(t *testing.T) {
 	assert.EqualValues(t, l.Cutoff, len(drawn))
 	assert.Equal(t, issuer.LotteryOrder(*l, st.Epoch, drawn), drawn, "the drawn set in the seed's order")
 	assert.True(t, slices.IsSorted(rest), "later arrivals in arrival order")
+}
+
+// BenchmarkLotteryPlacing measures placing a pre-queue of 100,000 (the
+// room opens, one Tick places everyone in calls of MaxTickPerCall): the
+// longest script call (SLOWLOG), the script time per placed entry, and the
+// memory per waiting user once placed (lottery scores instead of arrival
+// numbers) against before. Not a unit test: the numbers depend on the host
+// (README "Pre-queue lottery").
+func BenchmarkLotteryPlacing(b *testing.B) {
+	ctx := context.Background()
+	for range b.N {
+		b.StopTimer()
+		srv := redistest.Start(b)
+		rdb := srv.Client(b)
+		clk := newClock()
+		is := newIssuer(b, rdb, clk)
+		room := "sku-1"
+		before := usedMemory(b, rdb)
+		opens := clk.Now().Add(time.Minute)
+		if _, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, Opens: opens, PreQueue: issuer.PreQueueShuffle}); err != nil {
+			b.Fatal(err)
+		}
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for i := next.Add(1); i <= memUsers; i = next.Add(1) {
+					if _, err := is.Enter(ctx, room, "user-"+strconv.FormatInt(i, 10)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		waitingMem := usedMemory(b, rdb) - before
+		_ = rdb.ConfigSet(ctx, "slowlog-max-len", "1000000").Err()
+		_ = rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err()
+		_ = rdb.SlowLogReset(ctx).Err()
+		clk.Set(opens)
+		b.StartTimer()
+		res, err := is.Tick(ctx, room)
+		b.StopTimer()
+		_ = rdb.ConfigSet(ctx, "slowlog-log-slower-than", "10000").Err()
+		if err != nil || res.Placed != memUsers {
+			b.Fatalf("placed %d of %d: %v", res.Placed, memUsers, err)
+		}
+		log, err := rdb.SlowLogGet(ctx, -1).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var worst, total time.Duration
+		calls := 0
+		for _, e := range log {
+			if name := strings.ToLower(fmt.Sprint(e.Args[0])); name == "evalsha" || name == "eval" {
+				calls++
+				worst = max(worst, e.Duration)
+				total += e.Duration
+			}
+		}
+		b.ReportMetric(float64(calls), "script-calls")
+		b.ReportMetric(float64(worst.Microseconds()), "µs/longest-script-call")
+		b.ReportMetric(float64(total.Microseconds())/memUsers, "script-µs/placed")
+		b.ReportMetric(float64(waitingMem)/memUsers, "bytes/user-before")
+		b.ReportMetric(float64(usedMemory(b, rdb)-before)/memUsers, "bytes/user-placed")
+	}
 }
