@@ -76,8 +76,10 @@
 // the room's arrival window, "session_ended" otherwise), room_state; and,
 // exactly when state is WAITING, position,
 // ahead, total_waiting, estimated_wait_ms (−1 = unknown: room paused or
-// closed) and poll_after_ms (the issuer's jittered poll hint; Retry-After is
-// it in whole seconds, rounded up). A status of a left or superseded token is
+// closed, or the place not drawn yet) and poll_after_ms (the issuer's jittered poll hint; Retry-After is
+// it in whole seconds, rounded up) — but while pre_queue is true (a shuffle
+// room's pre-queue, the place not drawn yet; issuer.Entry.PreQueue) there is
+// no position or ahead. A status of a left or superseded token is
 // 200 with state NOT_FOUND.
 //
 // /v1/complete is for order services not written in Go (Go services use
@@ -91,7 +93,8 @@
 // in constant time. With an empty AdminToken the admin API is disabled and
 // its routes answer 404 unknown-route. PUT takes {"capacity",
 // "rate_per_minute", "session_seconds", "tick_ms", "batch", "state",
-// "arrival_window_ms" (0: off), "opens_at", "closes_at", branding};
+// "arrival_window_ms" (0: off), "opens_at", "closes_at", "prequeue" ("fifo"
+// or "shuffle": the pre-queue lottery), branding};
 // omitted members keep the current value (the default for a new room),
 // unknown members and zero values are refused (400).
 //
