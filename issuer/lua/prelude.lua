@@ -86,7 +86,7 @@ end
 --     lottery_done_ms when none is left. Until then nobody is admitted, and a pre-queue entry's
 --     place is not shown (position 0 in the enter and status replies: in_prequeue).
 -- lottery_score(seed, epoch, bits, seq) = -2^53 + h * 2^bits + seq, where h is the top 53 - bits bits
--- of SHA-1(seed .. ':' .. epoch .. ':' .. seq): negative, so every drawn entry is ahead of every
+-- of the first 52 bits of SHA-1(seed .. ':' .. epoch .. ':' .. seq): negative, so every drawn entry is ahead of every
 -- later arrival (scores >= 1); exact in a double (|score| <= 2^53); the seq is its low bits
 -- (seq_of_score), and equal h (probability 2^-(53 - bits) a pair) fall back to arrival order.
 -- The seed (128 bits from crypto/rand, written by issuer.SetRoom or with the create policy) stays
@@ -115,7 +115,7 @@ local function in_prequeue(cfg, seq)
   return cfg.prequeue == 'shuffle'
 end
 
-local draw_lottery -- defined after now_ms's users below; load_config calls it
+local draw_lottery -- load_config calls it; defined below, after keep_clock (which it uses)
 
 -- load_config returns the room's config table and whether this call created
 -- the room, or nil for an unknown room. With allow_create and a policy in
