@@ -15,6 +15,7 @@ const (
 	CodeInvalidInput  Code = "invalid_input"         // malformed room id, user id or room config
 	CodeUnknownRoom   Code = "unknown_room"          // no such waiting room and no default policy
 	CodeRoomClosed    Code = "room_closed"           // the room accepts no new entries
+	CodeRoomLimit     Code = "room_limit"            // an unknown room, and no more may be created (auto rooms)
 	CodeBanned        Code = "banned"                // an operator banned the user from the room until a time
 	CodeBadWaiting    Code = "invalid_waiting_token" // not a waiting token, or not for this room
 	CodeOwnerMismatch Code = "token_owner_mismatch"  // a waiting token or admission of another user
@@ -30,7 +31,7 @@ const (
 
 // Codes lists every domain code, in the order above.
 var Codes = []Code{
-	CodeInvalidInput, CodeUnknownRoom, CodeRoomClosed, CodeBanned, CodeBadWaiting, CodeOwnerMismatch,
+	CodeInvalidInput, CodeUnknownRoom, CodeRoomClosed, CodeRoomLimit, CodeBanned, CodeBadWaiting, CodeOwnerMismatch,
 	CodeNotFound, CodeNotAdmitted, CodeExpired, CodeRevoked, CodeCompleted, CodeUnavailable,
 	CodeStoreFull, CodeInternal,
 }
@@ -63,6 +64,7 @@ var (
 	ErrInvalidInput  = &Error{Code: CodeInvalidInput, Message: "invalid input"}
 	ErrUnknownRoom   = &Error{Code: CodeUnknownRoom, Message: "unknown waiting room"}
 	ErrRoomClosed    = &Error{Code: CodeRoomClosed, Message: "waiting room is closed"}
+	ErrRoomLimit     = &Error{Code: CodeRoomLimit, Message: "too many waiting rooms"}
 	ErrBanned        = &Error{Code: CodeBanned, Message: "banned from the waiting room"}
 	ErrBadWaiting    = &Error{Code: CodeBadWaiting, Message: "invalid waiting token"}
 	ErrOwnerMismatch = &Error{Code: CodeOwnerMismatch, Message: "token owner mismatch"}

@@ -13,6 +13,10 @@ const (
 	StateCompleted State = "COMPLETED"
 	StateRevoked   State = "REVOKED"
 	StateNotFound  State = "NOT_FOUND"
+	// StateClosed is final: the room closed (sold out, closed, its event
+	// window ended, deleted) while the entry was waiting; the entry's reason
+	// says which.
+	StateClosed State = "CLOSED"
 )
 
 // Completion is the result of completing an admission (the order went

@@ -30,7 +30,8 @@ type Admission struct {
 // Errors: those of Status, plus flashgate.ErrNotAdmitted (still waiting: a
 // *NotAdmittedError carrying the WAITING entry), flashgate.ErrExpired (also
 // not claimed in time),
-// flashgate.ErrCompleted, flashgate.ErrRevoked, flashgate.ErrNotFound,
+// flashgate.ErrCompleted, flashgate.ErrRevoked, flashgate.ErrRoomClosed (the
+// entry is CLOSED: the room closed while it waited), flashgate.ErrNotFound,
 // flashgate.ErrInternal (no signer, sign failure).
 func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string) (*Admission, error) {
 	ref, err := is.checkWaiting(room, user, waitingToken)
@@ -55,6 +56,8 @@ func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string)
 		return nil, flashgate.Errorf(flashgate.CodeCompleted, "admission already completed")
 	case flashgate.StateRevoked:
 		return nil, flashgate.Errorf(flashgate.CodeRevoked, "admission revoked")
+	case flashgate.StateClosed:
+		return nil, flashgate.Errorf(flashgate.CodeRoomClosed, "the line was closed before this entry's turn (%s)", e.Reason)
 	default:
 		return nil, flashgate.Errorf(flashgate.CodeNotFound, "no entry for this waiting token")
 	}

@@ -2,9 +2,12 @@ package issuer
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/flashgate/flashgate"
 )
 
 // enterBatcher coalesces concurrent Enter calls for one room into one enter
@@ -162,10 +165,26 @@ func (is *Issuer) EnterBatchStats() (calls, users int64) {
 
 // enterUsers runs the enter script for users, in that order, and decodes
 // its reply (decodeEnter).
+//
+// With limited auto rooms (Config.MaxAutoRooms) an unknown room is created
+// only once its slot is reserved: the first call may not create it
+// (createArg), and on unknown_room the slot is reserved (reserveAutoRoom,
+// another Cluster slot than the room's, so not in the script) and the call
+// repeated with the default policy. Errors: those of the script, and
+// flashgate.ErrRoomLimit.
 func (is *Issuer) enterUsers(ctx context.Context, room string, users ...any) ([]scriptEntry, error) {
 	is.batchCalls.Add(1)
 	is.batchUsers.Add(int64(len(users)))
-	r, err := is.run(ctx, enterScript, room, users...)
+	policy := is.createArg(enterScript, room)
+	r, err := is.runPolicy(ctx, enterScript, room, policy, users...)
+	if err != nil && policy == "" && is.autoLimited() && errors.Is(err, flashgate.ErrUnknownRoom) && !errors.Is(err, errRoomDeleted) {
+		if err := is.reserveAutoRoom(ctx, room); err != nil {
+			return nil, err
+		}
+		is.batchCalls.Add(1)
+		is.batchUsers.Add(int64(len(users)))
+		r, err = is.runPolicy(ctx, enterScript, room, is.defaultPolicy(), users...)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,30 @@ type Config struct {
 	SharedSecret bool
 	// DefaultRoom, when non-nil, creates unknown rooms on first Enter with
 	// this policy. Nil: unknown rooms are refused with flashgate.ErrUnknownRoom.
+	// Rooms created so (auto rooms, RoomConfig.Auto) are limited in number
+	// (MaxAutoRooms) and deleted when idle (AutoRoomIdle).
 	DefaultRoom *RoomConfig
+	// MaxAutoRooms bounds the auto rooms that exist at once, across every
+	// replica (a slot in fg:autorooms, reserved before an enter may create
+	// the room): beyond it, an enter into an unknown room is refused with
+	// flashgate.ErrRoomLimit. Zero means DefaultMaxAutoRooms (100), negative
+	// no limit.
+	MaxAutoRooms int
+	// AutoRoomIdle is how long an auto room may stay idle — nobody waiting,
+	// no live admission, no time-dependent write — before the tick deletes
+	// it (DeleteRoom's end, reason deleted) and frees its slot. Zero means
+	// DefaultAutoRoomIdle (1 h), negative never.
+	AutoRoomIdle time.Duration
+	// RoomRetention is how long a room's keys live after the room ends
+	// (rooms whose RoomConfig.Retention is zero). Zero means
+	// DefaultRoomRetention (24 h); else MinRetention … MaxRetention.
+	RoomRetention time.Duration
+	// IdleTickMax is the slowest Run ticks a room with nothing to do (nobody
+	// waiting, nothing live, nothing to drain): its tick period doubles at
+	// each idle tick up to this, and an enter through this Issuer wakes it
+	// at once. Zero means DefaultIdleTickMax (10 s); negative ticks every
+	// room at its configured tick.
+	IdleTickMax time.Duration
 	// Now, when set, is the clock used for queue scores and expiries (tests).
 	// Nil means Redis TIME: one clock for every replica (package doc, "Time").
 	Now func() time.Time
@@ -100,6 +123,13 @@ type Issuer struct {
 	// batchCalls and batchUsers count enter script calls and the users they
 	// carried (EnterBatchStats).
 	batchCalls, batchUsers atomic.Int64
+	// idle holds the rooms Run is ticking slowly (nothing to do), as
+	// *atomic.Bool: Enter wakes one (wake).
+	idle sync.Map
+	// wakeups receives the rooms to tick at once (Run reads it).
+	wakeups chan string
+	// ticks counts the tick script calls Run has made (TickCalls).
+	ticks atomic.Int64
 }
 
 // Defaults and bounds of Config.
@@ -121,6 +151,11 @@ const (
 	MaxEnterBatch = 1000
 	// MinWaitingSecret is the shortest Config.WaitingSecret, in bytes.
 	MinWaitingSecret = 32
+	// DefaultMaxAutoRooms, DefaultAutoRoomIdle and DefaultIdleTickMax are
+	// the defaults of Config.MaxAutoRooms, AutoRoomIdle and IdleTickMax.
+	DefaultMaxAutoRooms = 100
+	DefaultAutoRoomIdle = time.Hour
+	DefaultIdleTickMax  = 10 * time.Second
 )
 
 // Validate reports the first setting of c out of its bounds, as a
@@ -148,6 +183,13 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if c.RoomRetention != 0 && !validRetention(c.RoomRetention) {
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: RoomRetention must be 0 (default %s) or %s … %s, whole milliseconds",
+			DefaultRoomRetention, MinRetention, MaxRetention)
+	}
+	if c.AutoRoomIdle > 0 && c.AutoRoomIdle < time.Second {
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: AutoRoomIdle must be at least 1s (0: default %s; negative: never)", DefaultAutoRoomIdle)
+	}
 	return nil
 }
 
@@ -168,6 +210,18 @@ func (c Config) withDefaults() Config {
 	if c.EnterBatch == 0 {
 		c.EnterBatch = DefaultEnterBatch
 	}
+	if c.MaxAutoRooms == 0 {
+		c.MaxAutoRooms = DefaultMaxAutoRooms
+	}
+	if c.AutoRoomIdle == 0 {
+		c.AutoRoomIdle = DefaultAutoRoomIdle
+	}
+	if c.RoomRetention == 0 {
+		c.RoomRetention = DefaultRoomRetention
+	}
+	if c.IdleTickMax == 0 {
+		c.IdleTickMax = DefaultIdleTickMax
+	}
 	return c
 }
 
@@ -181,7 +235,7 @@ func New(cfg Config) (*Issuer, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	is := &Issuer{cfg: cfg, log: cfg.Logger}
+	is := &Issuer{cfg: cfg, log: cfg.Logger, wakeups: make(chan string, 1024)}
 	if cfg.WaitingSecret != nil {
 		is.secrets.Store(newSecretSet(cfg.WaitingSecret))
 	}
@@ -189,7 +243,9 @@ func New(cfg Config) (*Issuer, error) {
 		is.log = slog.Default()
 	}
 	if cfg.DefaultRoom != nil {
-		is.policy = cfg.DefaultRoom.WithDefaults().policy("-")
+		d := cfg.DefaultRoom.WithDefaults()
+		d.Auto = true
+		is.policy = d.policy("-")
 	}
 	return is, nil
 }

@@ -52,7 +52,8 @@ type Entry struct {
 	BannedUntil time.Time
 	// Reason says why an EXPIRED entry ended: ReasonNotClaimed (the
 	// admission was not claimed by an exchange within the room's arrival
-	// window) or ReasonSessionEnded; "" in every other state.
+	// window) or ReasonSessionEnded; why a CLOSED one did: ReasonSoldOut,
+	// ReasonClosed, ReasonEventEnded or ReasonDeleted; "" in every other state.
 	Reason    string
 	RoomState RoomState
 	// Created is true when this Enter created the room from the default policy.
@@ -71,7 +72,7 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 		RoomState:    r.roomState,
 		PreQueue:     r.preQueue,
 	}
-	if e.State == flashgate.StateExpired {
+	if e.State == flashgate.StateExpired || e.State == flashgate.StateClosed {
 		e.Reason = r.reason
 	}
 	at := r.at
@@ -83,6 +84,10 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 		e.ExpiresAt = time.UnixMilli(at)
 	case flashgate.StateExpired, flashgate.StateCompleted, flashgate.StateRevoked:
 		e.EndedAt = time.UnixMilli(at)
+	case flashgate.StateClosed:
+		if at > 0 { // 0: the room's end not recorded yet, or reopened since
+			e.EndedAt = time.UnixMilli(at)
+		}
 	}
 	if e.State == flashgate.StateRevoked && r.bannedUntil > 0 {
 		e.BannedUntil = time.UnixMilli(r.bannedUntil)
@@ -117,6 +122,19 @@ const (
 	ReasonNotClaimed = "not_claimed"
 	// ReasonSessionEnded: the admission ran its whole session.
 	ReasonSessionEnded = "session_ended"
+)
+
+// Reasons of a CLOSED entry (Entry.Reason) and of a room's end
+// (RoomConfig.CloseReason): why the line the entry was in ended.
+const (
+	// ReasonSoldOut: the operator declared the sale sold out (SoldOut).
+	ReasonSoldOut = "sold_out"
+	// ReasonClosed: the operator closed the room (Close, SetState).
+	ReasonClosed = "closed"
+	// ReasonEventEnded: the room's event window closed (RoomConfig.Closes).
+	ReasonEventEnded = "event_ended"
+	// ReasonDeleted: the room was deleted (DeleteRoom, or idle as an auto room).
+	ReasonDeleted = "deleted"
 )
 
 // pollAfter chooses the next poll: half the estimated wait, clamped to
@@ -175,6 +193,7 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 		return nil, bannedError(room, r.bannedUntil)
 	}
 	e := is.entry(room, user, "", r)
+	is.wake(room)
 	if e.Created {
 		if err := is.noteCreated(ctx, room); err != nil {
 			return nil, err
@@ -194,7 +213,8 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 }
 
 // Status reports the entry behind a waiting token: WAITING (position, ahead,
-// estimate, poll hint), ACTIVE (expiry), EXPIRED, COMPLETED, REVOKED or
+// estimate, poll hint), ACTIVE (expiry), EXPIRED, COMPLETED, REVOKED, CLOSED
+// (the room closed while the entry waited: Reason says why, EndedAt when) or
 // NOT_FOUND (left, or superseded by a newer entry). Users far behind the head
 // are answered from the replica's room snapshot (PositionEstimated; a token
 // whose owner left may then still read WAITING until the line reaches it).

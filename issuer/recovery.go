@@ -69,7 +69,8 @@ func (c RoomConfig) equal(d RoomConfig) bool {
 	return c.Capacity == d.Capacity && c.RatePerMinute == d.RatePerMinute && c.SessionDuration == d.SessionDuration &&
 		c.Tick == d.Tick && c.TickBatch == d.TickBatch && c.State == d.State && c.ArrivalWindow == d.ArrivalWindow &&
 		c.preQueue() == d.preQueue() &&
-		c.Opens.Equal(d.Opens) && c.Closes.Equal(d.Closes) &&
+		c.Opens.Equal(d.Opens) && c.Closes.Equal(d.Closes) && c.Retention == d.Retention && c.Auto == d.Auto &&
+		c.CloseReason == d.CloseReason && c.EndedAt.Equal(d.EndedAt) && c.DeletedAt.Equal(d.DeletedAt) &&
 		c.PageTitle == d.PageTitle && c.PageMessage == d.PageMessage && c.BrandColor == d.BrandColor
 }
 
@@ -105,10 +106,14 @@ func (is *Issuer) knows(room string) bool {
 
 // createArg is a script's create-room argument for room (lua/prelude.lua
 // ARGV[2]). Only enter and tick may create a missing room (load_config(true)):
-// both get the room's last known config; failing that, enter gets the
-// default policy (a new room) and tick "" (a tick only restores, so every
-// room it creates is a restore, logged as one). Every other script gets "",
-// which keeps the lookup and the bytes off the status and completion paths.
+// both get the room's last known config, unless the room had ended (its keys
+// expire by design: an ended room is never restored); failing that, enter
+// gets the default policy (a new room) when auto rooms are not limited, and
+// tick "" (a tick only restores, so every room it creates is a restore,
+// logged as one). With limited auto rooms enter gets "" too: enterUsers
+// reserves the room's slot on unknown_room and only then passes the default
+// policy (defaultPolicy). Every other script gets "", which keeps the lookup
+// and the bytes off the status and completion paths.
 // A shuffle room's policy carries a fresh lottery seed on every call (the
 // scripts store it only when they create the room), so no two rooms share
 // one: a seed shown after one room's draw predicts no other room's.
@@ -118,18 +123,38 @@ func (is *Issuer) createArg(s *redis.Script, room string) string {
 	}
 	if v, ok := is.known.Load(room); ok {
 		k := v.(*knownRoom)
+		if !k.cfg.EndedAt.IsZero() || !k.cfg.DeletedAt.IsZero() {
+			return ""
+		}
 		if k.cfg.PreQueue == PreQueueShuffle {
 			return k.cfg.policy(newLotterySeed())
 		}
 		return k.policy
 	}
-	if s == tickScript || is.cfg.DefaultRoom == nil {
+	if s == tickScript || is.cfg.DefaultRoom == nil || is.autoLimited() {
 		return ""
 	}
+	return is.defaultPolicy()
+}
+
+// defaultPolicy is the create-room argument of a new auto room (DefaultRoom,
+// marked auto): a shuffle room's with a fresh lottery seed.
+func (is *Issuer) defaultPolicy() string {
 	if is.cfg.DefaultRoom.PreQueue == PreQueueShuffle {
-		return is.cfg.DefaultRoom.WithDefaults().policy(newLotterySeed())
+		d := is.cfg.DefaultRoom.WithDefaults()
+		d.Auto = true
+		return d.policy(newLotterySeed())
 	}
 	return is.policy
+}
+
+// forget drops what this replica knows of room (its keys are gone after its
+// end: it is no longer ticked, nor restored).
+func (is *Issuer) forget(room string) {
+	is.known.Delete(room)
+	is.registered.Delete(room)
+	is.idle.Delete(room)
+	is.snaps.forget(room)
 }
 
 // noteCreated is called when an enter created room: from its last known
@@ -139,6 +164,7 @@ func (is *Issuer) noteCreated(ctx context.Context, room string) error {
 	if !ok {
 		if is.cfg.DefaultRoom != nil {
 			c := is.cfg.DefaultRoom.WithDefaults()
+			c.Auto = true
 			is.remember(room, c)
 			return is.restorePage(ctx, room, c)
 		}

@@ -34,6 +34,12 @@ const (
 	// ArrivalWindowOff, as RoomConfig.ArrivalWindow, disables the arrival
 	// window: an admission lasts the session whether it is claimed or not.
 	ArrivalWindowOff time.Duration = -1
+	// DefaultRoomRetention is the default Config.RoomRetention: how long a
+	// room's keys live after it ends. MinRetention and MaxRetention bound
+	// RoomConfig.Retention and Config.RoomRetention.
+	DefaultRoomRetention = 24 * time.Hour
+	MinRetention         = time.Minute
+	MaxRetention         = 30 * 24 * time.Hour
 	// MaxSessionDuration is the longest session duration a room may have; the
 	// verifier's DefaultMaxLifetime (15 min) accepts tokens up to it.
 	MaxSessionDuration = 15 * time.Minute
@@ -80,6 +86,7 @@ type RoomConfig struct {
 	// closed: new entries are refused and nobody more is admitted, while
 	// admissions already made run to their expiry and can complete.
 	// Both are judged by the room's clock (Redis TIME), not the replica's.
+	// A room whose window closes ends as Close does, reason ReasonEventEnded.
 	Opens, Closes time.Time
 	// PreQueue orders the pre-queue — everyone who entered before the room
 	// first opened (Opens, or an open after a pause): PreQueueFIFO (the
@@ -91,6 +98,31 @@ type RoomConfig struct {
 	// to shuffle once anyone has been admitted, or has entered while it was
 	// open, has no pre-queue (its draw is recorded as empty).
 	PreQueue PreQueue
+	// Retention is how long the room's keys (every one, the user index
+	// included) live after the room ends — closes, sells out, its window
+	// closes or it is deleted — before Redis expires them (README "The end
+	// of a sale"). Zero means the issuer's Config.RoomRetention (default
+	// DefaultRoomRetention, 24 h); else MinRetention … MaxRetention, whole
+	// milliseconds. Reopening a room keeps its keys again.
+	Retention time.Duration
+
+	// Read only: what Room reports of the room's end and origin. SetRoom
+	// ignores them but CloseReason, the reason of a close when State is
+	// RoomClosed ("" : ReasonClosed; Close sets it).
+	//
+	// CloseReason is why the room is closed in effect (ReasonSoldOut,
+	// ReasonClosed, ReasonEventEnded, ReasonDeleted), or, in a room
+	// reopened since, why its last line ended; "" if it never closed.
+	CloseReason string
+	// EndedAt is when the room ended (zero while it has not, or since it
+	// was reopened); its keys expire at EndedAt + Retention.
+	EndedAt time.Time
+	// DeletedAt is when the room was deleted (DeleteRoom, or idle as an
+	// auto room); zero otherwise.
+	DeletedAt time.Time
+	// Auto marks a room created by an enter under Config.DefaultRoom:
+	// counted against Config.MaxAutoRooms and deleted when idle.
+	Auto bool
 
 	// The waiting page's branding (GET /wait/{room}); "" everywhere is the
 	// built-in page. The scripts never read these (stored as the config
@@ -155,6 +187,8 @@ func (c RoomConfig) Validate() error {
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "state must be open, paused or closed, got %q", c.State)
 	case c.PreQueue != PreQueueFIFO && c.PreQueue != PreQueueShuffle:
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "prequeue must be fifo or shuffle, got %q", clip(string(c.PreQueue)))
+	case c.Retention != 0 && !validRetention(c.Retention):
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "retention must be 0 (the default) or whole milliseconds in %s…%s, got %s", MinRetention, MaxRetention, c.Retention)
 	case !c.Opens.IsZero() && c.Opens.UnixMilli() <= 0, !c.Closes.IsZero() && c.Closes.UnixMilli() <= 0:
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "opens and closes must be after 1970-01-01")
 	case !c.Opens.IsZero() && !c.Closes.IsZero() && !c.Closes.After(c.Opens):
@@ -238,14 +272,30 @@ func arrivalWindow(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
+// validRetention: MinRetention … MaxRetention, whole milliseconds.
+func validRetention(d time.Duration) bool {
+	return d >= MinRetention && d <= MaxRetention && d%time.Millisecond == 0
+}
+
+// validCloseReason: a reason an operator may close a room with (Close);
+// ReasonDeleted is DeleteRoom's own.
+func validCloseReason(r string) bool {
+	return r == ReasonSoldOut || r == ReasonClosed || r == ReasonEventEnded
+}
+
 // policy encodes c as the scripts' create-room argument (lua/prelude.lua
-// ARGV[2]): "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms,arrival_ms,prequeue,seed",
+// ARGV[2]): "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms,arrival_ms,prequeue,seed,auto",
 // seed being the room's lottery seed ("-": none; see Issuer.createArg,
-// which gives every shuffle room created from it a fresh one).
+// which gives every shuffle room created from it a fresh one), auto "1" for
+// an auto room (RoomConfig.Auto), else "0".
 func (c RoomConfig) policy(seed string) string {
-	return fmt.Sprintf("%s,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s", c.State, c.Capacity, c.RatePerMinute,
+	auto := 0
+	if c.Auto {
+		auto = 1
+	}
+	return fmt.Sprintf("%s,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%d", c.State, c.Capacity, c.RatePerMinute,
 		c.SessionDuration.Milliseconds(), c.TickBatch, c.Tick.Milliseconds(), windowMs(c.Opens), windowMs(c.Closes),
-		arrivalMs(c.ArrivalWindow), c.preQueue(), seed)
+		arrivalMs(c.ArrivalWindow), c.preQueue(), seed, auto)
 }
 
 // preQueue is c.PreQueue, "" read as the default (fifo).

@@ -20,9 +20,19 @@ import (
 // (lua/configure.lua): a pre-queue lottery due under the configuration in
 // effect until now is drawn first; a shuffle room gets its secret seed if it
 // has none (never replaced); a room switched to shuffle after its sale has
-// begun gets an empty draw (RoomConfig.PreQueue). Errors: flashgate.ErrInvalidInput,
+// begun gets an empty draw (RoomConfig.PreQueue). A change that closes the
+// room in effect (State RoomClosed, or Closes in the past) ends it as Close
+// does, with c.CloseReason (default ReasonClosed; README "The end of a
+// sale"); one that reopens an ended room (State open or paused, Closes
+// later) starts a new line — the closed one stays CLOSED — and keeps the
+// room's keys again (PERSIST). Errors: flashgate.ErrInvalidInput,
 // flashgate.ErrUnavailable, flashgate.ErrStoreFull.
 func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomConfig, error) {
+	return is.setRoom(ctx, room, c, false)
+}
+
+// setRoom is SetRoom; del also deletes the room (DeleteRoom).
+func (is *Issuer) setRoom(ctx context.Context, room string, c RoomConfig, del bool) (RoomConfig, error) {
 	if err := checkRoom(room); err != nil {
 		return RoomConfig{}, err
 	}
@@ -34,20 +44,91 @@ func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomC
 	if c.PreQueue == PreQueueShuffle {
 		seed = newLotterySeed()
 	}
-	_, err := is.run(ctx, configureScript, room, seed,
+	reason := ""
+	if c.State == RoomClosed && validCloseReason(c.CloseReason) {
+		reason = c.CloseReason
+	}
+	deleted := ""
+	if del {
+		deleted = "1"
+	}
+	r, err := is.run(ctx, configureScript, room, seed, reason, is.cfg.RoomRetention.Milliseconds(), deleted,
 		"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
 		"session_ms", c.SessionDuration.Milliseconds(), "batch", c.TickBatch, "tick_ms", c.Tick.Milliseconds(),
 		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes), "arrival_ms", arrivalMs(c.ArrivalWindow),
-		"prequeue", string(c.PreQueue),
+		"prequeue", string(c.PreQueue), "retention_ms", c.Retention.Milliseconds(),
 		"page_title", c.PageTitle, "page_message", c.PageMessage, "brand_color", c.BrandColor)
 	if err != nil {
 		return RoomConfig{}, err
 	}
-	if err := is.cfg.Redis.SAdd(ctx, keyRooms, room).Err(); err != nil {
+	v := decodeSetRoom(r)
+	is.snaps.forget(room) // this replica answers the new state at once (others within a snapshot's age)
+	c.EndedAt, c.DeletedAt = v.ended, v.deleted
+	c.CloseReason = v.closeReason
+	if del && v.waiting == 0 {
+		// Nothing to drain: out of the listings at once (the tick takes
+		// out one that had a line, once drained).
+		err = is.cfg.Redis.SRem(ctx, keyRooms, room).Err()
+	} else {
+		err = is.cfg.Redis.SAdd(ctx, keyRooms, room).Err()
+	}
+	if err != nil {
 		return RoomConfig{}, unavailable(err)
+	}
+	if c.Auto && !c.DeletedAt.IsZero() {
+		is.freeAutoRoom(ctx, room)
 	}
 	is.remember(room, c)
 	return c, nil
+}
+
+// Close closes room with reason (ReasonSoldOut, ReasonClosed or
+// ReasonEventEnded; "" for ReasonClosed): new entries are refused, every
+// waiting entry reads CLOSED with the reason at once (status, events, the
+// page), nobody more is admitted, admissions already made run to their
+// expiry and can complete, the line is drained by the tick in bounded
+// steps, and the room's keys expire its retention after now. Closing a room
+// already closed replaces the reason and nothing else. Reopening it
+// (SetState, SetRoom) starts a new line.
+// Errors: flashgate.ErrInvalidInput (a bad reason), flashgate.ErrUnknownRoom,
+// flashgate.ErrUnavailable.
+func (is *Issuer) Close(ctx context.Context, room, reason string) (RoomConfig, error) {
+	if reason == "" {
+		reason = ReasonClosed
+	}
+	if !validCloseReason(reason) {
+		return RoomConfig{}, flashgate.Errorf(flashgate.CodeInvalidInput, "reason must be %s, %s or %s, got %q",
+			ReasonSoldOut, ReasonClosed, ReasonEventEnded, clip(reason))
+	}
+	c, err := is.Room(ctx, room)
+	if err != nil {
+		return RoomConfig{}, err
+	}
+	c.State, c.CloseReason = RoomClosed, reason
+	return is.SetRoom(ctx, room, c)
+}
+
+// SoldOut closes room with ReasonSoldOut (Close): every waiting buyer reads
+// CLOSED, reason sold_out. Errors as Close.
+func (is *Issuer) SoldOut(ctx context.Context, room string) (RoomConfig, error) {
+	return is.Close(ctx, room, ReasonSoldOut)
+}
+
+// DeleteRoom deletes room: it closes as Close does (reason ReasonDeleted,
+// unless it had already ended: a sold-out room stays sold out), its enters
+// answer flashgate.ErrUnknownRoom, it leaves the room listing (Rooms) once
+// its line is drained, and its keys expire its retention after it ended.
+// Until then Room and Stats still answer it (DeletedAt set), status answers
+// its entries, and admissions already made can complete. SetRoom with state
+// open or paused restores it, with a new line. Repeating it changes nothing.
+// Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
+func (is *Issuer) DeleteRoom(ctx context.Context, room string) (RoomConfig, error) {
+	c, err := is.Room(ctx, room)
+	if err != nil {
+		return RoomConfig{}, err
+	}
+	c.State, c.CloseReason = RoomClosed, ""
+	return is.setRoom(ctx, room, c, true)
 }
 
 // RoomPatch is a partial RoomConfig for UpdateRoom: a nil field keeps the
@@ -71,6 +152,9 @@ type RoomPatch struct {
 	// PageTitle, PageMessage and BrandColor set the page's branding; ""
 	// clears one.
 	PageTitle, PageMessage, BrandColor *string
+	// Retention sets how long the room's keys live after it ends; zero:
+	// the issuer's default (as in RoomConfig).
+	Retention *time.Duration
 }
 
 // apply returns c with p's fields set, or a flashgate.CodeInvalidInput
@@ -127,6 +211,9 @@ func (p RoomPatch) apply(c RoomConfig) (RoomConfig, error) {
 			c.ArrivalWindow = ArrivalWindowOff
 		}
 	}
+	if p.Retention != nil {
+		c.Retention = *p.Retention
+	}
 	if p.Opens != nil {
 		c.Opens = *p.Opens
 	}
@@ -177,6 +264,9 @@ func (is *Issuer) UpdateRoom(ctx context.Context, room string, patch RoomPatch) 
 	if cur, err = patch.apply(cur); err != nil {
 		return RoomConfig{}, false, err
 	}
+	if patch.State != nil {
+		cur.CloseReason = "" // a close through the config: ReasonClosed
+	}
 	if cfg, err = is.SetRoom(ctx, room, cur); err != nil {
 		return RoomConfig{}, false, err
 	}
@@ -214,13 +304,23 @@ func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 		Opens: windowTime(int64(atoi("opens_ms"))), Closes: windowTime(int64(atoi("closes_ms"))),
 		ArrivalWindow: arrivalWindow(int64(atoi("arrival_ms"))), PreQueue: preQueueOf(m["prequeue"]),
 		PageTitle: m["page_title"], PageMessage: m["page_message"], BrandColor: m["brand_color"],
+		Retention:   time.Duration(atoi("retention_ms")) * time.Millisecond,
+		CloseReason: m["close_reason"], EndedAt: windowTime(int64(atoi("ended_ms"))),
+		DeletedAt: windowTime(int64(atoi("deleted_ms"))), Auto: m["auto"] == "1",
+	}
+	if c.State == RoomClosed && c.EndedAt.IsZero() && c.CloseReason == "" {
+		c.CloseReason = ReasonClosed // closed, its end not recorded yet (a restored room)
 	}
 	is.remember(room, c)
 	return c, nil
 }
 
-// SetState opens, pauses or closes an existing room.
+// SetState opens, pauses or closes an existing room (closing: Close with
+// ReasonClosed).
 func (is *Issuer) SetState(ctx context.Context, room string, s RoomState) (RoomConfig, error) {
+	if s == RoomClosed {
+		return is.Close(ctx, room, ReasonClosed)
+	}
 	c, err := is.Room(ctx, room)
 	if err != nil {
 		return RoomConfig{}, err
@@ -268,6 +368,12 @@ type Stats struct {
 	// waiting entries bans removed from the line.
 	Banned  int64
 	Removed int64
+	// ClosedOut counts the waiting entries a closed line's drain removed
+	// (README "The end of a sale"): entries that ended CLOSED.
+	ClosedOut int64
+	// ClosedSeq is the arrival counter when the room last closed: entries
+	// up to it belong to a line that closing ended (0: never closed).
+	ClosedSeq int64
 	// PeakActive is the highest number of live admissions seen right after an admission.
 	PeakActive int64
 	// Lottery is the room's pre-queue lottery: nil for a room that has
@@ -293,8 +399,13 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 	return st, nil
 }
 
-// Run ticks every registered room at its configured tick until ctx ends,
-// then returns ctx.Err(). Run it in every replica: the limits live in Redis,
+// Run ticks every registered room until ctx ends, then returns ctx.Err(): a
+// room with work (someone waiting, an admission live, a closed line to
+// drain) at its configured tick, a room with nothing to do ever more slowly
+// up to Config.IdleTickMax (10 s) — an enter through this Issuer wakes it at
+// once — and a room whose keys are gone (expired after its end) not at all:
+// it leaves fg:rooms. A deleted room leaves fg:rooms once its line is
+// drained, and an auto room's slot is freed when it is deleted. Run it in every replica: the limits live in Redis,
 // so correctness does not depend on how many run. Errors of one tick are
 // logged (rate-limited) and retried at the next; the queue store's outages
 // and refusals (flashgate.ErrUnavailable, flashgate.ErrStoreFull) only when they start and end.
@@ -329,6 +440,19 @@ func (is *Issuer) Run(ctx context.Context) error {
 			storeFailing = time.Time{}
 		}
 	}
+	idleFor := map[string]time.Duration{} // rooms ticked slowly: their current period
+	// settle records room's next tick after res (nextTick, ±10 % jitter so
+	// replicas do not tick in lock-step).
+	settle := func(room string, res TickResult, now time.Time) {
+		wait, idle := nextTick(res, idleFor[room], is.cfg.IdleTickMax)
+		if idle > 0 {
+			idleFor[room] = idle
+		} else {
+			delete(idleFor, room)
+		}
+		is.setIdle(room, idle > 0)
+		next[room] = now.Add(time.Duration(float64(wait) * (0.9 + 0.2*rand.Float64())))
+	}
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -338,6 +462,15 @@ func (is *Issuer) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		now := time.Now()
+		for woken := true; woken; {
+			select {
+			case room := <-is.wakeups:
+				next[room] = now // an enter: tick it now
+				delete(idleFor, room)
+			default:
+				woken = false
+			}
+		}
 		if now.Sub(roomsAt) >= roomsEvery {
 			r, err := is.Rooms(ctx)
 			if err != nil {
@@ -359,9 +492,18 @@ func (is *Issuer) Run(ctx context.Context) error {
 			if now.Before(next[room]) {
 				continue
 			}
+			is.ticks.Add(1)
 			res, err := is.Tick(ctx, room)
 			if err != nil {
 				if errors.Is(err, flashgate.ErrUnknownRoom) {
+					// Its keys are gone (expired after its end, or lost and
+					// unknown to this replica): stop ticking it. A room this
+					// replica could restore never answers this (createArg).
+					if err := is.cfg.Redis.SRem(ctx, keyRooms, room).Err(); err != nil {
+						logErr("tick loop: unlist gone room", unavailable(err), "room", room)
+					}
+					is.forget(room)
+					delete(idleFor, room)
 					next[room] = now.Add(roomsEvery)
 					continue
 				}
@@ -370,8 +512,7 @@ func (is *Issuer) Run(ctx context.Context) error {
 				continue
 			}
 			storeOK()
-			// ±10 % jitter keeps replicas from ticking in lock-step.
-			next[room] = now.Add(time.Duration(float64(res.Tick) * (0.9 + 0.2*rand.Float64())))
+			settle(room, res, now)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package issuer
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -45,7 +46,18 @@ var (
 	unbanScript     = loadScript("unban")
 	bansScript      = loadScript("bans")
 	configureScript = loadScript("configure")
+	drainScript     = loadScript("drain")
+	// autoRoomScript is not a room's: its one key is fg:autorooms.
+	autoRoomScript = redis.NewScript(mustRead("lua/autoroom.lua"))
 )
+
+func mustRead(name string) string {
+	b, err := luaFS.ReadFile(name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // Redis lists just the commands flashgate uses, so *redis.Client,
 // *redis.ClusterClient, *redis.Ring and the Sentinel-backed failover client
@@ -60,6 +72,10 @@ type Redis interface {
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 	Get(ctx context.Context, key string) *redis.StringCmd
 	ZScore(ctx context.Context, key, member string) *redis.FloatCmd
+	SRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+	ZRangeWithScores(ctx context.Context, key string, start, stop int64) *redis.ZSliceCmd
+	Exists(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
 // Key names. Every key of a room carries the hash tag {room}, so each script
@@ -68,6 +84,9 @@ const (
 	keyRooms  = "fg:rooms"          // SET of room ids, read by the tick loop and the admin API
 	keySecret = "fg:waiting-secret" // shared HMAC key for waiting tokens (when not configured)
 	keyReady  = "fg:ready"          // written by Ping (readiness: does Redis take writes?), expires
+	// keyAutoRooms is a ZSET of the auto rooms holding a slot (room → when
+	// it was reserved, ms): Config.MaxAutoRooms, across replicas.
+	keyAutoRooms = "fg:autorooms"
 )
 
 // roomKeys returns the keys of a room in the order the scripts expect
@@ -102,7 +121,12 @@ func (is *Issuer) nowArg() string {
 // run executes a script for room and returns its reply, mapping
 // {'ERROR', code} replies to domain errors and Redis failures to flashgate.ErrUnavailable.
 func (is *Issuer) run(ctx context.Context, s *redis.Script, room string, args ...any) ([]any, error) {
-	argv := append([]any{is.nowArg(), is.createArg(s, room)}, args...)
+	return is.runPolicy(ctx, s, room, is.createArg(s, room), args...)
+}
+
+// runPolicy is run with policy as the create-room argument (ARGV[2]).
+func (is *Issuer) runPolicy(ctx context.Context, s *redis.Script, room, policy string, args ...any) ([]any, error) {
+	argv := append([]any{is.nowArg(), policy}, args...)
 	res, err := s.Run(ctx, is.cfg.Redis, roomKeys(room), argv...).Slice()
 	return reply(res, err, room)
 }
@@ -186,11 +210,19 @@ func (is *Issuer) Ping(ctx context.Context) error {
 	return nil
 }
 
+// errRoomDeleted is the cause of the flashgate.ErrUnknownRoom an enter into a
+// deleted room answers (its keys not expired yet): no auto room slot is
+// reserved for it.
+var errRoomDeleted = errors.New("room deleted")
+
 // scriptError maps the codes scripts return as {'ERROR', code}.
 func scriptError(code, room string) error {
 	switch code {
 	case "unknown_room":
 		return flashgate.Errorf(flashgate.CodeUnknownRoom, "unknown waiting room %q", room)
+	case "room_deleted":
+		return &flashgate.Error{Code: flashgate.CodeUnknownRoom, Err: errRoomDeleted,
+			Message: fmt.Sprintf("unknown waiting room %q: it was deleted", room)}
 	case "room_closed":
 		return flashgate.Errorf(flashgate.CodeRoomClosed, "waiting room %q is closed", room)
 	case "not_found":
@@ -224,7 +256,7 @@ type scriptEntry struct {
 	roomState       RoomState
 	epoch           string // the room's epoch (enter; status leaves it "": the token carries it)
 	bannedUntil     int64  // ms: the end of the user's ban (enter: refused; status: REVOKED), 0 for none
-	reason          string // why an EXPIRED entry ended: "not_claimed" or "session_ended" (status)
+	reason          string // why an EXPIRED entry ended ("not_claimed", "session_ended"), or a CLOSED one (status)
 	preQueue        bool   // WAITING in a shuffle room's pre-queue, place not drawn yet (the scripts' position 0)
 }
 
@@ -377,30 +409,56 @@ func decodeActive(r []any) activeReply { return activeReply(asString(r[0])) }
 // tickReply is one tick script call's reply (lua/tick.lua):
 // {admitted, expired, active, waiting, tick_ms, created, then the room's
 // config as configured: state, capacity, rate, session_ms, batch, opens_ms,
-// closes_ms, arrival_ms, then not_claimed, drawn, prequeue}.
+// closes_ms, arrival_ms, then not_claimed, drawn, prequeue, then drain,
+// ended_ms, deleted_ms, auto, close_reason, retention_ms, closed_out}.
 type tickReply struct {
 	admitted, expired int  // this call's admissions and expiries
 	notClaimed        int  // of the expiries, those not claimed within the arrival window
 	placed            int  // pre-queue entries this call moved to their lottery place
 	active, waiting   int  // after the call
 	created           bool // the call restored the room from the replica's last known config
+	drain             int  // waiting entries of a closed line, for drain.lua (0: none)
+	closedOut         int  // entries of a closed line the call dropped from the head instead of admitting
 	cfg               RoomConfig
 }
 
 // decodeTick decodes a tick reply; one of any other shape is a
 // flashgate.CodeInternal error.
 func decodeTick(r []any) (tickReply, error) {
-	if len(r) < 17 {
+	if len(r) < 24 {
 		return tickReply{}, flashgate.Errorf(flashgate.CodeInternal, "tick script: malformed reply %v", r)
 	}
 	return tickReply{admitted: int(asInt(r[0])), expired: int(asInt(r[1])),
 		active: int(asInt(r[2])), waiting: int(asInt(r[3])), created: asInt(r[5]) == 1,
 		notClaimed: int(asInt(r[14])), placed: int(asInt(r[15])),
+		drain: int(asInt(r[17])), closedOut: int(asInt(r[23])),
 		cfg: RoomConfig{State: RoomState(asString(r[6])), Capacity: int(asInt(r[7])),
 			RatePerMinute: int(asInt(r[8])), SessionDuration: time.Duration(asInt(r[9])) * time.Millisecond,
 			TickBatch: int(asInt(r[10])), Tick: time.Duration(asInt(r[4])) * time.Millisecond,
 			Opens: windowTime(asInt(r[11])), Closes: windowTime(asInt(r[12])),
-			ArrivalWindow: arrivalWindow(asInt(r[13])), PreQueue: preQueueOf(asString(r[16]))}}, nil
+			ArrivalWindow: arrivalWindow(asInt(r[13])), PreQueue: preQueueOf(asString(r[16])),
+			EndedAt: windowTime(asInt(r[18])), DeletedAt: windowTime(asInt(r[19])), Auto: asString(r[20]) == "1",
+			CloseReason: asString(r[21]), Retention: time.Duration(asInt(r[22])) * time.Millisecond}}, nil
+}
+
+// decodeDrain decodes the drain script's reply (lua/drain.lua): {removed, left}.
+func decodeDrain(r []any) (removed, left int) {
+	return int(asInt(r[0])), int(asInt(r[1]))
+}
+
+// setRoomReply is the configure script's reply (lua/configure.lua): {state
+// in effect, ended_ms, close_reason, deleted_ms, waiting}.
+type setRoomReply struct {
+	state       RoomState
+	ended       time.Time
+	closeReason string
+	deleted     time.Time
+	waiting     int64
+}
+
+func decodeSetRoom(r []any) setRoomReply {
+	return setRoomReply{state: RoomState(asString(r[0])), ended: windowTime(asInt(r[1])),
+		closeReason: asString(r[2]), deleted: windowTime(asInt(r[3])), waiting: asInt(r[4])}
 }
 
 // decodeStats decodes the stats script's reply (lua/stats.lua): {'OK',
@@ -408,7 +466,8 @@ func decodeTick(r []any) (tickReply, error) {
 // tick_ms, stats HGETALL flat list, now_ms, entries ever created, state in
 // effect, opens_ms, closes_ms, epoch, arrival_ms, prequeue, then the lottery:
 // cutoff (−1: not drawn), bits, lottery_ms, lottery_done_ms, seed (” before
-// the draw), commitment (” without a seed)}.
+// the draw), commitment (” without a seed), then the end: closed_seq,
+// close_reason, ended_ms, deleted_ms, auto, retention_ms}.
 func decodeStats(room string, r []any) *Stats {
 	st := &Stats{Room: room, Waiting: asInt(r[1]), Active: asInt(r[2]),
 		Config: RoomConfig{State: RoomState(asString(r[3])), Capacity: int(asInt(r[4])),
@@ -418,11 +477,17 @@ func decodeStats(room string, r []any) *Stats {
 			ArrivalWindow: arrivalWindow(asInt(r[16])), PreQueue: preQueueOf(asString(r[17]))},
 		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11]), State: RoomState(asString(r[12])),
 		Epoch: asString(r[15])}
+	if len(r) > 29 {
+		st.ClosedSeq = asInt(r[24])
+		st.Config.CloseReason, st.Config.EndedAt = asString(r[25]), windowTime(asInt(r[26]))
+		st.Config.DeletedAt, st.Config.Auto = windowTime(asInt(r[27])), asString(r[28]) == "1"
+		st.Config.Retention = time.Duration(asInt(r[29])) * time.Millisecond
+	}
 	kv, _ := r[9].([]any)
 	fields := map[string]*int64{"admitted": &st.Admitted, "fast_track": &st.FastTrack,
 		"expired": &st.Expired, "not_claimed": &st.NotClaimed, "completed": &st.Completed, "revoked": &st.Revoked,
 		"left": &st.Left, "zombies": &st.Zombies, "peak_active": &st.PeakActive,
-		"banned": &st.Banned, "removed": &st.Removed}
+		"banned": &st.Banned, "removed": &st.Removed, "closed_out": &st.ClosedOut}
 	var placed int64
 	fields["drawn"] = &placed
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -443,7 +508,8 @@ func decodeStats(room string, r []any) *Stats {
 
 // decodeSnapshot decodes the snapshot script's reply (lua/snapshot.lua):
 // {waiting, head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch,
-// banned users, exact_through, before}; at is when the call was sent.
+// banned users, exact_through, before, closed_seq, close reason, ended_ms};
+// at is when the call was sent.
 func decodeSnapshot(r []any, at time.Time) *snapshot {
 	s := &snapshot{at: at, waiting: asInt(r[0]), head: asInt(r[1]), tail: asInt(r[2]),
 		state: RoomState(asString(r[3])), rate: asInt(r[4]), capacity: asInt(r[5]),
@@ -458,6 +524,9 @@ func decodeSnapshot(r []any, at time.Time) *snapshot {
 	}
 	if len(r) > 10 {
 		s.exactThrough, s.before = asInt(r[9]), asInt(r[10])
+	}
+	if len(r) > 13 {
+		s.closedSeq, s.closeReason, s.ended = asInt(r[11]), asString(r[12]), asInt(r[13])
 	}
 	return s
 }

@@ -44,6 +44,11 @@ type snapshot struct {
 	// then the first waiting arrival after them and before the number of
 	// entries (drawn or still in the pre-queue) ahead of it.
 	exactThrough, before int64
+	// closedSeq, closeReason and ended (ms) are the room's end (lua/snapshot.lua):
+	// entries up to closedSeq, and every one while state is closed, read CLOSED.
+	closedSeq   int64
+	closeReason string
+	ended       int64
 }
 
 type roomSnapshot struct {
@@ -130,6 +135,19 @@ func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, ref 
 	seq := ref.seq
 	if s == nil || ref.epoch != s.epoch || seq <= s.exactThrough || seq > s.tail {
 		return nil
+	}
+	if _, banned := s.banned[user]; banned {
+		return nil
+	}
+	if (s.state == RoomClosed || seq <= s.closedSeq) && seq >= s.head && s.waiting > 0 {
+		// A line that closing ended: CLOSED, whatever the place (nobody in it
+		// is admitted any more), within a snapshot's age of the close.
+		e := &Entry{Room: room, User: user, State: flashgate.StateClosed, Arrival: seq, Reason: s.closeReason,
+			RoomState: s.state, WaitingToken: tok}
+		if s.ended > 0 {
+			e.EndedAt = time.UnixMilli(s.ended)
+		}
+		return e
 	}
 	later := s.waiting - s.before // the entries from head to tail, in arrival order
 	if later < 2 || s.tail <= s.head || s.before+seq-s.head < s.nearHead(is.cfg.StatusSnapshot) {

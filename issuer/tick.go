@@ -25,6 +25,16 @@ type TickResult struct {
 	Active  int           // live admissions after the step
 	Waiting int           // entries still waiting after the step
 	Tick    time.Duration // the room's configured tick
+	// ClosedOut counts the waiting entries of a closed line this step
+	// removed (drained, or dropped from the head of a reopened room's line).
+	ClosedOut int
+	// Draining is how many entries of a closed line are still to drain
+	// after the step (0: none): the next ticks go on.
+	Draining int
+	// Ended: the room is closed in effect and its end recorded (its keys
+	// expire its retention after it). Deleted: it was deleted (DeleteRoom,
+	// or by this step, idle as an auto room). Auto: an auto room.
+	Ended, Deleted, Auto bool
 }
 
 // Tick runs one bounded admission step for room: drop lapsed admissions,
@@ -39,18 +49,27 @@ type TickResult struct {
 // ends with a call that finds it spent). Any number of replicas may tick the
 // same room concurrently. When ctx ends or a call fails after earlier calls
 // of the step succeeded, Tick returns what those did along with the error.
+//
+// A room closed in effect admits nobody; its tick records the room's end if
+// no script has yet (an event window that closed by itself), re-applies its
+// keys' expiry, and drains its line: up to MaxDrainCallsPerTick drain script
+// calls of at most DrainPerCall entries each (TickResult.ClosedOut, and
+// Draining for what is left to the next ticks). An auto room idle for
+// Config.AutoRoomIdle is deleted by its tick (TickResult.Deleted) and its
+// slot freed; a deleted room leaves fg:rooms (Rooms) once drained.
 func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 	if err := checkRoom(room); err != nil {
 		return TickResult{}, err
 	}
 	var res TickResult
+	var t tickReply
 	for {
-		r, err := is.run(ctx, tickScript, room, MaxTickPerCall, res.Admitted, res.Expired)
+		r, err := is.run(ctx, tickScript, room, MaxTickPerCall, res.Admitted, res.Expired,
+			is.cfg.RoomRetention.Milliseconds(), is.autoIdleMs())
 		if err != nil {
 			return res, err
 		}
-		t, err := decodeTick(r)
-		if err != nil {
+		if t, err = decodeTick(r); err != nil {
 			return res, err
 		}
 		if err := is.noteTick(ctx, room, t); err != nil {
@@ -61,15 +80,59 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 		res.Expired += expired
 		res.NotClaimed += t.notClaimed
 		res.Placed += t.placed
+		res.ClosedOut += t.closedOut
 		res.Active, res.Waiting = t.active, t.waiting
 		res.Tick = t.cfg.Tick
+		res.Ended, res.Deleted, res.Auto = !t.cfg.EndedAt.IsZero(), !t.cfg.DeletedAt.IsZero(), t.cfg.Auto
 		// A call that did less than its bound found nothing more to do (or
 		// reached the batch, capacity or rate): the step is complete.
 		if admitted < MaxTickPerCall && expired < MaxTickPerCall && t.placed < MaxTickPerCall {
-			return res, nil
+			break
 		}
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
 	}
+	// A closed line: drain it, DrainPerCall entries a call.
+	res.Draining = t.drain
+	for calls := 0; res.Draining > 0 && calls < MaxDrainCallsPerTick; calls++ {
+		r, err := is.run(ctx, drainScript, room, DrainPerCall, is.cfg.RoomRetention.Milliseconds())
+		if err != nil {
+			return res, err
+		}
+		removed, left := decodeDrain(r)
+		res.ClosedOut += removed
+		res.Draining = left
+		if removed == 0 {
+			break
+		}
+		if res.Ended { // closed in effect: left is what still waits
+			res.Waiting = left
+		} else {
+			res.Waiting -= removed
+		}
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+	}
+	if res.Deleted && res.Waiting == 0 && res.Draining == 0 {
+		// Drained: out of the listings. Its keys expire with its retention;
+		// replicas that know it keep ticking it (withKnown), which re-applies
+		// the expiry to keys a late write created (a completion's record).
+		if err := is.cfg.Redis.SRem(ctx, keyRooms, room).Err(); err != nil {
+			return res, unavailable(err)
+		}
+	}
+	if res.Deleted && res.Auto {
+		is.freeAutoRoom(ctx, room)
+	}
+	return res, nil
+}
+
+// autoIdleMs is Config.AutoRoomIdle in ms for the tick script (0: never).
+func (is *Issuer) autoIdleMs() int64 {
+	if is.cfg.AutoRoomIdle <= 0 {
+		return 0
+	}
+	return is.cfg.AutoRoomIdle.Milliseconds()
 }

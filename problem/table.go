@@ -34,6 +34,9 @@ const (
 // frees at the pace of completions and expiries, not within a second.
 const storeFullRetryAfter = 5
 
+// roomLimitRetryAfter is the Retry-After (seconds) of room_limit.
+const roomLimitRetryAfter = 60
+
 const (
 	challengeInvalid = `Bearer error="invalid_token"`
 	challengeScope   = `Bearer error="insufficient_scope"`
@@ -60,6 +63,9 @@ func init() {
 	row("invalid_input", http.StatusBadRequest, "Invalid input")
 	row("unknown_room", http.StatusNotFound, "Unknown waiting room")
 	row("room_closed", http.StatusForbidden, "Waiting room closed")
+	// Auto rooms are limited (issuer.Config.MaxAutoRooms); a slot frees when
+	// an idle auto room is deleted, so a minute later may succeed.
+	row("room_limit", http.StatusServiceUnavailable, "Too many waiting rooms", func(k *Kind) { k.RetryAfter = roomLimitRetryAfter })
 	// A ban's own end goes out as Retry-After and banned_until (server).
 	row("banned", http.StatusForbidden, "Banned from the waiting room")
 	row("invalid_waiting_token", http.StatusUnauthorized, "Invalid waiting token", challenge(`Bearer realm="flashgate-waiting"`))

@@ -35,6 +35,19 @@ type RoomConfig struct {
 	PageTitle   string `json:"page_title,omitempty"`
 	PageMessage string `json:"page_message,omitempty"`
 	BrandColor  string `json:"brand_color,omitempty"`
+	// RetentionMs is how long the room's keys live after it ends
+	// (issuer.RoomConfig.Retention) in ms; 0: the server's default
+	// (FLASHGATE_ROOM_RETENTION).
+	RetentionMs int64 `json:"retention_ms"`
+	// Read only (README "The end of a sale"). CloseReason: why the room is
+	// closed in effect, or why its last line ended (absent: never closed).
+	// EndedAt: when it ended (absent while it has not, or since it was
+	// reopened); its keys expire retention after it. DeletedAt: when it
+	// was deleted. Auto: created by an enter under FLASHGATE_DEFAULT_ROOM.
+	CloseReason string     `json:"close_reason,omitempty"`
+	EndedAt     *time.Time `json:"ended_at,omitempty"`
+	DeletedAt   *time.Time `json:"deleted_at,omitempty"`
+	Auto        bool       `json:"auto,omitempty"`
 }
 
 func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
@@ -42,7 +55,9 @@ func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 		SessionSeconds: int64(c.SessionDuration / time.Second), TickMs: c.Tick.Milliseconds(),
 		TickBatch: c.TickBatch, State: string(c.State), ArrivalWindowMs: max(0, c.ArrivalWindow.Milliseconds()),
 		OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes), PreQueue: string(c.WithDefaults().PreQueue),
-		PageTitle: c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor}
+		PageTitle: c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor,
+		RetentionMs: c.Retention.Milliseconds(), CloseReason: c.CloseReason,
+		EndedAt: utcOrNil(c.EndedAt), DeletedAt: utcOrNil(c.DeletedAt), Auto: c.Auto}
 }
 
 func utcOrNil(t time.Time) *time.Time {
@@ -74,6 +89,9 @@ type roomPatch struct {
 	PageTitle   *string `json:"page_title"`
 	PageMessage *string `json:"page_message"`
 	BrandColor  *string `json:"brand_color"`
+	// RetentionMs sets how long the room's keys live after it ends, in ms
+	// (60,000 … 2,592,000,000); 0: the server's default.
+	RetentionMs *int64 `json:"retention_ms"`
 }
 
 // GET /admin/rooms
@@ -122,6 +140,10 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 		d := scaled(*p.ArrivalWindowMs, time.Millisecond)
 		patch.ArrivalWindow = &d
 	}
+	if p.RetentionMs != nil {
+		d := scaled(*p.RetentionMs, time.Millisecond)
+		patch.Retention = &d
+	}
 	if p.State != nil {
 		st := issuer.RoomState(*p.State)
 		patch.State = &st
@@ -169,7 +191,51 @@ func scaled(n int64, unit time.Duration) time.Duration {
 	return time.Duration(n) * unit
 }
 
-// POST /admin/rooms/:room/open|pause|close
+// closeRequest is the optional body of POST /admin/rooms/:room/close.
+type closeRequest struct {
+	// Reason: sold_out, closed (the default) or event_ended.
+	Reason string `json:"reason"`
+}
+
+// POST /admin/rooms/:room/close: closes the room (issuer.Close) with the
+// body's reason, if any.
+func (s *Server) adminClose(c *fiber.Ctx) error {
+	var req closeRequest
+	if len(c.Body()) > 0 {
+		if err := decodeJSON(c.Body(), &req); err != nil {
+			return err
+		}
+	}
+	room := param(c, "room")
+	cfg, err := s.is.Close(c.UserContext(), room, req.Reason)
+	if err != nil {
+		return err
+	}
+	return c.JSON(roomJSON(room, cfg))
+}
+
+// POST /admin/rooms/:room/sold-out: closes the room with reason sold_out.
+func (s *Server) adminSoldOut(c *fiber.Ctx) error {
+	room := param(c, "room")
+	cfg, err := s.is.SoldOut(c.UserContext(), room)
+	if err != nil {
+		return err
+	}
+	return c.JSON(roomJSON(room, cfg))
+}
+
+// DELETE /admin/rooms/:room: deletes the room (issuer.DeleteRoom) and
+// answers its config as deleted (deleted_at, close_reason, ended_at).
+func (s *Server) adminDeleteRoom(c *fiber.Ctx) error {
+	room := param(c, "room")
+	cfg, err := s.is.DeleteRoom(c.UserContext(), room)
+	if err != nil {
+		return err
+	}
+	return c.JSON(roomJSON(room, cfg))
+}
+
+// POST /admin/rooms/:room/open|pause
 func (s *Server) adminState(st issuer.RoomState) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		room := param(c, "room")
@@ -330,7 +396,12 @@ type Stats struct {
 	Zombies    int64  `json:"zombies_cleaned"`
 	Banned     int64  `json:"banned"`
 	Removed    int64  `json:"removed"`
-	PeakActive int64  `json:"peak_active"`
+	// ClosedOut counts the waiting entries a closed line's drain removed
+	// (they read CLOSED); ClosedSeq is the arrival counter when the room
+	// last closed (0: never).
+	ClosedOut  int64 `json:"closed_out"`
+	ClosedSeq  int64 `json:"closed_seq"`
+	PeakActive int64 `json:"peak_active"`
 	// Lottery is the pre-queue lottery (issuer.Stats.Lottery); absent when
 	// the room has none.
 	Lottery *LotteryJSON `json:"lottery,omitempty"`
@@ -377,6 +448,6 @@ func (s *Server) adminStats(c *fiber.Ctx) error {
 	return c.JSON(Stats{Room: st.Room, Config: cfg, State: string(st.State), Waiting: st.Waiting, Active: st.Active,
 		Entered: st.Entered, Admitted: st.Admitted, FastTrack: st.FastTrack, Expired: st.Expired, NotClaimed: st.NotClaimed,
 		Completed: st.Completed, Revoked: st.Revoked, Left: st.Left, Zombies: st.Zombies,
-		Banned: st.Banned, Removed: st.Removed, PeakActive: st.PeakActive, Lottery: lotteryJSON(st.Lottery, st.Epoch),
-		AtMs: st.At.UnixMilli()})
+		Banned: st.Banned, Removed: st.Removed, ClosedOut: st.ClosedOut, ClosedSeq: st.ClosedSeq,
+		PeakActive: st.PeakActive, Lottery: lotteryJSON(st.Lottery, st.Epoch), AtMs: st.At.UnixMilli()})
 }

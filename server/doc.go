@@ -53,7 +53,10 @@
 //	GET    /admin/rooms                      admin             200 {"rooms":[…]}
 //	GET    /admin/rooms/{room}               admin             200 RoomConfig
 //	PUT    /admin/rooms/{room}               admin             201 created / 200 updated, RoomConfig
-//	POST   /admin/rooms/{room}/open          admin             200 RoomConfig (also /pause, /close)
+//	DELETE /admin/rooms/{room}               admin             200 RoomConfig (deleted_at): close with reason deleted, keys expire retention_ms after
+//	POST   /admin/rooms/{room}/open          admin             200 RoomConfig (also /pause)
+//	POST   /admin/rooms/{room}/close         admin             200 RoomConfig; optional body {reason: sold_out|closed|event_ended}
+//	POST   /admin/rooms/{room}/sold-out      admin             200 RoomConfig: close with reason sold_out
 //	POST   /admin/rooms/{room}/revoke        admin             200 {state, admission_id, revoked_at_ms, repeated, banned_until_ms}; body {admission_id} or {user, ban_ms, reason}
 //	POST   /admin/rooms/{room}/ban           admin             200 {user, banned_until_ms, banned_at_ms, reason, removed_waiting, revoked_admission_id}; body {user, duration_ms, reason}
 //	DELETE /admin/rooms/{room}/ban/{user}    admin             204 (404 not_found: no ban in effect)
@@ -130,12 +133,12 @@
 //	invalid_waiting_token    401     no or malformed waiting token
 //	invalid_admission_token  401     admission token refused by the verifier (+ reason)
 //	admin_unauthorized       401     admin token missing or wrong
-//	room_closed              403     the room accepts no new entries
+//	room_closed              403     the room accepts no new entries; exchange of a CLOSED entry
 //	banned                   403     enter by a user an operator banned (+ banned_until_ms, Retry-After: the seconds left)
 //	token_owner_mismatch     403     a waiting token issued to another user (or room)
 //	admission_token_scope    403     valid admission token for another product or user (reason bad_product / bad_user)
 //	cors_origin_refused      403     a CORS preflight (OPTIONS /v1/…) from an Origin not in Options.CORSOrigins
-//	unknown_room             404     no such waiting room
+//	unknown_room             404     no such waiting room (or a deleted one's enter)
 //	not_found                404     nothing to leave, unknown admission
 //	unknown_route            404     no such route (and the admin API when disabled)
 //	method_not_allowed       405     the route exists for other methods
@@ -150,6 +153,7 @@
 //	headers_too_large        431     request headers over fasthttp's buffer
 //	unavailable              503     Redis (or the key set) unavailable; retry
 //	store_full               503     Redis over maxmemory refuses a new entry; retry (Retry-After: 5)
+//	room_limit               503     an unknown room under the default policy, and the auto rooms are at their limit (Retry-After: 60)
 //	not_ready                503     /readyz: Redis down or full (detail says which), or no keys loaded
 //	internal                 500     a bug or misconfiguration (never expected)
 //
@@ -165,7 +169,7 @@
 // (431). A body must be uncompressed application/json (415: a compressed
 // body would be inflated without limit) and one JSON object (400
 // malformed_json); unknown members are 400 invalid_input, and the routes
-// that take no body (enter, leave, exchange, open/pause/close) accept only
+// that take no body (enter, leave, exchange, open/pause/sold-out; close takes an optional reason) accept only
 // an empty body or {}. A request that is refused (4xx) changes no state,
 // except that a refused completion may record that its admission lapsed.
 // A request's line and headers must arrive within Options.HeaderTimeout
@@ -219,8 +223,9 @@
 // people ahead, estimated wait, a progress bar from the position at entry),
 // paused, opens (before the event window: the time and a countdown), your
 // turn (a continue button; with JavaScript the page exchanges at once and
-// navigates to the return URL), sold out (room_closed, or room_state
-// closed), ended, unknown room (404), reconnecting (503/429 with
+// navigates to the return URL), closed ("Sold out" for reason sold_out,
+// "This sale has ended" otherwise: room_closed, or a CLOSED entry; final),
+// ended, unknown room (404), reconnecting (503/429 with
 // Retry-After: the place is kept) — never a problem document. The return
 // query parameter is checked with Server.ReturnURL when rendering; an
 // unlisted one is dropped and the page links to "/" instead. Live updates

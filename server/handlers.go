@@ -45,7 +45,8 @@ type Entry struct {
 	// BannedUntilMs: the end of the user's ban (REVOKED only, while it lasts).
 	BannedUntilMs int64 `json:"banned_until_ms,omitempty"`
 	// Reason says why an EXPIRED entry ended: "not_claimed" (not exchanged
-	// within the room's arrival window) or "session_ended"; absent otherwise.
+	// within the room's arrival window) or "session_ended"; why a CLOSED one
+	// did: "sold_out", "closed", "event_ended" or "deleted"; absent otherwise.
 	Reason    string `json:"reason,omitempty"`
 	RoomState string `json:"room_state,omitempty"`
 }

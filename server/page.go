@@ -170,6 +170,14 @@ func (v *PageView) problem(s *Server, c *fiber.Ctx, p *Problem) *PageView {
 	switch p.Code {
 	case string(flashgate.CodeRoomClosed):
 		v.State, v.Heading, v.Message = pageClosed, "Sold out", "This sale is closed: it is sold out or has ended."
+		// The room's close reason picks the words, as for a CLOSED entry; a
+		// failed read keeps the generic ones.
+		if cfg, err := s.is.Room(c.UserContext(), v.Room); err == nil && cfg.CloseReason != "" {
+			v.Heading, v.Message = closedText(cfg.CloseReason)
+		}
+	case string(flashgate.CodeRoomLimit):
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(p.kind.RetryAfter))
+		v.State, v.Heading, v.Message = pageUnknown, "No such waiting room", "There is no waiting room called “"+v.Room+"”, and none can be opened now. Check the link you followed."
 	case string(flashgate.CodeUnknownRoom), string(flashgate.CodeInvalidInput):
 		v.State, v.Heading, v.Message = pageUnknown, "No such waiting room", "There is no waiting room called “"+v.Room+"”. Check the link you followed."
 	case string(flashgate.CodeUnavailable), string(flashgate.CodeStoreFull), problem.RateLimited:
@@ -307,6 +315,9 @@ func (v *PageView) entry(e *issuer.Entry) {
 		}
 	case flashgate.StateActive:
 		v.State, v.Heading, v.Message = pageActive, "It’s your turn", "Continue now: your turn is held for a limited time."
+	case flashgate.StateClosed:
+		v.State = pageClosed
+		v.Heading, v.Message = closedText(e.Reason)
 	default:
 		v.State, v.Heading, v.Message = pageEnded, "Your turn has ended", "Your turn was used or has lapsed. Reload the page to line up again."
 	}
@@ -316,6 +327,16 @@ func (v *PageView) entry(e *issuer.Entry) {
 // (wait.js has the same words).
 const preQueueMessage = "You’re in the pre-queue: places are drawn at random when the sale opens, " +
 	"so everyone here has the same chance. Keep this page open: your place appears once it is drawn."
+
+// closedText is the heading and message of a CLOSED entry, by its reason:
+// "Sold out" for sold_out, "This sale has ended" otherwise (closed,
+// event_ended, deleted). The page stops following the line (final).
+func closedText(reason string) (heading, message string) {
+	if reason == issuer.ReasonSoldOut {
+		return "Sold out", "Everything in this sale has been sold. Thank you for waiting."
+	}
+	return "This sale has ended", "The waiting room closed before your turn came."
+}
 
 // waitWords is an estimated wait in words; "" when unknown (negative).
 func waitWords(d time.Duration) string {

@@ -143,7 +143,7 @@ func TestPageClosedUnknownPaused(t *testing.T) {
 	assert.Equal(t, 403, r.status)
 	assertPageHeaders(t, r)
 	assert.Equal(t, "closed", dataAttr(t, r.body, "state"))
-	assert.Contains(t, string(r.body), "Sold out")
+	assert.Contains(t, string(r.body), "This sale has ended", "closed without a reason: reason closed (TestPageShowsTheEnd: sold out)")
 
 	r = e.page("no-such-room-"+strings.ReplaceAll(t.Name(), "/", "-"), "", "")
 	assert.Equal(t, 404, r.status)

@@ -45,6 +45,9 @@ type serveConfig struct {
 	DefaultTick            time.Duration `env:"DEFAULT_TICK" envDefault:"1s" help:"admission tick of rooms created by DEFAULT_ROOM"`
 	DefaultArrivalWindow   time.Duration `env:"DEFAULT_ARRIVAL_WINDOW" envDefault:"1m" help:"arrival window of rooms created by DEFAULT_ROOM: an admission not exchanged within it ends early (EXPIRED, reason not_claimed) and its slot goes to the next in line; 0: off (the admission lasts the session)"`
 	DefaultPreQueue        string        `env:"DEFAULT_PREQUEUE" envDefault:"fifo" help:"fifo | shuffle: pre-queue order of rooms created by DEFAULT_ROOM (shuffle: everyone who entered before the room first opened is placed by a lottery drawn at opening, each room with its own secret seed)"`
+	MaxAutoRooms           int           `env:"MAX_AUTO_ROOMS" envDefault:"100" help:"most rooms DEFAULT_ROOM may have created at once, across replicas (an enter into another unknown room answers 503 room_limit); 0: no limit"`
+	AutoRoomIdle           time.Duration `env:"AUTO_ROOM_IDLE" envDefault:"1h" help:"a room DEFAULT_ROOM created is deleted after this long with nobody waiting or admitted, and its slot freed; 0: never"`
+	RoomRetention          time.Duration `env:"ROOM_RETENTION" envDefault:"24h" help:"how long a room's keys (every one, the user index included) live after the room ends (closed, sold out, its window closed, deleted) before Redis expires them; 1m … 720h; a room's retention_ms overrides it"`
 	EnterPerUser           int           `env:"ENTER_PER_USER" envDefault:"30" help:"enter requests per window per user id (429 beyond; counted in memory per replica); 0 disables"`
 	EnterPerAddress        int           `env:"ENTER_PER_ADDRESS" envDefault:"300" help:"enter requests per window per client address (many users share one behind a NAT); 0 disables; applied only with FLASHGATE_PROXY_HEADER set, since otherwise every request has your gateway's address"`
 	EnterWindow            time.Duration `env:"ENTER_WINDOW" envDefault:"10s" help:"fixed window of the enter limits (whole seconds)"`
@@ -101,8 +104,17 @@ func (c *serveConfig) validate() error {
 	if c.EnterBatch == 0 {
 		return fmt.Errorf("FLASHGATE_ENTER_BATCH must be 1 … %d (unset: %d), got 0", issuer.MaxEnterBatch, issuer.DefaultEnterBatch)
 	}
+	if c.MaxAutoRooms < 0 {
+		return fmt.Errorf("FLASHGATE_MAX_AUTO_ROOMS must be 0 (no limit) or positive, got %d", c.MaxAutoRooms)
+	}
+	if c.AutoRoomIdle < 0 {
+		return fmt.Errorf("FLASHGATE_AUTO_ROOM_IDLE must be 0 (never) or at least 1s, got %s", c.AutoRoomIdle)
+	}
+	if c.RoomRetention < issuer.MinRetention || c.RoomRetention > issuer.MaxRetention {
+		return fmt.Errorf("FLASHGATE_ROOM_RETENTION must be %s … %s, got %s", issuer.MinRetention, issuer.MaxRetention, c.RoomRetention)
+	}
 	if err := c.issuerConfig().Validate(); err != nil {
-		return fmt.Errorf("FLASHGATE_ENTER_BATCH, FLASHGATE_COMPLETION_*: %w", err)
+		return fmt.Errorf("FLASHGATE_ENTER_BATCH, FLASHGATE_COMPLETION_*, FLASHGATE_AUTO_ROOM_IDLE, FLASHGATE_ROOM_RETENTION: %w", err)
 	}
 	if c.RedisTimeout <= 0 {
 		return fmt.Errorf("FLASHGATE_REDIS_TIMEOUT must be positive, got %s", c.RedisTimeout)
@@ -168,9 +180,17 @@ func (c *serveConfig) validateLimits() error {
 // setting, none of the dependencies (Redis, Signer, the waiting secret, the
 // logger), which serve adds.
 func (c *serveConfig) issuerConfig() issuer.Config {
+	maxAuto, idle := c.MaxAutoRooms, c.AutoRoomIdle
+	if maxAuto == 0 {
+		maxAuto = -1 // no limit
+	}
+	if idle == 0 {
+		idle = -1 // never
+	}
 	return issuer.Config{Issuer: c.Issuer, Audience: c.Audience, DefaultRoom: c.defaultRoom(),
 		CompletionReplicas: c.CompletionReplicas, CompletionTimeout: c.CompletionTimeout,
-		StatusSnapshot: c.StatusSnapshot, EnterBatch: c.EnterBatch}
+		StatusSnapshot: c.StatusSnapshot, EnterBatch: c.EnterBatch,
+		MaxAutoRooms: maxAuto, AutoRoomIdle: idle, RoomRetention: c.RoomRetention}
 }
 
 // serverOptions is the server's options from the environment, without the

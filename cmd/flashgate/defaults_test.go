@@ -34,6 +34,9 @@ func TestServeEnvDefaultsArePackageDefaults(t *testing.T) {
 		"StatusSnapshot":         issuer.DefaultStatusSnapshot.String(),
 		"EnterBatch":             strconv.Itoa(issuer.DefaultEnterBatch),
 		"RedisTimeout":           server.DefaultRedisTimeout.String(),
+		"MaxAutoRooms":           strconv.Itoa(issuer.DefaultMaxAutoRooms),
+		"AutoRoomIdle":           issuer.DefaultAutoRoomIdle.String(),
+		"RoomRetention":          issuer.DefaultRoomRetention.String(),
 	} {
 		f, ok := reflect.TypeOf(serveConfig{}).FieldByName(field)
 		if !assert.True(t, ok, field) {

@@ -28,6 +28,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fset.DurationVar(&o.ArrivalWindow, "arrival-window", time.Minute, "room arrival window: admissions not exchanged within it end early (0: off; no effect unless shorter than --session)")
 	fset.StringVar(&o.PreQueue, "prequeue", "fifo", "room pre-queue order: fifo | shuffle (a lottery drawn at opening for everyone who arrived before it; see --opens-in)")
 	fset.DurationVar(&o.OpensIn, "opens-in", 0, "open the room this long after the start (buyers arriving before form the pre-queue; 0: open from the start)")
+	fset.IntVar(&o.SoldOutAfter, "sold-out-after", 0, "declare the sale sold out (POST …/sold-out) once this many orders went through: every still-waiting buyer must end CLOSED (0: never)")
 	fset.Float64Var(&o.BadActors, "bad-actors", 0.02, "fraction of buyers who try a tampered and a foreign-product token, then replay theirs")
 	fset.StringVar(&o.Room, "room", "flash-sale", "waiting room (product) id")
 	fset.Float64Var(&o.PollScale, "poll-scale", 1, "multiply the issuer's poll_after_ms by this (e.g. 0.2 for quick runs)")

@@ -23,7 +23,7 @@ import (
 // the shopper is. Then: a second tab keeps the same place, an issuer crash
 // and restart mid-wait loses no place, a tampered admission cookie sends
 // the browser back to the waiting page, a shopper without JavaScript gets
-// through by the meta refresh and the Continue form, and a closed room
+// through by the meta refresh and the Continue form, and a sold-out room
 // shows sold out.
 func TestBrowserShopperPath(t *testing.T) {
 	start := time.Now()
@@ -225,8 +225,8 @@ func TestBrowserShopperPath(t *testing.T) {
 	require.Equal(t, nojsVisitor, visits[len(visits)-1].User)
 	t.Logf("%s: without JavaScript: back on %s", time.Since(start).Round(time.Millisecond), v.URL)
 
-	// 7. The room closes: a new shopper sees sold out.
-	admin(t, is.base, "POST", "/admin/rooms/"+room+"/close", "")
+	// 7. The room sells out: a new shopper sees sold out.
+	admin(t, is.base, "POST", "/admin/rooms/"+room+"/sold-out", "")
 	br.newContext("late", true)
 	br.newPage("late", "late")
 	status, landed := br.goTo("late", product)

@@ -35,6 +35,13 @@ type buyer struct {
 	replayAccepted int // a replay that got a 201
 	doubleAdmitted int // a second admission id seen for one entry
 	failed         bool
+
+	// The end of the sale (Options.SoldOutAfter): closedAt is when the
+	// buyer saw its entry CLOSED (closedReason why), refused that its
+	// enter was refused as room_closed after the sold-out.
+	closedAt     time.Time
+	closedReason string
+	refused      bool
 }
 
 // admission is one entry that reached ACTIVE.
@@ -203,6 +210,10 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 	roomURL := s.env.base + "/v1/rooms/" + url.PathEscape(s.o.Room)
 	var e entry
 	p, _, err := s.call(ctx, http.MethodPost, roomURL+"/enter", b.user, "", &e)
+	if p != nil && p.Code == "room_closed" && s.soldOutAt.Load() != 0 {
+		b.refused = true // came (back) after the sold-out
+		return "", nil
+	}
 	if err != nil || p != nil {
 		return "", fmt.Errorf("enter: %s", describe(p, err))
 	}
@@ -235,6 +246,10 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 	}
 	switch e.State {
 	case "ACTIVE":
+	case "CLOSED":
+		// The sale ended while waiting: a final state.
+		b.closedAt, b.closedReason = time.Now(), e.Reason
+		return "", nil
 	case "EXPIRED":
 		// Admitted and lapsed between two polls: record it, queue again.
 		a.number, a.id, a.lost = e.Admission, e.AdmissionID, true
@@ -306,7 +321,9 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 		return "", fmt.Errorf("order refused: %s", describe(p, nil))
 	}
 	b.orders++
-	s.ordered.Add(1)
+	if n := s.ordered.Add(1); s.o.SoldOutAfter > 0 && n >= int64(s.o.SoldOutAfter) {
+		s.soldOut.Do(func() { s.declareSoldOut(ctx) })
+	}
 	if b.role == roleBad {
 		if p, _, err := s.call(ctx, http.MethodPost, orderURL, b.user, x.AdmissionToken, nil); err == nil && p == nil {
 			b.replayAccepted++
@@ -396,4 +413,15 @@ func (s *sim) closedTabs(ctx context.Context, buyers []*buyer) {
 		b.admissions = append(b.admissions, &admission{arrival: e.Arrival, number: e.Admission, id: e.AdmissionID,
 			admittedAtMs: e.AdmittedAtMs, expiresAtMs: end, lost: true})
 	}
+}
+
+// declareSoldOut closes the room with reason sold_out through the admin API
+// and records when it was answered.
+func (s *sim) declareSoldOut(ctx context.Context) {
+	status, raw, err := s.adminDo(ctx, http.MethodPost, "/admin/rooms/"+url.PathEscape(s.o.Room)+"/sold-out", nil)
+	if err != nil || status != http.StatusOK {
+		s.fail(fmt.Sprintf("sold-out: %d %v %s", status, err, strings.TrimSpace(string(raw))))
+		return
+	}
+	s.soldOutAt.Store(time.Now().UnixNano())
 }

@@ -41,7 +41,10 @@ type Report struct {
 	LostAdmissions int `json:"lost_admissions"`
 	FastTrack      int `json:"fast_track"` // admitted straight from enter
 	Completed      int `json:"completed"`  // orders placed (one per buyer at most)
-	Errors         int `json:"errors"`     // buyers who could not finish
+	// ExpectedOrders counts the buyers meant to order (not abandoning, not
+	// closing the tab) whom a sold-out did not stop (CLOSED, refused).
+	ExpectedOrders int `json:"expected_orders"`
+	Errors         int `json:"errors"` // buyers who could not finish
 	// ErrorSamples are the first distinct error messages.
 	ErrorSamples []string `json:"error_samples,omitempty"`
 
@@ -74,6 +77,10 @@ type Report struct {
 	TokensVerified int64            `json:"tokens_verified"` // by the order service
 	Rejections     map[string]int64 `json:"rejections"`      // order service refusals by reason
 
+	// SoldOut is the end of the sale (Options.SoldOutAfter); nil when the
+	// run did not sell out.
+	SoldOut *SoldOutReport `json:"sold_out,omitempty"`
+
 	// Server is the room's counters for this run (after − before).
 	Server ServerCounts `json:"server"`
 
@@ -96,6 +103,26 @@ type LotteryReport struct {
 	// over the pre-queue's admissions: about 0 for a fair draw (1 would be
 	// arrival order: whoever hit the URL first).
 	RankCorrelation float64 `json:"rank_correlation"`
+}
+
+// SoldOutReport is what the sold-out did: how many buyers were still
+// waiting and saw their entry end CLOSED, and how fast (from the sold-out's
+// answer to the buyer's next status, which depends on its poll interval).
+type SoldOutReport struct {
+	After int   `json:"after"` // orders that triggered it (Options.SoldOutAfter)
+	AtMs  int64 `json:"at_ms"` // since the start of the run
+	// Closed counts buyers who saw CLOSED; WrongReason those of them whose
+	// reason was not sold_out; Refused buyers whose enter came after it.
+	Closed      int   `json:"closed"`
+	WrongReason int   `json:"wrong_reason"`
+	Refused     int   `json:"refused"`
+	ClosedP50Ms int64 `json:"closed_p50_ms"` // sold-out → CLOSED seen
+	ClosedP95Ms int64 `json:"closed_p95_ms"`
+	ClosedMaxMs int64 `json:"closed_max_ms"`
+	// ClosedOut is the issuer's closed_out counter for the run: waiting
+	// entries its drain removed; WaitingAtEnd what was still in the line.
+	ClosedOut    int64 `json:"closed_out"`
+	WaitingAtEnd int64 `json:"waiting_at_end"`
 }
 
 // ServerCounts are issuer room counters.
@@ -121,9 +148,26 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 	}
 
 	var recs []*admission
-	var waits []int64
+	var waits, closedIn []int64
 	seen := map[string]bool{}
+	var so *SoldOutReport
+	if at := s.soldOutAt.Load(); at != 0 {
+		so = &SoldOutReport{After: o.SoldOutAfter, AtMs: time.Unix(0, at).Sub(s.start).Milliseconds()}
+	}
 	for _, b := range buyers {
+		if so != nil && !b.closedAt.IsZero() {
+			so.Closed++
+			if b.closedReason != "sold_out" {
+				so.WrongReason++
+			}
+			closedIn = append(closedIn, max(0, b.closedAt.Sub(time.Unix(0, s.soldOutAt.Load())).Milliseconds()))
+		}
+		if so != nil && b.refused {
+			so.Refused++
+		}
+		if (b.role == roleBuyer || b.role == roleBad) && b.closedAt.IsZero() && !b.refused {
+			r.ExpectedOrders++
+		}
 		switch b.role {
 		case roleAbandon:
 			r.Abandoned++
@@ -196,6 +240,17 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 		r.TokensVerified = st.Verified
 		r.Rejections = st.Rejections
 	}
+	if so != nil {
+		slices.Sort(closedIn)
+		so.ClosedP50Ms, so.ClosedP95Ms = percentile(closedIn, 0.50), percentile(closedIn, 0.95)
+		if len(closedIn) > 0 {
+			so.ClosedMaxMs = closedIn[len(closedIn)-1]
+		}
+		if after != nil && before != nil {
+			so.ClosedOut, so.WaitingAtEnd = after.ClosedOut-before.ClosedOut, after.Waiting
+		}
+		r.SoldOut = so
+	}
 	if after != nil && before != nil {
 		r.ServerPeakActive = after.PeakActive
 		r.Server = ServerCounts{Entered: after.Entered - before.Entered, Admitted: after.Admitted - before.Admitted,
@@ -231,6 +286,9 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 	}
 	if r.DoubleCompletions > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("%d orders completed twice", r.DoubleCompletions))
+	}
+	if so != nil && so.WrongReason > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("sold out: %d buyers saw CLOSED with another reason", so.WrongReason))
 	}
 	r.OK = len(r.Violations) == 0 && r.Errors == 0 && !r.TimedOut
 	if r.Violations == nil {
@@ -363,7 +421,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "flashgate flash-sale simulation: room %s, %s\n\n", r.Room, r.Store)
 	fmt.Fprintf(tw, "buyers\t%d\t(abandoning %d, bad actors %d, seed %d)\n", r.Users, r.Abandoned, r.BadActors, r.Seed)
 	fmt.Fprintf(tw, "admitted\t%d\t(admissions %d, fast track %d, lapsed before use %d)\n", r.Admitted, r.Admissions, r.FastTrack, r.LostAdmissions)
-	fmt.Fprintf(tw, "orders completed\t%d\t(expected %d)\n", r.Completed, r.Users-r.Abandoned-r.TabClosed)
+	fmt.Fprintf(tw, "orders completed\t%d\t(expected %d)\n", r.Completed, r.ExpectedOrders)
+	if so := r.SoldOut; so != nil {
+		fmt.Fprintf(tw, "sold out\tafter %d orders, at %s\t(%d waiting buyers ended CLOSED: sold-out → CLOSED seen p50 %s, p95 %s, max %s; %d enters refused after it; drained %d, %d still in line at the end)\n",
+			so.After, ms(so.AtMs), so.Closed, ms(so.ClosedP50Ms), ms(so.ClosedP95Ms), ms(so.ClosedMaxMs), so.Refused, so.ClosedOut, so.WaitingAtEnd)
+	}
 	if r.TabClosed > 0 {
 		window := "off"
 		if r.ArrivalWindowMs > 0 {

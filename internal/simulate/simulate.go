@@ -62,6 +62,12 @@ type Options struct {
 	// window's opens_at): buyers who arrive before it form the pre-queue.
 	// Default 0: the room is open from the start.
 	OpensIn time.Duration
+	// SoldOutAfter, when positive, declares the sale sold out (POST
+	// /admin/rooms/{room}/sold-out) as soon as that many orders went
+	// through: every buyer still waiting must end CLOSED (reason sold_out),
+	// and later enters are refused (room_closed). The report says how many
+	// and how fast (Report.SoldOut). Zero: never.
+	SoldOutAfter int
 	// BadActors is the fraction of buyers who first present a tampered
 	// token and a token for another product, and replay their token after
 	// their order (default 0.02; negative: none).
@@ -187,6 +193,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("simulate: prequeue must be fifo or shuffle, got %q", o.PreQueue)
 	case o.OpensIn < 0:
 		return errors.New("simulate: opens-in must not be negative")
+	case o.SoldOutAfter < 0:
+		return fmt.Errorf("simulate: sold-out-after must not be negative, got %d", o.SoldOutAfter)
 	case o.PollScale < 0:
 		return fmt.Errorf("simulate: poll scale must be positive, got %g", o.PollScale)
 	case o.Ramp < 0 || o.Timeout < 0:
@@ -222,6 +230,12 @@ type sim struct {
 	mu     sync.Mutex
 	errors map[string]int
 	sample []string
+
+	// soldOut declares the sale sold out once (Options.SoldOutAfter);
+	// soldOutAt is when it was answered (UnixNano; 0: not yet).
+	soldOut   sync.Once
+	soldOutAt atomic.Int64
+	start     time.Time // the buyers' start
 }
 
 // Run runs one simulated flash sale and reports what happened. It returns
@@ -266,6 +280,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	buyers := s.cast()
 	start := time.Now()
+	s.start = start
 	stopProgress := s.progress(start)
 	var wg sync.WaitGroup
 	for _, b := range buyers {
@@ -283,6 +298,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer scancel()
 	after, err := s.stats(sctx)
+	// Sold out: the tick drains the line in bounded steps; give it a moment.
+	for i := 0; err == nil && s.soldOutAt.Load() != 0 && after.Waiting > 0 && i < 50; i++ {
+		time.Sleep(100 * time.Millisecond)
+		after, err = s.stats(sctx)
+	}
 	if err != nil {
 		s.fail("final stats: " + err.Error())
 	}

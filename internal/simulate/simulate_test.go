@@ -221,3 +221,25 @@ func TestRunPreQueueLottery(t *testing.T) {
 		})
 	}
 }
+
+// TestSoldOutEndsTheWait: sold out after 50 orders (embedded miniredis), every
+// buyer still waiting ends CLOSED with reason sold_out — none is left
+// waiting, none errs — the issuer's drain empties the line, and the
+// invariants hold for the admissions made before it.
+func TestSoldOutEndsTheWait(t *testing.T) {
+	o := small()
+	o.SoldOutAfter = 50
+	r, err := simulate.Run(context.Background(), o)
+	require.NoError(t, err)
+	var text bytes.Buffer
+	require.NoError(t, r.WriteText(&text))
+	t.Logf("\n%s", text.String())
+	require.NotNil(t, r.SoldOut)
+	assert.True(t, r.OK, "violations %v, errors %v", r.Violations, r.ErrorSamples)
+	assert.Positive(t, r.SoldOut.Closed, "buyers were waiting at the sold-out")
+	assert.Zero(t, r.SoldOut.WrongReason)
+	assert.Equal(t, int64(r.SoldOut.Closed), r.SoldOut.ClosedOut, "the drain removed exactly the closed line")
+	assert.Zero(t, r.SoldOut.WaitingAtEnd)
+	assert.Equal(t, o.Users, r.Admitted+r.SoldOut.Closed+r.SoldOut.Refused, "every buyer admitted, closed or refused")
+	assert.Equal(t, r.ExpectedOrders, r.Completed)
+}

@@ -24,6 +24,7 @@
 -- EXISTS; expired bans are ignored here and trimmed by the tick.
 local cfg, created = load_config(true)
 if not cfg then return { 'ERROR', 'unknown_room' } end
+if cfg.deleted > 0 then return { 'ERROR', 'room_deleted' } end -- kept for its retention only
 if cfg.state == 'closed' then return { 'ERROR', 'room_closed' } end
 
 local now -- read once, and only where time matters

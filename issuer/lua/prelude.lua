@@ -4,7 +4,13 @@
 --   1 config   HASH  state, capacity, rate, session_ms, batch, tick_ms, clock_ms, opens_ms, closes_ms,
 --                   epoch (created with the room; see new_epoch), arrival_ms (0 or absent: no arrival window),
 --                   prequeue ('fifo', absent: fifo, or 'shuffle'), and the pre-queue lottery's (see draw_lottery):
---                   lottery_seed (secret until the draw), lottery_cutoff, lottery_bits, lottery_ms, lottery_done_ms
+--                   lottery_seed (secret until the draw), lottery_cutoff, lottery_bits, lottery_ms, lottery_done_ms;
+--                   the end of the room (README "The end of a sale"): closed_seq (the arrival counter when
+--                   the room last closed: every entry up to it belongs to a line that closing ended),
+--                   close_reason (sold_out | closed | event_ended | deleted, of that close), ended_ms (when
+--                   the room ended; absent while it is not closed, or its end not recorded yet: note_end),
+--                   deleted_ms (DELETE), retention_ms (0 or absent: the issuer's default), auto ('1': created
+--                   by an enter under the default policy, limited in number and deleted when idle)
 --   2 waiting  ZSET  user -> arrival seq (strict FIFO: seq comes from the counter below, never ties), or for
 --                   an entry drawn by the pre-queue lottery its lottery score (negative; seq_of_score)
 --   3 active   ZSET  jti  -> expiry (ms since 1970); jti = "<epoch>.<seq>.<admno>.<admitted_ms>"
@@ -27,8 +33,9 @@
 -- ARGV[2] = the policy to create a missing room with, for the scripts that may (enter: the replica's
 --           last known config of the room, else the default policy; tick: the last known config
 --           only; "" for the others), as
---           "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms,arrival_ms,prequeue,seed", or ""
---           (seed: a fresh secret lottery seed, 32 hex digits, for a shuffle room; '-' for none).
+--           "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms,arrival_ms,prequeue,seed,auto", or ""
+--           (seed: a fresh secret lottery seed, 32 hex digits, for a shuffle room; '-' for none; auto: '1'
+--           for a room an enter creates under the default policy, else '0').
 --           Fields are never empty: Lua's split below skips empty ones.
 --
 -- Epochs (invariant 6, README "Invariants"): arrival and admission numbers restart at 1 when Redis loses a
@@ -131,17 +138,18 @@ local draw_lottery -- load_config calls it; defined below, after keep_clock (whi
 local function load_config(allow_create)
   local c = redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms',
     'clock_ms', 'opens_ms', 'closes_ms', 'epoch', 'arrival_ms', 'prequeue', 'lottery_cutoff', 'lottery_bits',
-    'lottery_done_ms')
+    'lottery_done_ms', 'closed_seq', 'close_reason', 'ended_ms', 'deleted_ms', 'auto', 'retention_ms')
   local created = 0
   if not c[1] then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
     local p = {}
     for f in string.gmatch(ARGV[2], '[^,]+') do p[#p + 1] = f end
+    local auto = (p[12] == '1') and '1' or '0'
     c = { p[1], p[2], p[3], p[4], p[5], p[6], false, p[7], p[8], new_epoch(), p[9] or '0', p[10] or 'fifo',
-      false, false, false }
+      false, false, false, false, false, false, false, auto, false }
     redis.call('HSET', K_CONFIG, 'state', c[1], 'capacity', c[2], 'rate', c[3],
       'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6], 'opens_ms', c[8], 'closes_ms', c[9], 'epoch', c[10],
-      'arrival_ms', c[11], 'prequeue', c[12])
+      'arrival_ms', c[11], 'prequeue', c[12], 'auto', auto)
     if c[12] == 'shuffle' and p[11] and p[11] ~= '-' then redis.call('HSET', K_CONFIG, 'lottery_seed', p[11]) end
     created = 1
   elseif not c[10] then
@@ -152,7 +160,9 @@ local function load_config(allow_create)
     session = tonumber(c[4]), batch = tonumber(c[5]), tick = tonumber(c[6]), clock = tonumber(c[7]) or 0,
     opens = tonumber(c[8]) or 0, closes = tonumber(c[9]) or 0, epoch = c[10], arrival = tonumber(c[11]) or 0,
     prequeue = c[12] or 'fifo', cutoff = tonumber(c[13]), bits = tonumber(c[14]) or 0,
-    drawn_done = tonumber(c[15]) }
+    drawn_done = tonumber(c[15]),
+    closed_seq = tonumber(c[16]) or 0, close_reason = c[17] or '', ended = tonumber(c[18]) or 0,
+    deleted = tonumber(c[19]) or 0, auto = c[20] == '1', retention = tonumber(c[21]) or 0 }
   if (cfg.opens > 0 or cfg.closes > 0) and cfg.state ~= 'closed' then
     local now = now_ms(cfg)
     if cfg.closes > 0 and now >= cfg.closes then
@@ -331,4 +341,61 @@ local function ban_user(cfg, user, ends, reason, now)
   redis.call('HSET', K_BANWHY, user, num(now) .. ':' .. reason)
   redis.call('HINCRBY', K_STATS, 'banned', 1)
   return removed, revoked
+end
+
+-- The end of a room (README "The end of a sale"). A room is closed in effect
+-- (cfg.state == 'closed') when an operator closed it (close, sold-out, DELETE)
+-- or its event window ended (closes_ms). From that moment every entry still
+-- waiting reads CLOSED (status answers it from the room's state: no write per
+-- entry), nobody more is admitted, and the line is drained in bounded steps
+-- (drain.lua). The end is recorded once by the first writing script that sees
+-- it (note_end): closed_seq, close_reason, ended_ms, and every room key set to
+-- expire a retention after ended_ms.
+
+-- end_reason is why the room is closed in effect now: the recorded reason, or
+-- (the end not recorded yet) 'closed' for a room closed by its state,
+-- 'event_ended' for one whose event window ended.
+local function end_reason(cfg)
+  if cfg.ended > 0 and cfg.close_reason ~= '' then return cfg.close_reason end
+  if cfg.configured == 'closed' then return 'closed' end
+  return 'event_ended'
+end
+
+-- closed_line: does the entry with arrival seq belong to a line that closing
+-- ended? Every entry while the room is closed in effect; after a reopening,
+-- the entries of the closed line (seq <= closed_seq). Returns the reason, or nil.
+local function closed_line(cfg, seq)
+  if cfg.state == 'closed' then return end_reason(cfg) end
+  if seq <= cfg.closed_seq then return cfg.close_reason ~= '' and cfg.close_reason or 'closed' end
+  return nil
+end
+
+-- retention_ms is how long the room's keys live after its end: the room's
+-- retention_ms, else the issuer's default (ARGV given by the caller).
+local function retention_ms(cfg, default)
+  if cfg.retention > 0 then return cfg.retention end
+  return tonumber(default) or 86400000
+end
+
+-- apply_retention sets every key of the room to expire retention after its
+-- end (PEXPIRE relative to the room's clock, so an injected clock and Redis's
+-- agree on the remaining time). Keys a later write creates get it at the next
+-- call (the tick re-applies it while the room has keys).
+local function apply_retention(cfg, now, default)
+  local ttl = math.max(1, cfg.ended + retention_ms(cfg, default) - now)
+  for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], num(ttl)) end
+end
+
+-- note_end records the end of a room closed in effect whose end is not
+-- recorded yet: closed_seq = the arrival counter (enters are refused while
+-- closed, so it no longer moves), the reason, ended_ms (the window's close
+-- for a room whose event window ended, else now), and the keys' expiry.
+local function note_end(cfg, now, reason, default)
+  local seq = tonumber(redis.call('GET', K_SEQ) or '0')
+  local at = now
+  if cfg.configured ~= 'closed' and cfg.closes > 0 and cfg.closes < now then at = cfg.closes end
+  reason = reason or end_reason(cfg)
+  redis.call('HSET', K_CONFIG, 'closed_seq', num(seq), 'close_reason', reason, 'ended_ms', num(at))
+  cfg.closed_seq, cfg.close_reason, cfg.ended = seq, reason, at
+  apply_retention(cfg, now, default)
 end

@@ -2,7 +2,7 @@
 -- users far back in line without a Redis call each (issuer/snapshot.go).
 -- Returns {waiting, head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch,
 --          banned users (all of them while there are at most 1,000, else none),
---          exact_through, before}:
+--          exact_through, before, closed_seq, close reason (of the line a CLOSED entry was in), ended_ms}:
 -- status answers a listed user with the exact script, so a waiting user
 -- removed by a ban reads REVOKED within a snapshot's age, however far back they were.
 -- The pre-queue lottery (prelude draw_lottery): entries with seq <= exact_through are
@@ -29,5 +29,8 @@ else
   h = redis.call('ZRANGE', K_WAITING, 0, 0, 'WITHSCORES')
 end
 if tail < 0 then tail = 0 end -- only drawn entries wait: none after them
+local why = cfg.close_reason ~= '' and cfg.close_reason or 'closed' -- of the closed line
+if cfg.state == 'closed' then why = end_reason(cfg) end
 return { redis.call('ZCARD', K_WAITING), tonumber(h[2] or '0'), tail,
-  cfg.state, cfg.rate, cfg.capacity, cfg.tick, cfg.epoch, banned, exact, before }
+  cfg.state, cfg.rate, cfg.capacity, cfg.tick, cfg.epoch, banned, exact, before,
+  cfg.closed_seq, why, cfg.ended }

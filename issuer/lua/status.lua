@@ -13,7 +13,13 @@ local user, seq = ARGV[3], tonumber(ARGV[4])
 -- at_ms is the admission's expiry for ACTIVE/EXPIRED (the claim deadline for an
 -- admission not claimed in time) and the end time for COMPLETED/REVOKED;
 -- banned_until_ms is the end of the user's ban (REVOKED only; 0: none); reason is
--- 'not_claimed' or 'session_ended' for EXPIRED, else '' (issuer/scripts.go decodeStatus).
+-- 'not_claimed' or 'session_ended' for EXPIRED, the room's close reason for CLOSED, else ''
+-- (issuer/scripts.go decodeStatus).
+-- CLOSED (README "The end of a sale"): an entry of a line that closing ended
+-- (closed_line: every entry while the room is closed in effect, and after a
+-- reopening those up to closed_seq) that is still waiting, or was drained from
+-- the line (no admission, no ended record), reads CLOSED with the close reason;
+-- at_ms is when the room ended (0 while the end is not recorded yet).
 local function result(state, pos, jti, at, ban, reason)
   return { state, seq, pos, redis.call('ZCARD', K_WAITING), jti, at, cfg.rate, cfg.state, ban or 0, reason or '' }
 end
@@ -21,7 +27,9 @@ end
 if ARGV[5] ~= cfg.epoch then return result('NOT_FOUND', 0, '', 0) end
 
 local s = redis.call('ZSCORE', K_WAITING, user)
-if s and seq_of_score(cfg, s) == seq then -- the hot path needs no clock
+if s and seq_of_score(cfg, s) == seq then -- the hot path needs no clock (but a windowed room's)
+  local why = closed_line(cfg, seq)
+  if why then return result('CLOSED', 0, '', cfg.ended, 0, why) end
   if in_prequeue(cfg, seq) then return result('WAITING', 0, '', 0) end -- place not drawn yet
   return result('WAITING', redis.call('ZRANK', K_WAITING, user) + 1, '', 0)
 end
@@ -53,4 +61,8 @@ if kind == 'R' then
 end
 if kind == 'E' then return result('EXPIRED', 0, mine, at, 0, 'session_ended') end
 if kind == 'N' then return result('EXPIRED', 0, mine, at, 0, 'not_claimed') end
+-- Drained from a closed line (a left entry whose record was trimmed reads so too).
+if not kind and seq <= cfg.closed_seq then
+  return result('CLOSED', 0, '', cfg.ended, 0, cfg.close_reason ~= '' and cfg.close_reason or 'closed')
+end
 return result('NOT_FOUND', 0, '', 0)

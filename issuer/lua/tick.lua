@@ -13,10 +13,23 @@
 -- (issuer.MaxTickPerCall: Issuer.Tick works a batch off in calls of at most
 -- that many); ARGV[4], ARGV[5] = admissions and expiries earlier calls of the
 -- same tick did, so that the tick as a whole stays within the batch.
+-- ARGV[6] = the issuer's default retention (ms); ARGV[7] = how long an auto
+-- room may stay idle (nobody waiting, nothing live) before it is deleted (ms;
+-- 0: never).
+-- The end of a room (prelude "The end of a room"): a tick of a room closed
+-- in effect records its end if no script has yet (note_end: an event window
+-- that ended by itself), re-applies the keys' expiry (keys a later write
+-- created get it too), and admits nobody; a reopened room never admits an
+-- entry of the closed line (seq <= closed_seq). The line itself is drained by
+-- drain.lua, which Issuer.Tick calls while the reply's drain count says so.
 -- Returns {admitted, expired, live, waiting, tick_ms, created, then the room's config as
 -- configured: state, capacity, rate, session_ms, batch, opens_ms, closes_ms, arrival_ms,
 -- then not_claimed (how many of the expired were never claimed), drawn (pre-queue entries this call
--- placed), prequeue} or {'ERROR', code}.
+-- placed), prequeue,
+-- then drain (waiting entries of a closed line: > 0 while drain.lua has work), ended_ms, deleted_ms,
+-- auto ('1' or '0'), close_reason, retention_ms (as configured, 0: the default), closed_out
+-- (entries of the closed line this call found at the head and dropped instead of admitting)}
+-- or {'ERROR', code}.
 local cfg, created = load_config(true)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
@@ -86,7 +99,7 @@ if cfg.cutoff and not cfg.drawn_done then
   end
 end
 
-local admitted = 0
+local admitted, closed_out = 0, 0
 local live = live_count(now)
 local placing = cfg.cutoff and not cfg.drawn_done -- the lottery's placing is unfinished: nobody is admitted
 if cfg.state == 'open' and not placing and live < cfg.capacity and redis.call('ZCARD', K_WAITING) > 0 then
@@ -95,12 +108,20 @@ if cfg.state == 'open' and not placing and live < cfg.capacity and redis.call('Z
   if n > 0 then
     local popped = redis.call('ZPOPMIN', K_WAITING, n)
     for i = 1, #popped, 2 do
-      admit(cfg, popped[i], seq_of_score(cfg, popped[i + 1]), now)
-      admitted = admitted + 1
+      local s = seq_of_score(cfg, popped[i + 1])
+      if s <= cfg.closed_seq then
+        closed_out = closed_out + 1 -- of a line closing ended: never admitted
+      else
+        admit(cfg, popped[i], s, now)
+        admitted = admitted + 1
+      end
     end
-    rate_consume(tokens, admitted, now)
-    redis.call('HINCRBY', K_STATS, 'admitted', admitted)
-    live = note_peak(now)
+    if admitted > 0 then
+      rate_consume(tokens, admitted, now)
+      redis.call('HINCRBY', K_STATS, 'admitted', admitted)
+      live = note_peak(now)
+    end
+    if closed_out > 0 then redis.call('HINCRBY', K_STATS, 'closed_out', closed_out) end
   end
 end
 -- The clock is kept last, and only by a tick that changed something: under
@@ -108,6 +129,35 @@ end
 -- one that began by freeing (ZREM, ZPOPMIN) may go on; a tick that did
 -- nothing writes nothing.
 if expired > 0 or old > 0 or admitted > 0 or drawn > 0 then keep_clock(cfg, now) end
-return { admitted, expired, live, redis.call('ZCARD', K_WAITING), cfg.tick, created,
+local waiting = redis.call('ZCARD', K_WAITING)
+
+-- The end. An auto room idle for ARGV[7] (nobody waiting, nothing live, no
+-- time-dependent write since: clock_ms) is deleted, as DELETE does.
+local idle = tonumber(ARGV[7]) or 0
+if cfg.auto and cfg.state ~= 'closed' and idle > 0 and waiting == 0 and live == 0 then
+  if cfg.clock == 0 then
+    keep_clock(cfg, now) -- the idle time starts now
+  elseif now - cfg.clock >= idle then
+    redis.call('HSET', K_CONFIG, 'state', 'closed', 'deleted_ms', num(now))
+    cfg.state, cfg.configured, cfg.deleted = 'closed', 'closed', now
+    note_end(cfg, now, 'deleted', ARGV[6])
+  end
+end
+local drain = 0
+if cfg.state == 'closed' then
+  if cfg.ended == 0 then
+    note_end(cfg, now, nil, ARGV[6])
+  else
+    apply_retention(cfg, now, ARGV[6])
+  end
+  drain = waiting
+elseif cfg.closed_seq > 0 and waiting > 0 then
+  -- entries of the closed line: drawn ones (negative scores) and those up to closed_seq
+  drain = redis.call('ZCOUNT', K_WAITING, '-inf', num(cfg.closed_seq))
+end
+local auto = '0'
+if cfg.auto then auto = '1' end
+return { admitted, expired, live, waiting, cfg.tick, created,
   cfg.configured, cfg.capacity, cfg.rate, cfg.session, cfg.batch, cfg.opens, cfg.closes, cfg.arrival, not_claimed,
-  drawn, cfg.prequeue }
+  drawn, cfg.prequeue,
+  drain, cfg.ended, cfg.deleted, auto, cfg.close_reason, cfg.retention, closed_out }

@@ -16,7 +16,7 @@
  * The Entry JSON of enter, status and the "status" events.
  * @typedef {object} Entry
  * @property {string} room
- * @property {"WAITING"|"ACTIVE"|"EXPIRED"|"COMPLETED"|"REVOKED"|"NOT_FOUND"} state
+ * @property {"WAITING"|"ACTIVE"|"EXPIRED"|"COMPLETED"|"REVOKED"|"CLOSED"|"NOT_FOUND"} state
  * @property {string} [waiting_token]
  * @property {number} [arrival]
  * @property {number} [position] 1 = next in line (WAITING only)
@@ -31,7 +31,7 @@
  * @property {number} [admitted_at_ms]
  * @property {number} [expires_at_ms]
  * @property {number} [ended_at_ms]
- * @property {"not_claimed"|"session_ended"} [reason] why an EXPIRED entry ended: not_claimed = admitted but not exchanged within the room's arrival window
+ * @property {"not_claimed"|"session_ended"|"sold_out"|"closed"|"event_ended"|"deleted"} [reason] why an EXPIRED entry ended: not_claimed = admitted but not exchanged within the room's arrival window; why a CLOSED one did (final: the room closed while it waited)
  * @property {"open"|"paused"|"closed"} [room_state]
  */
 

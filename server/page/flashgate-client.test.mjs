@@ -183,6 +183,24 @@ test("updates use EventSource and close it on a final state", async () => {
   assert.equal(fetch.calls.length, 0);
 });
 
+test("updates treat CLOSED as final: the stream closes, polling stops", async () => {
+  FakeEventSource.all = [];
+  const closed = { room: "r", state: "CLOSED", waiting_token: "fgw2_t", reason: "sold_out", ended_at_ms: 1 };
+  const { client } = setup([], { EventSource: FakeEventSource });
+  const p = client.updates("r", "fgw2_t", () => {});
+  await tick();
+  const es = FakeEventSource.all[0];
+  es.emit("status", waiting(9));
+  es.emit("status", closed);
+  const e = await p;
+  assert.equal(e.state, "CLOSED");
+  assert.equal(e.reason, "sold_out");
+  assert.ok(es.closed);
+  const polled = setup([[200, waiting(4, 1000)], [200, closed]]);
+  assert.equal((await polled.client.updates("r", "fgw2_t", () => {})).state, "CLOSED");
+  assert.equal(polled.fetch.calls.length, 2, "no poll after CLOSED");
+});
+
 test("a failing EventSource falls back to polling", async () => {
   FakeEventSource.all = [];
   const { client, sleeps } = setup([[200, waiting(3, 1200)], [200, active]], { EventSource: FakeEventSource });

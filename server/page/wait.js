@@ -21,6 +21,8 @@ const TEXT = {
   active: ["It’s your turn", "Continue now: your turn is held for a limited time."],
   continuing: ["It’s your turn", "Taking you to the shop…"],
   closed: ["Sold out", "This sale is closed: it is sold out or has ended."],
+  soldout: ["Sold out", "Everything in this sale has been sold. Thank you for waiting."],
+  saleended: ["This sale has ended", "The waiting room closed before your turn came."],
   ended: ["Your turn has ended", "Your turn was used or has lapsed. Reload the page to line up again."],
   unclaimed: ["Your turn has lapsed", "Your turn was held for you for a limited time and has passed to the next in line. Reload the page to line up again."],
   reconnecting: ["Reconnecting…", "The waiting room is busy for a moment. Your place in line is kept."],
@@ -33,7 +35,7 @@ const PRE_QUEUE = "You’re in the pre-queue: places are drawn at random when th
 
 function show(state, message) {
   const [h, m] = TEXT[state] ?? TEXT.error;
-  root.dataset.state = state === "continuing" ? "active" : state === "unclaimed" ? "ended" : state;
+  root.dataset.state = { continuing: "active", unclaimed: "ended", soldout: "closed", saleended: "closed" }[state] ?? state;
   $("heading").textContent = h;
   $("message").textContent = message ?? m;
   document.title = `${h} · ${d.title || room}`;
@@ -114,6 +116,9 @@ function render(e) {
     else place(e);
   } else if (e.state === "ACTIVE") {
     show("active");
+  } else if (e.state === "CLOSED") {
+    // Final: the room closed while waiting (updates stops following it).
+    show(e.reason === "sold_out" ? "soldout" : "saleended");
   } else {
     show(e.reason === "not_claimed" ? "unclaimed" : "ended");
   }
