@@ -115,6 +115,9 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 			return res, err
 		}
 	}
+	if res.ClosedOut > 0 {
+		is.snaps.forget(room) // the line changed under this replica's snapshot
+	}
 	if res.Deleted && res.Waiting == 0 && res.Draining == 0 {
 		// Drained: out of the listings. Its keys expire with its retention;
 		// replicas that know it keep ticking it (withKnown), which re-applies
