@@ -24,6 +24,10 @@ const (
 	CodeExpired       Code = "expired"               // the admission lapsed
 	CodeRevoked       Code = "revoked"               // an operator ended the admission
 	CodeCompleted     Code = "completed"             // the admission was consumed by an order
+	CodeInviteInvalid Code = "invite_invalid"        // not an invite: malformed, another type, bad signature, unknown key, another issuer
+	CodeInviteScope   Code = "invite_scope"          // a valid invite for another room or another user
+	CodeInviteExpired Code = "invite_expired"        // the invite's expiry has passed (by the room's clock)
+	CodeInviteUsed    Code = "invite_used"           // a single-use invite already used by someone else
 	CodeUnavailable   Code = "unavailable"           // Redis unreachable or failing; retry later
 	CodeStoreFull     Code = "store_full"            // Redis refuses writes for memory (maxmemory); retry later
 	CodeInternal      Code = "internal"              // a bug or misconfiguration
@@ -32,7 +36,8 @@ const (
 // Codes lists every domain code, in the order above.
 var Codes = []Code{
 	CodeInvalidInput, CodeUnknownRoom, CodeRoomClosed, CodeRoomLimit, CodeBanned, CodeBadWaiting, CodeOwnerMismatch,
-	CodeNotFound, CodeNotAdmitted, CodeExpired, CodeRevoked, CodeCompleted, CodeUnavailable,
+	CodeNotFound, CodeNotAdmitted, CodeExpired, CodeRevoked, CodeCompleted,
+	CodeInviteInvalid, CodeInviteScope, CodeInviteExpired, CodeInviteUsed, CodeUnavailable,
 	CodeStoreFull, CodeInternal,
 }
 
@@ -73,6 +78,10 @@ var (
 	ErrExpired       = &Error{Code: CodeExpired, Message: "admission expired"}
 	ErrRevoked       = &Error{Code: CodeRevoked, Message: "admission revoked"}
 	ErrCompleted     = &Error{Code: CodeCompleted, Message: "admission already completed"}
+	ErrInviteInvalid = &Error{Code: CodeInviteInvalid, Message: "invalid invite"}
+	ErrInviteScope   = &Error{Code: CodeInviteScope, Message: "invite for another room or user"}
+	ErrInviteExpired = &Error{Code: CodeInviteExpired, Message: "invite expired"}
+	ErrInviteUsed    = &Error{Code: CodeInviteUsed, Message: "invite already used"}
 	ErrUnavailable   = &Error{Code: CodeUnavailable, Message: "queue store unavailable"}
 	ErrStoreFull     = &Error{Code: CodeStoreFull, Message: "queue store full"}
 	ErrInternal      = &Error{Code: CodeInternal, Message: "internal error"}

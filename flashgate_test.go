@@ -34,7 +34,7 @@ func TestErrorsCompareByCode(t *testing.T) {
 	require.Equal(t, flashgate.CodeExpired, flashgate.ErrorCode(err))
 	require.Equal(t, flashgate.CodeInternal, flashgate.ErrorCode(errors.New("boom")))
 	require.Equal(t, flashgate.Code(""), flashgate.ErrorCode(nil))
-	require.Len(t, flashgate.Codes, 14)
+	require.Len(t, flashgate.Codes, 19)
 }
 
 // The verifier core keeps its own copy of the token profile (TinyGo): the
@@ -43,6 +43,7 @@ func TestTokenProfileMatchesVerifier(t *testing.T) {
 	require.Equal(t, verifier.TokenType, flashgate.TokenType)
 	require.Equal(t, verifier.Alg, flashgate.Alg)
 	require.Equal(t, verifier.ProductClaim, flashgate.ProductClaim)
+	require.NotEqual(t, verifier.TokenType, flashgate.InviteType, "an invite is never an admission token")
 	require.Equal(t, `{"alg":"EdDSA","kid":"k1","typ":"flashgate-admission+jwt"}`, string(flashgate.NewHeader("k1").JSON()))
 	c := flashgate.NewClaims("fg", "orders", "alice", "sku-1", "e.1.1.1000", time.UnixMilli(1999), time.UnixMilli(301999))
 	require.Equal(t, `{"iss":"fg","aud":"orders","sub":"alice","product":"sku-1","jti":"e.1.1.1000","iat":1,"exp":301}`, string(c.JSON()))

@@ -184,8 +184,13 @@ func TestDecodeEnterMalformed(t *testing.T) {
 	}
 	got, err := decodeEnter(cat(head, waiting, active), 2)
 	require.NoError(t, err)
-	assert.Equal(t, scriptEntry{state: flashgate.StateWaiting, seq: 7, pos: 3, total: 3, rate: 600, roomState: RoomOpen, epoch: "ep0ch"}, got[0])
+	assert.Equal(t, scriptEntry{state: flashgate.StateWaiting, seq: 7, pos: 3, total: 3, rate: 600, roomState: RoomOpen, epoch: "ep0ch",
+		lane: flashgate.LanePublic}, got[0])
 	assert.Equal(t, scriptEntry{state: flashgate.StateActive, seq: 8, jti: "ep0ch.8.1.1000", at: 2000, rate: 600, roomState: RoomOpen, epoch: "ep0ch"}, got[1])
+	pri, err := decodeEnter(cat(head, []any{int64(4), int64(9), int64(1), int64(4)}), 1)
+	require.NoError(t, err)
+	assert.Equal(t, scriptEntry{state: flashgate.StateWaiting, seq: 9, pos: 1, total: 4, rate: 600, roomState: RoomOpen, epoch: "ep0ch",
+		created: false, lane: flashgate.LanePriority}, pri[0], "4: waiting in the priority lane")
 
 	for name, r := range map[string][]any{
 		"empty":          {},

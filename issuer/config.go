@@ -24,7 +24,11 @@ type Config struct {
 	Redis Redis
 	// Signer mints admission tokens. Required for Exchange only.
 	Signer Signer
-	// Issuer is the admission token's iss (default DefaultIssuer, "flashgate").
+	// Invites signs and verifies invites (invite.go); nil means the Signer,
+	// when it implements InviteKeys (keys.Ring and keys.FileRing do).
+	Invites InviteKeys
+	// Issuer is the admission token's iss (default DefaultIssuer, "flashgate"),
+	// and the iss of the invites it signs and accepts.
 	Issuer string
 	// Audience is the admission token's aud (default DefaultAudience, "orders").
 	Audience string

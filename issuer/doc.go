@@ -7,9 +7,11 @@
 // prepended), atomic, idempotent under go-redis retries and bounded:
 //
 //	Enter     join the line, or get the entry one already has (fast track to ACTIVE when nobody waits)
+//	EnterWithInvite  join the priority lane with an invite (Invites signs them), or be admitted at once (bypass)
 //	Status    WAITING (position, estimate, poll hint), ACTIVE, EXPIRED, COMPLETED, REVOKED or NOT_FOUND
 //	Leave     give up a place or end a live admission
 //	Tick      drop lapsed admissions, admit min(capacity − live, rate budget, batch) from the head
+//	          of the priority lane, then of the public line
 //	Exchange  mint the admission token (EdDSA JWT, exp = the admission's expiry) for an ACTIVE entry
 //	Complete  consume an admission once (the order service's call); a repeat returns the first result
 //	Revoke    end an admission (operator); by user, also ban the user (RevokeWith: how long; default the session)

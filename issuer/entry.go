@@ -54,7 +54,11 @@ type Entry struct {
 	// admission was not claimed by an exchange within the room's arrival
 	// window) or ReasonSessionEnded; why a CLOSED one did: ReasonSoldOut,
 	// ReasonClosed, ReasonEventEnded or ReasonDeleted; "" in every other state.
-	Reason    string
+	Reason string
+	// Lane is the line a WAITING entry waits in: flashgate.LanePriority
+	// (entered with an invite; admitted before the public line) or
+	// flashgate.LanePublic; "" in every other state.
+	Lane      string
 	RoomState RoomState
 	// Created is true when this Enter created the room from the default policy.
 	Created bool
@@ -74,6 +78,9 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 	}
 	if e.State == flashgate.StateExpired || e.State == flashgate.StateClosed {
 		e.Reason = r.reason
+	}
+	if e.State == flashgate.StateWaiting {
+		e.Lane = r.lane
 	}
 	at := r.at
 	if id, ok := r.admission(); ok {
@@ -189,6 +196,12 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 	if err != nil {
 		return nil, err
 	}
+	return is.entered(ctx, room, user, r)
+}
+
+// entered turns an enter script's result for user into the Entry (or the
+// banned refusal), and registers the room with the tick loops.
+func (is *Issuer) entered(ctx context.Context, room, user string, r scriptEntry) (*Entry, error) {
 	if r.state == "" && r.bannedUntil > 0 {
 		return nil, bannedError(room, r.bannedUntil)
 	}

@@ -105,7 +105,7 @@ func (is *Issuer) knows(room string) bool {
 }
 
 // createArg is a script's create-room argument for room (lua/prelude.lua
-// ARGV[2]). Only enter and tick may create a missing room (load_config(true)):
+// ARGV[2]). Only enter (and its invite form, invite.lua) and tick may create a missing room (load_config(true)):
 // both get the room's last known config, unless the room had ended (its keys
 // expire by design: an ended room is never restored); failing that, enter
 // gets the default policy (a new room) when auto rooms are not limited, and
@@ -118,7 +118,7 @@ func (is *Issuer) knows(room string) bool {
 // scripts store it only when they create the room), so no two rooms share
 // one: a seed shown after one room's draw predicts no other room's.
 func (is *Issuer) createArg(s *redis.Script, room string) string {
-	if s != enterScript && s != tickScript {
+	if s != enterScript && s != inviteScript && s != tickScript {
 		return ""
 	}
 	if v, ok := is.known.Load(room); ok {

@@ -348,7 +348,8 @@ type Stats struct {
 	Config RoomConfig
 	// State is the state in effect at At: Config.State with the event window
 	// applied (paused before Opens, closed from Closes).
-	State   RoomState
+	State RoomState
+	// Waiting counts the waiting entries of both lanes.
 	Waiting int64
 	Active  int64
 	// Entered counts entries ever created in the room (the arrival counter):
@@ -374,6 +375,14 @@ type Stats struct {
 	// ClosedSeq is the arrival counter when the room last closed: entries
 	// up to it belong to a line that closing ended (0: never closed).
 	ClosedSeq int64
+	// Priority is how many of Waiting wait in the priority lane.
+	Priority int64
+	// PriorityAdmitted counts admissions from the priority lane (part of
+	// Admitted); Bypassed the bypass invites admitted at once (part of
+	// Admitted, not of FastTrack); InvitesUsed the invites that took a place
+	// (a lane entry or a bypass admission; a repeated enter with the same
+	// invite does not count).
+	PriorityAdmitted, Bypassed, InvitesUsed int64
 	// PeakActive is the highest number of live admissions seen right after an admission.
 	PeakActive int64
 	// Lottery is the room's pre-queue lottery: nil for a room that has

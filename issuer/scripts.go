@@ -49,6 +49,7 @@ var (
 	drainScript     = loadScript("drain")
 	// autoRoomScript is not a room's: its one key is fg:autorooms.
 	autoRoomScript = redis.NewScript(mustRead("lua/autoroom.lua"))
+	inviteScript   = loadScript("invite")
 )
 
 func mustRead(name string) string {
@@ -95,7 +96,7 @@ func roomKeys(room string) []string {
 	p := "fg:{" + room + "}:"
 	return []string{p + "config", p + "waiting", p + "active", p + "users", p + "seq",
 		p + "admno", p + "admits", p + "bucket", p + "stats", p + "ended",
-		p + "bans", p + "banwhy", p + "unclaimed"}
+		p + "bans", p + "banwhy", p + "unclaimed", p + "priority", p + "invites", p + "laneseqs"}
 }
 
 // activeKey is the key of a room's active ZSET (roomKeys(room)[2]).
@@ -193,6 +194,14 @@ func asInt(v any) int64 {
 	return 0
 }
 
+// at returns r[i], or nil past r's end.
+func at(r []any, i int) any {
+	if i < len(r) {
+		return r[i]
+	}
+	return nil
+}
+
 func asString(v any) string {
 	s, _ := v.(string)
 	return s
@@ -237,6 +246,10 @@ func scriptError(code, room string) error {
 		return flashgate.Errorf(flashgate.CodeCompleted, "admission already completed")
 	case "owner_mismatch":
 		return flashgate.Errorf(flashgate.CodeOwnerMismatch, "admission belongs to another user")
+	case "invite_used":
+		return flashgate.Errorf(flashgate.CodeInviteUsed, "the invite was already used (it is single use)")
+	case "invite_expired":
+		return flashgate.Errorf(flashgate.CodeInviteExpired, "the invite has expired")
 	}
 	return flashgate.Errorf(flashgate.CodeInternal, "unexpected script result %q", code)
 }
@@ -258,6 +271,7 @@ type scriptEntry struct {
 	bannedUntil     int64  // ms: the end of the user's ban (enter: refused; status: REVOKED), 0 for none
 	reason          string // why an EXPIRED entry ended ("not_claimed", "session_ended"), or a CLOSED one (status)
 	preQueue        bool   // WAITING in a shuffle room's pre-queue, place not drawn yet (the scripts' position 0)
+	lane            string // WAITING: flashgate.LanePriority or flashgate.LanePublic
 }
 
 // admission decodes e.jti with the one codec of admission ids,
@@ -271,7 +285,7 @@ func (e scriptEntry) admission() (id flashgate.AdmissionID, ok bool) {
 }
 
 // decodeStatus decodes the status script's reply (lua/status.lua):
-// {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason};
+// {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason, lane};
 // position 0 of a WAITING entry: in the pre-queue (preQueue).
 func decodeStatus(r []any) scriptEntry {
 	e := scriptEntry{state: flashgate.State(asString(r[0])), seq: asInt(r[1]), pos: asInt(r[2]),
@@ -284,12 +298,16 @@ func decodeStatus(r []any) scriptEntry {
 	if len(r) > 9 {
 		e.reason = asString(r[9])
 	}
+	if len(r) > 10 {
+		e.lane = asString(r[10])
+	}
 	return e
 }
 
 // decodeEnter decodes the enter script's reply for n users (lua/enter.lua):
 // {created, rate, room_state, epoch, then per user 1, seq, position,
-// total_waiting (WAITING; position 0: in the pre-queue), 2, seq, total_waiting, jti, expiry_ms (ACTIVE) or
+// total_waiting (WAITING, public line; position 0: in the pre-queue), 4, the same (WAITING, priority
+// lane; also lua/invite.lua's), 2, seq, total_waiting, jti, expiry_ms (ACTIVE) or
 // 3, banned_until_ms (refused: a scriptEntry with bannedUntil and no state)}.
 // A reply of any other shape is a flashgate.CodeInternal error.
 func decodeEnter(r []any, n int) ([]scriptEntry, error) {
@@ -304,13 +322,17 @@ func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 	out := make([]scriptEntry, 0, n)
 	for i := 4; i < len(r); {
 		e := head
-		switch asInt(r[i]) {
-		case 1:
+		switch tag := asInt(r[i]); tag {
+		case 1, 4:
 			if i+4 > len(r) {
 				return bad()
 			}
 			e.state, e.seq, e.pos, e.total = flashgate.StateWaiting, asInt(r[i+1]), asInt(r[i+2]), asInt(r[i+3])
 			e.preQueue = e.pos == 0
+			e.lane = flashgate.LanePublic
+			if tag == 4 {
+				e.lane = flashgate.LanePriority
+			}
 			i += 4
 		case 2:
 			if i+5 > len(r) {
@@ -410,11 +432,13 @@ func decodeActive(r []any) activeReply { return activeReply(asString(r[0])) }
 // {admitted, expired, active, waiting, tick_ms, created, then the room's
 // config as configured: state, capacity, rate, session_ms, batch, opens_ms,
 // closes_ms, arrival_ms, then not_claimed, drawn, prequeue, then drain,
-// ended_ms, deleted_ms, auto, close_reason, retention_ms, closed_out}.
+// ended_ms, deleted_ms, auto, close_reason, retention_ms, closed_out, then
+// priority_admitted}.
 type tickReply struct {
 	admitted, expired int  // this call's admissions and expiries
 	notClaimed        int  // of the expiries, those not claimed within the arrival window
 	placed            int  // pre-queue entries this call moved to their lottery place
+	priorityAdmitted  int  // of the admissions, those from the priority lane
 	active, waiting   int  // after the call
 	created           bool // the call restored the room from the replica's last known config
 	drain             int  // waiting entries of a closed line, for drain.lua (0: none)
@@ -431,7 +455,7 @@ func decodeTick(r []any) (tickReply, error) {
 	return tickReply{admitted: int(asInt(r[0])), expired: int(asInt(r[1])),
 		active: int(asInt(r[2])), waiting: int(asInt(r[3])), created: asInt(r[5]) == 1,
 		notClaimed: int(asInt(r[14])), placed: int(asInt(r[15])),
-		drain: int(asInt(r[17])), closedOut: int(asInt(r[23])),
+		drain: int(asInt(r[17])), closedOut: int(asInt(r[23])), priorityAdmitted: int(asInt(at(r, 24))),
 		cfg: RoomConfig{State: RoomState(asString(r[6])), Capacity: int(asInt(r[7])),
 			RatePerMinute: int(asInt(r[8])), SessionDuration: time.Duration(asInt(r[9])) * time.Millisecond,
 			TickBatch: int(asInt(r[10])), Tick: time.Duration(asInt(r[4])) * time.Millisecond,
@@ -467,7 +491,8 @@ func decodeSetRoom(r []any) setRoomReply {
 // effect, opens_ms, closes_ms, epoch, arrival_ms, prequeue, then the lottery:
 // cutoff (−1: not drawn), bits, lottery_ms, lottery_done_ms, seed (” before
 // the draw), commitment (” without a seed), then the end: closed_seq,
-// close_reason, ended_ms, deleted_ms, auto, retention_ms}.
+// close_reason, ended_ms, deleted_ms, auto, retention_ms, then priority}:
+// Waiting counts both lanes, Priority the priority lane.
 func decodeStats(room string, r []any) *Stats {
 	st := &Stats{Room: room, Waiting: asInt(r[1]), Active: asInt(r[2]),
 		Config: RoomConfig{State: RoomState(asString(r[3])), Capacity: int(asInt(r[4])),
@@ -476,7 +501,8 @@ func decodeStats(room string, r []any) *Stats {
 			Opens: windowTime(asInt(r[13])), Closes: windowTime(asInt(r[14])),
 			ArrivalWindow: arrivalWindow(asInt(r[16])), PreQueue: preQueueOf(asString(r[17]))},
 		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11]), State: RoomState(asString(r[12])),
-		Epoch: asString(r[15])}
+		Epoch: asString(r[15]), Priority: asInt(at(r, 30))}
+	st.Waiting += st.Priority
 	if len(r) > 29 {
 		st.ClosedSeq = asInt(r[24])
 		st.Config.CloseReason, st.Config.EndedAt = asString(r[25]), windowTime(asInt(r[26]))
@@ -487,7 +513,8 @@ func decodeStats(room string, r []any) *Stats {
 	fields := map[string]*int64{"admitted": &st.Admitted, "fast_track": &st.FastTrack,
 		"expired": &st.Expired, "not_claimed": &st.NotClaimed, "completed": &st.Completed, "revoked": &st.Revoked,
 		"left": &st.Left, "zombies": &st.Zombies, "peak_active": &st.PeakActive,
-		"banned": &st.Banned, "removed": &st.Removed, "closed_out": &st.ClosedOut}
+		"banned": &st.Banned, "removed": &st.Removed, "closed_out": &st.ClosedOut,
+		"priority_admitted": &st.PriorityAdmitted, "bypassed": &st.Bypassed, "invites_used": &st.InvitesUsed}
 	var placed int64
 	fields["drawn"] = &placed
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -508,7 +535,8 @@ func decodeStats(room string, r []any) *Stats {
 
 // decodeSnapshot decodes the snapshot script's reply (lua/snapshot.lua):
 // {waiting, head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch,
-// banned users, exact_through, before, closed_seq, close reason, ended_ms};
+// banned users, exact_through, before, closed_seq, close reason, ended_ms,
+// priority lane length, the smallest and largest lane seq, the lane seqs};
 // at is when the call was sent.
 func decodeSnapshot(r []any, at time.Time) *snapshot {
 	s := &snapshot{at: at, waiting: asInt(r[0]), head: asInt(r[1]), tail: asInt(r[2]),
@@ -527,6 +555,15 @@ func decodeSnapshot(r []any, at time.Time) *snapshot {
 	}
 	if len(r) > 13 {
 		s.closedSeq, s.closeReason, s.ended = asInt(r[11]), asString(r[12]), asInt(r[13])
+	}
+	if len(r) > 17 {
+		s.priority, s.laneMin, s.laneMax = asInt(r[14]), asInt(r[15]), asInt(r[16])
+		if seqs, _ := r[17].([]any); len(seqs) > 0 {
+			s.laneSeqs = make(map[int64]struct{}, len(seqs))
+			for _, q := range seqs {
+				s.laneSeqs[asInt(q)] = struct{}{}
+			}
+		}
 	}
 	return s
 }

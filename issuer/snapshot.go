@@ -49,6 +49,16 @@ type snapshot struct {
 	closedSeq   int64
 	closeReason string
 	ended       int64
+	// The lanes: the priority lane's length (added to a public entry's
+	// interpolated position), and the arrival numbers of entries created
+	// through a lane that the public line has not passed yet (laneseqs): the
+	// smallest and largest (0 when none) and all of them (nil when more than
+	// the snapshot script lists). Those are answered exactly — a lane entry's
+	// number falls among the public line's, and it may be waiting in the
+	// lane or admitted — and so is every number within laneMin…laneMax
+	// while they are not listed.
+	priority, laneMin, laneMax int64
+	laneSeqs                   map[int64]struct{}
 }
 
 type roomSnapshot struct {
@@ -139,6 +149,11 @@ func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, ref 
 	if _, banned := s.banned[user]; banned {
 		return nil
 	}
+	if s.laneMax > 0 && seq >= s.laneMin && seq <= s.laneMax {
+		if _, lane := s.laneSeqs[seq]; lane || s.laneSeqs == nil {
+			return nil // (maybe) a lane entry: its number says nothing of its place, nor of its state (it may be admitted)
+		}
+	}
 	if (s.state == RoomClosed || seq <= s.closedSeq) && seq >= s.head && s.waiting > 0 {
 		// A line that closing ended: CLOSED, whatever the place (nobody in it
 		// is admitted any more), within a snapshot's age of the close.
@@ -153,13 +168,10 @@ func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, ref 
 	if later < 2 || s.tail <= s.head || s.before+seq-s.head < s.nearHead(is.cfg.StatusSnapshot) {
 		return nil
 	}
-	if _, banned := s.banned[user]; banned {
-		return nil
-	}
-	pos := s.before + 1 + (seq-s.head)*(later-1)/(s.tail-s.head)
+	pos := s.priority + s.before + 1 + (seq-s.head)*(later-1)/(s.tail-s.head)
 	e := &Entry{Room: room, User: user, State: flashgate.StateWaiting, Arrival: seq, Position: pos, Ahead: pos - 1,
-		TotalWaiting: s.waiting, RoomState: s.state, PositionEstimated: true, EstimatedWait: -1,
-		WaitingToken: tok}
+		TotalWaiting: s.waiting + s.priority, RoomState: s.state, PositionEstimated: true, EstimatedWait: -1,
+		WaitingToken: tok, Lane: flashgate.LanePublic}
 	if s.state == RoomOpen && s.rate > 0 {
 		e.EstimatedWait = time.Duration(float64(e.Ahead) * float64(time.Minute) / float64(s.rate))
 	}

@@ -15,7 +15,10 @@ const MaxTickPerCall = 1000
 // calls it took) did.
 type TickResult struct {
 	Admitted int // moved from waiting to active, all calls together
-	Expired  int // lapsed admissions dropped, all calls together
+	// PriorityAdmitted counts the admissions (part of Admitted) from the
+	// priority lane, which the tick admits before the public line.
+	PriorityAdmitted int
+	Expired          int // lapsed admissions dropped, all calls together
 	// NotClaimed counts the expired admissions (part of Expired) that ended
 	// early, not claimed within the arrival window.
 	NotClaimed int
@@ -23,7 +26,7 @@ type TickResult struct {
 	// (RoomConfig.PreQueue shuffle; nobody is admitted until all are).
 	Placed  int
 	Active  int           // live admissions after the step
-	Waiting int           // entries still waiting after the step
+	Waiting int           // entries still waiting after the step, both lanes
 	Tick    time.Duration // the room's configured tick
 	// ClosedOut counts the waiting entries of a closed line this step
 	// removed (drained, or dropped from the head of a reopened room's line).
@@ -81,6 +84,7 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 		res.NotClaimed += t.notClaimed
 		res.Placed += t.placed
 		res.ClosedOut += t.closedOut
+		res.PriorityAdmitted += t.priorityAdmitted
 		res.Active, res.Waiting = t.active, t.waiting
 		res.Tick = t.cfg.Tick
 		res.Ended, res.Deleted, res.Auto = !t.cfg.EndedAt.IsZero(), !t.cfg.DeletedAt.IsZero(), t.cfg.Auto

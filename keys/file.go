@@ -438,6 +438,9 @@ func (f *FileRing) Sign(payload []byte) (string, error) { return f.Ring().Sign(p
 // PublicJWKS returns the public JWK Set of the current ring (see Ring.PublicJWKS).
 func (f *FileRing) PublicJWKS() ([]byte, error) { return f.Ring().PublicJWKS() }
 
+// SignInvite signs an invite with the current ring (Ring.SignInvite).
+func (f *FileRing) SignInvite(payload []byte) (string, error) { return f.Ring().SignInvite(payload) }
+
 // PublicKey implements verifier.KeySet over the current ring (see Ring.PublicKey).
 func (f *FileRing) PublicKey(ctx context.Context, kid string) (ed25519.PublicKey, error) {
 	return f.Ring().PublicKey(ctx, kid)

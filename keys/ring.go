@@ -235,6 +235,18 @@ func (r *Ring) Sign(payload []byte) (string, error) {
 	return signCompact(k.priv, k.header, payload), nil
 }
 
+// SignInvite returns a JWS compact serialization of an invite's payload
+// (flashgate.InviteClaims.JSON) signed with the active key, with the
+// protected header exactly {"alg":"EdDSA","kid":<active kid>,"typ":"flashgate-invite+jwt"}
+// (flashgate.InviteHeader): the same keys as admission tokens, another type,
+// so the verifier never accepts an invite as an admission token.
+func (r *Ring) SignInvite(payload []byte) (string, error) {
+	r.mu.RLock()
+	k := r.activeLocked()
+	r.mu.RUnlock()
+	return signCompact(k.priv, b64.EncodeToString(flashgate.InviteHeader(k.kid).JSON()), payload), nil
+}
+
 // signCompact builds header.payload.signature where header is already
 // base64url encoded.
 func signCompact(priv ed25519.PrivateKey, header string, payload []byte) string {

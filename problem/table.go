@@ -75,6 +75,11 @@ func init() {
 	row("expired", http.StatusGone, "Admission expired")
 	row("revoked", http.StatusGone, "Admission revoked")
 	row("completed", http.StatusConflict, "Admission already completed")
+	// Invites (README "Priority lanes and invites"): refused before any place changes.
+	row("invite_invalid", http.StatusForbidden, "Invalid invite")
+	row("invite_scope", http.StatusForbidden, "Invite not valid for this room or user")
+	row("invite_expired", http.StatusGone, "Invite expired")
+	row("invite_used", http.StatusConflict, "Invite already used")
 	row(unavailable, http.StatusServiceUnavailable, "Service unavailable")
 	// Redis over maxmemory is temporary (completions, leaves and expiries
 	// free memory): 503 with Retry-After like unavailable, not 507 (WebDAV's

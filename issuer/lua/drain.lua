@@ -1,4 +1,5 @@
--- drain: ARGV[3] = the most waiting entries this call removes (issuer.DrainPerCall),
+-- drain: ARGV[3] = the most waiting entries this call removes (issuer.DrainPerCall; both lanes
+-- together, the priority lane first),
 -- ARGV[4] = the issuer's default retention (ms).
 -- Frees the memory of a line that closing ended, in bounded steps: status
 -- already answers those entries CLOSED from the room's state (closed_line),
@@ -17,17 +18,23 @@ local now = now_ms(cfg)
 local bound = tonumber(ARGV[3])
 local removed, left = 0, 0
 if cfg.state == 'closed' then
-  removed = redis.call('ZREMRANGEBYRANK', K_WAITING, 0, bound - 1)
-  left = redis.call('ZCARD', K_WAITING)
+  -- the priority lane first, then the public line, ARGV[3] in all
+  removed = redis.call('ZREMRANGEBYRANK', K_PRIORITY, 0, bound - 1)
+  if removed < bound then removed = removed + redis.call('ZREMRANGEBYRANK', K_WAITING, 0, bound - removed - 1) end
+  left = redis.call('ZCARD', K_WAITING) + redis.call('ZCARD', K_PRIORITY)
 elseif cfg.closed_seq > 0 then
-  local head = redis.call('ZRANGE', K_WAITING, 0, bound - 1, 'WITHSCORES')
+  -- the priority lane's scores are seqs: its closed-line entries are those scored up to closed_seq
+  local pn = math.min(bound, redis.call('ZCOUNT', K_PRIORITY, '-inf', num(cfg.closed_seq)))
+  if pn > 0 then removed = redis.call('ZREMRANGEBYRANK', K_PRIORITY, 0, pn - 1) end
+  local head = {}
+  if pn < bound then head = redis.call('ZRANGE', K_WAITING, 0, bound - pn - 1, 'WITHSCORES') end
   local n = 0
   for i = 2, #head, 2 do
     if seq_of_score(cfg, head[i]) > cfg.closed_seq then break end
     n = n + 1
   end
-  if n > 0 then removed = redis.call('ZREMRANGEBYRANK', K_WAITING, 0, n - 1) end
-  if n == bound then left = 1 end -- maybe more: call again
+  if n > 0 then removed = removed + redis.call('ZREMRANGEBYRANK', K_WAITING, 0, n - 1) end
+  if pn + n == bound then left = 1 end -- maybe more: call again
 end
 if removed > 0 then
   redis.call('HINCRBY', K_STATS, 'closed_out', removed)

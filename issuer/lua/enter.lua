@@ -6,7 +6,7 @@
 -- refreshes, double clicks, a user twice in one batch and go-redis retries
 -- never create a second place in line (invariant 1).
 -- Hot path (new users joining a non-empty line): per batch, whatever its
--- size, HMGET config, ZCARD, ZMSCORE and HMGET of all users, GET seq, one
+-- size, HMGET config, two ZCARDs, ZMSCORE and HMGET of all users, GET seq, one
 -- ZADD of all newcomers and SET seq (Redis >= 6.2) -- no clock write, and no
 -- clock read but a windowed room's (load_config), since joining the line
 -- depends on arrival order only.
@@ -14,14 +14,20 @@
 -- Reply (flat, integers where possible: Redis converts every reply element,
 -- so a wide reply costs more than the queue work):
 --   created, rate, room_state, epoch,
---   then per user: 1, seq, position, total_waiting            (WAITING; position 0: in the
---                                                               pre-queue, its place not drawn yet)
+--   then per user: 1, seq, position, total_waiting            (WAITING, public line; position 0:
+--                                                               in the pre-queue, its place not drawn yet)
+--              or: 4, seq, position, total_waiting            (WAITING, priority lane)
 --              or: 2, seq, total_waiting, jti, expiry_ms      (ACTIVE)
 --              or: 3, banned_until_ms                         (refused: banned)
 -- A banned user (a member of bans whose end is still ahead) is refused and
 -- nothing of theirs is touched; the check is part of this script, so no
 -- enter slips between a ban and its check. A room without bans costs one
 -- EXISTS; expired bans are ignored here and trimmed by the tick.
+-- Lanes: this script only joins the public line (waiting); a user already
+-- in the priority lane (invite.lua) gets that entry back. A public user's
+-- position counts the whole priority lane ahead; total_waiting counts both
+-- lanes; the fast track needs both empty. A room without a priority lane
+-- costs one ZCARD.
 local cfg, created = load_config(true)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 if cfg.deleted > 0 then return { 'ERROR', 'room_deleted' } end -- kept for its retention only
@@ -35,6 +41,9 @@ end
 
 local users = { unpack(ARGV, 3) }
 local waiting = redis.call('ZCARD', K_WAITING) -- kept current as users join
+local npri = redis.call('ZCARD', K_PRIORITY) -- the priority lane, all ahead of the public line
+local pscores = {}
+if npri > 0 then pscores = redis.call('ZMSCORE', K_PRIORITY, unpack(users)) end
 local scores = redis.call('ZMSCORE', K_WAITING, unpack(users))
 local index = redis.call('HMGET', K_USERS, unpack(users))
 local banned = {} -- i -> end of the ban (ms) of users banned now
@@ -51,11 +60,11 @@ local zadd = {}
 local admitted = {} -- user -> {seq, jti, exp} of fast-track admissions in this batch
 
 local out = { created, cfg.rate, cfg.state, cfg.epoch }
-local function waiting_reply(s, pos)
-  out[#out + 1] = 1; out[#out + 1] = s; out[#out + 1] = pos; out[#out + 1] = waiting
+local function waiting_reply(s, pos, tag)
+  out[#out + 1] = tag or 1; out[#out + 1] = s; out[#out + 1] = pos; out[#out + 1] = waiting + npri
 end
 local function active_reply(s, jti, exp)
-  out[#out + 1] = 2; out[#out + 1] = s; out[#out + 1] = waiting; out[#out + 1] = jti; out[#out + 1] = exp
+  out[#out + 1] = 2; out[#out + 1] = s; out[#out + 1] = waiting + npri; out[#out + 1] = jti; out[#out + 1] = exp
 end
 
 local function enter_one(i, user)
@@ -71,7 +80,10 @@ local function enter_one(i, user)
   if s then
     local ws = seq_of_score(cfg, s)
     if in_prequeue(cfg, ws) then return waiting_reply(ws, 0) end
-    return waiting_reply(ws, redis.call('ZRANK', K_WAITING, user) + 1)
+    return waiting_reply(ws, npri + redis.call('ZRANK', K_WAITING, user) + 1)
+  end
+  if pscores[i] then -- the priority lane is never drawn: FIFO by seq
+    return waiting_reply(tonumber(pscores[i]), redis.call('ZRANK', K_PRIORITY, user) + 1, 4)
   end
 
   local j = index[i]
@@ -94,8 +106,8 @@ local function enter_one(i, user)
   end
 
   seq = seq + 1
-  -- Fast track: nobody waits, and capacity and rate allow.
-  if cfg.state == 'open' and waiting == 0 and live_count(clock()) < cfg.capacity then
+  -- Fast track: nobody waits in either lane, and capacity and rate allow.
+  if cfg.state == 'open' and waiting == 0 and npri == 0 and live_count(clock()) < cfg.capacity then
     local budget, tokens = rate_budget(cfg, now)
     if budget >= 1 then
       keep_clock(cfg, now)
@@ -111,7 +123,7 @@ local function enter_one(i, user)
   -- seq is larger than every score in the line (lottery scores are negative), so the newcomer is
   -- last; in a shuffle room before it opens, in the pre-queue (position 0: not drawn yet).
   waiting = waiting + 1
-  local pos = waiting
+  local pos = npri + waiting
   if in_prequeue(cfg, seq) then pos = 0 end
   joined[user] = { seq, pos }
   zadd[#zadd + 1] = num(seq)

@@ -29,6 +29,16 @@
 --  13 unclaimed ZSET jti -> claim deadline (ms): admissions not yet claimed by an exchange (the arrival
 --                   window: admit below, the claim in status.lua). Admitted users only: a waiting user
 --                   costs nothing here, a claimed one nothing either.
+--  14 priority ZSET user -> arrival seq: the priority lane (README "Priority lanes and invites"), entered
+--                   with an invite (invite.lua); seqs from the same counter as waiting's. The tick admits
+--                   from it before waiting, within the same capacity, rate and batch; a priority user's
+--                   position is its rank here + 1, a public user's ZCARD(priority) + its rank + 1.
+--  15 invites  ZSET invite id (jti) -> the invite's expiry (ms): single-use invites already used;
+--                   the tick trims members past their expiry (an expired invite is refused anyway).
+--  16 laneseqs ZSET seq -> seq: the arrival seq of every entry created through a lane (invite.lua: priority
+--                   or bypass), kept until the public line's head passes it (trimmed by the tick). A lane
+--                   entry's seq falls anywhere among the public line's, so the status snapshot (snapshot.lua)
+--                   lists these to answer them exactly instead of interpolating a public place.
 -- ARGV[1] = now in ms, or "" to use Redis TIME (one clock for every replica).
 -- ARGV[2] = the policy to create a missing room with, for the scripts that may (enter: the replica's
 --           last known config of the room, else the default policy; tick: the last known config
@@ -47,6 +57,7 @@
 local K_CONFIG, K_WAITING, K_ACTIVE, K_USERS, K_SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_ADMNO, K_ADMITS, K_BUCKET, K_STATS, K_ENDED = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local K_UNCLAIMED = KEYS[13]
+local K_PRIORITY, K_INVITES, K_LANESEQS = KEYS[14], KEYS[15], KEYS[16]
 
 -- now_ms is the room's clock: the given or Redis time, but never earlier
 -- than the latest time a script of this room has written (clock_ms). Replicas
@@ -307,17 +318,24 @@ end
 local K_BANS, K_BANWHY = KEYS[11], KEYS[12]
 
 -- ban_user ends what user has in the room and bans them until ends (ms):
--- the waiting entry is removed (its token then reads REVOKED), the live
+-- the waiting entry (in either lane) is removed (its token then reads REVOKED), the live
 -- admission revoked as revoke.lua does, the user index dropped. A repeated
 -- ban replaces the end and the reason. Frees first, then writes (see
 -- keep_clock). Returns 1 if a waiting entry was removed, else 0, and the jti
 -- of the admission it revoked, or ''.
 local function ban_user(cfg, user, ends, reason, now)
   local removed, revoked = 0, ''
+  local seq -- the removed waiting entry's arrival seq
   local s = redis.call('ZSCORE', K_WAITING, user)
   if s then
     redis.call('ZREM', K_WAITING, user)
-    removed = 1
+    removed, seq = 1, seq_of_score(cfg, s)
+  else
+    local p = redis.call('ZSCORE', K_PRIORITY, user) -- a priority score is the seq itself
+    if p then
+      redis.call('ZREM', K_PRIORITY, user)
+      removed, seq = 1, tonumber(p)
+    end
   end
   local j = redis.call('HGET', K_USERS, user)
   if j then
@@ -330,7 +348,7 @@ local function ban_user(cfg, user, ends, reason, now)
   end
   keep_clock(cfg, now)
   if removed == 1 then
-    end_entry(cfg, 'R', seq_of_score(cfg, s), now)
+    end_entry(cfg, 'R', seq, now)
     redis.call('HINCRBY', K_STATS, 'removed', 1)
   end
   if revoked ~= '' then

@@ -1,8 +1,9 @@
 -- snapshot: the cheap summary a replica keeps per room to answer status for
 -- users far back in line without a Redis call each (issuer/snapshot.go).
--- Returns {waiting, head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch,
+-- Returns {waiting (public line), head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch,
 --          banned users (all of them while there are at most 1,000, else none),
---          exact_through, before, closed_seq, close reason (of the line a CLOSED entry was in), ended_ms}:
+--          exact_through, before, closed_seq, close reason (of the line a CLOSED entry was in), ended_ms,
+--          priority lane length, the smallest and largest lane seq, the lane seqs (at most 1,000, else none)}:
 -- status answers a listed user with the exact script, so a waiting user
 -- removed by a ban reads REVOKED within a snapshot's age, however far back they were.
 -- The pre-queue lottery (prelude draw_lottery): entries with seq <= exact_through are
@@ -31,6 +32,20 @@ end
 if tail < 0 then tail = 0 end -- only drawn entries wait: none after them
 local why = cfg.close_reason ~= '' and cfg.close_reason or 'closed' -- of the closed line
 if cfg.state == 'closed' then why = end_reason(cfg) end
+
+-- The lanes (reply fields 15-18): the priority lane's length (a public entry's interpolated
+-- position adds it), then the seqs of entries created through a lane that the public line
+-- has not passed (laneseqs: waiting in the lane, admitted from it, or admitted by a bypass
+-- invite): the smallest and the largest, and all of them while there are at most 1,000.
+-- Status answers those exactly (with more, every seq between the two): their seqs fall
+-- among the public line's, and an interpolated public place would be wrong for them.
+local nlane = redis.call('ZCARD', K_LANESEQS)
+local lmin, lmax, lseqs = 0, 0, {}
+if nlane > 0 then
+  lmin = tonumber(redis.call('ZRANGE', K_LANESEQS, 0, 0)[1])
+  lmax = tonumber(redis.call('ZRANGE', K_LANESEQS, -1, -1)[1])
+  if nlane <= 1000 then lseqs = redis.call('ZRANGE', K_LANESEQS, 0, -1) end
+end
 return { redis.call('ZCARD', K_WAITING), tonumber(h[2] or '0'), tail,
   cfg.state, cfg.rate, cfg.capacity, cfg.tick, cfg.epoch, banned, exact, before,
-  cfg.closed_seq, why, cfg.ended }
+  cfg.closed_seq, why, cfg.ended, redis.call('ZCARD', K_PRIORITY), lmin, lmax, lseqs }

@@ -4,7 +4,8 @@
 --          arrival_ms, prequeue, lottery: cutoff (-1: not drawn), bits, lottery_ms, lottery_done_ms (0: placing
 --          unfinished), seed ('' until the cutoff is recorded: secret before the draw), commitment
 --          (SHA-1 hex of the seed, '' without one), then the end: closed_seq, close_reason, ended_ms,
---          deleted_ms, auto ('1'/'0'), retention_ms}.
+--          deleted_ms, auto ('1'/'0'), retention_ms, then priority (waiting in the priority lane; waiting
+--          counts the public line only)}.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
@@ -23,4 +24,5 @@ return { 'OK', redis.call('ZCARD', K_WAITING), live_count(now), cfg.configured, 
   cfg.session, cfg.batch, cfg.tick, redis.call('HGETALL', K_STATS), now,
   tonumber(redis.call('GET', K_SEQ) or '0'), cfg.state, cfg.opens, cfg.closes, cfg.epoch, cfg.arrival,
   cfg.prequeue, cfg.cutoff or -1, cfg.bits, tonumber(l[1] or '0'), cfg.drawn_done or 0, seed, commitment,
-  cfg.closed_seq, end_reason_or_none(cfg), cfg.ended, cfg.deleted, cfg.auto and '1' or '0', cfg.retention }
+  cfg.closed_seq, end_reason_or_none(cfg), cfg.ended, cfg.deleted, cfg.auto and '1' or '0', cfg.retention,
+  redis.call('ZCARD', K_PRIORITY) }

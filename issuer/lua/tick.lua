@@ -5,7 +5,10 @@
 --   2. place pre-queue entries the lottery has drawn but not scored yet (at most ARGV[3] per call;
 --      prelude draw_lottery), and record lottery_done_ms when none is left;
 --   3. admit min(capacity - live, rate budget, ARGV[3], what is left of batch) from the head of the
---      line -- not while the lottery's placing is unfinished.
+--      priority lane first, then from the head of the public line (one budget for both lanes) --
+--      not while the lottery's placing is unfinished (the priority lane is never drawn: FIFO).
+--   Used single-use invites past their expiry are trimmed with the ended records, and lane
+--   entries' seqs the public line has passed (laneseqs).
 -- Safe to run from any number of replicas at once: all limits live in Redis.
 -- ARGV[2] is the replica's last known config of the room, or "": a room whose config was lost
 -- with Redis's data is restored from it (with a new epoch; issuer.Run logs and counts it).
@@ -20,16 +23,16 @@
 -- in effect records its end if no script has yet (note_end: an event window
 -- that ended by itself), re-applies the keys' expiry (keys a later write
 -- created get it too), and admits nobody; a reopened room never admits an
--- entry of the closed line (seq <= closed_seq). The line itself is drained by
+-- entry of the closed line (seq <= closed_seq), in either lane. The line (both lanes) is drained by
 -- drain.lua, which Issuer.Tick calls while the reply's drain count says so.
--- Returns {admitted, expired, live, waiting, tick_ms, created, then the room's config as
+-- Returns {admitted, expired, live, waiting (both lanes), tick_ms, created, then the room's config as
 -- configured: state, capacity, rate, session_ms, batch, opens_ms, closes_ms, arrival_ms,
 -- then not_claimed (how many of the expired were never claimed), drawn (pre-queue entries this call
 -- placed), prequeue,
 -- then drain (waiting entries of a closed line: > 0 while drain.lua has work), ended_ms, deleted_ms,
 -- auto ('1' or '0'), close_reason, retention_ms (as configured, 0: the default), closed_out
--- (entries of the closed line this call found at the head and dropped instead of admitting)}
--- or {'ERROR', code}.
+-- (entries of the closed line this call found at the head and dropped instead of admitting),
+-- then priority_admitted (how many of the admitted came from the priority lane)} or {'ERROR', code}.
 local cfg, created = load_config(true)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
@@ -76,6 +79,9 @@ if unbanned > 0 then
   redis.call('ZREMRANGEBYRANK', K_BANS, 0, #gone - 1)
   redis.call('HDEL', K_BANWHY, unpack(gone))
 end
+-- Used invites past their expiry, the same way: an expired invite is refused by its expiry alone.
+local spent = redis.call('ZCOUNT', K_INVITES, '-inf', num(now))
+if spent > 0 then redis.call('ZREMRANGEBYRANK', K_INVITES, 0, math.min(spent, 10 * bound) - 1) end
 
 -- The pre-queue lottery: the order was fixed when the cutoff was recorded; this places up to
 -- bound entries still at their arrival seq (scores 1 … cutoff) at their lottery scores.
@@ -99,14 +105,45 @@ if cfg.cutoff and not cfg.drawn_done then
   end
 end
 
-local admitted, closed_out = 0, 0
+-- Lane entries' seqs the public line has passed: the snapshot interpolates only public entries
+-- from the first one after the lottery's cutoff (in arrival order) on, so lane seqs below it
+-- need no listing any more; with no such entry (an empty line, only drawn entries, or a shuffle
+-- room's pre-queue, all answered exactly) none do. Earliest first, at most 10 * bound per call.
+local passed
+local first = nil
+if cfg.cutoff or cfg.prequeue ~= 'shuffle' then
+  first = redis.call('ZRANGEBYSCORE', K_WAITING, '(' .. num(cfg.cutoff or 0), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2]
+end
+if first then
+  passed = redis.call('ZCOUNT', K_LANESEQS, '-inf', '(' .. first) -- (a score above the cutoff is a seq)
+else
+  passed = redis.call('ZCARD', K_LANESEQS)
+end
+if passed > 0 then redis.call('ZREMRANGEBYRANK', K_LANESEQS, 0, math.min(passed, 10 * bound) - 1) end
+
+local admitted, from_priority, closed_out = 0, 0, 0
 local live = live_count(now)
 local placing = cfg.cutoff and not cfg.drawn_done -- the lottery's placing is unfinished: nobody is admitted
-if cfg.state == 'open' and not placing and live < cfg.capacity and redis.call('ZCARD', K_WAITING) > 0 then
+local npri = redis.call('ZCARD', K_PRIORITY)
+if cfg.state == 'open' and not placing and live < cfg.capacity and npri + redis.call('ZCARD', K_WAITING) > 0 then
   local budget, tokens = rate_budget(cfg, now)
   local n = math.min(cfg.capacity - live, budget, max_admit)
-  if n > 0 then
-    local popped = redis.call('ZPOPMIN', K_WAITING, n)
+  local taken = 0 -- entries popped: admitted, or of a closed line
+  if n > 0 and npri > 0 then
+    local popped = redis.call('ZPOPMIN', K_PRIORITY, n)
+    for i = 1, #popped, 2 do
+      local s = tonumber(popped[i + 1]) -- a priority score is the seq itself
+      if s <= cfg.closed_seq then
+        closed_out = closed_out + 1 -- of a line closing ended: never admitted
+      else
+        admit(cfg, popped[i], s, now)
+        from_priority = from_priority + 1
+      end
+    end
+    admitted, taken = from_priority, #popped / 2
+  end
+  if n > taken then
+    local popped = redis.call('ZPOPMIN', K_WAITING, n - taken)
     for i = 1, #popped, 2 do
       local s = seq_of_score(cfg, popped[i + 1])
       if s <= cfg.closed_seq then
@@ -116,20 +153,21 @@ if cfg.state == 'open' and not placing and live < cfg.capacity and redis.call('Z
         admitted = admitted + 1
       end
     end
-    if admitted > 0 then
-      rate_consume(tokens, admitted, now)
-      redis.call('HINCRBY', K_STATS, 'admitted', admitted)
-      live = note_peak(now)
-    end
-    if closed_out > 0 then redis.call('HINCRBY', K_STATS, 'closed_out', closed_out) end
   end
+  if admitted > 0 then
+    rate_consume(tokens, admitted, now)
+    redis.call('HINCRBY', K_STATS, 'admitted', admitted)
+    if from_priority > 0 then redis.call('HINCRBY', K_STATS, 'priority_admitted', from_priority) end
+    live = note_peak(now)
+  end
+  if closed_out > 0 then redis.call('HINCRBY', K_STATS, 'closed_out', closed_out) end
 end
 -- The clock is kept last, and only by a tick that changed something: under
 -- maxmemory Redis refuses a script whose first write allocates (HSET), while
 -- one that began by freeing (ZREM, ZPOPMIN) may go on; a tick that did
 -- nothing writes nothing.
 if expired > 0 or old > 0 or admitted > 0 or drawn > 0 then keep_clock(cfg, now) end
-local waiting = redis.call('ZCARD', K_WAITING)
+local waiting = redis.call('ZCARD', K_WAITING) + redis.call('ZCARD', K_PRIORITY) -- both lanes
 
 -- The end. An auto room idle for ARGV[7] (nobody waiting, nothing live, no
 -- time-dependent write since: clock_ms) is deleted, as DELETE does.
@@ -152,12 +190,13 @@ if cfg.state == 'closed' then
   end
   drain = waiting
 elseif cfg.closed_seq > 0 and waiting > 0 then
-  -- entries of the closed line: drawn ones (negative scores) and those up to closed_seq
-  drain = redis.call('ZCOUNT', K_WAITING, '-inf', num(cfg.closed_seq))
+  -- entries of the closed line: drawn ones (negative scores) and those up to closed_seq, in either lane
+  drain = redis.call('ZCOUNT', K_WAITING, '-inf', num(cfg.closed_seq)) +
+    redis.call('ZCOUNT', K_PRIORITY, '-inf', num(cfg.closed_seq))
 end
 local auto = '0'
 if cfg.auto then auto = '1' end
 return { admitted, expired, live, waiting, cfg.tick, created,
   cfg.configured, cfg.capacity, cfg.rate, cfg.session, cfg.batch, cfg.opens, cfg.closes, cfg.arrival, not_claimed,
   drawn, cfg.prequeue,
-  drain, cfg.ended, cfg.deleted, auto, cfg.close_reason, cfg.retention, closed_out }
+  drain, cfg.ended, cfg.deleted, auto, cfg.close_reason, cfg.retention, closed_out, from_priority }

@@ -1,0 +1,97 @@
+-- invite: one user enters with a verified invite (issuer/invite.go checked its
+-- signature, type, issuer, audience, room and user; README "Priority lanes and invites").
+-- ARGV[3] = user, ARGV[4] = lane ('priority' or 'bypass'), ARGV[5] = the
+-- invite's id (jti) when it is single use, else '', ARGV[6] = the invite's
+-- expiry (ms), judged here by the room's clock (now_ms).
+--
+-- In order (validate first, write after):
+--   * deleted room → room_deleted (unknown_room); closed room → room_closed; expired invite → invite_expired; banned user
+--     → refused as enter refuses (3, banned_until_ms);
+--   * the user already waits in the priority lane, or holds a live admission:
+--     that entry is answered and the invite is not used (a repeated enter with
+--     the same invite answers the same entry);
+--   * a single-use invite already used (a member of invites) → invite_used;
+--   * else the invite is used (single use: ZADD to invites, so exactly one of
+--     any number of concurrent enters with it gets here) and the user, if
+--     waiting in the public line, leaves it (the public entry is superseded:
+--     its waiting token reads NOT_FOUND), then gets a new arrival seq and
+--       - bypass: is admitted at once when the room is open and capacity and
+--         rate allow (the same limits as the tick: the order database's promise
+--         holds), even with others waiting;
+--       - otherwise (priority, or a bypass that does not fit now): joins the
+--         tail of the priority lane — nobody already in a lane is ever put
+--         behind a newcomer, so FIFO by seq holds within each lane.
+-- The reply is enter's for one user: {created, rate, room_state, epoch, then
+-- 4, seq, position, total_waiting (WAITING, priority lane) or 2, seq,
+-- total_waiting, jti, expiry_ms (ACTIVE) or 3, banned_until_ms}, or {'ERROR', code}.
+local cfg, created = load_config(true)
+if not cfg then return { 'ERROR', 'unknown_room' } end
+if cfg.deleted > 0 then return { 'ERROR', 'room_deleted' } end -- kept for its retention only
+if cfg.state == 'closed' then return { 'ERROR', 'room_closed' } end
+local user, lane, id, iexp = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+local now = now_ms(cfg)
+if not iexp or iexp <= now then return { 'ERROR', 'invite_expired' } end
+
+local out = { created, cfg.rate, cfg.state, cfg.epoch }
+local function total()
+  return redis.call('ZCARD', K_WAITING) + redis.call('ZCARD', K_PRIORITY)
+end
+
+local b = redis.call('ZSCORE', K_BANS, user)
+if b and tonumber(b) > now then
+  out[#out + 1] = 3; out[#out + 1] = tonumber(b)
+  return out
+end
+
+local p = redis.call('ZSCORE', K_PRIORITY, user)
+if p then
+  out[#out + 1] = 4; out[#out + 1] = tonumber(p)
+  out[#out + 1] = redis.call('ZRANK', K_PRIORITY, user) + 1; out[#out + 1] = total()
+  return out
+end
+local j = redis.call('HGET', K_USERS, user)
+local js, e
+if j then
+  js = seq_of(cfg, j)
+  e = redis.call('ZSCORE', K_ACTIVE, j)
+  if js and e and live_admission(j, e, now) then
+    out[#out + 1] = 2; out[#out + 1] = js; out[#out + 1] = total(); out[#out + 1] = j; out[#out + 1] = tonumber(e)
+    return out
+  end
+end
+if id ~= '' and redis.call('ZSCORE', K_INVITES, id) then return { 'ERROR', 'invite_used' } end
+
+-- Writes. Frees first (see keep_clock): the lapsed index, the public entry.
+if j then
+  -- A lapsed admission, a zombie or an earlier epoch's admission, as enter.lua cleans it.
+  redis.call('HDEL', K_USERS, user)
+  if js and e then
+    end_entry(cfg, drop_admission(j), js, now)
+    redis.call('HINCRBY', K_STATS, 'expired', 1)
+  elseif not (js and ended(cfg, js)) then
+    redis.call('HINCRBY', K_STATS, 'zombies', 1)
+  end
+end
+redis.call('ZREM', K_WAITING, user) -- a public place, if any, is superseded by the lane's
+if id ~= '' then redis.call('ZADD', K_INVITES, num(iexp), id) end
+redis.call('HINCRBY', K_STATS, 'invites_used', 1)
+local seq = redis.call('INCR', K_SEQ)
+redis.call('ZADD', K_LANESEQS, seq, seq) -- (snapshot.lua answers lane entries exactly)
+
+if lane == 'bypass' and cfg.state == 'open' and live_count(now) < cfg.capacity then
+  local budget, tokens = rate_budget(cfg, now)
+  if budget >= 1 then
+    keep_clock(cfg, now)
+    rate_consume(tokens, 1, now)
+    local jti, exp = admit(cfg, user, seq, now)
+    redis.call('HINCRBY', K_STATS, 'admitted', 1)
+    redis.call('HINCRBY', K_STATS, 'bypassed', 1)
+    note_peak(now)
+    out[#out + 1] = 2; out[#out + 1] = seq; out[#out + 1] = total(); out[#out + 1] = jti; out[#out + 1] = exp
+    return out
+  end
+end
+redis.call('ZADD', K_PRIORITY, num(seq), user)
+out[#out + 1] = 4; out[#out + 1] = seq
+out[#out + 1] = redis.call('ZCARD', K_PRIORITY); out[#out + 1] = total()
+return out
