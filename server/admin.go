@@ -399,9 +399,17 @@ type Stats struct {
 	// ClosedOut counts the waiting entries a closed line's drain removed
 	// (they read CLOSED); ClosedSeq is the arrival counter when the room
 	// last closed (0: never).
-	ClosedOut  int64 `json:"closed_out"`
-	ClosedSeq  int64 `json:"closed_seq"`
-	PeakActive int64 `json:"peak_active"`
+	ClosedOut int64 `json:"closed_out"`
+	ClosedSeq int64 `json:"closed_seq"`
+	// Priority is how many of Waiting wait in the priority lane;
+	// PriorityAdmitted the admissions from it (part of admitted), Bypassed
+	// the bypass invites admitted at once (part of admitted), InvitesUsed
+	// the invites that took a place.
+	Priority         int64 `json:"priority_waiting"`
+	PriorityAdmitted int64 `json:"priority_admitted"`
+	Bypassed         int64 `json:"bypassed"`
+	InvitesUsed      int64 `json:"invites_used"`
+	PeakActive       int64 `json:"peak_active"`
 	// Lottery is the pre-queue lottery (issuer.Stats.Lottery); absent when
 	// the room has none.
 	Lottery *LotteryJSON `json:"lottery,omitempty"`
@@ -449,5 +457,73 @@ func (s *Server) adminStats(c *fiber.Ctx) error {
 		Entered: st.Entered, Admitted: st.Admitted, FastTrack: st.FastTrack, Expired: st.Expired, NotClaimed: st.NotClaimed,
 		Completed: st.Completed, Revoked: st.Revoked, Left: st.Left, Zombies: st.Zombies,
 		Banned: st.Banned, Removed: st.Removed, ClosedOut: st.ClosedOut, ClosedSeq: st.ClosedSeq,
+		Priority: st.Priority, PriorityAdmitted: st.PriorityAdmitted, Bypassed: st.Bypassed, InvitesUsed: st.InvitesUsed,
 		PeakActive: st.PeakActive, Lottery: lotteryJSON(st.Lottery, st.Epoch), AtMs: st.At.UnixMilli()})
+}
+
+type invitesRequest struct {
+	Lane      string `json:"lane"`
+	User      string `json:"user"`
+	TTLMs     *int64 `json:"ttl_ms"`
+	ExpiresAt string `json:"expires_at"`
+	SingleUse bool   `json:"single_use"`
+	Count     int    `json:"count"`
+}
+
+// InviteJSON is a signed invite as the admin API returns it.
+type InviteJSON struct {
+	Token       string `json:"token"`
+	ID          string `json:"id"`
+	Room        string `json:"room"`
+	Lane        string `json:"lane"`
+	User        string `json:"user,omitempty"`
+	SingleUse   bool   `json:"single_use"`
+	IssuedAtMs  int64  `json:"issued_at_ms"`
+	ExpiresAtMs int64  `json:"expires_at_ms"`
+}
+
+// InvitesResponse is the answer of POST /admin/rooms/:room/invites.
+type InvitesResponse struct {
+	Invites []InviteJSON `json:"invites"`
+}
+
+// POST /admin/rooms/:room/invites: sign invites (issuer.Invites). The
+// room need not exist yet; nothing is stored until an invite is used.
+func (s *Server) adminInvites(c *fiber.Ctx) error {
+	var req invitesRequest
+	if len(c.Body()) > 0 {
+		if err := decodeJSON(c.Body(), &req); err != nil {
+			return err
+		}
+	}
+	o := issuer.InviteOptions{Lane: req.Lane, User: req.User, SingleUse: req.SingleUse, Count: req.Count}
+	if req.TTLMs != nil && req.ExpiresAt != "" {
+		return problemFor(string(flashgate.CodeInvalidInput), "give ttl_ms or expires_at, not both")
+	}
+	if req.TTLMs != nil {
+		if *req.TTLMs <= 0 {
+			return problemFor(string(flashgate.CodeInvalidInput), "ttl_ms must be positive")
+		}
+		o.TTL = scaled(*req.TTLMs, time.Millisecond)
+	}
+	if req.ExpiresAt != "" {
+		t, err := time.Parse(time.RFC3339, req.ExpiresAt)
+		if err != nil {
+			return problemFor(string(flashgate.CodeInvalidInput), `expires_at must be an RFC 3339 time ("2026-11-27T09:00:00Z")`)
+		}
+		o.ExpiresAt = t
+	}
+	if req.Count < 0 {
+		return problemFor(string(flashgate.CodeInvalidInput), "count must be 1 … "+strconv.Itoa(issuer.MaxInvites))
+	}
+	invs, err := s.is.Invites(param(c, "room"), o)
+	if err != nil {
+		return err
+	}
+	out := InvitesResponse{Invites: make([]InviteJSON, 0, len(invs))}
+	for _, v := range invs {
+		out.Invites = append(out.Invites, InviteJSON{Token: v.Token, ID: v.ID, Room: v.Room, Lane: v.Lane, User: v.User,
+			SingleUse: v.SingleUse, IssuedAtMs: v.IssuedAt.UnixMilli(), ExpiresAtMs: v.ExpiresAt.UnixMilli()})
+	}
+	return c.JSON(out)
 }

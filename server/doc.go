@@ -136,6 +136,8 @@
 //	room_closed              403     the room accepts no new entries; exchange of a CLOSED entry
 //	banned                   403     enter by a user an operator banned (+ banned_until_ms, Retry-After: the seconds left)
 //	token_owner_mismatch     403     a waiting token issued to another user (or room)
+//	invite_invalid           403     enter with something that is not a valid invite (malformed, an admission or waiting token, bad signature, unknown key, another issuer)
+//	invite_scope             403     enter with a valid invite for another room or user
 //	admission_token_scope    403     valid admission token for another product or user (reason bad_product / bad_user)
 //	cors_origin_refused      403     a CORS preflight (OPTIONS /v1/…) from an Origin not in Options.CORSOrigins
 //	unknown_room             404     no such waiting room (or a deleted one's enter)
@@ -145,8 +147,10 @@
 //	request_timeout          408     the request line and headers (Options.HeaderTimeout) or the body (BodyTimeout) were not received in time
 //	not_admitted             409     exchange while still waiting (+ position, Retry-After)
 //	completed                409     revoking a completed admission
+//	invite_used              409     enter with a single-use invite someone already used
 //	expired                  410     the admission lapsed
 //	revoked                  410     an operator revoked the admission
+//	invite_expired           410     enter with an invite past its expiry (the room's clock)
 //	body_too_large           413     body over Options.BodyLimit (default 16 KiB)
 //	unsupported_media_type   415     a body with a Content-Type other than application/json, or compressed (Content-Encoding)
 //	rate_limited             429     enter over Options.EnterPerUser / EnterPerAddress (+ Retry-After)

@@ -47,7 +47,10 @@ type Entry struct {
 	// Reason says why an EXPIRED entry ended: "not_claimed" (not exchanged
 	// within the room's arrival window) or "session_ended"; why a CLOSED one
 	// did: "sold_out", "closed", "event_ended" or "deleted"; absent otherwise.
-	Reason    string `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Lane is the line a WAITING entry waits in: "priority" (entered with an
+	// invite, admitted before the public line) or "public"; absent otherwise.
+	Lane      string `json:"lane,omitempty"`
 	RoomState string `json:"room_state,omitempty"`
 }
 
@@ -62,7 +65,7 @@ func entryJSON(e *issuer.Entry) Entry {
 	out := Entry{Room: e.Room, State: string(e.State), WaitingToken: e.WaitingToken, Arrival: e.Arrival,
 		AdmissionID: e.AdmissionID, AdmissionNumber: e.AdmissionNumber, AdmittedAtMs: unixMs(e.AdmittedAt),
 		ExpiresAtMs: unixMs(e.ExpiresAt), EndedAtMs: unixMs(e.EndedAt), BannedUntilMs: unixMs(e.BannedUntil),
-		Reason: e.Reason, RoomState: string(e.RoomState)}
+		Reason: e.Reason, Lane: e.Lane, RoomState: string(e.RoomState)}
 	if e.State == flashgate.StateWaiting {
 		eta := int64(-1)
 		if e.EstimatedWait >= 0 {
@@ -135,13 +138,31 @@ func (s *Server) renderEntry(c *fiber.Ctx, e *issuer.Entry) error {
 	return c.JSON(entryJSON(e))
 }
 
-// POST /v1/rooms/:room/enter
+// enterRequest is the optional body of POST /v1/rooms/:room/enter.
+type enterRequest struct {
+	// Invite, when present, enters with an invite (issuer.EnterWithInvite):
+	// the priority lane, or a bypass admission.
+	Invite *string `json:"invite"`
+}
+
+// POST /v1/rooms/:room/enter, with no body, {} or {"invite": "<invite token>"}
 func (s *Server) enter(c *fiber.Ctx) error {
 	u, err := s.user(c)
 	if err != nil {
 		return err
 	}
-	e, err := s.is.Enter(c.UserContext(), param(c, "room"), u)
+	var req enterRequest
+	if body := c.Body(); len(body) > 0 {
+		if err := decodeJSON(body, &req); err != nil {
+			return err
+		}
+	}
+	var e *issuer.Entry
+	if req.Invite != nil {
+		e, err = s.is.EnterWithInvite(c.UserContext(), param(c, "room"), u, *req.Invite)
+	} else {
+		e, err = s.is.Enter(c.UserContext(), param(c, "room"), u)
+	}
 	if err != nil {
 		return s.bannedProblem(err)
 	}

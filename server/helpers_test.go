@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/problem"
@@ -40,6 +41,13 @@ var b64 = base64.RawURLEncoding
 
 func (r *testRing) Sign(payload []byte) (string, error) {
 	h := b64.EncodeToString([]byte(`{"alg":"EdDSA","kid":"test","typ":"` + verifier.TokenType + `"}`))
+	in := h + "." + b64.EncodeToString(payload)
+	return in + "." + b64.EncodeToString(ed25519.Sign(r.priv, []byte(in))), nil
+}
+
+// SignInvite signs an invite like keys.Ring: typ flashgate-invite+jwt.
+func (r *testRing) SignInvite(payload []byte) (string, error) {
+	h := b64.EncodeToString([]byte(`{"alg":"EdDSA","kid":"test","typ":"` + flashgate.InviteType + `"}`))
 	in := h + "." + b64.EncodeToString(payload)
 	return in + "." + b64.EncodeToString(ed25519.Sign(r.priv, []byte(in))), nil
 }
@@ -248,6 +256,6 @@ func (e *env) listen() string {
 }
 
 // roomKey is the Redis key of one of room's structures (name: config,
-// waiting, active, users, seq, admno, admits, bucket, stats, ended, bans, banwhy or unclaimed; the
+// waiting, active, users, seq, admno, admits, bucket, stats, ended, bans, banwhy, unclaimed, priority, invites or laneseqs; the
 // layout is lua/prelude.lua's KEYS), for tests that look into Redis.
 func roomKey(room, name string) string { return "fg:{" + room + "}:" + name }

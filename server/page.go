@@ -188,6 +188,15 @@ func (v *PageView) problem(s *Server, c *fiber.Ctx, p *Problem) *PageView {
 	case string(flashgate.CodeNotAdmitted):
 		v.State, v.Heading, v.Message = pageWaiting, "You are in line", "It is not your turn yet."
 		v.Refresh = 2
+	case string(flashgate.CodeInviteInvalid), string(flashgate.CodeInviteScope), string(flashgate.CodeInviteExpired),
+		string(flashgate.CodeInviteUsed):
+		v.State, v.Heading = pageEnded, "This invitation cannot be used"
+		v.Message = map[string]string{
+			string(flashgate.CodeInviteInvalid): "The invitation link is not valid. Check that you copied all of it.",
+			string(flashgate.CodeInviteScope):   "This invitation is for another sale or another account.",
+			string(flashgate.CodeInviteExpired): "This invitation has expired.",
+			string(flashgate.CodeInviteUsed):    "This invitation has already been used.",
+		}[p.Code] + " Open the sale's link without it to line up with everyone."
 	case string(flashgate.CodeBanned):
 		v.State, v.Heading, v.Message = pageEnded, "You cannot line up now", "You were removed from this waiting room."
 		if p.BannedUntilMs > 0 {
@@ -208,7 +217,12 @@ func (s *Server) page(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.is.Enter(c.UserContext(), v.Room, u)
+	var e *issuer.Entry
+	if inv := query(c, "invite"); inv != "" {
+		e, err = s.is.EnterWithInvite(c.UserContext(), v.Room, u, inv) // a reload answers the same entry
+	} else {
+		e, err = s.is.Enter(c.UserContext(), v.Room, u)
+	}
 	if err != nil {
 		return s.bannedProblem(err)
 	}
@@ -309,6 +323,10 @@ func (v *PageView) entry(e *issuer.Entry) {
 			v.State, v.Heading, v.Message = pagePaused, "Paused", "The waiting room is paused. Keep this page open: your place in line is saved."
 		default:
 			v.State, v.Heading, v.Message = pageWaiting, "You are in line", "Keep this page open: it updates by itself, and takes you on when it is your turn."
+			if e.Lane == flashgate.LanePriority { // wait.js's "priority" text
+				v.Heading = "You are in the priority line"
+				v.Message = "You were invited: the priority line goes first. Keep this page open: it takes you on when it is your turn."
+			}
 		}
 		if e.PreQueue && v.State != pageClosed {
 			v.Message = preQueueMessage

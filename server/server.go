@@ -379,7 +379,7 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 		a.Options("/v1/*", s.cors.preflight)
 	}
 	with := func(hs ...fiber.Handler) []fiber.Handler { return append(slices.Clone(v1), hs...) }
-	a.Post("/v1/rooms/:room/enter", with(append(slices.Clone(enterLimits), requireJSON, noMembers, s.enter)...)...)
+	a.Post("/v1/rooms/:room/enter", with(append(slices.Clone(enterLimits), requireJSON, s.enter)...)...)
 	a.Get("/v1/rooms/:room/status", with(s.status)...)
 	a.Get("/v1/rooms/:room/events", with(s.events)...)
 	a.Post("/v1/rooms/:room/leave", with(requireJSON, noMembers, s.leave)...)
@@ -408,6 +408,7 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 		a.Delete("/admin/rooms/:room/ban/:user", api, auth, s.adminUnban)
 		a.Get("/admin/rooms/:room/bans", api, auth, s.adminBans)
 		a.Get("/admin/rooms/:room/stats", api, auth, s.adminStats)
+		a.Post("/admin/rooms/:room/invites", api, auth, requireJSON, s.adminInvites)
 	}
 }
 

@@ -32,6 +32,7 @@
  * @property {number} [expires_at_ms]
  * @property {number} [ended_at_ms]
  * @property {"not_claimed"|"session_ended"|"sold_out"|"closed"|"event_ended"|"deleted"} [reason] why an EXPIRED entry ended: not_claimed = admitted but not exchanged within the room's arrival window; why a CLOSED one did (final: the room closed while it waited)
+ * @property {"priority"|"public"} [lane] the line a WAITING entry waits in: priority = entered with an invite
  * @property {"open"|"paused"|"closed"} [room_state]
  */
 
@@ -102,7 +103,7 @@ export class FlashgateError extends Error {
 
 /**
  * @typedef {object} Client
- * @property {(room: string) => Promise<Entry>} enter
+ * @property {(room: string, opts?: {invite?: string}) => Promise<Entry>} enter with opts.invite, enters with an invite token (the priority lane, or a bypass admission)
  * @property {(room: string, waitingToken: string) => Promise<Entry>} status
  * @property {(room: string, waitingToken: string, onEntry: (e: Entry) => void, opts?: UpdateOptions) => Promise<Entry>} updates
  * @property {(room: string, waitingToken: string) => Promise<Admission>} exchange
@@ -179,13 +180,19 @@ export function createClient(opts = {}) {
    * @param {string} url
    * @param {string} [token]
    */
-  async function once(method, url, token) {
+  async function once(method, url, token, body) {
     /** @type {Record<string, string>} */
     const headers = { Accept: "application/json" };
     if (token) headers.Authorization = `Bearer ${token}`;
+    /** @type {RequestInit} */
+    const init = { method, headers, credentials: "include", cache: "no-store" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
     let res;
     try {
-      res = await f(url, { method, headers, credentials: "include", cache: "no-store" });
+      res = await f(url, init);
     } catch (err) {
       throw new FlashgateError({ type: "about:blank", title: "No answer", status: 0, code: "network", detail: String(err) });
     }
@@ -203,10 +210,10 @@ export function createClient(opts = {}) {
   }
 
   /** request is once with up to `retries` retries of 429, 503 and network failures. */
-  async function request(method, url, token) {
+  async function request(method, url, token, body) {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await once(method, url, token);
+        return await once(method, url, token, body);
       } catch (err) {
         if (!(err instanceof FlashgateError) || !err.retryable || attempt >= retries) throw err;
         await sleep(jitter(err.retryAfterMs ?? backoff(attempt + 1), random));
@@ -371,7 +378,8 @@ export function createClient(opts = {}) {
   }
 
   return {
-    enter: (room) => request("POST", `${roomPath(room)}/enter`),
+    enter: (room, { invite } = {}) =>
+      request("POST", `${roomPath(room)}/enter`, undefined, invite === undefined ? undefined : { invite }),
     status: (room, waitingToken) => request("GET", `${roomPath(room)}/status`, waitingToken),
     updates,
     exchange: (room, waitingToken) => request("POST", `${roomPath(room)}/exchange`, waitingToken),

@@ -57,6 +57,16 @@ test("enter posts with credentials and returns the entry", async () => {
   assert.equal(fetch.calls[0].headers.Authorization, undefined);
 });
 
+test("enter with an invite posts it as the JSON body", async () => {
+  const { client, fetch } = setup([[200, { ...waiting(1), lane: "priority" }], [200, waiting(2)]]);
+  const e = await client.enter("r", { invite: "h.p.s" });
+  assert.equal(e.lane, "priority");
+  assert.equal(fetch.calls[0].headers["Content-Type"], "application/json");
+  assert.deepEqual(JSON.parse(fetch.calls[0].body), { invite: "h.p.s" });
+  await client.enter("r");
+  assert.equal(fetch.calls[1].body, undefined, "no invite: no body");
+});
+
 test("exchange and leave send the waiting token as a Bearer token", async () => {
   const adm = { admission_token: "a.b.c", admission_id: "x", admission: 1, expires_at: 2, issued_at: 1 };
   const { client, fetch } = setup([[200, adm], [204]]);

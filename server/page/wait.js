@@ -16,6 +16,7 @@ let current = token && ["waiting", "paused", "opens", "reconnecting"].includes(d
 
 const TEXT = {
   waiting: ["You are in line", "Keep this page open: it updates by itself, and takes you on when it is your turn."],
+  priority: ["You are in the priority line", "You were invited: the priority line goes first. Keep this page open: it takes you on when it is your turn."],
   paused: ["Paused", "The waiting room is paused. Keep this page open: your place in line is saved."],
   opens: ["Opens soon", "The sale has not opened yet. Keep this page open: your place in line is saved."],
   active: ["It’s your turn", "Continue now: your turn is held for a limited time."],
@@ -35,7 +36,7 @@ const PRE_QUEUE = "You’re in the pre-queue: places are drawn at random when th
 
 function show(state, message) {
   const [h, m] = TEXT[state] ?? TEXT.error;
-  root.dataset.state = { continuing: "active", unclaimed: "ended", soldout: "closed", saleended: "closed" }[state] ?? state;
+  root.dataset.state = { continuing: "active", unclaimed: "ended", soldout: "closed", saleended: "closed", priority: "waiting" }[state] ?? state;
   $("heading").textContent = h;
   $("message").textContent = message ?? m;
   document.title = `${h} · ${d.title || room}`;
@@ -111,7 +112,7 @@ function render(e) {
     if (e.room_state === "closed") return show("closed");
     const message = e.pre_queue ? PRE_QUEUE : undefined;
     if (e.room_state === "paused") show(Number(d.opensAt) > Date.now() && countdown() ? "opens" : "paused", message);
-    else show("waiting", message);
+    else show(e.lane === "priority" ? "priority" : "waiting", message);
     if (e.pre_queue) unplaced();
     else place(e);
   } else if (e.state === "ACTIVE") {
