@@ -29,7 +29,7 @@ type serveEnv struct {
 type serveConfig struct {
 	Addr                   string        `env:"ADDR" envDefault:"127.0.0.1:8080" help:"listen address of the HTTP API"`
 	KeysFile               string        `env:"KEYS_FILE" envDefault:"flashgate-keys.json" help:"signing key ring (private JWK Set, mode 0600); created with a warning if missing"`
-	Issuer                 string        `env:"ISSUER" envDefault:"flashgate" help:"iss claim of admission tokens"`
+	Issuer                 string        `env:"ISSUER" envDefault:"flashgate" help:"iss claim of admission tokens, and of the invites the issuer signs and accepts"`
 	Audience               string        `env:"AUDIENCE" envDefault:"orders" help:"aud claim of admission tokens"`
 	AdminToken             string        `env:"ADMIN_TOKEN" help:"bearer token of the admin API (/admin/...); empty disables the admin API"`
 	UserHeader             string        `env:"USER_HEADER" envDefault:"X-User-ID" help:"trusted header carrying the user id (set by your gateway)"`

@@ -3,6 +3,7 @@
 //
 //	flashgate serve                    run the issuer (config from the environment; -h lists it)
 //	flashgate keys generate|rotate|jwks|list
+//	flashgate invite -room R [-lane priority|bypass] …   sign invites with the key ring file
 //	flashgate verify --jwks F --issuer I --audience A --product P TOKEN
 //	flashgate simulate [--users N …]   drive a simulated flash sale over HTTP
 //	flashgate version
@@ -45,6 +46,8 @@ Usage:
   flashgate keys rotate [-file F] [-max-token-lifetime 15m]
   flashgate keys jwks [-file F]        print the public JWK Set
   flashgate keys list [-file F] [-json]
+  flashgate invite -room R [-lane priority|bypass] [-user U] [-ttl 24h] [-single-use] [-count N] [-file F]
+                                       sign invites (priority lane, bypass) with the key ring file
   flashgate verify --jwks FILE --issuer ISS --audience AUD --product P [--user U]
                    [--now UNIX_SECONDS] [--leeway 0s] [TOKEN | -]
   flashgate simulate [flags]           simulate a flash sale end to end (-h lists the flags)
@@ -66,6 +69,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runServe(ctx, rest, stdout, stderr)
 	case "keys":
 		return runKeys(rest, stdout, stderr)
+	case "invite":
+		return runInvite(rest, stdout, stderr)
 	case "verify":
 		return runVerify(ctx, rest, stdin, stdout, stderr)
 	case "simulate":

@@ -29,6 +29,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fset.StringVar(&o.PreQueue, "prequeue", "fifo", "room pre-queue order: fifo | shuffle (a lottery drawn at opening for everyone who arrived before it; see --opens-in)")
 	fset.DurationVar(&o.OpensIn, "opens-in", 0, "open the room this long after the start (buyers arriving before form the pre-queue; 0: open from the start)")
 	fset.IntVar(&o.SoldOutAfter, "sold-out-after", 0, "declare the sale sold out (POST …/sold-out) once this many orders went through: every still-waiting buyer must end CLOSED (0: never)")
+	fset.Float64Var(&o.PriorityShare, "priority-share", 0, "fraction of buyers holding a single-use priority invite: they wait in the priority lane, admitted before the public line (e.g. 0.05)")
+	fset.Float64Var(&o.BypassShare, "bypass-share", 0, "fraction of buyers holding a single-use bypass invite: admitted at once when capacity and rate allow")
 	fset.Float64Var(&o.BadActors, "bad-actors", 0.02, "fraction of buyers who try a tampered and a foreign-product token, then replay theirs")
 	fset.StringVar(&o.Room, "room", "flash-sale", "waiting room (product) id")
 	fset.Float64Var(&o.PollScale, "poll-scale", 1, "multiply the issuer's poll_after_ms by this (e.g. 0.2 for quick runs)")
@@ -47,8 +49,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "Usage: flashgate simulate [flags]\n\n"+
 			"Simulates a flash sale over real HTTP: an issuer (in-process unless --issuer-url), an order service\n"+
 			"that verifies admission tokens offline, and --users concurrent buyers. Prints a report and exits 1\n"+
-			"when an invariant is broken (FIFO, capacity, rate, double admission, forged token or double order)\n"+
-			"or a buyer could not finish.\n\nFlags:\n")
+			"when an invariant is broken (FIFO within each lane, capacity, rate, double admission, forged token or\n"+
+			"double order) or a buyer could not finish. With --priority-share/--bypass-share it reports lane fairness.\n"+
+			"\nFlags:\n")
 		fset.PrintDefaults()
 	}
 	if code, ok := parseFlags(fset, args); !ok {

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -12,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flashgate/flashgate"
 )
 
 // buyer is one simulated user and what the servers told them.
@@ -29,6 +32,12 @@ type buyer struct {
 
 	// waitingToken is a tab closer's, for the look at its entry after the run.
 	waitingToken string
+	// inviteLane is the lane of the buyer's invite ("" for none); invite is
+	// the token (signInvites), used on the first visit only (single use).
+	inviteLane, invite string
+	// lane is where the buyer's latest entry went: "public", "priority", or
+	// "bypass" (admitted at once by a bypass invite).
+	lane string
 
 	orders         int // 201 answers for this buyer
 	forgedAccepted int // a tampered or foreign-product token that got a 201
@@ -49,7 +58,8 @@ type admission struct {
 	enteredAt time.Time // enter answered (client clock)
 	activeAt  time.Time // ACTIVE first observed (client clock)
 	fastTrack bool
-	lost      bool // lapsed before the order
+	lost      bool   // lapsed before the order
+	lane      string // public, priority or bypass (the entry's, at enter)
 
 	arrival      int64 // server: arrival number
 	number       int64 // server: admission number
@@ -74,6 +84,7 @@ type entry struct {
 	ExpiresAtMs  int64  `json:"expires_at_ms"`
 	EndedAtMs    int64  `json:"ended_at_ms"`
 	Reason       string `json:"reason"`
+	Lane         string `json:"lane"`
 }
 
 type exchangeAnswer struct {
@@ -104,11 +115,16 @@ func (p *problem) String() string {
 // flashgate call the buyers make is idempotent); retried reports whether a
 // transport error preceded the final answer.
 func (s *sim) call(ctx context.Context, method, u string, user, bearer string, out any) (p *problem, retried bool, err error) {
+	return s.callBody(ctx, method, u, user, bearer, nil, out)
+}
+
+// callBody is call with a JSON request body (nil: none).
+func (s *sim) callBody(ctx context.Context, method, u string, user, bearer string, reqBody []byte, out any) (p *problem, retried bool, err error) {
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		var status int
 		var body []byte
-		status, body, err = s.do(ctx, method, u, user, bearer)
+		status, body, err = s.do(ctx, method, u, user, bearer, reqBody)
 		transient := err != nil || status == http.StatusServiceUnavailable || status == http.StatusBadGateway ||
 			status == http.StatusGatewayTimeout || status == http.StatusTooManyRequests
 		if !transient || attempt >= 6 || ctx.Err() != nil {
@@ -138,10 +154,17 @@ func (s *sim) call(ctx context.Context, method, u string, user, bearer string, o
 	}
 }
 
-func (s *sim) do(ctx context.Context, method, u, user, bearer string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+func (s *sim) do(ctx context.Context, method, u, user, bearer string, reqBody []byte) (int, []byte, error) {
+	var rd io.Reader
+	if reqBody != nil {
+		rd = bytes.NewReader(reqBody)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return 0, nil, err
+	}
+	if reqBody != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if user != "" {
 		req.Header.Set(s.o.UserHeader, user)
@@ -209,7 +232,12 @@ func (s *sim) failBuyer(b *buyer, msg string) {
 func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 	roomURL := s.env.base + "/v1/rooms/" + url.PathEscape(s.o.Room)
 	var e entry
-	p, _, err := s.call(ctx, http.MethodPost, roomURL+"/enter", b.user, "", &e)
+	var body []byte
+	if b.invite != "" { // single use: the first visit only
+		body, _ = json.Marshal(map[string]string{"invite": b.invite})
+		b.invite = ""
+	}
+	p, _, err := s.callBody(ctx, http.MethodPost, roomURL+"/enter", b.user, "", body, &e)
 	if p != nil && p.Code == "room_closed" && s.soldOutAt.Load() != 0 {
 		b.refused = true // came (back) after the sold-out
 		return "", nil
@@ -217,7 +245,15 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 	if err != nil || p != nil {
 		return "", fmt.Errorf("enter: %s", describe(p, err))
 	}
-	a := &admission{enteredAt: time.Now(), arrival: e.Arrival, fastTrack: e.State == "ACTIVE"}
+	b.lane = e.Lane
+	if body != nil && e.State == "ACTIVE" {
+		b.lane = flashgate.LaneBypass
+	}
+	if b.lane == "" {
+		b.lane = flashgate.LanePublic // (a fast-tracked or repeated public enter)
+	}
+	a := &admission{enteredAt: time.Now(), arrival: e.Arrival, lane: b.lane,
+		fastTrack: e.State == "ACTIVE" && b.lane != flashgate.LaneBypass}
 	waitingToken := e.WaitingToken
 	if b.role == roleTabClose {
 		b.waitingToken = waitingToken // closes the tab: not another request
@@ -411,7 +447,7 @@ func (s *sim) closedTabs(ctx context.Context, buyers []*buyer) {
 			end = e.AdmittedAtMs + s.o.SessionDuration.Milliseconds()
 		}
 		b.admissions = append(b.admissions, &admission{arrival: e.Arrival, number: e.Admission, id: e.AdmissionID,
-			admittedAtMs: e.AdmittedAtMs, expiresAtMs: end, lost: true})
+			admittedAtMs: e.AdmittedAtMs, expiresAtMs: end, lost: true, lane: b.lane})
 	}
 }
 

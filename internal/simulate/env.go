@@ -236,6 +236,37 @@ func (s *sim) configureRoom(ctx context.Context) error {
 	return nil
 }
 
+// signInvites signs, through the admin API, one single-use invite for every
+// buyer given a lane (cast), in calls of at most issuer.MaxInvites.
+func (s *sim) signInvites(ctx context.Context, buyers []*buyer) error {
+	for _, lane := range []string{flashgate.LanePriority, flashgate.LaneBypass} {
+		var holders []*buyer
+		for _, b := range buyers {
+			if b.inviteLane == lane {
+				holders = append(holders, b)
+			}
+		}
+		for len(holders) > 0 {
+			n := min(len(holders), issuer.MaxInvites)
+			body, _ := json.Marshal(map[string]any{"lane": lane, "single_use": true, "count": n,
+				"ttl_ms": (s.o.Timeout + time.Hour).Milliseconds()})
+			status, raw, err := s.adminDo(ctx, http.MethodPost, "/admin/rooms/"+s.o.Room+"/invites", body)
+			if err != nil {
+				return fmt.Errorf("simulate: sign invites: %w", err)
+			}
+			var out server.InvitesResponse
+			if status != http.StatusOK || json.Unmarshal(raw, &out) != nil || len(out.Invites) != n {
+				return fmt.Errorf("simulate: sign invites: issuer answered %d: %s", status, bytes.TrimSpace(raw))
+			}
+			for i, inv := range out.Invites {
+				holders[i].invite = inv.Token
+			}
+			holders = holders[n:]
+		}
+	}
+	return nil
+}
+
 // stats reads the room's counters through the admin API.
 func (s *sim) stats(ctx context.Context) (*server.Stats, error) {
 	status, raw, err := s.adminDo(ctx, http.MethodGet, "/admin/rooms/"+s.o.Room+"/stats", nil)

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/server"
 )
@@ -49,10 +50,15 @@ type Report struct {
 	ErrorSamples []string `json:"error_samples,omitempty"`
 
 	// FIFOViolations counts buyers admitted before someone ahead of them in
-	// the line's order: arrival order, except that with the pre-queue
-	// lottery (PreQueue shuffle) the drawn entries come first in the order
-	// the published seed gives them (recomputed here, issuer.LotteryOrder).
+	// their lane's order: arrival order, except that with the pre-queue
+	// lottery (PreQueue shuffle) the public line's drawn entries come first
+	// in the order the published seed gives them (recomputed here,
+	// issuer.LotteryOrder). The lanes together are not FIFO: the priority
+	// lane goes first by design.
 	FIFOViolations int `json:"fifo_violations"`
+	// Lanes is the lane fairness report (README "Priority lanes and
+	// invites"); absent when nobody held an invite.
+	Lanes *LaneReport `json:"lanes,omitempty"`
 	// PreQueue is the room's pre-queue order; Lottery the draw, when the
 	// room had one.
 	PreQueue string         `json:"prequeue"`
@@ -134,8 +140,12 @@ type ServerCounts struct {
 	// NotClaimed: expired unclaimed at the arrival window (part of Expired).
 	NotClaimed int64 `json:"not_claimed"`
 	Completed  int64 `json:"completed"`
-	Waiting    int64 `json:"waiting"` // at the end
-	Active     int64 `json:"live"`    // at the end
+	// PriorityAdmitted, Bypassed and InvitesUsed are the lane counters.
+	PriorityAdmitted int64 `json:"priority_admitted"`
+	Bypassed         int64 `json:"bypassed"`
+	InvitesUsed      int64 `json:"invites_used"`
+	Waiting          int64 `json:"waiting"` // at the end
+	Active           int64 `json:"live"`    // at the end
 }
 
 func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.Duration, ctxErr error) *Report {
@@ -227,7 +237,9 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 		}
 		r.Lottery.PreQueueAdmitted, r.Lottery.RankCorrelation = rankCorrelation(recs, lot.Cutoff)
 	}
-	r.FIFOViolations = fifoViolations(recs, order)
+	r.Lanes = laneReport(recs, o, order)
+	r.FIFOViolations = fifoViolations(inLane(recs, flashgate.LanePublic), order) +
+		fifoViolations(inLane(recs, flashgate.LanePriority), byArrival) // the lane is never drawn
 	r.PeakActive = s.peakActive(recs)
 	r.MaxAdmittedPerMinute = maxPerWindow(recs, 60_000)
 	slices.Sort(waits)
@@ -256,7 +268,8 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 		r.Server = ServerCounts{Entered: after.Entered - before.Entered, Admitted: after.Admitted - before.Admitted,
 			FastTrack: after.FastTrack - before.FastTrack, Expired: after.Expired - before.Expired,
 			Completed: after.Completed - before.Completed, Waiting: after.Waiting, Active: after.Active,
-			NotClaimed: after.NotClaimed - before.NotClaimed}
+			NotClaimed: after.NotClaimed - before.NotClaimed, PriorityAdmitted: after.PriorityAdmitted - before.PriorityAdmitted,
+			Bypassed: after.Bypassed - before.Bypassed, InvitesUsed: after.InvitesUsed - before.InvitesUsed}
 		// The server admitted more than the buyers saw: someone was admitted twice.
 		if extra := int(r.Server.Admitted) - r.Admissions; extra > r.DoubleAdmissions && r.Errors == 0 {
 			r.DoubleAdmissions = extra
@@ -268,6 +281,9 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 
 	if r.FIFOViolations > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("FIFO: %d buyers admitted before someone who arrived earlier", r.FIFOViolations))
+	}
+	if r.Lanes != nil && r.Lanes.OrderViolations > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("lanes: %d priority entries admitted after a public one admitted while they waited", r.Lanes.OrderViolations))
 	}
 	if r.PeakActive > r.Capacity {
 		r.Violations = append(r.Violations, fmt.Sprintf("capacity: %d admissions live at once, capacity %d", r.PeakActive, r.Capacity))
@@ -454,6 +470,20 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "  orders completed twice\t%d\t%s\n", r.DoubleCompletions, ok(r.DoubleCompletions == 0))
 	fmt.Fprintf(tw, "\t\t\n")
 	fmt.Fprintf(tw, "wait (enter → admitted)\tp50 %s  p95 %s  max %s\t\n", ms(r.WaitP50Ms), ms(r.WaitP95Ms), ms(r.WaitMaxMs))
+	if l := r.Lanes; l != nil {
+		fmt.Fprintf(tw, "lane fairness\t\t(priority share %.3g, bypass share %.3g)\n", l.PriorityShare, l.BypassShare)
+		for _, x := range []struct {
+			name string
+			st   LaneStats
+		}{{"public", l.Public}, {"priority", l.Priority}, {"bypass", l.Bypass}} {
+			fmt.Fprintf(tw, "  %s\tadmitted %d, FIFO violations %d\twait mean %s  p95 %s\n", x.name, x.st.Admitted,
+				x.st.FIFOViolations, ms(x.st.WaitMeanMs), ms(x.st.WaitP95Ms))
+		}
+		fmt.Fprintf(tw, "  lane order violations\t%d\t%s (a priority entry admitted after a public one admitted while it waited)\n",
+			l.OrderViolations, ok(l.OrderViolations == 0))
+		fmt.Fprintf(tw, "  public lane held back\tby %d lane admissions\t(%s at the rate: the lanes' whole share)\n",
+			l.LaneAdmissions, ms(l.PublicDelayBoundMs))
+	}
 	fmt.Fprintf(tw, "tokens verified\t%d\t(by the order service, offline)\n", r.TokensVerified)
 	reasons := make([]string, 0, len(r.Rejections))
 	for k, v := range r.Rejections {
@@ -476,8 +506,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "issuer counters: entered %d, admitted %d, fast track %d, expired %d (not claimed %d), completed %d; waiting %d, live %d at the end\n\n",
+	fmt.Fprintf(w, "issuer counters: entered %d, admitted %d, fast track %d, expired %d (not claimed %d), completed %d; waiting %d, live %d at the end\n",
 		r.Server.Entered, r.Server.Admitted, r.Server.FastTrack, r.Server.Expired, r.Server.NotClaimed, r.Server.Completed, r.Server.Waiting, r.Server.Active)
+	if r.Lanes != nil {
+		fmt.Fprintf(w, "lane counters: priority admitted %d, bypassed %d, invites used %d\n", r.Server.PriorityAdmitted, r.Server.Bypassed, r.Server.InvitesUsed)
+	}
+	fmt.Fprintln(w)
 	var err error
 	switch {
 	case len(r.Violations) > 0:
@@ -488,4 +522,94 @@ func (r *Report) WriteText(w io.Writer) error {
 		_, err = fmt.Fprintf(w, "RESULT: PASS — every invariant held\n")
 	}
 	return err
+}
+
+// LaneReport is the lane fairness report: per lane, how many were admitted,
+// FIFO within the lane, and the wait.
+type LaneReport struct {
+	PriorityShare float64   `json:"priority_share"`
+	BypassShare   float64   `json:"bypass_share"`
+	Public        LaneStats `json:"public"`
+	Priority      LaneStats `json:"priority"`
+	Bypass        LaneStats `json:"bypass"` // admitted at once by a bypass invite
+	// OrderViolations counts priority entries admitted after a public entry
+	// that was admitted while they already waited in the lane (enter
+	// answered at least a second before it: clocks and ticks aside); 0 when
+	// the lane goes first.
+	OrderViolations int `json:"order_violations"`
+	// LaneAdmissions is how many admissions went to the lanes (priority and
+	// bypass): the most the public line is held back by. PublicDelayBoundMs
+	// is that many admissions at the room's rate: what the lane share
+	// implies for the public line's wait when the rate binds (when capacity
+	// binds, the lanes' sessions hold it back instead).
+	LaneAdmissions     int   `json:"lane_admissions"`
+	PublicDelayBoundMs int64 `json:"public_delay_bound_ms"`
+}
+
+// LaneStats are one lane's numbers; the wait (enter answered → ACTIVE
+// observed) counts the admissions the buyer saw while they were live.
+type LaneStats struct {
+	Admitted       int   `json:"admitted"`
+	FIFOViolations int   `json:"fifo_violations"`
+	WaitMeanMs     int64 `json:"wait_mean_ms"`
+	WaitP95Ms      int64 `json:"wait_p95_ms"`
+}
+
+// byArrival is arrival order (fifoViolations).
+func byArrival(arrival int64) int64 { return arrival }
+
+func inLane(recs []*admission, lane string) []*admission {
+	var out []*admission
+	for _, a := range recs {
+		if a.lane == lane || lane == flashgate.LanePublic && a.lane == "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// laneReport is the lane fairness report of recs, nil when no buyer held an invite.
+// order is the public line's order (fifoViolations); the priority lane's is arrival order.
+func laneReport(recs []*admission, o Options, order func(arrival int64) int64) *LaneReport {
+	if o.PriorityShare <= 0 && o.BypassShare <= 0 {
+		return nil
+	}
+	l := &LaneReport{PriorityShare: o.PriorityShare, BypassShare: o.BypassShare}
+	stats := func(rs []*admission, order func(arrival int64) int64) LaneStats {
+		st := LaneStats{Admitted: len(rs), FIFOViolations: fifoViolations(rs, order)}
+		var waits []int64
+		var sum int64
+		for _, a := range rs {
+			if a.activeAt.IsZero() || a.enteredAt.IsZero() || a.lost {
+				continue // a closed tab's (never observed), or one seen only once it had lapsed
+			}
+			w := a.activeAt.Sub(a.enteredAt).Milliseconds()
+			waits = append(waits, w)
+			sum += w
+		}
+		if len(waits) > 0 {
+			slices.Sort(waits)
+			st.WaitMeanMs, st.WaitP95Ms = sum/int64(len(waits)), percentile(waits, 0.95)
+		}
+		return st
+	}
+	pub, pri, by := inLane(recs, flashgate.LanePublic), inLane(recs, flashgate.LanePriority), inLane(recs, flashgate.LaneBypass)
+	l.Public, l.Priority, l.Bypass = stats(pub, order), stats(pri, byArrival), stats(by, byArrival)
+	l.LaneAdmissions = len(pri) + len(by)
+	l.PublicDelayBoundMs = int64(l.LaneAdmissions) * 60_000 / int64(max(o.RatePerMinute, 1))
+	// A priority entry waiting (enter answered) a second before a public
+	// admission must have been admitted before it.
+	for _, p := range pri {
+		if p.enteredAt.IsZero() {
+			continue
+		}
+		waitingSince := p.enteredAt.UnixMilli() + 1000
+		for _, q := range pub {
+			if q.number > 0 && q.number < p.number && q.admittedAtMs > waitingSince {
+				l.OrderViolations++
+				break
+			}
+		}
+	}
+	return l
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
 )
 
@@ -68,6 +69,14 @@ type Options struct {
 	// and later enters are refused (room_closed). The report says how many
 	// and how fast (Report.SoldOut). Zero: never.
 	SoldOutAfter int
+	// PriorityShare is the fraction of buyers holding a priority invite
+	// (README "Priority lanes and invites"): they enter the room's priority
+	// lane, admitted before the public line. BypassShare is the fraction
+	// holding a bypass invite (admitted at once when capacity and rate
+	// allow, else the priority lane). Both default 0; the invites are
+	// single use, signed through the admin API before the sale; a buyer
+	// who queues again after losing an admission queues publicly.
+	PriorityShare, BypassShare float64
 	// BadActors is the fraction of buyers who first present a tampered
 	// token and a token for another product, and replay their token after
 	// their order (default 0.02; negative: none).
@@ -195,6 +204,8 @@ func (o *Options) defaults() error {
 		return errors.New("simulate: opens-in must not be negative")
 	case o.SoldOutAfter < 0:
 		return fmt.Errorf("simulate: sold-out-after must not be negative, got %d", o.SoldOutAfter)
+	case o.PriorityShare < 0 || o.BypassShare < 0 || o.PriorityShare+o.BypassShare > 1:
+		return fmt.Errorf("simulate: priority share (%g) and bypass share (%g) must be 0…1 together", o.PriorityShare, o.BypassShare)
 	case o.PollScale < 0:
 		return fmt.Errorf("simulate: poll scale must be positive, got %g", o.PollScale)
 	case o.Ramp < 0 || o.Timeout < 0:
@@ -270,6 +281,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := s.configureRoom(ctx); err != nil {
 		return nil, err
 	}
+	buyers := s.cast()
+	if err := s.signInvites(ctx, buyers); err != nil {
+		return nil, err
+	}
 	before, err := s.stats(ctx)
 	if err != nil {
 		return nil, err
@@ -278,7 +293,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 
-	buyers := s.cast()
 	start := time.Now()
 	s.start = start
 	stopProgress := s.progress(start)
@@ -338,6 +352,17 @@ func (s *sim) cast() []*buyer {
 			buyers[i].role = roleBad
 		case k < nAbandon+nBad+nTab:
 			buyers[i].role = roleTabClose
+		}
+	}
+	// Lanes, independently of the roles (an invited buyer may abandon too).
+	nPri := int(float64(n)*o.PriorityShare + 0.5)
+	nBy := min(int(float64(n)*o.BypassShare+0.5), n-nPri)
+	for k, i := range rng.Perm(n) {
+		switch {
+		case k < nPri:
+			buyers[i].inviteLane = flashgate.LanePriority
+		case k < nPri+nBy:
+			buyers[i].inviteLane = flashgate.LaneBypass
 		}
 	}
 	return buyers

@@ -102,6 +102,28 @@ func TestRunEmbedded(t *testing.T) {
 	checkReport(t, r, o)
 }
 
+// TestRunLanes: a run with priority and bypass invites on real Redis: the
+// invariants hold (FIFO within each lane), the lanes are reported, every
+// invite is used once, and the priority lane waits less than the public line.
+func TestRunLanes(t *testing.T) {
+	o := small()
+	o.Redis = redistest.Client(t)
+	o.Room = redistest.Room("simlanes")
+	o.PriorityShare, o.BypassShare = 0.1, 0.02
+	r, err := simulate.Run(context.Background(), o)
+	require.NoError(t, err)
+	checkReport(t, r, o)
+	l := r.Lanes
+	require.NotNil(t, l)
+	assert.Zero(t, l.OrderViolations)
+	assert.Zero(t, l.Public.FIFOViolations+l.Priority.FIFOViolations)
+	assert.Equal(t, int64(36), r.Server.InvitesUsed, "round(300 × 0.1) + round(300 × 0.02), one use each")
+	assert.Equal(t, int64(l.Priority.Admitted), r.Server.PriorityAdmitted)
+	assert.Equal(t, int64(l.Bypass.Admitted), r.Server.Bypassed)
+	assert.Equal(t, 36, l.Priority.Admitted+l.Bypass.Admitted, "every invited buyer admitted through a lane")
+	assert.Less(t, l.Priority.WaitMeanMs, l.Public.WaitMeanMs, "the priority lane goes first")
+}
+
 func TestOptionsValidated(t *testing.T) {
 	for name, o := range map[string]simulate.Options{
 		"session not whole seconds": {SessionDuration: 1500 * time.Millisecond},
@@ -112,6 +134,7 @@ func TestOptionsValidated(t *testing.T) {
 		"bad room":                  {Room: "a b"},
 		"bad prequeue":              {PreQueue: "random"},
 		"issuer without admin":      {IssuerURL: "http://127.0.0.1:1"},
+		"lane shares above one":     {PriorityShare: 0.7, BypassShare: 0.4},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := simulate.Run(context.Background(), o)
