@@ -768,3 +768,71 @@ func TestLanesWithLottery(t *testing.T) {
 		assert.Less(t, score(pub[i-1]), score(pub[i]), "the public line in the drawn order")
 	}
 }
+
+// TestLanesAtTheEnd: a sold-out ends both lanes alike — lane entries read
+// CLOSED, the drain empties the lane, invites are refused; after a
+// reopening the tick admits no lane entry of the closed line and the lane
+// works again; a deleted room refuses invites as unknown_room.
+func TestLanesAtTheEnd(t *testing.T) {
+	ctx := context.Background()
+	is, _, room, rdb, _ := laneSetup(t, issuer.RoomConfig{Capacity: 1, RatePerMinute: 6000})
+	admittedEntry(t, is, room, "alice")
+	bob, err := is.Enter(ctx, room, "bob")
+	require.NoError(t, err)
+	v1 := enterInvite(t, is, room, "v1", invite(t, is, room, issuer.InviteOptions{}))
+	v2 := enterInvite(t, is, room, "v2", invite(t, is, room, issuer.InviteOptions{}))
+	require.Equal(t, flashgate.LanePriority, v2.Lane)
+
+	_, err = is.SoldOut(ctx, room)
+	require.NoError(t, err)
+	for _, e := range []*issuer.Entry{v1, v2, bob} {
+		st, err := is.Status(ctx, room, e.User, e.WaitingToken)
+		require.NoError(t, err)
+		assert.Equal(t, flashgate.StateClosed, st.State, e.User)
+		assert.Equal(t, issuer.ReasonSoldOut, st.Reason, e.User)
+	}
+	_, err = is.EnterWithInvite(ctx, room, "v3", invite(t, is, room, issuer.InviteOptions{Lane: flashgate.LaneBypass}))
+	assert.ErrorIs(t, err, flashgate.ErrRoomClosed)
+	res, err := is.Tick(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.ClosedOut, "both lanes drained")
+	assert.Equal(t, 0, res.Waiting)
+	n, _ := rdb.ZCard(ctx, issuer.RoomKeys(room)[13]).Result()
+	assert.Zero(t, n, "the priority lane is empty")
+	st, err := is.Status(ctx, room, "v1", v1.WaitingToken)
+	require.NoError(t, err)
+	assert.Equal(t, flashgate.StateClosed, st.State, "after the drain too")
+
+	// Reopened before a drain: the lane's closed entries are never admitted.
+	is2, _, room2, _, _ := laneSetup(t, issuer.RoomConfig{Capacity: 1, RatePerMinute: 6000})
+	a2 := admittedEntry(t, is2, room2, "alice")
+	w1 := enterInvite(t, is2, room2, "w1", invite(t, is2, room2, issuer.InviteOptions{}))
+	_, err = is2.Close(ctx, room2, issuer.ReasonClosed)
+	require.NoError(t, err)
+	_, err = is2.SetState(ctx, room2, issuer.RoomOpen)
+	require.NoError(t, err)
+	w2 := enterInvite(t, is2, room2, "w2", invite(t, is2, room2, issuer.InviteOptions{}))
+	assert.EqualValues(t, 2, w2.Position, "behind the closed entry until it is dropped")
+	adm, err := is2.Exchange(ctx, room2, "alice", a2.WaitingToken)
+	require.NoError(t, err)
+	_, err = is2.Complete(ctx, room2, "alice", adm.ID)
+	require.NoError(t, err)
+	for range 2 {
+		_, err = is2.Tick(ctx, room2)
+		require.NoError(t, err)
+	}
+	st, err = is2.Status(ctx, room2, "w1", w1.WaitingToken)
+	require.NoError(t, err)
+	assert.Equal(t, flashgate.StateClosed, st.State, "the closed line's lane entry stays closed")
+	st, err = is2.Status(ctx, room2, "w2", w2.WaitingToken)
+	require.NoError(t, err)
+	assert.Equal(t, flashgate.StateActive, st.State, "the new line's lane entry is admitted")
+	stats, err := is2.Stats(ctx, room2)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, stats.PriorityAdmitted)
+
+	_, err = is2.DeleteRoom(ctx, room2)
+	require.NoError(t, err)
+	_, err = is2.EnterWithInvite(ctx, room2, "w3", invite(t, is2, room2, issuer.InviteOptions{}))
+	assert.ErrorIs(t, err, flashgate.ErrUnknownRoom, "a deleted room refuses invites as enters")
+}
