@@ -17,6 +17,7 @@ import (
 
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/keys"
 )
 
 const memUsers = 100_000
@@ -77,6 +78,70 @@ func BenchmarkWaitingUserMemory(b *testing.B) {
 					b.Fatalf("waiting = %d, want %d", n, memUsers)
 				}
 			})
+		}
+	})
+	// Every queue policy on: a shuffled pre-queue (measured before the draw
+	// and again once everyone is placed), the arrival window, 1 % of the
+	// line banned meanwhile (the ban's members replace their entries) and
+	// 5 % in the priority lane through single-use invites, with the rest of
+	// the line admitted after them.
+	b.Run("every-policy", func(b *testing.B) {
+		for range b.N {
+			srv := redistest.Start(b)
+			rdb := srv.Client(b)
+			before := usedMemory(b, rdb)
+			ring, err := keys.Generate(time.Now())
+			if err != nil {
+				b.Fatal(err)
+			}
+			clk := newClock()
+			is := newIssuer(b, rdb, clk, func(c *issuer.Config) { c.Signer = ring })
+			room := "sku-1"
+			opens := clk.Now().Add(time.Hour)
+			if _, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, Opens: opens,
+				PreQueue: issuer.PreQueueShuffle, ArrivalWindow: 30 * time.Second}); err != nil {
+				b.Fatal(err)
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := next.Add(1); i <= memUsers; i = next.Add(1) {
+						user := "user-" + strconv.FormatInt(i, 10)
+						var err error
+						if i%20 == 0 {
+							var inv []issuer.Invite
+							if inv, err = is.Invites(room, issuer.InviteOptions{User: user, SingleUse: true}); err == nil {
+								_, err = is.EnterWithInvite(ctx, room, user, inv[0].Token)
+							}
+						} else {
+							_, err = is.Enter(ctx, room, user)
+						}
+						if err == nil && i%100 == 1 {
+							_, err = is.Ban(ctx, room, user, time.Hour, "bot")
+						}
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(usedMemory(b, rdb)-before)/memUsers, "bytes/user-prequeue")
+			clk.Advance(time.Hour)
+			for {
+				res, err := is.Tick(ctx, room)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Placed == 0 && res.Admitted == 0 {
+					break
+				}
+			}
+			b.ReportMetric(float64(usedMemory(b, rdb)-before)/memUsers, "bytes/user-placed")
 		}
 	})
 	b.Run("naive-seed-layout", func(b *testing.B) {
