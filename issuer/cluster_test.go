@@ -135,4 +135,42 @@ func TestRedisCluster(t *testing.T) {
 			invariantRun(t, rdb, room+"-inv", 400, 3000, 5*time.Second, 1, "capacity")
 		}
 	})
+	// The auto-room limit's key (fg:autorooms) lives in its own slot, apart
+	// from the rooms it counts: two replicas creating rooms on three masters
+	// stop at the limit, and deleting one frees its place.
+	t.Run("auto rooms", func(t *testing.T) {
+		clk := newClock()
+		auto := func(c *issuer.Config) {
+			c.DefaultRoom = &issuer.RoomConfig{Capacity: 1}
+			c.MaxAutoRooms = 2
+		}
+		reps := []*issuer.Issuer{newIssuer(t, rdb, clk, auto), newIssuer(t, rdb, clk, auto)}
+		var made []string
+		for _, room := range rooms {
+			room += "-auto"
+			_, err := reps[len(made)%2].Enter(ctx, room, "alice")
+			if len(made) < 2 {
+				require.NoError(t, err, room)
+				made = append(made, room)
+				continue
+			}
+			require.ErrorIs(t, err, flashgate.ErrRoomLimit, room)
+			_, err = reps[0].DeleteRoom(ctx, made[0])
+			require.NoError(t, err)
+			for range 3 { // the deleted room drains and leaves; its slot is freed
+				clk.Advance(time.Second)
+				_, _ = reps[1].Tick(ctx, made[0])
+			}
+			_, err = reps[1].Enter(ctx, room, "alice")
+			require.NoError(t, err, "a deleted auto room frees its place")
+		}
+	})
+
+	// Every policy at once (lottery, arrival window, lanes and invites, bans,
+	// leaves, sold-out and its drain) on a room of each master.
+	t.Run("every policy", func(t *testing.T) {
+		for _, room := range rooms {
+			everyPolicyRun(t, rdb, room+"-every")
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -36,6 +37,12 @@ import (
 //  4. a banned user is never admitted after the ban; a sold-out admits
 //     nobody after it and every entry still waiting reads CLOSED.
 func TestInvariantsEveryPolicy(t *testing.T) {
+	everyPolicyRun(t, redistest.Start(t).Client(t), redistest.Room("every"))
+}
+
+// everyPolicyRun is TestInvariantsEveryPolicy's sale in room (also run on
+// Redis Cluster, TestRedisCluster).
+func everyPolicyRun(t *testing.T, rdb redis.UniversalClient, room string) {
 	const (
 		capacity = 20
 		rate     = 2400
@@ -49,13 +56,11 @@ func TestInvariantsEveryPolicy(t *testing.T) {
 		leavers  = 10  // later users who leave while waiting
 	)
 	ctx := context.Background()
-	rdb := redistest.Start(t).Client(t)
 	clk := newClock()
 	ring, err := keys.Generate(clk.Now())
 	require.NoError(t, err)
 	signer := func(c *issuer.Config) { c.Signer = ring }
 	reps := []*issuer.Issuer{newIssuer(t, rdb, clk, signer), newIssuer(t, rdb, clk, signer), newIssuer(t, rdb, clk, signer)}
-	room := redistest.Room("every")
 	opens := clk.Now().Add(5 * time.Second)
 	_, err = reps[0].SetRoom(ctx, room, issuer.RoomConfig{Capacity: capacity, RatePerMinute: rate,
 		SessionDuration: session, Tick: 200 * time.Millisecond, TickBatch: 50, ArrivalWindow: window,

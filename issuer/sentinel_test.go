@@ -20,30 +20,37 @@ import (
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/keys"
 )
 
-// TestSentinelFailover kills the master in the middle of a sale: the issuer
-// replicas follow the promoted replica through the Sentinel, buyers retry
-// what failed while Redis was away, and afterwards no admission has been
-// completed twice, live admissions never exceeded capacity and admissions
-// stayed in arrival order.
+// TestSentinelFailover kills the master in the middle of a sale with the
+// queue policies on — a shuffled pre-queue (the room opens 400 ms in), the
+// arrival window (every buyer claims by an exchange before ordering) and a
+// priority lane (every fifth buyer holds an invite): the issuer replicas
+// follow the promoted replica through the Sentinel, buyers retry what failed
+// while Redis was away, and afterwards no admission has been completed
+// twice, live admissions never exceeded capacity and admissions stayed in
+// order: per lane, the pre-queue in the lottery's order.
 func TestSentinelFailover(t *testing.T) {
 	const users, capacity = 300, 10
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	set := redistest.StartSentinel(t)
 	rdb := set.Client(t)
+	ring, err := keys.Generate(time.Now())
+	require.NoError(t, err)
 	var replicas []*issuer.Issuer
 	for range 3 {
-		is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: secret, Signer: newSigner(),
+		is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: secret, Signer: ring,
 			CompletionReplicas: 1, CompletionTimeout: 500 * time.Millisecond, Logger: quietLogger()})
 		require.NoError(t, err)
 		replicas = append(replicas, is)
 		go func() { _ = is.Run(ctx) }()
 	}
 	room := redistest.Room("failover")
-	_, err := replicas[0].SetRoom(ctx, room, issuer.RoomConfig{Capacity: capacity, RatePerMinute: 60000,
-		SessionDuration: 30 * time.Second, Tick: 100 * time.Millisecond})
+	_, err = replicas[0].SetRoom(ctx, room, issuer.RoomConfig{Capacity: capacity, RatePerMinute: 60000,
+		SessionDuration: 30 * time.Second, Tick: 100 * time.Millisecond, ArrivalWindow: 10 * time.Second,
+		PreQueue: issuer.PreQueueShuffle, Opens: time.Now().Add(400 * time.Millisecond)})
 	require.NoError(t, err)
 
 	retry := func(f func() error) error {
@@ -59,6 +66,7 @@ func TestSentinelFailover(t *testing.T) {
 
 	type done struct {
 		user    string
+		lane    bool // entered through a priority invite
 		seq     int64
 		admno   int64
 		jti     string
@@ -79,9 +87,27 @@ func TestSentinelFailover(t *testing.T) {
 			user := "u" + strconv.Itoa(i)
 			is := replicas[i%3]
 			time.Sleep(time.Duration(i) * 5 * time.Millisecond) // arrivals spread over 1.5 s
+			lane := i%5 == 0
+			var invite string
+			if lane {
+				inv, err := is.Invites(room, issuer.InviteOptions{User: user})
+				if err != nil {
+					t.Errorf("invite %s: %v", user, err)
+					return
+				}
+				invite = inv[0].Token
+			}
 			for {
 				var e *issuer.Entry
-				if err := retry(func() (err error) { e, err = is.Enter(ctx, room, user); return }); err != nil {
+				enter := func() (err error) {
+					if lane {
+						e, err = is.EnterWithInvite(ctx, room, user, invite)
+					} else {
+						e, err = is.Enter(ctx, room, user)
+					}
+					return
+				}
+				if err := retry(enter); err != nil {
 					t.Errorf("enter %s: %v", user, err)
 					return
 				}
@@ -96,8 +122,16 @@ func TestSentinelFailover(t *testing.T) {
 				if e.State != flashgate.StateActive {
 					continue // the entry was lost in the failover: queue again, as a client would
 				}
+				err := retry(func() (err error) { _, err = is.Exchange(ctx, room, user, tok); return })
+				if errors.Is(err, flashgate.ErrNotAdmitted) || errors.Is(err, flashgate.ErrNotFound) || errors.Is(err, flashgate.ErrExpired) {
+					continue // the admission was lost in the failover: queue again
+				}
+				if err != nil {
+					t.Errorf("exchange %s: %v", user, err)
+					return
+				}
 				var c *flashgate.Completion
-				err := retry(func() (err error) { c, err = is.Complete(ctx, room, user, e.AdmissionID); return })
+				err = retry(func() (err error) { c, err = is.Complete(ctx, room, user, e.AdmissionID); return })
 				if errors.Is(err, flashgate.ErrNotFound) || errors.Is(err, flashgate.ErrExpired) {
 					continue // admission lost in the failover: refused, the buyer queues again
 				}
@@ -109,7 +143,7 @@ func TestSentinelFailover(t *testing.T) {
 				if !c.Repeated {
 					completed[e.AdmissionID]++
 				}
-				doneList = append(doneList, done{user: user, seq: e.Arrival, admno: e.AdmissionNumber, jti: e.AdmissionID,
+				doneList = append(doneList, done{user: user, lane: lane, seq: e.Arrival, admno: e.AdmissionNumber, jti: e.AdmissionID,
 					at: e.AdmittedAt.UnixMilli(), end: c.CompletedAt.UnixMilli()})
 				n := len(doneList)
 				mu.Unlock()
@@ -159,9 +193,25 @@ func TestSentinelFailover(t *testing.T) {
 		a, b := doneList[i], doneList[j]
 		return a.at < b.at || a.at == b.at && a.admno < b.admno
 	})
-	for i := 1; i < len(doneList); i++ {
-		assert.LessOrEqual(t, doneList[i-1].seq, doneList[i].seq, "FIFO: %+v before %+v", doneList[i-1], doneList[i])
+	require.NotNil(t, st.Lottery)
+	require.True(t, st.Lottery.Drawn)
+	var lastLane, lastPublic int64
+	var drawn []int64
+	for _, d := range doneList {
+		switch {
+		case d.lane:
+			assert.LessOrEqual(t, lastLane, d.seq, "FIFO in the lane: %+v", d)
+			lastLane = d.seq
+		case d.seq > st.Lottery.Cutoff:
+			assert.LessOrEqual(t, lastPublic, d.seq, "FIFO in the public line: %+v", d)
+			lastPublic = d.seq
+		default:
+			assert.Zero(t, lastPublic, "the pre-queue after a later arrival: %+v", d)
+			drawn = append(drawn, d.seq)
+		}
 	}
+	assert.Equal(t, issuer.LotteryOrder(*st.Lottery, st.Epoch, drawn), drawn, "the pre-queue in the lottery's order")
+	assert.Positive(t, st.PriorityAdmitted)
 	t.Logf("failover: master %s → %s; completed %d, stats %+v", set.Master.Addr, addrOf(t, rdb), len(doneList), st)
 }
 
