@@ -107,13 +107,13 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 		removed, left := decodeDrain(r)
 		res.ClosedOut += removed
 		res.Draining = left
-		if removed == 0 {
-			break
-		}
-		if res.Ended { // closed in effect: left is what still waits
+		if res.Ended { // closed in effect: left is what still waits (also when a retried call removed nothing)
 			res.Waiting = left
 		} else {
 			res.Waiting -= removed
+		}
+		if removed == 0 {
+			break
 		}
 		if err := ctx.Err(); err != nil {
 			return res, err

@@ -17,6 +17,11 @@
 //     twice) at a frozen clock: capacity and rate still stop admissions.
 //     TestAutoCreatedRoomSurvivesRetriedEnter: a room auto-created by a
 //     retried first enter is still registered with the tick loops.
+//     TestPolicyScriptsRepeatedAfterLostReply does the same for the queue
+//     policies' scripts (the lottery's draw and placing, invite enters, a
+//     ban, the arrival window's claim and expiry, sold-out, drain, delete);
+//     it found a repeated ban counted twice in stats and a tick whose
+//     retried drain reported the line still waiting.
 //   - TestRedisKilledAndRestarted: redis-server SIGKILLed under HTTP
 //     traffic, then restarted empty. Defence: every Redis failure becomes
 //     503 unavailable with Retry-After (never 500), /readyz follows Redis,

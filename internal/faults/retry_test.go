@@ -323,3 +323,120 @@ func TestAutoCreatedRoomSurvivesRetriedEnter(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, rooms, room, "the auto-created room is registered with the tick loop")
 }
+
+// TestPolicyScriptsRepeatedAfterLostReply is TestScriptsRepeatedAfterLostReply
+// for the queue policies' scripts: every script of a sale with a shuffled
+// pre-queue, a priority lane, the arrival window, a ban, a sold-out with
+// its drain and a delete runs twice in the "twice" world, and after every
+// step both worlds hold the same data (the seed and epoch are set alike in
+// both). What would make it fail: a draw recorded again by a repeat (a new
+// cutoff), the placing moving an entry twice, an invite enter taking a
+// second place, a second ban record, a sold-out or delete recording a
+// later end or a second closed_seq, a drain removing more than its chunk.
+func TestPolicyScriptsRepeatedAfterLostReply(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock()
+	hook := &twice{}
+	once := newWorld(t, "once", clk, nil, nil)
+	rep := newWorld(t, "twice", clk, hook, nil)
+	worlds := []*world{once, rep}
+	room := "policies"
+	opens := clk.Now().Add(time.Minute)
+	cfg := issuer.RoomConfig{Capacity: 2, RatePerMinute: 600, SessionDuration: time.Minute, Tick: time.Second,
+		ArrivalWindow: 5 * time.Second, PreQueue: issuer.PreQueueShuffle, Opens: opens}
+	for _, w := range worlds {
+		_, err := w.is.SetRoom(ctx, room, cfg)
+		require.NoError(t, err)
+		require.NoError(t, w.rdb.HSet(ctx, roomKey(room, "config"), "epoch", "e0",
+			"lottery_seed", "00112233445566778899aabbccddeeff").Err())
+	}
+	same := func(step string) {
+		t.Helper()
+		require.Equal(t, snapshot(t, once.rdb), snapshot(t, rep.rdb), "Redis state after %s: once vs twice", step)
+	}
+	both := func(step string, f func(w *world) any) {
+		t.Helper()
+		a, b := f(once), f(rep)
+		assert.Equal(t, a, b, "%s: the repeat answers like the first run", step)
+		same(step)
+	}
+	entry := func(e *issuer.Entry, err error) any {
+		require.NoError(t, err)
+		e.PollAfter = 0
+		return e
+	}
+	tokens := map[string]string{}
+	for i := range 12 {
+		u := "u" + strconv.Itoa(i)
+		both("enter "+u, func(w *world) any {
+			e, err := w.is.Enter(ctx, room, u)
+			tokens[u] = e.WaitingToken
+			return entry(e, err)
+		})
+	}
+	for _, u := range []string{"vip1", "vip2"} {
+		both("invite enter "+u, func(w *world) any {
+			inv, err := w.is.Invites(room, issuer.InviteOptions{User: u})
+			require.NoError(t, err)
+			e, err := w.is.EnterWithInvite(ctx, room, u, inv[0].Token)
+			tokens[u] = e.WaitingToken
+			return entry(e, err)
+		})
+	}
+	both("ban u3", func(w *world) any {
+		b, err := w.is.Ban(ctx, room, "u3", time.Hour, "bot")
+		require.NoError(t, err)
+		assert.Equal(t, w == once, b.RemovedWaiting, "the repeat finds the entry removed already")
+		b.RemovedWaiting = false
+		return b
+	})
+	clk.Advance(time.Minute) // the room opens: the first tick records the draw and places the pre-queue
+	for _, step := range []string{"tick: draw, place, admit", "tick again"} {
+		both(step, func(w *world) any {
+			res, err := w.is.Tick(ctx, room)
+			require.NoError(t, err)
+			return res.Active
+		})
+	}
+	st, err := rep.is.Stats(ctx, room)
+	require.NoError(t, err)
+	require.NotNil(t, st.Lottery)
+	assert.True(t, st.Lottery.Drawn)
+	assert.EqualValues(t, 14, st.Lottery.Cutoff, "one draw: the arrival counter at the opening")
+	// Claim one admission (an exchange), let the other lapse at the arrival window.
+	m, err := rep.rdb.HGetAll(ctx, roomKey(room, "users")).Result()
+	require.NoError(t, err)
+	require.Len(t, m, 2, "the lane's two admitted first")
+	both("exchange vip1", func(w *world) any {
+		a, err := w.is.Exchange(ctx, room, "vip1", tokens["vip1"])
+		require.NoError(t, err)
+		return a.ID
+	})
+	clk.Advance(6 * time.Second)
+	both("tick: not claimed ends, next admitted", func(w *world) any {
+		res, err := w.is.Tick(ctx, room)
+		require.NoError(t, err)
+		return [2]int{res.Active, res.Waiting}
+	})
+	both("sold out", func(w *world) any {
+		c, err := w.is.SoldOut(ctx, room)
+		require.NoError(t, err)
+		return c
+	})
+	for _, step := range []string{"tick: drain", "tick after the drain"} {
+		both(step, func(w *world) any {
+			res, err := w.is.Tick(ctx, room)
+			require.NoError(t, err)
+			return res.Waiting
+		})
+	}
+	both("status after the sold-out", func(w *world) any {
+		return entry(w.is.Status(ctx, room, "u0", tokens["u0"]))
+	})
+	both("delete", func(w *world) any {
+		c, err := w.is.DeleteRoom(ctx, room)
+		require.NoError(t, err)
+		return c
+	})
+	assert.Positive(t, hook.repeated.Load())
+}

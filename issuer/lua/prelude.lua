@@ -320,12 +320,15 @@ local K_BANS, K_BANWHY = KEYS[11], KEYS[12]
 -- ban_user ends what user has in the room and bans them until ends (ms):
 -- the waiting entry (in either lane) is removed (its token then reads REVOKED), the live
 -- admission revoked as revoke.lua does, the user index dropped. A repeated
--- ban replaces the end and the reason. Frees first, then writes (see
+-- ban replaces the end and the reason, and is not counted again in stats
+-- 'banned' while the first still lasts (a retry after a lost reply sets
+-- the same ban twice). Frees first, then writes (see
 -- keep_clock). Returns 1 if a waiting entry was removed, else 0, and the jti
 -- of the admission it revoked, or ''.
 local function ban_user(cfg, user, ends, reason, now)
   local removed, revoked = 0, ''
   local seq -- the removed waiting entry's arrival seq
+  local prev = tonumber(redis.call('ZSCORE', K_BANS, user) or '0') -- the end of a ban in force, if any
   local s = redis.call('ZSCORE', K_WAITING, user)
   if s then
     redis.call('ZREM', K_WAITING, user)
@@ -357,7 +360,7 @@ local function ban_user(cfg, user, ends, reason, now)
   end
   redis.call('ZADD', K_BANS, num(ends), user)
   redis.call('HSET', K_BANWHY, user, num(now) .. ':' .. reason)
-  redis.call('HINCRBY', K_STATS, 'banned', 1)
+  if prev <= now then redis.call('HINCRBY', K_STATS, 'banned', 1) end
   return removed, revoked
 end
 
