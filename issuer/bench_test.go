@@ -328,3 +328,86 @@ func BenchmarkTickRedisTime(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStatus measures Status for a waiting user in a capacity-bound
+// room (capacity 1,000, all live, 10,000 waiting, a minute of admissions and
+// ends in the logs) with every status exact (Config.StatusSnapshot off): the
+// round trip per call (ns/op, from one goroutine), and the status script's
+// own time in Redis (SLOWLOG with a 0 µs threshold; median and p99 over the
+// calls). Not a unit test: the numbers depend on the host (README "Measurements").
+func BenchmarkStatus(b *testing.B) {
+	ctx := context.Background()
+	srv := redistest.Start(b)
+	rdb := srv.Client(b)
+	clk := newClock()
+	is := newIssuer(b, rdb, clk, func(c *issuer.Config) { c.StatusSnapshot = -1 })
+	room := "bench"
+	const capacity, waiting = 1000, 10_000
+	_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: capacity, RatePerMinute: 100_000,
+		SessionDuration: 5 * time.Minute, TickBatch: 10_000, State: issuer.RoomOpen})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// About a minute of history: the entries over 55 s, a tenth of the admitted completed.
+	var all []*issuer.Entry
+	for i := range capacity + waiting {
+		e, err := is.Enter(ctx, room, "u"+strconv.Itoa(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		all = append(all, e)
+		if e.State == "ACTIVE" && i%10 == 0 {
+			if _, err := is.Complete(ctx, room, "u"+strconv.Itoa(i), e.AdmissionID); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if i%20 == 0 {
+			clk.Advance(100 * time.Millisecond)
+			if _, err := is.Tick(ctx, room); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var users, tokens []string
+	for _, e := range all {
+		if e.State != "WAITING" {
+			continue
+		}
+		if st, err := is.Status(ctx, room, e.User, e.WaitingToken); err == nil && st.State == "WAITING" {
+			users, tokens = append(users, e.User), append(tokens, e.WaitingToken)
+		}
+	}
+	if len(tokens) < waiting/2 {
+		b.Fatalf("only %d waiting", len(tokens))
+	}
+	_, _ = is.Status(ctx, room, users[0], tokens[0]) // loads the script
+	_ = rdb.ConfigSet(ctx, "slowlog-max-len", "1000000").Err()
+	_ = rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err()
+	_ = rdb.SlowLogReset(ctx).Err()
+	b.ResetTimer()
+	for i := range b.N {
+		k := (i * 7919) % len(tokens)
+		e, err := is.Status(ctx, room, users[k], tokens[k])
+		if err != nil || e.State != "WAITING" {
+			b.Fatalf("status: %v %v", e, err)
+		}
+	}
+	b.StopTimer()
+	_ = rdb.ConfigSet(ctx, "slowlog-log-slower-than", "10000").Err()
+	log, err := rdb.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var d []time.Duration
+	for _, e := range log {
+		if name := strings.ToLower(fmt.Sprint(e.Args[0])); name == "evalsha" || name == "eval" {
+			d = append(d, e.Duration)
+		}
+	}
+	if len(d) == 0 {
+		b.Fatal("no script calls in SLOWLOG")
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Nanoseconds())/1000, "µs/script-median")
+	b.ReportMetric(float64(d[len(d)*99/100].Nanoseconds())/1000, "µs/script-p99")
+}
