@@ -265,7 +265,8 @@ func TestBansListAndValidation(t *testing.T) {
 // snapshot; once banned, their status reads REVOKED within a snapshot's age.
 func TestBanFarBehindTheHead(t *testing.T) {
 	ctx := context.Background()
-	is, _, room, _ := setup(t, issuer.RoomConfig{Capacity: 1, State: issuer.RoomPaused})
+	_, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 1, State: issuer.RoomPaused})
+	is := newIssuer(t, rdb, clk, func(c *issuer.Config) { c.StatusSnapshot = issuer.SuggestedStatusSnapshot })
 	var last *issuer.Entry
 	for i := range 200 {
 		e, err := is.Enter(ctx, room, fmt.Sprintf("u%03d", i))

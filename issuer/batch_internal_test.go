@@ -172,8 +172,10 @@ func TestEnterCancelledBeforeSend(t *testing.T) {
 
 // decodeEnter refuses replies of any other shape than lua/enter.lua's.
 func TestDecodeEnterMalformed(t *testing.T) {
-	head := []any{int64(0), int64(600), "open", "ep0ch"}
-	waiting := []any{int64(1), int64(7), int64(3), int64(3)}
+	figures := []any{int64(1000), int64(4), int64(4), int64(2), int64(1), int64(500), int64(300_000), int64(100),
+		int64(1000), int64(0), "open"}
+	head := []any{int64(0), int64(600), "open", "ep0ch", figures}
+	waiting := []any{int64(1), int64(7), int64(3), int64(3), int64(1500)}
 	active := []any{int64(2), int64(8), int64(0), "ep0ch.8.1.1000", int64(2000)}
 	cat := func(parts ...[]any) []any {
 		var out []any
@@ -184,20 +186,24 @@ func TestDecodeEnterMalformed(t *testing.T) {
 	}
 	got, err := decodeEnter(cat(head, waiting, active), 2)
 	require.NoError(t, err)
+	eta := etaFigures{now: 1000, capacity: 4, live: 4, admits: 2, ends: 1, window: 500, session: 300_000, batch: 100,
+		tick: 1000, configured: RoomOpen, rate: 600, expiry: 1500}
 	assert.Equal(t, scriptEntry{state: flashgate.StateWaiting, seq: 7, pos: 3, total: 3, rate: 600, roomState: RoomOpen, epoch: "ep0ch",
-		lane: flashgate.LanePublic}, got[0])
+		lane: flashgate.LanePublic, eta: eta, hasETA: true}, got[0])
 	assert.Equal(t, scriptEntry{state: flashgate.StateActive, seq: 8, jti: "ep0ch.8.1.1000", at: 2000, rate: 600, roomState: RoomOpen, epoch: "ep0ch"}, got[1])
-	pri, err := decodeEnter(cat(head, []any{int64(4), int64(9), int64(1), int64(4)}), 1)
+	pri, err := decodeEnter(cat(head, []any{int64(4), int64(9), int64(1), int64(4), int64(0)}), 1)
 	require.NoError(t, err)
+	eta.expiry = 0
 	assert.Equal(t, scriptEntry{state: flashgate.StateWaiting, seq: 9, pos: 1, total: 4, rate: 600, roomState: RoomOpen, epoch: "ep0ch",
-		created: false, lane: flashgate.LanePriority}, pri[0], "4: waiting in the priority lane")
+		created: false, lane: flashgate.LanePriority, eta: eta, hasETA: true}, pri[0], "4: waiting in the priority lane")
 
 	for name, r := range map[string][]any{
 		"empty":          {},
 		"no users":       head,
 		"no epoch":       cat(head[:3], waiting, waiting),
-		"bad epoch":      cat(head[:3], []any{"EP_0"}, waiting, waiting),
-		"short waiting":  cat(head, waiting[:3]),
+		"bad epoch":      cat(head[:3], []any{"EP_0"}, figures, waiting, waiting),
+		"no figures":     cat(head[:4], []any{[]any{}}, waiting, active),
+		"short waiting":  cat(head, waiting[:4]),
 		"short active":   cat(head, active[:4]),
 		"unknown kind":   cat(head, []any{int64(3), int64(1), int64(1), int64(1)}),
 		"one user short": cat(head, waiting),

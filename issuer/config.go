@@ -72,10 +72,13 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives tick-loop errors; nil means slog.Default().
 	Logger *slog.Logger
-	// StatusSnapshot is the largest age of the per-room snapshot from which
-	// Status answers waiting users far behind the head (snapshot.go); zero
-	// means DefaultStatusSnapshot (500 ms), negative disables snapshots (every
-	// Status runs the exact script).
+	// StatusSnapshot, when positive, is the largest age of the per-room
+	// snapshot from which Status answers waiting users far behind the head
+	// (snapshot.go: an interpolated position, Entry.PositionEstimated, and
+	// the estimate from the snapshot's figures), an opt-in for very large
+	// lines (SuggestedStatusSnapshot, 500 ms, is a sound value). Zero (the
+	// default) or negative: every Status runs the exact script (an exact
+	// position and estimate).
 	StatusSnapshot time.Duration
 	// CompletionReplicas, when > 0, makes Complete and Revoke wait (Redis
 	// WAIT, pipelined on the script's connection) until that many replicas
@@ -144,8 +147,9 @@ const (
 	DefaultAudience = "orders"
 	// DefaultCompletionTimeout is the default Config.CompletionTimeout.
 	DefaultCompletionTimeout = 200 * time.Millisecond
-	// DefaultStatusSnapshot is the default Config.StatusSnapshot.
-	DefaultStatusSnapshot = 500 * time.Millisecond
+	// SuggestedStatusSnapshot is a Config.StatusSnapshot for very large
+	// lines (README "Scaling"): off by default, every status is exact.
+	SuggestedStatusSnapshot = 500 * time.Millisecond
 	// DefaultEnterBatch is the default Config.EnterBatch: the most users one
 	// enter script call carries.
 	DefaultEnterBatch = 32
@@ -207,9 +211,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CompletionReplicas > 0 && c.CompletionTimeout <= 0 {
 		c.CompletionTimeout = DefaultCompletionTimeout
-	}
-	if c.StatusSnapshot == 0 {
-		c.StatusSnapshot = DefaultStatusSnapshot
 	}
 	if c.EnterBatch == 0 {
 		c.EnterBatch = DefaultEnterBatch

@@ -31,9 +31,22 @@ type Entry struct {
 	PositionEstimated bool
 	Ahead             int64
 	TotalWaiting      int64
-	// EstimatedWait is Ahead at the room's admission rate (ahead × 60 s /
-	// rate); −1 while the room is paused or closed.
+	// EstimatedWait is how long until the entry is admitted, from the
+	// room's measured outflow (README "Estimated wait", etaFigures.estimate):
+	// at least Position at the configured pace (rate per minute, batch per
+	// tick); when capacity is the limit, the time until enough slots free —
+	// by the live admissions' expiries at the latest, sooner at the pace
+	// slots freed (completions, expiries, leaves) over the last minute. No
+	// history yet: the configured pace and the expiries. While the room is
+	// paused before its opening time (the event window, OpensAt), the time
+	// until it opens plus the estimate then; −1 while it is paused by the
+	// operator, or closed. Millisecond precision; 0 never means "now" for a
+	// waiting entry (the head still waits for its admission step).
 	EstimatedWait time.Duration
+	// OpensAt is the room's opening time (RoomConfig.Opens) while it is
+	// still ahead, for a countdown (WAITING only); zero once it has passed,
+	// or when the room has none.
+	OpensAt time.Time
 	// PollAfter is when the client should ask again, with ±20 % jitter so
 	// waiting clients do not poll in lock-step (adaptive polling).
 	PollAfter time.Duration
@@ -99,12 +112,16 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 	if e.State == flashgate.StateRevoked && r.bannedUntil > 0 {
 		e.BannedUntil = time.UnixMilli(r.bannedUntil)
 	}
-	rate := r.rate
 	if e.State == flashgate.StateWaiting {
 		e.Ahead = max(0, e.Position-1)
 		e.EstimatedWait = -1
-		if e.RoomState == RoomOpen && rate > 0 && !e.PreQueue {
-			e.EstimatedWait = time.Duration(float64(e.Ahead) * float64(time.Minute) / float64(rate))
+		if r.hasETA {
+			if !e.PreQueue { // a place not drawn yet has no estimate, only the countdown
+				e.EstimatedWait = r.eta.wait(e.RoomState, e.Position)
+			}
+			if r.eta.opens > 0 {
+				e.OpensAt = time.UnixMilli(r.eta.opens)
+			}
 		}
 		e.PollAfter = pollAfter(e.EstimatedWait)
 		if e.PreQueue && e.RoomState == RoomOpen {

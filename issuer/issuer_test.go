@@ -87,8 +87,11 @@ func TestEnterIsIdempotentAndFastTracks(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, c.Position)
 	assert.EqualValues(t, 2, c.TotalWaiting)
-	assert.Equal(t, 100*time.Millisecond, c.EstimatedWait, "1 ahead at 600/min")
-	assert.True(t, c.PollAfter >= 800*time.Millisecond && c.PollAfter <= 1200*time.Millisecond, "poll hint %s", c.PollAfter)
+	// Capacity is the limit: bob waits for alice's session to end (5 min, the
+	// default), carol for bob's after it — not 1 ahead at 600/min (100 ms).
+	assert.Equal(t, 5*time.Minute, b.EstimatedWait, "the head waits for the earliest expiry")
+	assert.Equal(t, 10*time.Minute, c.EstimatedWait, "then for the session of the one admitted then")
+	assert.True(t, c.PollAfter >= 24*time.Second && c.PollAfter <= 36*time.Second, "poll hint %s", c.PollAfter)
 
 	again, err := is.Enter(ctx, room, "bob")
 	require.NoError(t, err)
@@ -700,6 +703,7 @@ func ExampleIssuer_Enter() {
 
 	first, _ := is.Enter(ctx, room, "alice")
 	second, _ := is.Enter(ctx, room, "bob")
-	fmt.Println(first.State, second.State, second.Position, second.EstimatedWait)
-	// Output: ACTIVE WAITING 1 0s
+	// bob is first in line, and waits for alice's slot: her session (5 min by default) ends first.
+	fmt.Println(first.State, second.State, second.Position, second.EstimatedWait.Round(time.Second))
+	// Output: ACTIVE WAITING 1 5m0s
 }

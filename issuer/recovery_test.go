@@ -107,7 +107,8 @@ func TestDataLossSnapshotAnswersNotFound(t *testing.T) {
 	rdb := srv.Client(t)
 	room := redistest.Room("snaploss")
 	cfg := issuer.RoomConfig{Capacity: 1, RatePerMinute: 60, State: issuer.RoomPaused}
-	a := newIssuer(t, rdb, nil)
+	snap := func(c *issuer.Config) { c.StatusSnapshot = issuer.SuggestedStatusSnapshot }
+	a := newIssuer(t, rdb, nil, snap)
 	_, err := a.SetRoom(ctx, room, cfg)
 	require.NoError(t, err)
 	const n = 400
@@ -129,8 +130,8 @@ func TestDataLossSnapshotAnswersNotFound(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// A replica with a fresh snapshot, and this one once its snapshot aged.
-	b := newIssuer(t, rdb, nil)
-	time.Sleep(issuer.DefaultStatusSnapshot + 50*time.Millisecond)
+	b := newIssuer(t, rdb, nil, snap)
+	time.Sleep(issuer.SuggestedStatusSnapshot + 50*time.Millisecond)
 	for name, is := range map[string]*issuer.Issuer{"fresh replica": b, "same replica": a} {
 		st, err := is.Status(ctx, room, far.User, far.WaitingToken)
 		require.NoError(t, err, name)

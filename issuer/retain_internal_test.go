@@ -37,6 +37,7 @@ func syncMapKeys(m interface{ Range(func(k, v any) bool) }) []string {
 func TestIssuerCopiesWhatItKeeps(t *testing.T) {
 	ctx := context.Background()
 	is, rdb, room := batchIssuer(t, 0, RoomConfig{Capacity: 1})
+	is.cfg.StatusSnapshot = SuggestedStatusSnapshot // the snapshot map is opt-in
 
 	roomBuf, aliceBuf := []byte(room), []byte("alice")
 	a, err := is.Enter(ctx, aliased(roomBuf), aliased(aliceBuf)) // registers the room, makes its batcher

@@ -272,6 +272,8 @@ type scriptEntry struct {
 	reason          string // why an EXPIRED entry ended ("not_claimed", "session_ended"), or a CLOSED one (status)
 	preQueue        bool   // WAITING in a shuffle room's pre-queue, place not drawn yet (the scripts' position 0)
 	lane            string // WAITING: flashgate.LanePriority or flashgate.LanePublic
+	eta             etaFigures
+	hasETA          bool // eta was read (WAITING in a room not closed)
 }
 
 // admission decodes e.jti with the one codec of admission ids,
@@ -285,8 +287,9 @@ func (e scriptEntry) admission() (id flashgate.AdmissionID, ok bool) {
 }
 
 // decodeStatus decodes the status script's reply (lua/status.lua):
-// {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason, lane};
-// position 0 of a WAITING entry: in the pre-queue (preQueue).
+// {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason, lane,
+// eta figures and the position's expiry (WAITING; decodeFigures)}; position 0 of a WAITING
+// entry: in the pre-queue (preQueue).
 func decodeStatus(r []any) scriptEntry {
 	e := scriptEntry{state: flashgate.State(asString(r[0])), seq: asInt(r[1]), pos: asInt(r[2]),
 		total: asInt(r[3]), jti: asString(r[4]), at: asInt(r[5]), rate: asInt(r[6]),
@@ -301,30 +304,37 @@ func decodeStatus(r []any) scriptEntry {
 	if len(r) > 10 {
 		e.lane = asString(r[10])
 	}
+	if len(r) > 11 {
+		e.eta, e.hasETA = decodeFigures(r[11], e.rate)
+	}
 	return e
 }
 
 // decodeEnter decodes the enter script's reply for n users (lua/enter.lua):
-// {created, rate, room_state, epoch, then per user 1, seq, position,
-// total_waiting (WAITING, public line; position 0: in the pre-queue), 4, the same (WAITING, priority
-// lane; also lua/invite.lua's), 2, seq, total_waiting, jti, expiry_ms (ACTIVE) or
-// 3, banned_until_ms (refused: a scriptEntry with bannedUntil and no state)}.
+// {created, rate, room_state, epoch, eta figures (decodeFigures; {} when
+// nobody in the batch waits), then per user 1, seq, position,
+// total_waiting, expiry_ms (WAITING, public line; position 0: in the
+// pre-queue; expiry: the position's eta_expiry), 4, the same (WAITING,
+// priority lane; also lua/invite.lua's), 2, seq, total_waiting, jti,
+// expiry_ms (ACTIVE) or 3, banned_until_ms (refused: a scriptEntry with
+// bannedUntil and no state)}.
 // A reply of any other shape is a flashgate.CodeInternal error.
 func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 	bad := func() ([]scriptEntry, error) {
 		return nil, flashgate.Errorf(flashgate.CodeInternal, "enter script: malformed reply for %d users: %v", n, r)
 	}
-	if len(r) < 4 || !flashgate.ValidEpoch(asString(r[3])) {
+	if len(r) < 5 || !flashgate.ValidEpoch(asString(r[3])) {
 		return bad()
 	}
 	head := scriptEntry{created: asInt(r[0]) == 1, rate: asInt(r[1]), roomState: RoomState(asString(r[2])),
 		epoch: asString(r[3])}
+	eta, hasETA := decodeFigures(r[4], head.rate)
 	out := make([]scriptEntry, 0, n)
-	for i := 4; i < len(r); {
+	for i := 5; i < len(r); {
 		e := head
 		switch tag := asInt(r[i]); tag {
 		case 1, 4:
-			if i+4 > len(r) {
+			if i+5 > len(r) || !hasETA {
 				return bad()
 			}
 			e.state, e.seq, e.pos, e.total = flashgate.StateWaiting, asInt(r[i+1]), asInt(r[i+2]), asInt(r[i+3])
@@ -333,7 +343,9 @@ func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 			if tag == 4 {
 				e.lane = flashgate.LanePriority
 			}
-			i += 4
+			e.eta, e.hasETA = eta, true
+			e.eta.expiry = asInt(r[i+4])
+			i += 5
 		case 2:
 			if i+5 > len(r) {
 				return bad()
@@ -536,8 +548,9 @@ func decodeStats(room string, r []any) *Stats {
 // decodeSnapshot decodes the snapshot script's reply (lua/snapshot.lua):
 // {waiting, head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch,
 // banned users, exact_through, before, closed_seq, close reason, ended_ms,
-// priority lane length, the smallest and largest lane seq, the lane seqs};
-// at is when the call was sent.
+// priority lane length, the smallest and largest lane seq, the lane seqs,
+// eta figures (decodeFigures), sampled expiries {j, expiry_ms, …}}; at is
+// when the call was sent.
 func decodeSnapshot(r []any, at time.Time) *snapshot {
 	s := &snapshot{at: at, waiting: asInt(r[0]), head: asInt(r[1]), tail: asInt(r[2]),
 		state: RoomState(asString(r[3])), rate: asInt(r[4]), capacity: asInt(r[5]),
@@ -563,6 +576,14 @@ func decodeSnapshot(r []any, at time.Time) *snapshot {
 			for _, q := range seqs {
 				s.laneSeqs[asInt(q)] = struct{}{}
 			}
+		}
+	}
+	if len(r) > 19 {
+		s.eta, s.hasETA = decodeFigures(r[18], s.rate)
+		sample, _ := r[19].([]any)
+		s.eta.sample = make([]rankedExpiry, 0, len(sample)/2)
+		for i := 0; i+1 < len(sample); i += 2 {
+			s.eta.sample = append(s.eta.sample, rankedExpiry{j: asInt(sample[i]), at: asInt(sample[i+1])})
 		}
 	}
 	return s

@@ -59,6 +59,10 @@ type snapshot struct {
 	// while they are not listed.
 	priority, laneMin, laneMax int64
 	laneSeqs                   map[int64]struct{}
+	// eta holds the room's figures for estimates, with a sample of live
+	// expiries (etaFigures.sample); hasETA is false for a closed room.
+	eta    etaFigures
+	hasETA bool
 }
 
 type roomSnapshot struct {
@@ -172,8 +176,19 @@ func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, ref 
 	e := &Entry{Room: room, User: user, State: flashgate.StateWaiting, Arrival: seq, Position: pos, Ahead: pos - 1,
 		TotalWaiting: s.waiting + s.priority, RoomState: s.state, PositionEstimated: true, EstimatedWait: -1,
 		WaitingToken: tok, Lane: flashgate.LanePublic}
-	if s.state == RoomOpen && s.rate > 0 {
-		e.EstimatedWait = time.Duration(float64(e.Ahead) * float64(time.Minute) / float64(s.rate))
+	if s.hasETA {
+		// The rule of the exact path, from the same figures read at the
+		// snapshot (the position's expiry interpolated from its sample),
+		// less the snapshot's age; never below the pace floor.
+		e.EstimatedWait = s.eta.wait(s.state, pos)
+		if e.EstimatedWait > 0 {
+			floor := s.eta
+			floor.capacity, floor.live = pos, 0 // no slot term: the pace alone
+			e.EstimatedWait = max(e.EstimatedWait-time.Since(s.at), floor.estimate(pos))
+		}
+		if s.eta.opens > 0 {
+			e.OpensAt = time.UnixMilli(s.eta.opens)
+		}
 	}
 	e.PollAfter = pollAfter(e.EstimatedWait)
 	return e

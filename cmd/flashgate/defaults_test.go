@@ -31,7 +31,7 @@ func TestServeEnvDefaultsArePackageDefaults(t *testing.T) {
 		"EnterPerAddress":        strconv.Itoa(server.DefaultEnterPerAddress),
 		"EnterWindow":            server.DefaultEnterWindow.String(),
 		"CompletionTimeout":      issuer.DefaultCompletionTimeout.String(),
-		"StatusSnapshot":         issuer.DefaultStatusSnapshot.String(),
+		"StatusSnapshot":         time.Duration(0).String(), // off: issuer.Config.StatusSnapshot's zero, exact positions
 		"EnterBatch":             strconv.Itoa(issuer.DefaultEnterBatch),
 		"RedisTimeout":           server.DefaultRedisTimeout.String(),
 		"MaxAutoRooms":           strconv.Itoa(issuer.DefaultMaxAutoRooms),

@@ -7,16 +7,19 @@
 -- never create a second place in line (invariant 1).
 -- Hot path (new users joining a non-empty line): per batch, whatever its
 -- size, HMGET config, two ZCARDs, ZMSCORE and HMGET of all users, GET seq, one
--- ZADD of all newcomers and SET seq (Redis >= 6.2) -- no clock write, and no
--- clock read but a windowed room's (load_config), since joining the line
--- depends on arrival order only.
+-- ZADD of all newcomers and SET seq (Redis >= 6.2) -- no clock write; for the
+-- estimate, once per batch the clock, ZCOUNT and ZCARD (eta_figures) and, when
+-- someone in it waits for capacity, HGET and two ZCOUNTs (eta_measure), and per
+-- user waiting for capacity a ZRANGE by rank (eta_expiry), all O(log n).
 --
 -- Reply (flat, integers where possible: Redis converts every reply element,
 -- so a wide reply costs more than the queue work):
---   created, rate, room_state, epoch,
---   then per user: 1, seq, position, total_waiting            (WAITING, public line; position 0:
---                                                               in the pre-queue, its place not drawn yet)
---              or: 4, seq, position, total_waiting            (WAITING, priority lane)
+--   created, rate, room_state, epoch, eta (the room's figures, eta_figures, once per
+--   batch and only when someone in it waits: else {}),
+--   then per user: 1, seq, position, total_waiting, expiry_ms  (WAITING, public line; expiry:
+--                                                               eta_expiry; position 0: in the
+--                                                               pre-queue, its place not drawn yet)
+--              or: 4, seq, position, total_waiting, expiry_ms  (WAITING, priority lane)
 --              or: 2, seq, total_waiting, jti, expiry_ms      (ACTIVE)
 --              or: 3, banned_until_ms                         (refused: banned)
 -- A banned user (a member of bans whose end is still ahead) is refused and
@@ -59,9 +62,14 @@ local joined = {} -- user -> {seq, position} of newcomers, ZADDed at the end
 local zadd = {}
 local admitted = {} -- user -> {seq, jti, exp} of fast-track admissions in this batch
 
-local out = { created, cfg.rate, cfg.state, cfg.epoch }
+local eta -- the room's figures, read at the batch's first waiting reply (no fast track follows one)
+local out = { created, cfg.rate, cfg.state, cfg.epoch, false } -- [5] = eta, set at the end
 local function waiting_reply(s, pos, tag)
+  eta = eta or eta_figures(cfg, clock())
   out[#out + 1] = tag or 1; out[#out + 1] = s; out[#out + 1] = pos; out[#out + 1] = waiting + npri
+  local expiry = 0
+  if pos > 0 then expiry = eta_expiry(eta, pos) end
+  out[#out + 1] = expiry
 end
 local function active_reply(s, jti, exp)
   out[#out + 1] = 2; out[#out + 1] = s; out[#out + 1] = waiting + npri; out[#out + 1] = jti; out[#out + 1] = exp
@@ -134,4 +142,5 @@ end
 for i, user in ipairs(users) do enter_one(i, user) end
 if #zadd > 0 then redis.call('ZADD', K_WAITING, unpack(zadd)) end
 if seq > seq0 then redis.call('SET', K_SEQ, num(seq)) end
+out[5] = eta or {}
 return out

@@ -20,7 +20,9 @@
 --   7 admits   ZSET  jti -> admission time (ms): sliding 60 s log, the rate invariant
 --   8 bucket   HASH  tokens, ts: shared token bucket that paces admissions within the minute
 --   9 stats    HASH  counters: admitted, fast_track, expired (not_claimed of them), completed, revoked, left,
---                   zombies, peak_active, drawn (pre-queue entries the lottery has placed)
+--                   zombies, peak_active, drawn (pre-queue entries the lottery has placed);
+--                   first_admit_ms (the room's first admission: where its measured history begins, see
+--                   eta_figures)
 --                   (entries ever created = the seq counter)
 --  10 ended    ZSET  "<C|R|E|L|N>:<epoch>.<seq>" -> end time (ms): completed / revoked / expired / left /
 --                   not claimed (expired unclaimed at the arrival window) entries
@@ -305,11 +307,56 @@ local function drop_admission(jti)
   return 'E'
 end
 
+-- note_peak is called after every step that admitted someone (the tick, the enter fast
+-- track): it keeps peak_active, and first_admit_ms (once) for eta_figures.
 local function note_peak(now)
   local live = live_count(now)
   local peak = tonumber(redis.call('HGET', K_STATS, 'peak_active') or '0')
   if live > peak then redis.call('HSET', K_STATS, 'peak_active', live) end
+  redis.call('HSETNX', K_STATS, 'first_admit_ms', num(now))
   return live
+end
+
+-- Estimates (README "Estimated wait"; the rule itself is Go's, issuer/eta.go, so the exact
+-- and the snapshot paths compute it one way). eta_figures gathers the room's measured
+-- figures with a few O(log n) calls and no write:
+--   {now_ms, capacity, live, admits, ends, window_ms, session_ms, batch, tick_ms, opens_ms,
+--    configured state}
+-- admits and ends count the admission log (admits) and the ended records (ended) in the
+-- window (now - window_ms, now], window_ms = min(60 s, now - first_admit_ms) (0: no
+-- admission yet, no history); opens_ms is the opening time while it is still ahead, else 0.
+-- The caller appends the expiry eta_expiry returns for the entry's position.
+local function eta_figures(cfg, now)
+  local live = live_count(now)
+  local first = tonumber(redis.call('HGET', K_STATS, 'first_admit_ms') or '')
+  local window, admits, ends = 0, 0, 0
+  if first and first < now then
+    window = math.min(60000, now - first)
+    local from = '(' .. num(now - window)
+    admits = redis.call('ZCOUNT', K_ADMITS, from, num(now))
+    ends = redis.call('ZCOUNT', K_ENDED, from, num(now))
+  end
+  local opens = 0
+  if cfg.opens > now then opens = cfg.opens end
+  return { now, cfg.capacity, live, admits, ends, window, cfg.session, cfg.batch, cfg.tick, opens, cfg.configured }
+end
+
+-- eta_expiry returns, for the entry at position pos, the expiry (ms) of the live admission
+-- whose end frees the slot it waits for, or 0 when it waits for none: j = pos - capacity + live
+-- slots must free first; the j-th earliest live expiry (by rank: O(log n)) when j <= live, else
+-- (every later slot an admission made at most a whole number m of sessions later) the
+-- (j - m * capacity)-th, or 0 when that is a slot free now. issuer/eta.go capBound reads it.
+local function eta_expiry(fig, pos)
+  local capacity, live, now = fig[2], fig[3], fig[1]
+  local j = pos - capacity + live
+  if j <= 0 then return 0 end
+  if j > live then
+    j = j - math.ceil((j - live) / capacity) * capacity
+    if j < 1 then return 0 end
+  end
+  local lapsed = redis.call('ZCOUNT', K_ACTIVE, '-inf', num(now)) -- not live, not yet dropped
+  local e = redis.call('ZRANGE', K_ACTIVE, lapsed + j - 1, lapsed + j - 1, 'WITHSCORES')
+  return tonumber(e[2] or '0')
 end
 
 -- Bans (KEYS 11 and 12; README "Bans"). A ban costs one member in each key

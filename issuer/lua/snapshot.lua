@@ -3,7 +3,11 @@
 -- Returns {waiting (public line), head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch,
 --          banned users (all of them while there are at most 1,000, else none),
 --          exact_through, before, closed_seq, close reason (of the line a CLOSED entry was in), ended_ms,
---          priority lane length, the smallest and largest lane seq, the lane seqs (at most 1,000, else none)}:
+--          priority lane length, the smallest and largest lane seq, the lane seqs (at most 1,000, else none),
+--          eta: the room's figures (eta_figures; {} while closed),
+--          expiries: {j, expiry_ms, …} for up to 17 live admissions evenly spread over the
+--          live ones by expiry rank (j = 1 is the earliest, the last is the latest), so
+--          that the replica interpolates eta_expiry for any position (issuer/eta.go)}:
 -- status answers a listed user with the exact script, so a waiting user
 -- removed by a ban reads REVOKED within a snapshot's age, however far back they were.
 -- The pre-queue lottery (prelude draw_lottery): entries with seq <= exact_through are
@@ -46,6 +50,24 @@ if nlane > 0 then
   lmax = tonumber(redis.call('ZRANGE', K_LANESEQS, -1, -1)[1])
   if nlane <= 1000 then lseqs = redis.call('ZRANGE', K_LANESEQS, 0, -1) end
 end
+-- The estimate's figures (reply fields 19-20), read as status reads them.
+local eta, expiries = {}, {}
+if cfg.state ~= 'closed' then
+  local now = now_ms(cfg)
+  eta = eta_figures(cfg, now)
+  local live = eta[3]
+  if live > 0 then
+    local lapsed = redis.call('ZCOUNT', K_ACTIVE, '-inf', num(now))
+    local k = math.min(live, 17)
+    for i = 0, k - 1 do
+      local j = 1
+      if k > 1 then j = 1 + math.floor(i * (live - 1) / (k - 1)) end
+      local e = redis.call('ZRANGE', K_ACTIVE, lapsed + j - 1, lapsed + j - 1, 'WITHSCORES')
+      expiries[#expiries + 1] = j
+      expiries[#expiries + 1] = tonumber(e[2] or '0')
+    end
+  end
+end
 return { redis.call('ZCARD', K_WAITING), tonumber(h[2] or '0'), tail,
   cfg.state, cfg.rate, cfg.capacity, cfg.tick, cfg.epoch, banned, exact, before,
-  cfg.closed_seq, why, cfg.ended, redis.call('ZCARD', K_PRIORITY), lmin, lmax, lseqs }
+  cfg.closed_seq, why, cfg.ended, redis.call('ZCARD', K_PRIORITY), lmin, lmax, lseqs, eta, expiries }

@@ -8,13 +8,16 @@ local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local user, seq = ARGV[3], tonumber(ARGV[4])
 
--- Reply: {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason, lane};
+-- Reply: {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason, lane,
+--         eta};
 -- position is 0 for a WAITING entry in the pre-queue of a shuffle room, its place not drawn yet;
 -- at_ms is the admission's expiry for ACTIVE/EXPIRED (the claim deadline for an
 -- admission not claimed in time) and the end time for COMPLETED/REVOKED;
 -- banned_until_ms is the end of the user's ban (REVOKED only; 0: none); reason is
 -- 'not_claimed' or 'session_ended' for EXPIRED, the room's close reason for CLOSED, else '';
--- lane is 'priority' or 'public' for WAITING, else '' (issuer/scripts.go decodeStatus).
+-- lane is 'priority' or 'public' for WAITING, else ''; eta is, for WAITING, the room's figures
+-- (eta_figures) followed by the position's expiry (eta_expiry), else {} (issuer/scripts.go
+-- decodeStatus).
 -- total_waiting counts both lanes; a public entry's position counts the whole priority lane
 -- ahead of it.
 -- CLOSED (README "The end of a sale"): an entry of a line that closing ended
@@ -23,26 +26,38 @@ local user, seq = ARGV[3], tonumber(ARGV[4])
 -- drained from the line (no admission, no ended record), reads CLOSED with the close
 -- reason; at_ms is when the room ended (0 while the end is not recorded yet).
 local npri = redis.call('ZCARD', K_PRIORITY)
-local function result(state, pos, jti, at, ban, reason, lane)
+local function result(state, pos, jti, at, ban, reason, lane, eta)
   return { state, seq, pos, redis.call('ZCARD', K_WAITING) + npri, jti, at, cfg.rate, cfg.state, ban or 0, reason or '',
-    lane or '' }
+    lane or '', eta or {} }
 end
 -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
 if ARGV[5] ~= cfg.epoch then return result('NOT_FOUND', 0, '', 0) end
 
 local s = redis.call('ZSCORE', K_WAITING, user)
-if s and seq_of_score(cfg, s) == seq then -- the hot path needs no clock (but a windowed room's)
+-- waiting answers WAITING at pos (0: in the pre-queue, place not drawn yet) in lane, with
+-- the estimate's figures (a few O(log n) reads: two, four more when capacity binds; no write).
+local function waiting(pos, lane)
+  local eta = {}
+  if cfg.state ~= 'closed' then
+    eta = eta_figures(cfg, now_ms(cfg))
+    local expiry = 0
+    if pos > 0 then expiry = eta_expiry(eta, pos) end
+    eta[12] = expiry
+  end
+  return result('WAITING', pos, '', 0, 0, '', lane, eta)
+end
+if s and seq_of_score(cfg, s) == seq then -- the hot path
   local why = closed_line(cfg, seq)
   if why then return result('CLOSED', 0, '', cfg.ended, 0, why) end
-  if in_prequeue(cfg, seq) then return result('WAITING', 0, '', 0, 0, '', 'public') end -- place not drawn yet
-  return result('WAITING', npri + redis.call('ZRANK', K_WAITING, user) + 1, '', 0, 0, '', 'public')
+  if in_prequeue(cfg, seq) then return waiting(0, 'public') end -- place not drawn yet
+  return waiting(npri + redis.call('ZRANK', K_WAITING, user) + 1, 'public')
 end
 if npri > 0 then
   local p = redis.call('ZSCORE', K_PRIORITY, user)
   if p and tonumber(p) == seq then -- (the priority lane is never drawn: its scores are seqs)
     local why = closed_line(cfg, seq)
     if why then return result('CLOSED', 0, '', cfg.ended, 0, why) end
-    return result('WAITING', redis.call('ZRANK', K_PRIORITY, user) + 1, '', 0, 0, '', 'priority')
+    return waiting(redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
   end
 end
 local now = now_ms(cfg)

@@ -1,0 +1,153 @@
+package issuer
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// minHistory is the shortest measured window the slot-freeing pace is
+// computed over: with less history the counts are divided by it (a room
+// 1 s into its sale that saw 2 ends reads 2 per 5 s, not 2 per second), so
+// a few early completions do not promise the whole line a fast pace.
+const minHistory = 5 * time.Second
+
+// etaFigures are a room's measured figures at one moment, as the scripts
+// gather them (lua/prelude.lua eta_figures, eta_expiry): what Entry.EstimatedWait
+// is computed from, on the exact path (status and enter scripts, the
+// position's own expiry) and the snapshot path (snapshot script, expiry
+// interpolated from a sample) alike.
+type etaFigures struct {
+	now            int64 // ms: the room's clock when the figures were read
+	capacity, live int64
+	// admits and ends count the admission log (fg:{room}:admits) and the
+	// ended records (completed, expired, not claimed, revoked, left) in the
+	// last window ms; window = min(60 s, now − the room's first admission),
+	// 0 before any admission.
+	admits, ends, window int64
+	session, batch, tick int64 // ms, admissions per tick, ms
+	rate                 int64 // admissions per minute (configured)
+	opens                int64 // ms: the opening time while still ahead, else 0
+	configured           RoomState
+	// expiry is eta_expiry's answer for the position (ms; 0: none needed).
+	expiry int64
+	// sample holds live expiries by rank (snapshot path; see expiryAt).
+	sample []rankedExpiry
+}
+
+// rankedExpiry is the j-th earliest live expiry (ms), j 1-based.
+type rankedExpiry struct{ j, at int64 }
+
+// decodeFigures decodes eta_figures' list, {now_ms, capacity, live, admits,
+// ends, window_ms, session_ms, batch, tick_ms, opens_ms, configured state}
+// and, when present, the position's expiry; ok is false for an empty or
+// short list (a closed room: no estimate).
+func decodeFigures(v any, rate int64) (f etaFigures, ok bool) {
+	r, _ := v.([]any)
+	if len(r) < 11 {
+		return etaFigures{}, false
+	}
+	f = etaFigures{now: asInt(r[0]), capacity: asInt(r[1]), live: asInt(r[2]), admits: asInt(r[3]),
+		ends: asInt(r[4]), window: asInt(r[5]), session: asInt(r[6]), batch: asInt(r[7]), tick: asInt(r[8]),
+		opens: asInt(r[9]), configured: RoomState(asString(r[10])), rate: rate}
+	if len(r) > 11 {
+		f.expiry = asInt(r[11])
+	}
+	return f, true
+}
+
+// estimate is the wait of the entry at position pos (1-based), in ms from
+// f.now, for an open room (README "Estimated wait"):
+//
+//	pace = min(rate / 60 s, batch / tick)      the configured pacing (a floor: pos / pace)
+//	j    = pos − capacity + live               slots that must free before pos is admitted
+//	wait = max(pos / pace, slot(j))            slot(j) = 0 when j ≤ 0, else the lesser of
+//	  capBound(j)                              an upper bound from the live expiries: every
+//	                                           admission ends by its expiry at the latest
+//	  j × window / min(admits, ends)           the measured slot-freeing pace of the last
+//	                                           minute, when there is one
+//
+// Ends in the window count slots freed (and waiting users who left or were
+// removed, which also move the line); admissions in the window count slots
+// refilled (and, in a room's first minute, the initial fill). Each
+// overstates the freeing pace in its own way, so the lesser is taken. A
+// room without history reads the configured pace and the expiry bound.
+func (f etaFigures) estimate(pos int64) time.Duration {
+	if pos < 1 {
+		pos = 1
+	}
+	pace := float64(f.rate) / 60000 // admissions per ms
+	if f.batch > 0 && f.tick > 0 {
+		pace = min(pace, float64(f.batch)/float64(f.tick))
+	}
+	if pace <= 0 {
+		return -1
+	}
+	ms := float64(pos) / pace
+	if j := pos - f.capacity + f.live; j > 0 {
+		slot := f.capBound(j)
+		if freed := min(f.admits, f.ends); freed > 0 && f.window > 0 {
+			window := max(f.window, minHistory.Milliseconds())
+			slot = min(slot, float64(j)*float64(window)/float64(freed))
+		}
+		ms = max(ms, slot)
+	}
+	return time.Duration(math.Round(ms)) * time.Millisecond
+}
+
+// capBound is the latest the j-th slot to free (j ≥ 1) frees, in ms from
+// f.now, if every admission runs its whole session: the j-th earliest live
+// expiry for j ≤ live; beyond, each later slot is one an admission made
+// after now holds, freed at most m whole sessions after the (j − m ×
+// capacity)-th live expiry, or after now for a slot free now. It mirrors
+// lua/prelude.lua eta_expiry, which fetched the expiry this needs.
+func (f etaFigures) capBound(j int64) float64 {
+	var m int64
+	if j > f.live && f.capacity > 0 {
+		m = (j - f.live + f.capacity - 1) / f.capacity
+		j -= m * f.capacity
+	}
+	if j < 1 {
+		return float64(m * f.session)
+	}
+	e := f.expiry
+	if f.sample != nil {
+		e = f.expiryAt(j)
+	}
+	return float64(max(0, e-f.now) + m*f.session)
+}
+
+// expiryAt interpolates the j-th earliest live expiry (1 ≤ j ≤ live) from
+// the snapshot's sample: exact at the sampled ranks, linear between them.
+func (f etaFigures) expiryAt(j int64) int64 {
+	s := f.sample
+	if len(s) == 0 {
+		return f.now + f.session
+	}
+	i := sort.Search(len(s), func(i int) bool { return s[i].j >= j })
+	switch {
+	case i == len(s):
+		return s[len(s)-1].at
+	case s[i].j == j || i == 0:
+		return s[i].at
+	}
+	a, b := s[i-1], s[i]
+	return a.at + (b.at-a.at)*(j-a.j)/(b.j-a.j)
+}
+
+// wait is the estimate Entry.EstimatedWait carries for the entry at pos in
+// a room in state: the estimate while open; while paused before its opening
+// time with an open configuration (the event window), the time until it
+// opens plus the estimate then (nobody has been admitted meanwhile, so the
+// figures stand); −1 otherwise (paused by the operator: no known end; closed).
+func (f etaFigures) wait(state RoomState, pos int64) time.Duration {
+	switch {
+	case state == RoomOpen:
+		return f.estimate(pos)
+	case state == RoomPaused && f.configured == RoomOpen && f.opens > f.now:
+		if d := f.estimate(pos); d >= 0 {
+			return time.Duration(f.opens-f.now)*time.Millisecond + d
+		}
+	}
+	return -1
+}
