@@ -78,12 +78,14 @@
 // (EXPIRED only: "not_claimed" when the admission was not exchanged within
 // the room's arrival window, "session_ended" otherwise), room_state; and,
 // exactly when state is WAITING, position,
-// ahead, total_waiting, estimated_wait_ms (−1 = unknown: room paused or
-// closed, or the place not drawn yet) and poll_after_ms (the issuer's jittered poll hint; Retry-After is
-// it in whole seconds, rounded up) — but while pre_queue is true (a shuffle
-// room's pre-queue, the place not drawn yet; issuer.Entry.PreQueue) there is
-// no position or ahead. A status of a left or superseded token is
-// 200 with state NOT_FOUND.
+// ahead, total_waiting, estimated_wait_ms (from the room's measured outflow,
+// issuer.Entry.EstimatedWait; −1 = unknown: room paused by the operator, or
+// closed, or the place not drawn yet) and poll_after_ms (the issuer's
+// jittered poll hint; Retry-After is it in whole seconds, rounded up), and
+// opens_at_ms while the room's opening time is still ahead — but while
+// pre_queue is true (a shuffle room's pre-queue, the place not drawn yet;
+// issuer.Entry.PreQueue) there is no position or ahead. A status of a left
+// or superseded token is 200 with state NOT_FOUND.
 //
 // /v1/complete is for order services not written in Go (Go services use
 // verifier.Middleware and package order directly). The expected

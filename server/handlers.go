@@ -20,8 +20,11 @@ import (
 // Entry is the JSON form of issuer.Entry (enter, status, events).
 // WAITING-only members (position … poll_after_ms) are present exactly when
 // the state is WAITING, but position and ahead are absent while pre_queue
-// is set; estimated_wait_ms is −1 while the wait is unknown (room paused or
-// closed, or the place not drawn yet).
+// is set; estimated_wait_ms is the issuer's estimate
+// (issuer.Entry.EstimatedWait: from the room's measured outflow), −1 while
+// the wait is unknown (room paused by the operator, or closed, or the place
+// not drawn yet); opens_at_ms (WAITING only) is the room's opening time
+// while it is still ahead, for a countdown.
 type Entry struct {
 	Room         string `json:"room,omitempty"`
 	State        string `json:"state,omitempty"`
@@ -37,6 +40,8 @@ type Entry struct {
 	TotalWaiting    *int64 `json:"total_waiting,omitempty"`
 	EstimatedWaitMs *int64 `json:"estimated_wait_ms,omitempty"`
 	PollAfterMs     *int64 `json:"poll_after_ms,omitempty"`
+	// OpensAtMs: the room's opening time (Unix ms) while still ahead (WAITING only).
+	OpensAtMs       int64  `json:"opens_at_ms,omitempty"`
 	AdmissionID     string `json:"admission_id,omitempty"`
 	AdmissionNumber int64  `json:"admission,omitempty"`
 	AdmittedAtMs    int64  `json:"admitted_at_ms,omitempty"`
@@ -78,6 +83,7 @@ func entryJSON(e *issuer.Entry) Entry {
 		}
 		out.PositionEstimated = e.PositionEstimated
 		out.EstimatedWaitMs, out.PollAfterMs = &eta, &poll
+		out.OpensAtMs = unixMs(e.OpensAt)
 	}
 	return out
 }

@@ -234,11 +234,16 @@ func (s *Server) page(c *fiber.Ctx) error {
 		v.brand(cfg)
 	}
 	if v.State == pagePaused {
-		// The event window: paused before it opens.
-		if err == nil && cfg.Opens.After(s.now()) {
+		// The event window: paused before it opens (the entry carries the
+		// opening time while it is ahead; an answer from a snapshot too).
+		opens := e.OpensAt
+		if opens.IsZero() && err == nil && cfg.Opens.After(s.now()) {
+			opens = cfg.Opens
+		}
+		if !opens.IsZero() {
 			v.State, v.Heading = pageOpens, "Opens soon"
-			v.OpensAtMs = cfg.Opens.UnixMilli()
-			v.OpensAt = cfg.Opens.UTC().Format("Mon 2 Jan 15:04 MST")
+			v.OpensAtMs = opens.UnixMilli()
+			v.OpensAt = opens.UTC().Format("Mon 2 Jan 15:04 MST")
 			v.Message = "The sale opens at " + v.OpensAt + ". Keep this page open: your place in line is saved."
 			if v.PreQueue {
 				v.Message = "The sale opens at " + v.OpensAt + ". " + preQueueMessage

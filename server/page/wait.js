@@ -109,6 +109,9 @@ function render(e) {
   if (e.waiting_token) token = e.waiting_token;
   current = e;
   if (e.state === "WAITING") {
+    // The entry carries the opening time while it is ahead: the countdown
+    // follows it (an operator may move it).
+    if (e.opens_at_ms) d.opensAt = String(e.opens_at_ms);
     if (e.room_state === "closed") return show("closed");
     const message = e.pre_queue ? PRE_QUEUE : undefined;
     if (e.room_state === "paused") show(Number(d.opensAt) > Date.now() && countdown() ? "opens" : "paused", message);
