@@ -66,6 +66,26 @@ type admission struct {
 	id           string
 	admittedAtMs int64 // server clock
 	expiresAtMs  int64 // server clock
+
+	// reads are the estimates the buyer read while WAITING (enter, then
+	// every status), known ones only; reads[0] is the first.
+	reads []estimateRead
+}
+
+// estimateRead is one estimate read: when (client clock, ms), the issuer's
+// estimated_wait_ms, and what the formula before measured outflow, ahead ×
+// 60 s / rate, said for the same read.
+type estimateRead struct {
+	atMs, etaMs, oldEtaMs int64
+}
+
+// noteEstimate records e's estimate, if e (WAITING) carries a known one.
+func (a *admission) noteEstimate(e *entry, rate int) {
+	if e.State != "WAITING" || e.EstimatedWaitMs == nil || *e.EstimatedWaitMs < 0 || e.Ahead == nil {
+		return
+	}
+	a.reads = append(a.reads, estimateRead{atMs: time.Now().UnixMilli(), etaMs: *e.EstimatedWaitMs,
+		oldEtaMs: *e.Ahead * 60_000 / int64(rate)})
 }
 
 // maxAttempts bounds how often a buyer queues again after losing an admission.
@@ -77,14 +97,17 @@ type entry struct {
 	WaitingToken string `json:"waiting_token"`
 	Arrival      int64  `json:"arrival"`
 	Position     int64  `json:"position"`
+	Ahead        *int64 `json:"ahead"`
 	PollAfterMs  *int64 `json:"poll_after_ms"`
-	AdmissionID  string `json:"admission_id"`
-	Admission    int64  `json:"admission"`
-	AdmittedAtMs int64  `json:"admitted_at_ms"`
-	ExpiresAtMs  int64  `json:"expires_at_ms"`
-	EndedAtMs    int64  `json:"ended_at_ms"`
-	Reason       string `json:"reason"`
-	Lane         string `json:"lane"`
+	// EstimatedWaitMs is the issuer's estimate (−1 unknown).
+	EstimatedWaitMs *int64 `json:"estimated_wait_ms"`
+	AdmissionID     string `json:"admission_id"`
+	Admission       int64  `json:"admission"`
+	AdmittedAtMs    int64  `json:"admitted_at_ms"`
+	ExpiresAtMs     int64  `json:"expires_at_ms"`
+	EndedAtMs       int64  `json:"ended_at_ms"`
+	Reason          string `json:"reason"`
+	Lane            string `json:"lane"`
 }
 
 type exchangeAnswer struct {
@@ -254,6 +277,7 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 	}
 	a := &admission{enteredAt: time.Now(), arrival: e.Arrival, lane: b.lane,
 		fastTrack: e.State == "ACTIVE" && b.lane != flashgate.LaneBypass}
+	a.noteEstimate(&e, s.o.RatePerMinute)
 	waitingToken := e.WaitingToken
 	if b.role == roleTabClose {
 		b.waitingToken = waitingToken // closes the tab: not another request
@@ -277,6 +301,7 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 				s.waiting.Add(-1)
 				return "", fmt.Errorf("status: %s", describe(p, err))
 			}
+			a.noteEstimate(&e, s.o.RatePerMinute)
 		}
 		s.waiting.Add(-1)
 	}

@@ -80,6 +80,11 @@ type Report struct {
 	WaitP95Ms int64 `json:"wait_p95_ms"`
 	WaitMaxMs int64 `json:"wait_max_ms"`
 
+	// Estimate is how far the first estimated wait a buyer read was from
+	// the wait it had; EstimateAllReads the same over every read.
+	Estimate         EstimateError `json:"estimate"`
+	EstimateAllReads EstimateError `json:"estimate_all_reads"`
+
 	TokensVerified int64            `json:"tokens_verified"` // by the order service
 	Rejections     map[string]int64 `json:"rejections"`      // order service refusals by reason
 
@@ -129,6 +134,60 @@ type SoldOutReport struct {
 	// entries its drain removed; WaitingAtEnd what was still in the line.
 	ClosedOut    int64 `json:"closed_out"`
 	WaitingAtEnd int64 `json:"waiting_at_end"`
+}
+
+// EstimateError compares, for every admission a buyer waited for, the first
+// estimate it read (estimated_wait_ms of enter, else of the first status
+// with a known one) with the wait it actually had: from that read (client
+// clock) to its admission (admitted_at_ms, the issuer's clock; in process
+// both are this host's clock). All in ms. The Old… figures are what the
+// formula before measured outflow (ahead × 60 s / rate) said at the same
+// reads, for comparison in the same run. Bias is the median of estimate −
+// actual (> 0: estimates too long). Reads counts the reads compared (one
+// per buyer for the first read; every poll for all reads).
+type EstimateError struct {
+	Reads          int   `json:"reads"`
+	ActualP50Ms    int64 `json:"actual_p50_ms"`
+	ActualP95Ms    int64 `json:"actual_p95_ms"`
+	AbsErrorP50Ms  int64 `json:"abs_error_p50_ms"`
+	AbsErrorP95Ms  int64 `json:"abs_error_p95_ms"`
+	BiasP50Ms      int64 `json:"bias_p50_ms"`
+	OldAbsErrP50Ms int64 `json:"old_abs_error_p50_ms"`
+	OldAbsErrP95Ms int64 `json:"old_abs_error_p95_ms"`
+	OldBiasP50Ms   int64 `json:"old_bias_p50_ms"`
+}
+
+// estimateError computes r.Estimate (first reads) or r.EstimateAllReads from the records.
+func estimateError(recs []*admission, all bool) EstimateError {
+	var actual, abs, bias, oldAbs, oldBias []int64
+	for _, a := range recs {
+		if len(a.reads) == 0 || a.admittedAtMs == 0 {
+			continue
+		}
+		reads := a.reads
+		if !all {
+			reads = reads[:1]
+		}
+		for _, x := range reads {
+			w := max(0, a.admittedAtMs-x.atMs)
+			actual = append(actual, w)
+			abs, bias = append(abs, absInt(x.etaMs-w)), append(bias, x.etaMs-w)
+			oldAbs, oldBias = append(oldAbs, absInt(x.oldEtaMs-w)), append(oldBias, x.oldEtaMs-w)
+		}
+	}
+	for _, s := range [][]int64{actual, abs, bias, oldAbs, oldBias} {
+		slices.Sort(s)
+	}
+	return EstimateError{Reads: len(actual), ActualP50Ms: percentile(actual, 0.5), ActualP95Ms: percentile(actual, 0.95),
+		AbsErrorP50Ms: percentile(abs, 0.5), AbsErrorP95Ms: percentile(abs, 0.95), BiasP50Ms: percentile(bias, 0.5),
+		OldAbsErrP50Ms: percentile(oldAbs, 0.5), OldAbsErrP95Ms: percentile(oldAbs, 0.95), OldBiasP50Ms: percentile(oldBias, 0.5)}
+}
+
+func absInt(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
 
 // ServerCounts are issuer room counters.
@@ -242,6 +301,7 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 		fifoViolations(inLane(recs, flashgate.LanePriority), byArrival) // the lane is never drawn
 	r.PeakActive = s.peakActive(recs)
 	r.MaxAdmittedPerMinute = maxPerWindow(recs, 60_000)
+	r.Estimate, r.EstimateAllReads = estimateError(recs, false), estimateError(recs, true)
 	slices.Sort(waits)
 	r.WaitP50Ms, r.WaitP95Ms = percentile(waits, 0.50), percentile(waits, 0.95)
 	if len(waits) > 0 {
@@ -483,6 +543,18 @@ func (r *Report) WriteText(w io.Writer) error {
 			l.OrderViolations, ok(l.OrderViolations == 0))
 		fmt.Fprintf(tw, "  public lane held back\tby %d lane admissions\t(%s at the rate: the lanes' whole share)\n",
 			l.LaneAdmissions, ms(l.PublicDelayBoundMs))
+	}
+	for _, x := range []struct {
+		name string
+		e    EstimateError
+	}{{"first read", r.Estimate}, {"every read", r.EstimateAllReads}} {
+		if x.e.Reads == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "estimate error (%s)\t|error| p50 %s  p95 %s  bias %s\t(%d reads; wait from the read p50 %s  p95 %s)\n",
+			x.name, ms(x.e.AbsErrorP50Ms), ms(x.e.AbsErrorP95Ms), ms(x.e.BiasP50Ms), x.e.Reads, ms(x.e.ActualP50Ms), ms(x.e.ActualP95Ms))
+		fmt.Fprintf(tw, "  old formula, same reads\t|error| p50 %s  p95 %s  bias %s\t(ahead × 60 s / rate)\n",
+			ms(x.e.OldAbsErrP50Ms), ms(x.e.OldAbsErrP95Ms), ms(x.e.OldBiasP50Ms))
 	}
 	fmt.Fprintf(tw, "tokens verified\t%d\t(by the order service, offline)\n", r.TokensVerified)
 	reasons := make([]string, 0, len(r.Rejections))
