@@ -318,27 +318,36 @@ local function note_peak(now)
 end
 
 -- Estimates (README "Estimated wait"; the rule itself is Go's, issuer/eta.go, so the exact
--- and the snapshot paths compute it one way). eta_figures gathers the room's measured
--- figures with a few O(log n) calls and no write:
+-- and the snapshot paths compute it one way). eta_figures gathers the room's figures with
+-- two O(log n) calls and no write:
 --   {now_ms, capacity, live, admits, ends, window_ms, session_ms, batch, tick_ms, opens_ms,
 --    configured state}
--- admits and ends count the admission log (admits) and the ended records (ended) in the
--- window (now - window_ms, now], window_ms = min(60 s, now - first_admit_ms) (0: no
--- admission yet, no history); opens_ms is the opening time while it is still ahead, else 0.
--- The caller appends the expiry eta_expiry returns for the entry's position.
+-- opens_ms is the opening time while it is still ahead, else 0. admits, ends and window_ms,
+-- the measured history, are 0 until eta_measure fills them (only an entry that waits for
+-- capacity needs them: eta_expiry calls it). The caller appends eta_expiry's answer.
 local function eta_figures(cfg, now)
-  local live = live_count(now)
-  local first = tonumber(redis.call('HGET', K_STATS, 'first_admit_ms') or '')
-  local window, admits, ends = 0, 0, 0
-  if first and first < now then
-    window = math.min(60000, now - first)
-    local from = '(' .. num(now - window)
-    admits = redis.call('ZCOUNT', K_ADMITS, from, num(now))
-    ends = redis.call('ZCOUNT', K_ENDED, from, num(now))
-  end
+  local lapsed = redis.call('ZCOUNT', K_ACTIVE, '-inf', num(now)) -- not live, not yet dropped
   local opens = 0
   if cfg.opens > now then opens = cfg.opens end
-  return { now, cfg.capacity, live, admits, ends, window, cfg.session, cfg.batch, cfg.tick, opens, cfg.configured }
+  return { now, cfg.capacity, redis.call('ZCARD', K_ACTIVE) - lapsed, 0, 0, 0, cfg.session, cfg.batch, cfg.tick,
+    opens, cfg.configured, lapsed = lapsed }
+end
+
+-- eta_measure fills fig's measured history (once): admits and ends count the admission log
+-- (admits) and the ended records (ended) in the window (now - window_ms, now], window_ms =
+-- min(60 s, now - first_admit_ms) (0: no admission yet, no history). Three O(log n) calls.
+local function eta_measure(fig)
+  if fig.measured then return end
+  fig.measured = true
+  local now = fig[1]
+  local first = tonumber(redis.call('HGET', K_STATS, 'first_admit_ms') or '')
+  if first and first < now then
+    local window = math.min(60000, now - first)
+    local from = '(' .. num(now - window)
+    fig[4] = redis.call('ZCOUNT', K_ADMITS, from, num(now))
+    fig[5] = redis.call('ZCOUNT', K_ENDED, from, num(now))
+    fig[6] = window
+  end
 end
 
 -- eta_expiry returns, for the entry at position pos, the expiry (ms) of the live admission
@@ -346,16 +355,18 @@ end
 -- slots must free first; the j-th earliest live expiry (by rank: O(log n)) when j <= live, else
 -- (every later slot an admission made at most a whole number m of sessions later) the
 -- (j - m * capacity)-th, or 0 when that is a slot free now. issuer/eta.go capBound reads it.
+-- An entry that waits for capacity also needs the measured history (eta_measure).
 local function eta_expiry(fig, pos)
-  local capacity, live, now = fig[2], fig[3], fig[1]
+  local capacity, live = fig[2], fig[3]
   local j = pos - capacity + live
   if j <= 0 then return 0 end
+  eta_measure(fig)
   if j > live then
     j = j - math.ceil((j - live) / capacity) * capacity
     if j < 1 then return 0 end
   end
-  local lapsed = redis.call('ZCOUNT', K_ACTIVE, '-inf', num(now)) -- not live, not yet dropped
-  local e = redis.call('ZRANGE', K_ACTIVE, lapsed + j - 1, lapsed + j - 1, 'WITHSCORES')
+  local r = fig.lapsed + j - 1
+  local e = redis.call('ZRANGE', K_ACTIVE, r, r, 'WITHSCORES')
   return tonumber(e[2] or '0')
 end
 

@@ -55,9 +55,9 @@ local eta, expiries = {}, {}
 if cfg.state ~= 'closed' then
   local now = now_ms(cfg)
   eta = eta_figures(cfg, now)
-  local live = eta[3]
+  eta_measure(eta)
+  local live, lapsed = eta[3], eta.lapsed
   if live > 0 then
-    local lapsed = redis.call('ZCOUNT', K_ACTIVE, '-inf', num(now))
     local k = math.min(live, 17)
     for i = 0, k - 1 do
       local j = 1
