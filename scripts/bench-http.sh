@@ -2,7 +2,8 @@
 # bench-http.sh [ROUNDS] [REQUESTS]: the HTTP benchmarks interleaved, so each
 # ratio compares neighbours of one round on a machine whose speed drifts.
 # Every round runs the bare fiber handler, bare + one Redis PING, enter
-# (coalesced, then EnterBatch 1) and status, REQUESTS each (default 40000),
+# (coalesced, then EnterBatch 1), status (exact, the default) and status with
+# the snapshot (FLASHGATE_STATUS_SNAPSHOT, the opt-in), REQUESTS each (default 40000),
 # with Redis flushed in between, and prints each as a percentage of the bare
 # handler's requests/s; the last line gives the medians. Needs REDIS_URL
 # (make bench-http starts a throwaway redis-server).
@@ -14,9 +15,9 @@ n=${2:-40000}
 bin=$(mktemp -d)/server.test
 trap 'rm -rf "$(dirname "$bin")"' EXIT
 go test -c -o "$bin" ./server/
-benches=('BareFiber$' 'FiberRedisPing$' 'EnterHTTP/batch=32$' 'EnterHTTP/batch=1$' 'StatusHTTP$')
-echo "round  bare ns/op |  PING  enter  enter(batch=1)  status  (% of bare req/s)  users/call"
-cols=("" "" "" "")
+benches=('BareFiber$' 'FiberRedisPing$' 'EnterHTTP/batch=32$' 'EnterHTTP/batch=1$' 'StatusHTTP$' 'StatusHTTPSnapshot$')
+echo "round  bare ns/op |  PING  enter  enter(batch=1)  status  status(snapshot)  (% of bare req/s)  users/call"
+cols=("" "" "" "" "")
 for r in $(seq "$rounds"); do
   ns=() users=
   for b in "${benches[@]}"; do
@@ -27,7 +28,7 @@ for r in $(seq "$rounds"); do
     if [ -n "$u" ] && [ -z "$users" ]; then users=$u; fi
   done
   printf '%5d  %9s |' "$r" "${ns[0]}"
-  for i in 1 2 3 4; do
+  for i in 1 2 3 4 5; do
     pct=$(awk -v a="${ns[0]}" -v b="${ns[$i]}" 'BEGIN { printf "%.0f", 100 * a / b }')
     cols[i-1]="${cols[i-1]} $pct"
     printf ' %5s%%' "$pct"
@@ -36,5 +37,5 @@ for r in $(seq "$rounds"); do
 done
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf 'median           |'
-for i in 0 1 2 3; do printf ' %5s%%' "$(median "${cols[i]}")"; done
+for i in 0 1 2 3 4; do printf ' %5s%%' "$(median "${cols[i]}")"; done
 echo

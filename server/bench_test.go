@@ -77,9 +77,18 @@ func benchEnter(b *testing.B, batch int) {
 	}
 }
 
-// BenchmarkStatusHTTP: waiting users polling their position.
-func BenchmarkStatusHTTP(b *testing.B) {
-	e := newEnv(b)
+// BenchmarkStatusHTTP: waiting users polling their position, every status
+// exact (the default: one status script call per poll, with the estimate's
+// figures; the room is capacity-bound, its most expensive case).
+func BenchmarkStatusHTTP(b *testing.B) { benchStatusHTTP(b, 0) }
+
+// BenchmarkStatusHTTPSnapshot: the same with the status snapshot on (the
+// opt-in for very large lines, 500 ms): users far behind the head are
+// answered from the replica's snapshot, without a Redis call.
+func BenchmarkStatusHTTPSnapshot(b *testing.B) { benchStatusHTTP(b, issuer.SuggestedStatusSnapshot) }
+
+func benchStatusHTTP(b *testing.B, snapshot time.Duration) {
+	e := newEnv(b, withIssuer(func(c *issuer.Config) { c.StatusSnapshot = snapshot }))
 	base := e.listen()
 	room := e.room(issuer.RoomConfig{Capacity: 1, RatePerMinute: 1})
 	const users = 1000
