@@ -305,3 +305,18 @@ func TestSnapshotEstimateAgreesWithExact(t *testing.T) {
 	t.Logf("snapshot answered %d; largest difference from the exact estimate %v", answered, worst)
 	assert.Greater(t, answered, 250)
 }
+
+// A shuffle room's pre-queue entry has no place yet, so no estimate (−1),
+// but it carries the opening time to count down to.
+func TestEstimatePreQueueCountsDownWithoutAnEstimate(t *testing.T) {
+	opens := newClock().Now().Add(10 * time.Minute) // setup's clock starts where a new one does
+	is, _, room, _ := setup(t, issuer.RoomConfig{Capacity: 10, RatePerMinute: 600, PreQueue: issuer.PreQueueShuffle,
+		Opens: opens})
+	e := waitingEntry(t, is, room, "u0")
+	require.True(t, e.PreQueue)
+	assert.Equal(t, time.Duration(-1), e.EstimatedWait, "the place is drawn at the opening")
+	assert.True(t, opens.Equal(e.OpensAt))
+	st := status(t, is, e)
+	assert.Equal(t, time.Duration(-1), st.EstimatedWait)
+	assert.True(t, opens.Equal(st.OpensAt))
+}
