@@ -6,11 +6,10 @@ import (
 	"time"
 )
 
-// minHistory is the shortest measured window the slot-freeing pace is
-// computed over: with less history the counts are divided by it (a room
-// 1 s into its sale that saw 2 ends reads 2 per 5 s, not 2 per second), so
-// a few early completions do not promise the whole line a fast pace.
-const minHistory = 5 * time.Second
+// priorWeight is how much history the prior slot-freeing pace counts as
+// (etaFigures.freeingPace): with no history the prior alone, after a
+// minute of it hardly at all.
+const priorWeight = 5 * time.Second
 
 // etaFigures are a room's measured figures at one moment, as the scripts
 // gather them (lua/prelude.lua eta_figures, eta_expiry): what Entry.EstimatedWait
@@ -64,14 +63,8 @@ func decodeFigures(v any, rate int64) (f etaFigures, ok bool) {
 //	wait = max(pos / pace, slot(j))            slot(j) = 0 when j ≤ 0, else the lesser of
 //	  capBound(j)                              an upper bound from the live expiries: every
 //	                                           admission ends by its expiry at the latest
-//	  j × window / min(admits, ends)           the measured slot-freeing pace of the last
-//	                                           minute, when there is one
-//
-// Ends in the window count slots freed (and waiting users who left or were
-// removed, which also move the line); admissions in the window count slots
-// refilled (and, in a room's first minute, the initial fill). Each
-// overstates the freeing pace in its own way, so the lesser is taken. A
-// room without history reads the configured pace and the expiry bound.
+//	  j / freeingPace()                        the slot-freeing pace measured over the last
+//	                                           minute (freeingPace)
 func (f etaFigures) estimate(pos int64) time.Duration {
 	if pos < 1 {
 		pos = 1
@@ -86,13 +79,31 @@ func (f etaFigures) estimate(pos int64) time.Duration {
 	ms := float64(pos) / pace
 	if j := pos - f.capacity + f.live; j > 0 {
 		slot := f.capBound(j)
-		if freed := min(f.admits, f.ends); freed > 0 && f.window > 0 {
-			window := max(f.window, minHistory.Milliseconds())
-			slot = min(slot, float64(j)*float64(window)/float64(freed))
+		if fp := f.freeingPace(); fp > 0 {
+			slot = min(slot, float64(j)/fp)
 		}
 		ms = max(ms, slot)
 	}
 	return time.Duration(math.Round(ms)) * time.Millisecond
+}
+
+// freeingPace is the pace slots free at, per ms: the slots freed in the
+// window, plus a prior worth priorWeight of history, over the window plus
+// priorWeight. Ends in the window count slots freed (and waiting users who
+// left or were removed, which also move the line); admissions count slots
+// refilled (and, in a room's first minute, the initial fill): each
+// overstates the freeing in its own way, so the lesser counts. The prior
+// is what is known without history: an admission lasts at most a session,
+// so, held half of it on average (any time in it alike), capacity slots
+// free per half session. With no history the prior alone (a room's first
+// seconds); after a minute of history it weighs a twelfth.
+func (f etaFigures) freeingPace() float64 {
+	if f.session <= 0 {
+		return 0
+	}
+	prior := float64(2*f.capacity) / float64(f.session)
+	w := float64(priorWeight.Milliseconds())
+	return (float64(min(f.admits, f.ends)) + prior*w) / (float64(f.window) + w)
 }
 
 // capBound is the latest the j-th slot to free (j ≥ 1) frees, in ms from

@@ -22,9 +22,14 @@ func TestEstimateRule(t *testing.T) {
 	f.batch = 1
 	assert.Equal(t, 50*time.Second, f.estimate(50), "1 per 1 s tick")
 
-	// Capacity full, no history: the j-th live expiry, then whole sessions.
+	// Capacity full, no history: the prior, capacity slots per half session
+	// (10 per 150 s), under the expiry bound.
 	f = base
 	f.live, f.expiry = 10, base.now+40_000
+	assert.Equal(t, 15*time.Second, f.estimate(1), "the head: one slot at 10 per 150 s")
+	assert.Equal(t, 40*time.Second, f.estimate(3), "never later than the expiries allow")
+	// A minute of history and nothing ended: the j-th live expiry, then whole sessions.
+	f.window, f.admits = 60_000, 10
 	assert.Equal(t, 40*time.Second, f.estimate(1), "the head waits for the earliest expiry")
 	assert.Equal(t, 40*time.Second, f.estimate(10), "j = 10 ≤ live: the 10th expiry (expiry is eta_expiry's answer for the position)")
 	assert.Equal(t, 340*time.Second, f.estimate(11), "j = 11: the 1st expiry + a session")
@@ -39,21 +44,26 @@ func TestEstimateRule(t *testing.T) {
 	f.live, f.capacity = 12, 10
 	assert.Equal(t, 40*time.Second, f.estimate(1), "j = 3, the 3rd expiry")
 
-	// Measured: ends and admissions over the window; the lesser, and never
-	// slower than the expiry bound, never faster than the pace.
+	// Measured: ends and admissions over the window, the lesser, with the
+	// prior worth 5 s (10 per 150 s: 1/3 of a slot); never slower than the
+	// expiry bound, never faster than the pace.
 	f = base
 	f.live, f.expiry = 10, base.now+200_000
+	pace := func(freed float64, window int64) time.Duration { // ms per slot
+		return time.Duration((float64(window) + 5000) / (freed + 1.0/3) * float64(time.Millisecond))
+	}
 	f.window, f.admits, f.ends = 60_000, 30, 20 // 20 slots freed a minute (the 30 admissions include the fill)
-	assert.Equal(t, 30*time.Second, f.estimate(10), "10 slots at 20 per minute")
+	assert.InDelta(t, 10*pace(20, 60_000), f.estimate(10), float64(time.Millisecond), "10 slots at 20 per minute: %v", f.estimate(10))
+	assert.InDelta(t, 30*time.Second, f.estimate(10), float64(2*time.Second))
 	f.admits = 12 // fewer refilled than ended (waiting users who left)
-	assert.Equal(t, 50*time.Second, f.estimate(10), "10 slots at 12 per minute")
+	assert.InDelta(t, 10*pace(12, 60_000), f.estimate(10), float64(time.Millisecond), "10 slots at 12 per minute")
 	f.expiry = base.now + 20_000
 	assert.Equal(t, 20*time.Second, f.estimate(10), "never later than the expiries allow")
 	f.expiry, f.admits, f.ends = base.now+200_000, 6000, 6000
 	assert.Equal(t, time.Second, f.estimate(10), "never faster than the pace")
-	// A short history counts over at least minHistory.
+	// A short history: the prior still weighs (2 ends in 1 s read as 2⅓ in 6 s).
 	f.window, f.admits, f.ends = 1000, 2, 2
-	assert.Equal(t, 25*time.Second, f.estimate(10), "2 per 5 s, not 2 per 1 s")
+	assert.InDelta(t, 10*pace(2, 1000), f.estimate(10), float64(time.Millisecond))
 
 	// Rate 0 (a room admitting nobody): unknown.
 	f = base

@@ -75,7 +75,7 @@ func TestEstimateFromTheMeasuredFreeingPace(t *testing.T) {
 	for i := range 30 {
 		line = append(line, waitingEntry(t, is, room, "w"+strconv.Itoa(i)))
 	}
-	assert.Equal(t, 5*time.Minute, line[0].EstimatedWait, "no history: the expiries")
+	assert.Equal(t, 15*time.Second, line[0].EstimatedWait, "no history: the prior, 10 slots per half session (2.5 min)")
 	for i := range 10 {
 		clk.Advance(2 * time.Second)
 		_, err := is.Complete(ctx, room, admitted[i].User, admitted[i].AdmissionID)
@@ -84,14 +84,17 @@ func TestEstimateFromTheMeasuredFreeingPace(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Admitted)
 	}
+	// 10 ends in 20 s, and the prior (10 slots per 150 s) worth 5 s: 10⅓ in 25 s.
+	prior := 1.0 / 3
+	perSlot := time.Duration(float64(25*time.Second) / (10 + prior))
 	for _, p := range []int{1, 10, 20} {
 		st := status(t, is, line[10+p-1])
 		require.EqualValues(t, p, st.Position)
-		assert.Equal(t, time.Duration(p)*2*time.Second, st.EstimatedWait, "position %d: a slot every 2 s", p)
+		assert.InDelta(t, time.Duration(p)*perSlot, st.EstimatedWait, float64(time.Millisecond), "position %d: a slot every 2.4 s", p)
 	}
 	late := waitingEntry(t, is, room, "late")
 	assert.EqualValues(t, 21, late.Position)
-	assert.Equal(t, 42*time.Second, late.EstimatedWait, "enter reads the same pace")
+	assert.InDelta(t, 21*perSlot, late.EstimatedWait, float64(time.Millisecond), "enter reads the same pace")
 }
 
 // Rate-bound: with no history the configured pace (position × 60 s / rate);
@@ -138,8 +141,9 @@ func TestEstimateRateBound(t *testing.T) {
 
 // A scripted capacity-bound line: 3 slots, one completion every 4 s, the
 // next in line admitted at each. Read after each step of the line, the
-// estimate of a user who entered at position 12 never rises, and from the
-// second completion on it is what happens.
+// estimate of a user who entered at position 12 never rises, and it closes
+// in on what happens (the prior, 3 slots per half minute, is slower than
+// the line: it weighs less as the completions are measured).
 func TestEstimateDecreasesAsTheLineAdvances(t *testing.T) {
 	ctx := context.Background()
 	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 3, RatePerMinute: 600, SessionDuration: time.Minute,
@@ -156,7 +160,7 @@ func TestEstimateDecreasesAsTheLineAdvances(t *testing.T) {
 	require.EqualValues(t, 12, tracked.Position)
 	t0 := clk.Now()
 	var reads []time.Duration
-	var predicted time.Time // from the read after the second completion
+	var errs []time.Duration // |estimate − the wait that followed|, per read
 	for step := 1; ; step++ {
 		clk.Advance(4 * time.Second)
 		done := admitted[0]
@@ -168,14 +172,11 @@ func TestEstimateDecreasesAsTheLineAdvances(t *testing.T) {
 		st := status(t, is, tracked)
 		if st.State == flashgate.StateActive {
 			assert.Equal(t, t0.Add(48*time.Second), clk.Now(), "admitted at the 12th completion")
-			assert.Equal(t, predicted, clk.Now(), "from the second completion on, the measured pace is the pace")
 			break
 		}
 		require.Equal(t, flashgate.StateWaiting, st.State)
-		if step == 2 { // two completions measured (the first is counted over minHistory, 5 s: 55 s)
-			predicted = clk.Now().Add(st.EstimatedWait)
-		}
 		reads = append(reads, st.EstimatedWait)
+		errs = append(errs, (st.EstimatedWait - t0.Add(48*time.Second).Sub(clk.Now())).Abs())
 		// the one admitted now completes in its turn
 		for _, w := range line {
 			if s := status(t, is, w); s.State == flashgate.StateActive && s.AdmissionID != "" && !contains(admitted, s.AdmissionID) {
@@ -188,6 +189,10 @@ func TestEstimateDecreasesAsTheLineAdvances(t *testing.T) {
 		assert.LessOrEqual(t, reads[i], reads[i-1], "read %d after read %d: %v", i, i-1, reads)
 	}
 	assert.Less(t, reads[len(reads)-1], 6*time.Second, "next in line: about one completion away")
+	for i := 1; i < len(errs); i++ {
+		assert.LessOrEqual(t, errs[i], errs[i-1], "the error shrinks: %v", errs)
+	}
+	assert.Less(t, errs[len(errs)-1], time.Second, "%v", errs)
 }
 
 func contains(es []*issuer.Entry, jti string) bool {

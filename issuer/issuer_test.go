@@ -87,10 +87,11 @@ func TestEnterIsIdempotentAndFastTracks(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, c.Position)
 	assert.EqualValues(t, 2, c.TotalWaiting)
-	// Capacity is the limit: bob waits for alice's session to end (5 min, the
-	// default), carol for bob's after it — not 1 ahead at 600/min (100 ms).
-	assert.Equal(t, 5*time.Minute, b.EstimatedWait, "the head waits for the earliest expiry")
-	assert.Equal(t, 10*time.Minute, c.EstimatedWait, "then for the session of the one admitted then")
+	// Capacity is the limit: bob waits for alice's slot to free, carol for
+	// bob's after it — not 1 ahead at 600/min (100 ms). With no history
+	// yet, a slot frees per half session (5 min, the default) on average.
+	assert.Equal(t, 150*time.Second, b.EstimatedWait, "the head: half alice's session")
+	assert.Equal(t, 5*time.Minute, c.EstimatedWait, "then half bob's")
 	assert.True(t, c.PollAfter >= 24*time.Second && c.PollAfter <= 36*time.Second, "poll hint %s", c.PollAfter)
 
 	again, err := is.Enter(ctx, room, "bob")
@@ -703,7 +704,7 @@ func ExampleIssuer_Enter() {
 
 	first, _ := is.Enter(ctx, room, "alice")
 	second, _ := is.Enter(ctx, room, "bob")
-	// bob is first in line, and waits for alice's slot: her session (5 min by default) ends first.
+	// bob is first in line, and waits for alice's slot: with no history, half her session (5 min by default).
 	fmt.Println(first.State, second.State, second.Position, second.EstimatedWait.Round(time.Second))
-	// Output: ACTIVE WAITING 1 5m0s
+	// Output: ACTIVE WAITING 1 2m30s
 }

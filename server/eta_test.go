@@ -55,5 +55,5 @@ func TestEstimateOverHTTP(t *testing.T) {
 	bob := e.enter(room, "bob")
 	require.Equal(t, "WAITING", bob["state"])
 	assert.NotContains(t, bob, "opens_at_ms", "opened")
-	assert.EqualValues(t, 2*60_000, bob["estimated_wait_ms"], "the head waits for alice's session, not 0")
+	assert.EqualValues(t, 60_000, bob["estimated_wait_ms"], "the head waits for alice's slot, not 0: with no history, half her session")
 }
