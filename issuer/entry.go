@@ -34,10 +34,11 @@ type Entry struct {
 	// EstimatedWait is how long until the entry is admitted, from the
 	// room's measured outflow (README "Estimated wait", etaFigures.estimate):
 	// at least Position at the configured pace (rate per minute, batch per
-	// tick); when capacity is the limit, the time until enough slots free —
-	// by the live admissions' expiries at the latest, sooner at the pace
-	// slots freed (completions, expiries, leaves) over the last minute. No
-	// history yet: the configured pace and the expiries. While the room is
+	// tick); when capacity is the limit, the time until enough slots free at
+	// the pace slots freed (completions, expiries, leaves) over the last
+	// minute, with little history leaning on a prior (a slot held half a
+	// session), and never later than the live admissions' expiries allow.
+	// A pre-queue entry (place not drawn) reads −1. While the room is
 	// paused before its opening time (the event window, OpensAt), the time
 	// until it opens plus the estimate then; −1 while it is paused by the
 	// operator, or closed. Millisecond precision; 0 never means "now" for a

@@ -25,9 +25,9 @@
  * @property {number} [ahead]
  * @property {number} [total_waiting]
  * @property {number} [estimated_wait_ms] the issuer's estimate of the wait, from the room's measured
- *   outflow (admissions, and when capacity is the limit the live admissions' expiries and the pace
- *   slots freed over the last minute); before the opening time it includes the time until then;
- *   −1: unknown (room paused by the operator, or closed)
+ *   outflow (the configured pace, and when capacity is the limit the pace slots freed over the last
+ *   minute, bounded by the live admissions' expiries); before the opening time it includes the time
+ *   until then; −1: unknown (room paused by the operator, or closed, or a pre-queue place not drawn yet)
  * @property {number} [poll_after_ms] the issuer's poll hint
  * @property {number} [opens_at_ms] Unix ms: when the room opens, while that is still ahead (a
  *   countdown: `opens_at_ms - Date.now()`; the page's own clock may be off by a little)
