@@ -21,9 +21,10 @@
 --       - otherwise (priority, or a bypass that does not fit now): joins the
 --         tail of the priority lane — nobody already in a lane is ever put
 --         behind a newcomer, so FIFO by seq holds within each lane.
--- The reply is enter's for one user: {created, rate, room_state, epoch, then
--- 4, seq, position, total_waiting (WAITING, priority lane) or 2, seq,
--- total_waiting, jti, expiry_ms (ACTIVE) or 3, banned_until_ms}, or {'ERROR', code}.
+-- The reply is enter's for one user: {created, rate, room_state, epoch, eta (the room's
+-- figures, eta_figures; {} unless WAITING), then 4, seq, position, total_waiting,
+-- expiry_ms (WAITING, priority lane; expiry: eta_expiry) or 2, seq, total_waiting, jti,
+-- expiry_ms (ACTIVE) or 3, banned_until_ms}, or {'ERROR', code}.
 local cfg, created = load_config(true)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 if cfg.deleted > 0 then return { 'ERROR', 'room_deleted' } end -- kept for its retention only
@@ -32,9 +33,17 @@ local user, lane, id, iexp = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 local now = now_ms(cfg)
 if not iexp or iexp <= now then return { 'ERROR', 'invite_expired' } end
 
-local out = { created, cfg.rate, cfg.state, cfg.epoch }
+local out = { created, cfg.rate, cfg.state, cfg.epoch, {} }
 local function total()
   return redis.call('ZCARD', K_WAITING) + redis.call('ZCARD', K_PRIORITY)
+end
+-- waiting_reply answers WAITING at pos in the priority lane, with the estimate's figures.
+local function waiting_reply(s, pos)
+  local eta = eta_figures(cfg, now)
+  out[5] = eta
+  out[#out + 1] = 4; out[#out + 1] = s; out[#out + 1] = pos; out[#out + 1] = total()
+  out[#out + 1] = eta_expiry(eta, pos)
+  return out
 end
 
 local b = redis.call('ZSCORE', K_BANS, user)
@@ -45,9 +54,7 @@ end
 
 local p = redis.call('ZSCORE', K_PRIORITY, user)
 if p then
-  out[#out + 1] = 4; out[#out + 1] = tonumber(p)
-  out[#out + 1] = redis.call('ZRANK', K_PRIORITY, user) + 1; out[#out + 1] = total()
-  return out
+  return waiting_reply(tonumber(p), redis.call('ZRANK', K_PRIORITY, user) + 1)
 end
 local j = redis.call('HGET', K_USERS, user)
 local js, e
@@ -92,6 +99,4 @@ if lane == 'bypass' and cfg.state == 'open' and live_count(now) < cfg.capacity t
   end
 end
 redis.call('ZADD', K_PRIORITY, num(seq), user)
-out[#out + 1] = 4; out[#out + 1] = seq
-out[#out + 1] = redis.call('ZCARD', K_PRIORITY); out[#out + 1] = total()
-return out
+return waiting_reply(seq, redis.call('ZCARD', K_PRIORITY))
