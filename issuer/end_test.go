@@ -57,7 +57,9 @@ func (h *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // CLOSED afterwards, where exchange is refused as room_closed.
 func TestSoldOutClosesTheLine(t *testing.T) {
 	ctx := context.Background()
-	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 1, RatePerMinute: 600})
+	_, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 1, RatePerMinute: 600})
+	// The status snapshot on (an opt-in): users far behind the head are answered from it.
+	is := newIssuer(t, rdb, clk, func(c *issuer.Config) { c.StatusSnapshot = issuer.SuggestedStatusSnapshot })
 	alice, err := is.Enter(ctx, room, "alice")
 	require.NoError(t, err)
 	require.Equal(t, flashgate.StateActive, alice.State)
