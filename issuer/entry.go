@@ -124,9 +124,9 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 				e.OpensAt = time.UnixMilli(r.eta.opens)
 			}
 		}
-		e.PollAfter = pollAfter(e.EstimatedWait)
+		e.PollAfter = pollAfter(e.EstimatedWait, e.Position)
 		if e.PreQueue && e.RoomState == RoomOpen {
-			e.PollAfter = pollAfter(0) // opened: the places are drawn within a tick or so
+			e.PollAfter = pollAfter(0, 0) // opened: the places are drawn within a tick or so
 		}
 	}
 	switch {
@@ -162,12 +162,28 @@ const (
 	ReasonDeleted = "deleted"
 )
 
-// pollAfter chooses the next poll: half the estimated wait, clamped to
-// 1 s … 30 s (10 s while paused), times a uniform jitter in [0.8, 1.2).
-func pollAfter(eta time.Duration) time.Duration {
+// Poll hints near the head of the line (pollAfter).
+const (
+	// NearHeadPlaces is how many places at the head of the line poll at
+	// least every NearHeadPoll.
+	NearHeadPlaces = 10
+	// NearHeadPoll bounds the poll hint of the first NearHeadPlaces places:
+	// their estimate is an average of when slots free, but a completion can
+	// free one at any moment, so they ask often enough to see the line move.
+	NearHeadPoll = 5 * time.Second
+)
+
+// pollAfter chooses the next poll for a WAITING entry at position (0: none
+// yet): half the estimated wait, clamped to 1 s … 30 s (10 s while paused),
+// at most NearHeadPoll for the first NearHeadPlaces places of an open room,
+// times a uniform jitter in [0.8, 1.2).
+func pollAfter(eta time.Duration, position int64) time.Duration {
 	base := 10 * time.Second
 	if eta >= 0 {
 		base = min(max(eta/2, time.Second), 30*time.Second)
+		if position > 0 && position <= NearHeadPlaces {
+			base = min(base, NearHeadPoll)
+		}
 	}
 	return time.Duration(float64(base) * (0.8 + 0.4*mrand.Float64())).Round(time.Millisecond)
 }

@@ -90,3 +90,19 @@ func TestExpiryAtInterpolates(t *testing.T) {
 	}
 	assert.Equal(t, int64(300_000), etaFigures{session: 300_000, sample: []rankedExpiry{}}.expiryAt(3), "no sample: a session from now")
 }
+
+// TestPollAfterNearTheHead: the poll hint is half the estimate within
+// 1–30 s (10 s while paused), but the first NearHeadPlaces places ask at
+// least every NearHeadPoll, however long their estimate: a completion can
+// free a slot before the estimated pace says.
+func TestPollAfterNearTheHead(t *testing.T) {
+	within := func(got, base time.Duration) bool { return got >= base*8/10 && got < base*12/10+time.Millisecond }
+	for range 50 {
+		assert.True(t, within(pollAfter(4*time.Minute, NearHeadPlaces+1), 30*time.Second), "far back: capped at 30 s")
+		assert.True(t, within(pollAfter(40*time.Second, NearHeadPlaces+1), 20*time.Second), "far back: half the estimate")
+		assert.True(t, within(pollAfter(4*time.Minute, 3), NearHeadPoll), "near the head: at most NearHeadPoll")
+		assert.True(t, within(pollAfter(time.Second, 1), time.Second), "at least 1 s")
+		assert.True(t, within(pollAfter(-1, 3), 10*time.Second), "paused: 10 s, near the head too")
+		assert.True(t, within(pollAfter(4*time.Minute, 0), 30*time.Second), "no position (pre-queue): no near-head bound")
+	}
+}

@@ -190,6 +190,6 @@ func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, ref 
 			e.OpensAt = time.UnixMilli(s.eta.opens)
 		}
 	}
-	e.PollAfter = pollAfter(e.EstimatedWait)
+	e.PollAfter = pollAfter(e.EstimatedWait, e.Position)
 	return e
 }
