@@ -48,8 +48,9 @@ type Entry struct {
 	// still ahead, for a countdown (WAITING only); zero once it has passed,
 	// or when the room has none.
 	OpensAt time.Time
-	// PollAfter is when the client should ask again, with ±20 % jitter so
-	// waiting clients do not poll in lock-step (adaptive polling).
+	// PollAfter is when the client should ask again: half the soonest the
+	// line could reach the entry, 1–30 s (10 s while paused), with ±20 %
+	// jitter so waiting clients do not poll in lock-step (pollAfter).
 	PollAfter time.Duration
 	// AdmissionID is the jti (ACTIVE, EXPIRED; COMPLETED/REVOKED when known).
 	AdmissionID string
@@ -116,17 +117,19 @@ func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
 	if e.State == flashgate.StateWaiting {
 		e.Ahead = max(0, e.Position-1)
 		e.EstimatedWait = -1
+		soonest := time.Duration(-1)
 		if r.hasETA {
 			if !e.PreQueue { // a place not drawn yet has no estimate, only the countdown
 				e.EstimatedWait = r.eta.wait(e.RoomState, e.Position)
+				soonest = r.eta.soonest(e.RoomState, e.Position)
 			}
 			if r.eta.opens > 0 {
 				e.OpensAt = time.UnixMilli(r.eta.opens)
 			}
 		}
-		e.PollAfter = pollAfter(e.EstimatedWait, e.Position)
+		e.PollAfter = pollAfter(soonest)
 		if e.PreQueue && e.RoomState == RoomOpen {
-			e.PollAfter = pollAfter(0, 0) // opened: the places are drawn within a tick or so
+			e.PollAfter = pollAfter(0) // opened: the places are drawn within a tick or so
 		}
 	}
 	switch {
@@ -162,28 +165,16 @@ const (
 	ReasonDeleted = "deleted"
 )
 
-// Poll hints near the head of the line (pollAfter).
-const (
-	// NearHeadPlaces is how many places at the head of the line poll at
-	// least every NearHeadPoll.
-	NearHeadPlaces = 10
-	// NearHeadPoll bounds the poll hint of the first NearHeadPlaces places:
-	// their estimate is an average of when slots free, but a completion can
-	// free one at any moment, so they ask often enough to see the line move.
-	NearHeadPoll = 5 * time.Second
-)
-
-// pollAfter chooses the next poll for a WAITING entry at position (0: none
-// yet): half the estimated wait, clamped to 1 s … 30 s (10 s while paused),
-// at most NearHeadPoll for the first NearHeadPlaces places of an open room,
-// times a uniform jitter in [0.8, 1.2).
-func pollAfter(eta time.Duration, position int64) time.Duration {
+// pollAfter chooses the next poll from soonest, the earliest the line could
+// reach the entry (etaFigures.soonest; −1: unknown): half of it, clamped to
+// 1 s … 30 s (10 s when unknown, e.g. paused), times a uniform jitter in
+// [0.8, 1.2). Not from the estimate: a capacity-bound room's estimate waits
+// for slots to free, but a completion can free one at any moment, and an
+// admitted buyer who has not looked yet holds a slot for nothing.
+func pollAfter(soonest time.Duration) time.Duration {
 	base := 10 * time.Second
-	if eta >= 0 {
-		base = min(max(eta/2, time.Second), 30*time.Second)
-		if position > 0 && position <= NearHeadPlaces {
-			base = min(base, NearHeadPoll)
-		}
+	if soonest >= 0 {
+		base = min(max(soonest/2, time.Second), 30*time.Second)
 	}
 	return time.Duration(float64(base) * (0.8 + 0.4*mrand.Float64())).Round(time.Millisecond)
 }

@@ -6,10 +6,11 @@ import (
 	"time"
 )
 
-// priorWeight is how much history the prior slot-freeing pace counts as
-// (etaFigures.freeingPace): with no history the prior alone, after a
-// minute of it hardly at all.
-const priorWeight = 5 * time.Second
+// minHistory is the least history (etaFigures.window) the measured
+// slot-freeing pace needs (etaFigures.freeingPace); with less — a sale's
+// first seconds — the estimate is the configured pace's (README "Estimated
+// wait": "falling back to the configured rate when there is no history").
+const minHistory = 5 * time.Second
 
 // etaFigures are a room's measured figures at one moment, as the scripts
 // gather them (lua/prelude.lua eta_figures, eta_expiry): what Entry.EstimatedWait
@@ -78,32 +79,27 @@ func (f etaFigures) estimate(pos int64) time.Duration {
 	}
 	ms := float64(pos) / pace
 	if j := pos - f.capacity + f.live; j > 0 {
-		slot := f.capBound(j)
-		if fp := f.freeingPace(); fp > 0 {
-			slot = min(slot, float64(j)/fp)
+		if fp, ok := f.freeingPace(); ok { // no history: the pace alone
+			slot := f.capBound(j)
+			if fp > 0 {
+				slot = min(slot, float64(j)/fp)
+			}
+			ms = max(ms, slot)
 		}
-		ms = max(ms, slot)
 	}
 	return time.Duration(math.Round(ms)) * time.Millisecond
 }
 
-// freeingPace is the pace slots free at, per ms: the slots freed in the
-// window, plus a prior worth priorWeight of history, over the window plus
-// priorWeight. Ends in the window count slots freed (and waiting users who
-// left or were removed, which also move the line); admissions count slots
-// refilled (and, in a room's first minute, the initial fill): each
-// overstates the freeing in its own way, so the lesser counts. The prior
-// is what is known without history: an admission lasts at most a session,
-// so, held half of it on average (any time in it alike), capacity slots
-// free per half session. With no history the prior alone (a room's first
-// seconds); after a minute of history it weighs a twelfth.
-func (f etaFigures) freeingPace() float64 {
-	if f.session <= 0 {
-		return 0
+// freeingPace is the pace slots free at, per ms, measured over the window:
+// the lesser of the ended records (completions, expiries, not claimed,
+// revocations, leaves) and the admissions in it, since each overstates the
+// freeing in its own way (leaves of waiting users; a room's initial fill).
+// ok is false with less than minHistory of history: nothing measured yet.
+func (f etaFigures) freeingPace() (pace float64, ok bool) {
+	if f.window < minHistory.Milliseconds() {
+		return 0, false
 	}
-	prior := float64(2*f.capacity) / float64(f.session)
-	w := float64(priorWeight.Milliseconds())
-	return (float64(min(f.admits, f.ends)) + prior*w) / (float64(f.window) + w)
+	return float64(min(f.admits, f.ends)) / float64(f.window), true
 }
 
 // capBound is the latest the j-th slot to free (j ≥ 1) frees, in ms from
@@ -147,6 +143,15 @@ func (f etaFigures) expiryAt(j int64) int64 {
 }
 
 // wait is the estimate Entry.EstimatedWait carries for the entry at pos in
+// soonest is the earliest the line could reach position pos in a room in
+// state: wait by the configured pace alone, as if every slot it waits for
+// freed at once (completions can free them any moment) — the floor of
+// estimate, and what the poll hint (pollAfter) is taken from.
+func (f etaFigures) soonest(state RoomState, pos int64) time.Duration {
+	f.capacity, f.live = pos, 0 // no slot term: the pace alone
+	return f.wait(state, pos)
+}
+
 // a room in state: the estimate while open; while paused before its opening
 // time with an open configuration (the event window), the time until it
 // opens plus the estimate then (nobody has been admitted meanwhile, so the

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The rule of etaFigures.estimate, figure by figure (no Redis: the scripts'
@@ -22,12 +23,13 @@ func TestEstimateRule(t *testing.T) {
 	f.batch = 1
 	assert.Equal(t, 50*time.Second, f.estimate(50), "1 per 1 s tick")
 
-	// Capacity full, no history: the prior, capacity slots per half session
-	// (10 per 150 s), under the expiry bound.
+	// Capacity full, no history (less than minHistory): the configured pace
+	// alone, as the issue asks ("falling back to the configured rate").
 	f = base
 	f.live, f.expiry = 10, base.now+40_000
-	assert.Equal(t, 15*time.Second, f.estimate(1), "the head: one slot at 10 per 150 s")
-	assert.Equal(t, 40*time.Second, f.estimate(3), "never later than the expiries allow")
+	assert.Equal(t, 100*time.Millisecond, f.estimate(1), "no history: the pace")
+	f.window, f.admits = 4_999, 10
+	assert.Equal(t, 300*time.Millisecond, f.estimate(3), "still too little history: the pace")
 	// A minute of history and nothing ended: the j-th live expiry, then whole sessions.
 	f.window, f.admits = 60_000, 10
 	assert.Equal(t, 40*time.Second, f.estimate(1), "the head waits for the earliest expiry")
@@ -44,26 +46,27 @@ func TestEstimateRule(t *testing.T) {
 	f.live, f.capacity = 12, 10
 	assert.Equal(t, 40*time.Second, f.estimate(1), "j = 3, the 3rd expiry")
 
-	// Measured: ends and admissions over the window, the lesser, with the
-	// prior worth 5 s (10 per 150 s: 1/3 of a slot); never slower than the
-	// expiry bound, never faster than the pace.
+	// Measured: ends and admissions over the window, the lesser; never
+	// slower than the expiry bound, never faster than the pace.
 	f = base
 	f.live, f.expiry = 10, base.now+200_000
 	pace := func(freed float64, window int64) time.Duration { // ms per slot
-		return time.Duration((float64(window) + 5000) / (freed + 1.0/3) * float64(time.Millisecond))
+		return time.Duration(float64(window) / freed * float64(time.Millisecond))
 	}
 	f.window, f.admits, f.ends = 60_000, 30, 20 // 20 slots freed a minute (the 30 admissions include the fill)
 	assert.InDelta(t, 10*pace(20, 60_000), f.estimate(10), float64(time.Millisecond), "10 slots at 20 per minute: %v", f.estimate(10))
-	assert.InDelta(t, 30*time.Second, f.estimate(10), float64(2*time.Second))
+	assert.Equal(t, 30*time.Second, f.estimate(10))
 	f.admits = 12 // fewer refilled than ended (waiting users who left)
 	assert.InDelta(t, 10*pace(12, 60_000), f.estimate(10), float64(time.Millisecond), "10 slots at 12 per minute")
 	f.expiry = base.now + 20_000
 	assert.Equal(t, 20*time.Second, f.estimate(10), "never later than the expiries allow")
 	f.expiry, f.admits, f.ends = base.now+200_000, 6000, 6000
 	assert.Equal(t, time.Second, f.estimate(10), "never faster than the pace")
-	// A short history: the prior still weighs (2 ends in 1 s read as 2⅓ in 6 s).
+	// A history shorter than minHistory is not measured yet: the pace.
 	f.window, f.admits, f.ends = 1000, 2, 2
-	assert.InDelta(t, 10*pace(2, 1000), f.estimate(10), float64(time.Millisecond))
+	assert.Equal(t, time.Second, f.estimate(10))
+	f.window, f.admits, f.ends = 5000, 2, 2
+	assert.InDelta(t, 10*pace(2, 5000), f.estimate(10), float64(time.Millisecond), "5 s: measured")
 
 	// Rate 0 (a room admitting nobody): unknown.
 	f = base
@@ -91,18 +94,21 @@ func TestExpiryAtInterpolates(t *testing.T) {
 	assert.Equal(t, int64(300_000), etaFigures{session: 300_000, sample: []rankedExpiry{}}.expiryAt(3), "no sample: a session from now")
 }
 
-// TestPollAfterNearTheHead: the poll hint is half the estimate within
-// 1–30 s (10 s while paused), but the first NearHeadPlaces places ask at
-// least every NearHeadPoll, however long their estimate: a completion can
-// free a slot before the estimated pace says.
-func TestPollAfterNearTheHead(t *testing.T) {
+// TestPollAfterFollowsTheSoonest: the poll hint is half the soonest the
+// line could reach the entry (the pace alone), within 1–30 s, 10 s when
+// unknown — not half the estimate: at place 3 of a full room whose estimate
+// waits minutes for slots, the buyer still asks within about a second.
+func TestPollAfterFollowsTheSoonest(t *testing.T) {
 	within := func(got, base time.Duration) bool { return got >= base*8/10 && got < base*12/10+time.Millisecond }
+	full := etaFigures{now: 1_000_000, capacity: 1, live: 1, session: 300_000, batch: 1000, tick: 1000,
+		rate: 6000, configured: RoomOpen, expiry: 1_000_000 + 240_000, window: 60_000, admits: 1}
+	require.Greater(t, full.wait(RoomOpen, 3), time.Minute, "the estimate waits for slots")
+	require.Less(t, full.soonest(RoomOpen, 3), time.Second, "the soonest is the pace's")
 	for range 50 {
-		assert.True(t, within(pollAfter(4*time.Minute, NearHeadPlaces+1), 30*time.Second), "far back: capped at 30 s")
-		assert.True(t, within(pollAfter(40*time.Second, NearHeadPlaces+1), 20*time.Second), "far back: half the estimate")
-		assert.True(t, within(pollAfter(4*time.Minute, 3), NearHeadPoll), "near the head: at most NearHeadPoll")
-		assert.True(t, within(pollAfter(time.Second, 1), time.Second), "at least 1 s")
-		assert.True(t, within(pollAfter(-1, 3), 10*time.Second), "paused: 10 s, near the head too")
-		assert.True(t, within(pollAfter(4*time.Minute, 0), 30*time.Second), "no position (pre-queue): no near-head bound")
+		assert.True(t, within(pollAfter(full.soonest(RoomOpen, 3)), time.Second))
+		assert.True(t, within(pollAfter(4*time.Minute), 30*time.Second), "capped at 30 s")
+		assert.True(t, within(pollAfter(40*time.Second), 20*time.Second), "half")
+		assert.True(t, within(pollAfter(-1), 10*time.Second), "unknown (paused): 10 s")
 	}
+	assert.Equal(t, time.Duration(-1), full.soonest(RoomPaused, 3), "paused by the operator: unknown")
 }

@@ -75,7 +75,7 @@ func TestEstimateFromTheMeasuredFreeingPace(t *testing.T) {
 	for i := range 30 {
 		line = append(line, waitingEntry(t, is, room, "w"+strconv.Itoa(i)))
 	}
-	assert.Equal(t, 15*time.Second, line[0].EstimatedWait, "no history: the prior, 10 slots per half session (2.5 min)")
+	assert.Equal(t, 10*time.Millisecond, line[0].EstimatedWait, "no history: the configured pace, 1 at 6000/min")
 	for i := range 10 {
 		clk.Advance(2 * time.Second)
 		_, err := is.Complete(ctx, room, admitted[i].User, admitted[i].AdmissionID)
@@ -84,13 +84,12 @@ func TestEstimateFromTheMeasuredFreeingPace(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Admitted)
 	}
-	// 10 ends in 20 s, and the prior (10 slots per 150 s) worth 5 s: 10⅓ in 25 s.
-	prior := 1.0 / 3
-	perSlot := time.Duration(float64(25*time.Second) / (10 + prior))
+	// 10 ends in 20 s (the window since the first admission).
+	perSlot := 2 * time.Second
 	for _, p := range []int{1, 10, 20} {
 		st := status(t, is, line[10+p-1])
 		require.EqualValues(t, p, st.Position)
-		assert.InDelta(t, time.Duration(p)*perSlot, st.EstimatedWait, float64(time.Millisecond), "position %d: a slot every 2.4 s", p)
+		assert.InDelta(t, time.Duration(p)*perSlot, st.EstimatedWait, float64(time.Millisecond), "position %d: a slot every 2 s", p)
 	}
 	late := waitingEntry(t, is, room, "late")
 	assert.EqualValues(t, 21, late.Position)
@@ -158,6 +157,7 @@ func TestEstimateDecreasesAsTheLineAdvances(t *testing.T) {
 	}
 	tracked := line[11]
 	require.EqualValues(t, 12, tracked.Position)
+	clk.Advance(5 * time.Second) // history enough to measure (minHistory): the reads below are all measured
 	t0 := clk.Now()
 	var reads []time.Duration
 	var errs []time.Duration // |estimate − the wait that followed|, per read

@@ -176,20 +176,20 @@ func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, ref 
 	e := &Entry{Room: room, User: user, State: flashgate.StateWaiting, Arrival: seq, Position: pos, Ahead: pos - 1,
 		TotalWaiting: s.waiting + s.priority, RoomState: s.state, PositionEstimated: true, EstimatedWait: -1,
 		WaitingToken: tok, Lane: flashgate.LanePublic}
+	soonest := time.Duration(-1)
 	if s.hasETA {
 		// The rule of the exact path, from the same figures read at the
 		// snapshot (the position's expiry interpolated from its sample),
-		// less the snapshot's age; never below the pace floor.
+		// less the snapshot's age; never below the pace floor (soonest).
 		e.EstimatedWait = s.eta.wait(s.state, pos)
+		soonest = s.eta.soonest(s.state, pos)
 		if e.EstimatedWait > 0 {
-			floor := s.eta
-			floor.capacity, floor.live = pos, 0 // no slot term: the pace alone
-			e.EstimatedWait = max(e.EstimatedWait-time.Since(s.at), floor.estimate(pos))
+			e.EstimatedWait = max(e.EstimatedWait-time.Since(s.at), soonest)
 		}
 		if s.eta.opens > 0 {
 			e.OpensAt = time.UnixMilli(s.eta.opens)
 		}
 	}
-	e.PollAfter = pollAfter(e.EstimatedWait, e.Position)
+	e.PollAfter = pollAfter(soonest)
 	return e
 }

@@ -55,5 +55,5 @@ func TestEstimateOverHTTP(t *testing.T) {
 	bob := e.enter(room, "bob")
 	require.Equal(t, "WAITING", bob["state"])
 	assert.NotContains(t, bob, "opens_at_ms", "opened")
-	assert.EqualValues(t, 60_000, bob["estimated_wait_ms"], "the head waits for alice's slot, not 0: with no history, half her session")
+	assert.EqualValues(t, 100, bob["estimated_wait_ms"], "no history yet: the configured pace, one step at 600/min")
 }

@@ -104,13 +104,7 @@ local function enter_one(i, user)
     -- The index points at a lapsed admission, at nothing (a zombie, invariant 5) or at an
     -- admission of an earlier epoch (invariant 6): clean it up and let the user queue again.
     keep_clock(cfg, clock())
-    redis.call('HDEL', K_USERS, user)
-    if js and e then
-      end_entry(cfg, drop_admission(j), js, now)
-      redis.call('HINCRBY', K_STATS, 'expired', 1)
-    elseif not (js and ended(cfg, js)) then
-      redis.call('HINCRBY', K_STATS, 'zombies', 1)
-    end
+    drop_lapsed_index(cfg, user, j, js, e, now)
   end
 
   seq = seq + 1

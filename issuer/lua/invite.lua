@@ -69,16 +69,7 @@ end
 if id ~= '' and redis.call('ZSCORE', K_INVITES, id) then return { 'ERROR', 'invite_used' } end
 
 -- Writes. Frees first (see keep_clock): the lapsed index, the public entry.
-if j then
-  -- A lapsed admission, a zombie or an earlier epoch's admission, as enter.lua cleans it.
-  redis.call('HDEL', K_USERS, user)
-  if js and e then
-    end_entry(cfg, drop_admission(j), js, now)
-    redis.call('HINCRBY', K_STATS, 'expired', 1)
-  elseif not (js and ended(cfg, js)) then
-    redis.call('HINCRBY', K_STATS, 'zombies', 1)
-  end
-end
+if j then drop_lapsed_index(cfg, user, j, js, e, now) end -- as enter.lua cleans it
 redis.call('ZREM', K_WAITING, user) -- a public place, if any, is superseded by the lane's
 if id ~= '' then redis.call('ZADD', K_INVITES, num(iexp), id) end
 redis.call('HINCRBY', K_STATS, 'invites_used', 1)

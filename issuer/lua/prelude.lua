@@ -307,6 +307,19 @@ local function drop_admission(jti)
   return 'E'
 end
 
+-- drop_lapsed_index removes user's index entry j — one that names a lapsed admission (ending
+-- it: its seq js, its expiry e), nothing (a zombie, invariant 5) or an admission of an earlier
+-- epoch (invariant 6) — so the user may queue again (enter.lua, invite.lua).
+local function drop_lapsed_index(cfg, user, j, js, e, now)
+  redis.call('HDEL', K_USERS, user)
+  if js and e then
+    end_entry(cfg, drop_admission(j), js, now)
+    redis.call('HINCRBY', K_STATS, 'expired', 1)
+  elseif not (js and ended(cfg, js)) then
+    redis.call('HINCRBY', K_STATS, 'zombies', 1)
+  end
+end
+
 -- note_peak is called after every step that admitted someone (the tick, the enter fast
 -- track): it keeps peak_active, and first_admit_ms (once) for eta_figures.
 local function note_peak(now)
