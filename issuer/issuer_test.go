@@ -87,12 +87,12 @@ func TestEnterIsIdempotentAndFastTracks(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, c.Position)
 	assert.EqualValues(t, 2, c.TotalWaiting)
-	// Capacity is the limit: bob waits for alice's slot to free, carol for
-	// bob's after it — not 1 ahead at 600/min (100 ms). With no history
-	// yet, a slot frees per half session (5 min, the default) on average.
-	assert.Equal(t, 150*time.Second, b.EstimatedWait, "the head: half alice's session")
-	assert.Equal(t, 5*time.Minute, c.EstimatedWait, "then half bob's")
-	assert.True(t, c.PollAfter >= 24*time.Second && c.PollAfter <= 36*time.Second, "poll hint %s", c.PollAfter)
+	// No history yet (README "Estimated wait"): the configured pace, the
+	// head one admission step at 600/min (not 0), carol two; the poll hint
+	// is half the soonest, at least 1 s, ±20 %.
+	assert.Equal(t, 100*time.Millisecond, b.EstimatedWait, "the head: one step")
+	assert.Equal(t, 200*time.Millisecond, c.EstimatedWait, "two steps")
+	assert.True(t, c.PollAfter >= 800*time.Millisecond && c.PollAfter <= 1200*time.Millisecond, "poll hint %s", c.PollAfter)
 
 	again, err := is.Enter(ctx, room, "bob")
 	require.NoError(t, err)
@@ -704,7 +704,7 @@ func ExampleIssuer_Enter() {
 
 	first, _ := is.Enter(ctx, room, "alice")
 	second, _ := is.Enter(ctx, room, "bob")
-	// bob is first in line, and waits for alice's slot: with no history, half her session (5 min by default).
+	// bob is first in line; with no history yet, the estimate is the configured pace: one admission at 60/min.
 	fmt.Println(first.State, second.State, second.Position, second.EstimatedWait.Round(time.Second))
-	// Output: ACTIVE WAITING 1 2m30s
+	// Output: ACTIVE WAITING 1 1s
 }

@@ -171,6 +171,11 @@ func TestEnterRateLimitWindowResets(t *testing.T) {
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 	require.Equal(t, 200, e.enterAs(room, "alice", "").status)
 	r := e.enterAs(room, "alice", "")
+	// A window boundary may fall between two requests (fiber's limiter clock
+	// ticks in whole seconds): then the second is the new window's first.
+	for i := 0; r.status == 200 && i < 3; i++ {
+		r = e.enterAs(room, "alice", "")
+	}
 	limited(t, r, time.Second)
 	ra, _ := strconv.Atoi(r.header.Get("Retry-After"))
 	// fiber's limiter clock ticks in whole seconds: allow one more.
