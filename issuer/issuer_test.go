@@ -492,6 +492,44 @@ func TestInvariantsUnderConcurrency(t *testing.T) {
 	})
 }
 
+// runSale ticks room from every replica (each a millisecond after its
+// last tick) while clk runs 50× fast (100 ms every 2 ms), until the
+// returned stop is called; stop returns once they have ended.
+func runSale(t *testing.T, reps []*issuer.Issuer, room string, clk *testkit.Clock) (stop func()) {
+	ctx := context.Background()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, r := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				_, err := r.Tick(ctx, room)
+				assert.NoError(t, err)
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+				clk.Advance(100 * time.Millisecond)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
 // invariantRun completes admissions whose admission number is not a
 // multiple of keepEvery (keepEvery 1: none) and lets the others expire. With
 // an arrival window (window[0]) the completed ones are first claimed by an
@@ -548,36 +586,7 @@ func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, r
 	}
 	var mu sync.Mutex
 	seen := map[string]*adm{}
-	done := make(chan struct{})
-	var tickers sync.WaitGroup
-	for _, r := range replicas {
-		tickers.Add(1)
-		go func() {
-			defer tickers.Done()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				_, err := r.Tick(ctx, room)
-				assert.NoError(t, err)
-				time.Sleep(time.Millisecond)
-			}
-		}()
-	}
-	tickers.Add(1)
-	go func() { // the clock
-		defer tickers.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(2 * time.Millisecond):
-				clk.Advance(100 * time.Millisecond)
-			}
-		}
-	}()
+	stopSale := runSale(t, replicas, room, clk)
 	consume := func() int {
 		m, err := rdb.HGetAll(ctx, issuer.RoomKeys(room)[3]).Result()
 		require.NoError(t, err)
@@ -617,8 +626,7 @@ func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, r
 		time.Sleep(3 * time.Millisecond)
 	}
 	wg.Wait()
-	close(done)
-	tickers.Wait()
+	stopSale()
 	consume()
 
 	// Invariant 1: one entry per user; the hot user got one token.

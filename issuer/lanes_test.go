@@ -570,36 +570,7 @@ func TestLanesInvariantsUnderConcurrency(t *testing.T) {
 		}()
 	}
 
-	done := make(chan struct{})
-	var bg sync.WaitGroup
-	for _, r := range reps {
-		bg.Add(1)
-		go func() {
-			defer bg.Done()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				_, err := r.Tick(ctx, room)
-				assert.NoError(t, err)
-				time.Sleep(time.Millisecond)
-			}
-		}()
-	}
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(2 * time.Millisecond):
-				clk.Advance(100 * time.Millisecond)
-			}
-		}
-	}()
+	stopSale := runSale(t, reps, room, clk)
 	type adm struct {
 		user             string
 		seq, no, at, end int64
@@ -634,8 +605,7 @@ func TestLanesInvariantsUnderConcurrency(t *testing.T) {
 		time.Sleep(3 * time.Millisecond)
 	}
 	wg.Wait()
-	close(done)
-	bg.Wait()
+	stopSale()
 	consume()
 
 	st, err := reps[0].Stats(ctx, room)

@@ -135,36 +135,8 @@ func everyPolicyRun(t *testing.T, rdb redis.UniversalClient, room string) {
 	// The sale: three replicas tick, the clock runs 50× fast, later users
 	// and invites arrive, some leave, a consumer claims two admissions in
 	// three and completes them (the third ends at the arrival window).
-	stop := make(chan struct{})
-	var bg sync.WaitGroup
-	for _, r := range reps {
-		bg.Add(1)
-		go func() {
-			defer bg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_, err := r.Tick(ctx, room)
-				assert.NoError(t, err)
-				time.Sleep(time.Millisecond)
-			}
-		}()
-	}
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-				clk.Advance(100 * time.Millisecond)
-			}
-		}
-	}()
+	stopSale := runSale(t, reps, room, clk)
+	var bg sync.WaitGroup // the later arrivals
 	for !clk.Now().After(opens) {
 		time.Sleep(time.Millisecond)
 	}
@@ -249,8 +221,8 @@ func everyPolicyRun(t *testing.T, rdb redis.UniversalClient, room string) {
 		}
 		time.Sleep(3 * time.Millisecond)
 	}
-	close(stop)
 	bg.Wait()
+	stopSale()
 	consume()
 	require.NotZero(t, soldOut, "the sale should reach its sold-out")
 
