@@ -33,11 +33,12 @@ serve: build
 demo: build wasm worker-deps
 	$(GO) run ./examples/demo $(DEMO_FLAGS)
 
-## test: every test, with -race, against a throwaway redis-server; builds the
-## wasm verifier (TinyGo) and installs workerd (npm), Chromium (apt) and
-## playwright-core (npm) first
+## test: every test, with -race, against a throwaway redis-server (and throwaway PostgreSQL
+## clusters, internal/pgtest); builds the wasm verifier (TinyGo) and installs PostgreSQL (apt),
+## workerd (npm), Chromium (apt) and playwright-core (npm) first
 test: wasm worker-deps browser-deps
-	FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/with-redis.sh $(GO) test -race -count=1 -timeout 20m ./...
+	pgbin=$$(scripts/ensure-postgres.sh) && \
+	FLASHGATE_PG_BIN=$$pgbin FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/with-redis.sh $(GO) test -race -count=1 -timeout 20m ./...
 
 ## wasm-toolchain: TinyGo v0.41.0 built from the Go module proxy (cached in ~/.cache/flashgate)
 wasm-toolchain:
