@@ -37,6 +37,8 @@ func TestImportDirection(t *testing.T) {
 		{pkg: module + "/order", forbidden: []string{module + "/server", module + "/keys", "fiber", "fasthttp", "jwx",
 			"miniredis", "prometheus", "wazero"}},
 		{pkg: module + "/keys", forbidden: []string{module + "/issuer", module + "/server", module + "/order"}},
+		{pkg: module + "/journal", forbidden: []string{module + "/issuer", module + "/server", module + "/keys", module + "/order",
+			module + "/verifier", "go-redis", "fiber", "fasthttp", "jwx", "prometheus", "wazero", "miniredis", "sqlite"}},
 		{pkg: module + "/server", forbidden: []string{module + "/order", module + "/cmd", "wazero", "miniredis"}},
 	} {
 		for _, d := range deps(t, tc.pkg) {

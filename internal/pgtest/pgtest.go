@@ -43,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -65,8 +66,9 @@ type Server struct {
 	Dir string
 
 	bin  string
-	cred *syscall.Credential // nil: run as ourselves
-	once sync.Once
+	cred    *syscall.Credential // nil: run as ourselves
+	once    sync.Once
+	stopped atomic.Bool
 }
 
 // Start initialises and starts a cluster of its own for t and stops it
@@ -180,6 +182,7 @@ func Launch() (*Server, error) {
 // is thrown away) and removes its directory. Idempotent.
 func (s *Server) Stop() {
 	s.once.Do(func() {
+		s.stopped.Store(true)
 		_, _ = s.run("pg_ctl", "stop", "-D", filepath.Join(s.Dir, "data"), "-m", "immediate", "-w")
 		s.removeDir()
 	})
@@ -188,7 +191,8 @@ func (s *Server) Stop() {
 // NewDatabase creates an empty database with a unique name (derived from
 // t.Name()) and returns its DSN; it is dropped (WITH (FORCE)) at t's cleanup,
 // so close pools opened on it in cleanups registered after this call (they
-// run first).
+// run first). A database of a cluster already stopped is left to the
+// cluster's removal.
 func (s *Server) NewDatabase(t testing.TB) string {
 	t.Helper()
 	name := dbName(t.Name())
@@ -203,6 +207,9 @@ func (s *Server) NewDatabase(t testing.TB) string {
 		t.Fatalf("pgtest: create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
+		if s.stopped.Load() {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, s.DSN)

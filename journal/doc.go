@@ -1,0 +1,60 @@
+// Package journal is flashgate's durable record in PostgreSQL (issue 12): every
+// state change of an entry and every room config change or admin action,
+// written from the rooms' Redis Streams, so that "was this buyer admitted,
+// did they order, why did it end" outlives Redis.
+//
+// This package holds the schema, its migrations and the store: Migrate
+// applies the schema, Store.Apply writes a batch of Events idempotently,
+// Store.Entry answers for one buyer. The stream producer (the issuer's
+// scripts) and the consumer process are built on it.
+//
+// # Delivery
+//
+// The consumer reads a stream with a consumer group: at-least-once, and
+// events of one entry may reach PostgreSQL out of order (two consumers, a
+// retried batch). Apply is therefore idempotent and order-insensitive per
+// entry: every column of an entry's row is a function of the set of events
+// applied, not of their order or count (see upsertEntry in store.go). Ack
+// stream entries only after Apply returns nil.
+//
+// # Schema (migrations/00001_journal.sql)
+//
+// journal_entries: one row per entry, keyed by (room, epoch, arrival). The
+// epoch (invariant 6, README "Invariants") separates a room's lines before
+// and after a Redis data loss, whose arrival numbers restart at 1. Times are
+// bigint milliseconds since 1970 by the room's clock, as the scripts write
+// them; NULL means "not journaled (yet)".
+//
+//	room, epoch, arrival  the key; arrival is the entry's place in arrival order (≥ 1)
+//	user_id               the buyer (set by entered; any event may carry it)
+//	lane                  public | priority | bypass
+//	entered_ms            entered
+//	admitted_ms           admitted
+//	admission_id          the admission's jti "<epoch>.<arrival>.<admission>.<admitted_ms>":
+//	                      the key orders are reconciled on (indexed)
+//	exchanged_ms          the waiting token was exchanged for the admission
+//	ended_ms, end_kind    completed | revoked | expired | left | closed, and when;
+//	end_reason            e.g. not_claimed (expired), sold_out|closed|event_ended|deleted (closed)
+//	updated_at            when the row last changed (the database's clock)
+//
+// Indexed by (room, user_id) for Store.Entry.
+//
+// journal_room_events: room config changes (kind "config") and admin actions
+// (kind "audit"), keyed by (room, epoch, stream_id), the Redis Stream entry id,
+// so a redelivered event inserts nothing: at_ms, actor, action and detail
+// (jsonb: the new config, or the action's arguments). Indexed by (room, at_ms).
+//
+// journal_schema_version: goose's record of applied migrations.
+//
+// # Migrations
+//
+// The migrations are SQL files embedded in the binary (embed.FS) and applied
+// by github.com/pressly/goose/v3, chosen over golang-migrate because it takes
+// a *sql.DB (here pgx v5's database/sql adapter, so pgx is the one driver),
+// reads an fs.FS directly, has a Provider API without global state, and
+// serialises concurrent migrators (several journal processes starting at
+// once) with a PostgreSQL advisory lock; golang-migrate needs a driver and a
+// source adapter per backend and its own dirty-state recovery. A migration
+// runs in a transaction, so a failed one leaves the schema as it was.
+// New migrations are new files (00002_….sql): never edit an applied one.
+package journal

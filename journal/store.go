@@ -1,0 +1,345 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flashgate/flashgate"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Kind is what an Event records. The entry kinds change one entry (one row of
+// journal_entries); the room kinds append one row to journal_room_events.
+type Kind string
+
+// Entry kinds (README "What flashgate is", vocabulary): one per state change
+// of an entry.
+const (
+	KindEntered   Kind = "entered"   // the entry was created: User, Lane, At = entered
+	KindAdmitted  Kind = "admitted"  // admitted through Lane: AdmissionID (the jti), At = admitted
+	KindExchanged Kind = "exchanged" // the waiting token was exchanged for the admission: At, AdmissionID
+	KindCompleted Kind = "completed" // the admission was consumed by an order: At = ended
+	KindRevoked   Kind = "revoked"   // an operator ended it: At = ended, Reason optional
+	KindExpired   Kind = "expired"   // the session lapsed: At = ended, Reason "not_claimed" for an unclaimed admission
+	KindLeft      Kind = "left"      // the buyer left the line or gave the admission back: At = ended
+	KindClosed    Kind = "closed"    // the room closed while waiting: At = ended, Reason sold_out|closed|event_ended|deleted
+)
+
+// Room kinds.
+const (
+	KindConfig Kind = "config" // a room config change: Action (e.g. "configure"), Detail = the new config as JSON
+	KindAudit  Kind = "audit"  // an admin action (pause, revoke, ban, …): Actor, Action, Detail
+)
+
+func (k Kind) ends() bool {
+	switch k {
+	case KindCompleted, KindRevoked, KindExpired, KindLeft, KindClosed:
+		return true
+	}
+	return false
+}
+
+func (k Kind) entry() bool { return k == KindEntered || k == KindAdmitted || k == KindExchanged || k.ends() }
+
+// Event is one journal record, as an entry of a room's Redis Stream carries
+// it (one stream field per Go field, named by the json tag; times in ms since
+// 1970 by the room's clock, the same clock the scripts write). Which fields
+// each Kind needs is listed at the Kind constants and checked by Apply; the
+// others are ignored.
+type Event struct {
+	// ID is the stream entry id ("<ms>-<n>"). The key of a room event within
+	// its room and epoch; informational for entry events.
+	ID   string `json:"id"`
+	Kind Kind   `json:"kind"`
+	// Room is the room id; Epoch the room's epoch when the change happened
+	// (invariant 6: [flashgate.ValidEpoch]).
+	Room  string `json:"room"`
+	Epoch string `json:"epoch"`
+	// Arrival is the entry's arrival number (≥ 1), entry kinds only.
+	Arrival int64 `json:"seq"`
+	// User is the buyer's user id: required for entered, optional elsewhere
+	// (a script that ends an entry by its admission id may not know it).
+	User string `json:"user"`
+	// Lane is public, priority or bypass (entered, admitted); "" unknown.
+	Lane string `json:"lane"`
+	// At is when the change happened, ms since 1970.
+	At int64 `json:"at"`
+	// AdmissionID is the admission's jti "<epoch>.<arrival>.<admission>.<admitted_ms>"
+	// (flashgate.AdmissionID): required for admitted, optional for exchanged.
+	AdmissionID string `json:"admission"`
+	// Reason refines an end (closed: required) or names an audit's target.
+	Reason string `json:"reason"`
+	// Actor, Action and Detail (a JSON object, "" for {}) describe room events.
+	Actor  string `json:"actor"`
+	Action string `json:"action"`
+	Detail string `json:"detail"`
+}
+
+// validate returns why e cannot be journaled, or "".
+func (e *Event) validate() string {
+	switch {
+	case e.Room == "":
+		return "no room"
+	case !flashgate.ValidEpoch(e.Epoch):
+		return fmt.Sprintf("epoch %q is not a room epoch", e.Epoch)
+	case e.At <= 0:
+		return "no time (at)"
+	case e.Lane != "" && e.Lane != "public" && e.Lane != "priority" && e.Lane != "bypass":
+		return fmt.Sprintf("unknown lane %q", e.Lane)
+	}
+	if e.Kind.entry() {
+		if e.Arrival < 1 {
+			return "no arrival number"
+		}
+		if e.Kind == KindEntered && e.User == "" {
+			return "entered without a user"
+		}
+		if e.Kind == KindAdmitted && e.AdmissionID == "" {
+			return "admitted without an admission id"
+		}
+		if e.AdmissionID != "" {
+			id, ok := flashgate.ParseAdmissionID(e.AdmissionID)
+			if !ok || id.Epoch != e.Epoch || id.Arrival != e.Arrival {
+				return fmt.Sprintf("admission id %q is not entry %s.%d's", e.AdmissionID, e.Epoch, e.Arrival)
+			}
+		}
+		if e.Kind == KindClosed && e.Reason == "" {
+			return "closed without a reason"
+		}
+		return ""
+	}
+	if e.Kind != KindConfig && e.Kind != KindAudit {
+		return fmt.Sprintf("unknown kind %q", e.Kind)
+	}
+	if e.ID == "" {
+		return "room event without a stream id"
+	}
+	if e.Detail != "" {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(e.Detail), &obj); err != nil {
+			return "detail is not a JSON object"
+		}
+	}
+	return ""
+}
+
+// Store reads and writes the journal in PostgreSQL through a pgx pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to the journal at dsn (the schema must have been migrated:
+// Migrate). Errors: an unparsable DSN (CodeInvalidInput), an unreachable
+// server (CodeUnavailable).
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, dbError("connect", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, dbError("connect", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+func pgxConfig(dsn string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's parse errors quote the DSN, password and all: say less.
+		return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "journal: unparsable PostgreSQL DSN")
+	}
+	return cfg, nil
+}
+
+// upsertEntry merges one entry event into its row. Every column converges
+// whatever order the events come in and however often each comes (the
+// stream delivers at least once, and a batch may be retried after a partial
+// failure): set-once text columns keep their first non-NULL value (one writer
+// per column, so every delivery carries the same value), times keep the
+// earliest (LEAST ignores NULL), and of two ends the earlier wins (ties: the
+// smaller kind), so end_kind/end_reason/ended_ms always come from one event.
+const upsertEntry = `
+INSERT INTO journal_entries AS j (room, epoch, arrival, user_id, lane, entered_ms, admitted_ms,
+    admission_id, exchanged_ms, ended_ms, end_kind, end_reason)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (room, epoch, arrival) DO UPDATE SET
+    user_id      = COALESCE(j.user_id, EXCLUDED.user_id),
+    lane         = COALESCE(j.lane, EXCLUDED.lane),
+    entered_ms   = LEAST(j.entered_ms, EXCLUDED.entered_ms),
+    admitted_ms  = LEAST(j.admitted_ms, EXCLUDED.admitted_ms),
+    admission_id = COALESCE(j.admission_id, EXCLUDED.admission_id),
+    exchanged_ms = LEAST(j.exchanged_ms, EXCLUDED.exchanged_ms),
+    ended_ms     = CASE WHEN ` + newEndWins + ` THEN EXCLUDED.ended_ms ELSE j.ended_ms END,
+    end_kind     = CASE WHEN ` + newEndWins + ` THEN EXCLUDED.end_kind ELSE j.end_kind END,
+    end_reason   = CASE WHEN ` + newEndWins + ` THEN EXCLUDED.end_reason ELSE j.end_reason END,
+    updated_at   = now()`
+
+const newEndWins = `(EXCLUDED.ended_ms IS NOT NULL AND (j.ended_ms IS NULL OR
+    (EXCLUDED.ended_ms, EXCLUDED.end_kind, COALESCE(EXCLUDED.end_reason, '')) < (j.ended_ms, j.end_kind, COALESCE(j.end_reason, ''))))`
+
+// insertRoomEvent appends a room event once: a redelivery is the same
+// (room, epoch, stream id) and does nothing.
+const insertRoomEvent = `
+INSERT INTO journal_room_events (room, epoch, stream_id, kind, at_ms, actor, action, detail)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)
+ON CONFLICT (room, epoch, stream_id) DO NOTHING`
+
+// Apply writes events in one transaction: all of them or none. Idempotent
+// and order-insensitive per entry (see upsertEntry), so a consumer may ack
+// its stream entries after Apply returns nil and redeliver after an error.
+// Errors: an invalid event (CodeInvalidInput, naming its index; nothing is
+// written), PostgreSQL unreachable (CodeUnavailable), or a rejected
+// statement (CodeInternal).
+func (s *Store) Apply(ctx context.Context, events []Event) error {
+	for i := range events {
+		if why := events[i].validate(); why != "" {
+			return flashgate.Errorf(flashgate.CodeInvalidInput, "journal: event %d (%s %s): %s",
+				i, events[i].Kind, events[i].ID, why)
+		}
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	var b pgx.Batch
+	for _, e := range events {
+		if e.Kind.entry() {
+			b.Queue(upsertEntry, entryArgs(e)...)
+			continue
+		}
+		detail := e.Detail
+		if detail == "" {
+			detail = "{}"
+		}
+		b.Queue(insertRoomEvent, e.Room, e.Epoch, e.ID, string(e.Kind), e.At, e.Actor, e.Action, detail)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return tx.SendBatch(ctx, &b).Close()
+	})
+	if err != nil {
+		return dbError("apply", err)
+	}
+	return nil
+}
+
+// entryArgs are upsertEntry's parameters for e: the columns e's kind writes,
+// NULL for the others.
+func entryArgs(e Event) []any {
+	str := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	at := e.At
+	var entered, admitted, exchanged, ended *int64
+	var admission, endKind, endReason *string
+	switch {
+	case e.Kind == KindEntered:
+		entered = &at
+	case e.Kind == KindAdmitted:
+		admitted, admission = &at, str(e.AdmissionID)
+	case e.Kind == KindExchanged:
+		exchanged, admission = &at, str(e.AdmissionID)
+	case e.Kind.ends():
+		k := string(e.Kind)
+		ended, endKind, endReason = &at, &k, str(e.Reason)
+	}
+	return []any{e.Room, e.Epoch, e.Arrival, str(e.User), str(e.Lane), entered, admitted,
+		admission, exchanged, ended, endKind, endReason}
+}
+
+// Entry is what the journal knows of one entry. A zero time means that
+// change has not been journaled (it has not happened, or its event has not
+// arrived yet).
+type Entry struct {
+	Room    string
+	Epoch   string
+	Arrival int64
+	User    string // "" until an event naming the user arrives
+	Lane    string // public, priority, bypass; "" unknown
+
+	EnteredAt   time.Time // millisecond precision, the room's clock
+	AdmittedAt  time.Time
+	AdmissionID string // the jti; "" until admitted
+	ExchangedAt time.Time
+	EndedAt     time.Time
+	End         Kind   // completed, revoked, expired, left, closed; "" while live
+	EndReason   string // e.g. not_claimed, sold_out; "" when the end has none
+}
+
+// Completed reports whether the entry's admission was consumed by an order.
+func (e Entry) Completed() bool { return e.End == KindCompleted }
+
+// Entries returns every journaled entry of user in room, newest first (by
+// epoch, then arrival number). Empty, not an error, when there is none.
+func (s *Store) Entries(ctx context.Context, room, user string) ([]Entry, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT room, epoch, arrival, COALESCE(user_id, ''), COALESCE(lane, ''), entered_ms, admitted_ms,
+       COALESCE(admission_id, ''), exchanged_ms, ended_ms, COALESCE(end_kind, ''), COALESCE(end_reason, '')
+FROM journal_entries
+WHERE room = $1 AND user_id = $2
+ORDER BY length(epoch) DESC, epoch DESC, arrival DESC`, room, user)
+	if err != nil {
+		return nil, dbError("query", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) {
+		var e Entry
+		var entered, admitted, exchanged, ended *int64
+		var end string
+		err := r.Scan(&e.Room, &e.Epoch, &e.Arrival, &e.User, &e.Lane, &entered, &admitted,
+			&e.AdmissionID, &exchanged, &ended, &end, &e.EndReason)
+		e.EnteredAt, e.AdmittedAt, e.ExchangedAt, e.EndedAt = ms(entered), ms(admitted), ms(exchanged), ms(ended)
+		e.End = Kind(end)
+		return e, err
+	})
+	if err != nil {
+		return nil, dbError("query", err)
+	}
+	return out, nil
+}
+
+// Entry returns user's newest journaled entry in room: when they entered,
+// were admitted, with which admission id, whether they completed and why the
+// entry ended. Errors: none journaled (CodeNotFound), PostgreSQL unreachable
+// (CodeUnavailable).
+func (s *Store) Entry(ctx context.Context, room, user string) (Entry, error) {
+	es, err := s.Entries(ctx, room, user)
+	if err != nil {
+		return Entry{}, err
+	}
+	if len(es) == 0 {
+		return Entry{}, flashgate.Errorf(flashgate.CodeNotFound, "journal: no entry of user %q in room %q", user, room)
+	}
+	return es[0], nil
+}
+
+func ms(v *int64) time.Time {
+	if v == nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(*v)
+}
+
+// dbError classifies a pgx error: PostgreSQL rejected the statement
+// (CodeInternal: a bug or a schema mismatch) or could not be reached
+// (CodeUnavailable: retry later).
+func dbError(op string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return &flashgate.Error{Code: flashgate.CodeInternal, Message: "journal: " + op, Err: err}
+	}
+	return &flashgate.Error{Code: flashgate.CodeUnavailable, Message: "journal: " + op, Err: err}
+}
