@@ -44,7 +44,9 @@ func (k Kind) ends() bool {
 	return false
 }
 
-func (k Kind) entry() bool { return k == KindEntered || k == KindAdmitted || k == KindExchanged || k.ends() }
+func (k Kind) entry() bool {
+	return k == KindEntered || k == KindAdmitted || k == KindExchanged || k.ends()
+}
 
 // Event is one journal record, as an entry of a room's Redis Stream carries
 // it (one stream field per Go field, named by the json tag; times in ms since

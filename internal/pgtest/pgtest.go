@@ -12,8 +12,9 @@
 // the test process is root (uid 0) the cluster's processes run as the
 // unprivileged user "nobody" (through exec's credential switch, no sudo) and
 // the cluster directory is a private temporary directory owned by that user
-// (t.TempDir() is root-only 0700, which nobody could not enter). Otherwise
-// they run as the test process's own user.
+// (t.TempDir() is root-only 0700, which nobody could not enter), made in
+// $TMPDIR (default /tmp), which nobody must be able to enter. Otherwise they
+// run as the test process's own user.
 //
 // Speed: initdb costs about a second, a database a few milliseconds. Share
 // one cluster per test binary with Shared and stop it in TestMain with Main:
@@ -65,7 +66,7 @@ type Server struct {
 	// Dir holds data/ (the cluster), sock/ (its unix socket) and postgres.log.
 	Dir string
 
-	bin  string
+	bin     string
 	cred    *syscall.Credential // nil: run as ourselves
 	once    sync.Once
 	stopped atomic.Bool

@@ -77,4 +77,3 @@ func TestDBNameFitsIdentifier(t *testing.T) {
 	require.Regexp(t, `^t_[a-z0-9_]+_[0-9a-f]{8}$`, n)
 	require.NotEqual(t, n, dbName("TestSomething/with a very long subtest name, punctuation & CAPS—and more text beyond 63"))
 }
-
