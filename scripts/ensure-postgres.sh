@@ -12,7 +12,7 @@ find_bin() {
     echo "$FLASHGATE_PG_BIN"; return 0
   fi
   # Newest major first (15 on Debian 12).
-  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4 -rn); do
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5,5 -rn); do
     if [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && [ -x "$d/postgres" ]; then
       echo "$d"; return 0
     fi
