@@ -8,8 +8,12 @@ set -euo pipefail
 
 find_bin() {
   local d
-  if [ -n "${FLASHGATE_PG_BIN:-}" ] && [ -x "$FLASHGATE_PG_BIN/initdb" ]; then
-    echo "$FLASHGATE_PG_BIN"; return 0
+  if [ -n "${FLASHGATE_PG_BIN:-}" ]; then
+    if [ -x "$FLASHGATE_PG_BIN/initdb" ] && [ -x "$FLASHGATE_PG_BIN/pg_ctl" ] && [ -x "$FLASHGATE_PG_BIN/postgres" ]; then
+      echo "$FLASHGATE_PG_BIN"; return 0
+    fi
+    echo "FLASHGATE_PG_BIN=$FLASHGATE_PG_BIN does not hold initdb, pg_ctl and postgres" >&2
+    exit 1
   fi
   # Newest major first (15 on Debian 12).
   for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5,5 -rn); do
