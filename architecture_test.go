@@ -1,7 +1,10 @@
 package flashgate_test
 
 import (
+	"go/version"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -51,5 +54,109 @@ func TestImportDirection(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// goDirective is the go line of go.mod, and why it is that low and no lower.
+// Every importer of a package of this module (verifier included) must have
+// a go line at least this high, and a toolchain at least this new: a patch
+// level (go 1.26.8) would make every Go 1.26.0 … 1.26.7 user download a
+// toolchain for nothing. The module's own code needs less (package verifier
+// and what it imports: go 1.21, the min/max builtins, checked by
+// TestVerifierBuildsAtGo121), but the go line may not be lower than any
+// requirement's: go mod tidy raises it to the highest, today go 1.26.0
+// (caarlos0/env v11, prometheus client_golang and common, go-redis v9,
+// x/sys, x/text). Raising this pin needs a feature or a requirement that
+// needs it; TestGoDirective names the requirement.
+const goDirective = "1.26.0"
+
+// TestGoDirective pins go.mod's go line to goDirective, which must be the
+// highest go line among the module's requirements (go list -m all): higher
+// forces a newer toolchain on importers for no feature; lower go mod tidy
+// undoes. go.mod has no toolchain line, which would force one too.
+func TestGoDirective(t *testing.T) {
+	data, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "go" {
+			got = f[1]
+		}
+		if len(f) > 0 && f[0] == "toolchain" {
+			t.Errorf("go.mod has %q: it forces that toolchain on everyone who builds the module; drop it", line)
+		}
+	}
+	if got != goDirective {
+		t.Errorf("go.mod says go %s, the pin is go %s: lower it again, or raise the pin with the feature or requirement that needs it", got, goDirective)
+	}
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{.GoVersion}}", "all").Output()
+	if err != nil {
+		t.Fatalf("go list -m all: %v", err)
+	}
+	highest, by := "", ""
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 || f[0] == module {
+			continue
+		}
+		if highest == "" || version.Compare("go"+f[1], "go"+highest) > 0 {
+			highest, by = f[1], f[0]
+		}
+	}
+	if highest != goDirective {
+		t.Errorf("the highest go line among the requirements is %s (%s), the pin is %s: set go.mod's go line and the pin to it", highest, by, goDirective)
+	}
+}
+
+// TestVerifierBuildsAtGo121: package verifier, verifier/remote and what they
+// import of this module (problem) build and vet (the stdversion analyzer
+// names standard-library API newer than the go line) in a copy whose go.mod
+// says go 1.21, so the verify-only packages stay ready for a module of their
+// own that Go 1.21 users can import.
+func TestVerifierBuildsAtGo121(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f",
+		"{{if not .Standard}}{{.ImportPath}} {{join .GoFiles \" \"}}{{end}}", "./verifier/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dir := t.TempDir()
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		if f[0] != module && !strings.HasPrefix(f[0], module+"/") {
+			t.Fatalf("verifier depends on %s, outside the module", f[0])
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		if err := os.MkdirAll(filepath.Join(dir, rel), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range f[1:] {
+			src, err := os.ReadFile(filepath.Join(rel, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, rel, name), src, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("go list named no files")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module "+module+"\n\ngo 1.21\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "vet", "./...")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOWORK=off", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("go vet at go 1.21: %v\n%s", err, out)
 	}
 }
