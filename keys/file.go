@@ -158,6 +158,8 @@ func parsePrivateKey(raw []byte) (*key, error) {
 
 // Load reads a key ring from a private JWK Set file written by Save.
 //
+// It refuses (error wrapping ErrIsDirectory) a path that is a directory.
+//
 // It refuses (error wrapping ErrInsecureFile) a file that any user other
 // than the owner and the owner's group may read or write (mode & 0o007 ≠ 0),
 // and logs a warning via slog.Default (FileRing: FileOptions.Logger) when the group has access (mode & 0o070 ≠ 0,
@@ -184,6 +186,9 @@ func loadFile(path string, log *slog.Logger) (*Ring, os.FileInfo, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("keys: %w", err)
 	}
+	if fi.IsDir() {
+		return nil, nil, dirError(path)
+	}
 	if err := checkMode(path, fi.Mode(), log); err != nil {
 		return nil, nil, err
 	}
@@ -199,6 +204,12 @@ func loadFile(path string, log *slog.Logger) (*Ring, os.FileInfo, error) {
 		return nil, nil, fmt.Errorf("%w (file %s)", err, path)
 	}
 	return r, fi, nil
+}
+
+// dirError is the error for a key ring path that is a directory.
+func dirError(path string) error {
+	return fmt.Errorf("%w: %s; give the key ring file's path, e.g. %s", ErrIsDirectory, path,
+		filepath.Join(path, "flashgate-keys.json"))
 }
 
 func checkMode(path string, mode os.FileMode, log *slog.Logger) error {
@@ -217,7 +228,8 @@ func checkMode(path string, mode os.FileMode, log *slog.Logger) error {
 	return nil
 }
 
-// Save writes the ring to path atomically with mode 0600: it writes a
+// Save writes the ring to path atomically with mode 0600 (an error wrapping
+// ErrIsDirectory when path is a directory): it writes a
 // temporary file in the same directory, fsyncs it, renames it over path
 // and fsyncs the directory. Readers (Load, FileRing) see either the old or
 // the new file, never a partial one.
@@ -232,6 +244,9 @@ func (r *Ring) Save(path string) error {
 // writeAtomic writes data to path via a temporary file. With exclusive it
 // fails with an error wrapping os.ErrExist when path already exists.
 func writeAtomic(path string, data []byte, exclusive bool) (err error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return dirError(path)
+	}
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {

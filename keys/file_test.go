@@ -313,3 +313,22 @@ func TestOpenFileCreateIfMissing(t *testing.T) {
 	_, err = again.PublicKey(context.Background(), "nope")
 	assert.True(t, errors.Is(err, verifier.ErrUnknownKey))
 }
+
+// TestDirectoryPath: a ring path that is a directory is refused as one
+// (ErrIsDirectory, the path of a file to give instead) by Load, OpenFile
+// and Save, whatever the directory's mode, never as a file too open
+// (ErrInsecureFile, "chmod 600").
+func TestDirectoryPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys.json")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	_, err := keys.Load(dir)
+	require.ErrorIs(t, err, keys.ErrIsDirectory)
+	assert.NotErrorIs(t, err, keys.ErrInsecureFile)
+	assert.NotContains(t, err.Error(), "chmod")
+	assert.Contains(t, err.Error(), filepath.Join(dir, "flashgate-keys.json"))
+	_, err = keys.OpenFile(dir, keys.FileOptions{CreateIfMissing: true})
+	require.ErrorIs(t, err, keys.ErrIsDirectory)
+	r, err := keys.Generate(time.Now())
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Save(dir), keys.ErrIsDirectory)
+}

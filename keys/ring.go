@@ -50,6 +50,9 @@ var (
 	ErrInsecureFile = errors.New("keys: key ring file permissions too open")
 	// ErrNoNextKey: Rotate found no published next key to activate.
 	ErrNoNextKey = errors.New("keys: no next key to activate")
+	// ErrIsDirectory: the key ring path names a directory, not a file (a
+	// mode check there would wrongly suggest chmod 600).
+	ErrIsDirectory = errors.New("keys: key ring path is a directory")
 )
 
 // KeyInfo describes one key of a ring for listings (the CLI). It holds no

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -75,9 +76,61 @@ func loadServeEnv(environ map[string]string) (serveEnv, error) {
 		opts.Environment = environ
 	}
 	if err := env.ParseWithOptions(&c, opts); err != nil {
-		return c, err
+		return c, envError(err)
 	}
 	return c, c.Serve.validate()
+}
+
+// envError rewrites caarlos0/env's errors, which name the Go field
+// (`parse error on field "DefaultCapacity" of type "int"`), to name the
+// variable the operator set: `FLASHGATE_DEFAULT_CAPACITY: not a valid int:
+// strconv.ParseInt: parsing "abc": invalid syntax`. Several bad variables
+// give one line each, joined by "; ". Errors it does not know pass as they are.
+func envError(err error) error {
+	var agg env.AggregateError
+	errs := []error{err}
+	if errors.As(err, &agg) {
+		errs = agg.Errors
+	}
+	names := envNames(reflect.TypeOf(serveEnv{}), "")
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
+		var pe env.ParseError
+		var np env.NoParserError
+		switch {
+		case errors.As(e, &pe) && names[pe.Name] != "":
+			msgs = append(msgs, fmt.Sprintf("%s: not a valid %s: %v", names[pe.Name], typeWord(pe.Type), pe.Err))
+		case errors.As(e, &np) && names[np.Name] != "":
+			msgs = append(msgs, fmt.Sprintf("%s: no parser for %s", names[np.Name], np.Type))
+		default:
+			msgs = append(msgs, e.Error())
+		}
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// typeWord names a field's type as the operator writes its value.
+func typeWord(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeOf(time.Duration(0)):
+		return "duration (e.g. 1m30s)"
+	case t.Kind() == reflect.Bool:
+		return "boolean (true or false)"
+	case t.Kind() == reflect.Slice:
+		return "comma-separated list of " + typeWord(t.Elem())
+	}
+	return t.String()
+}
+
+// envNames maps each Go field name of t (a struct, following envPrefix) to
+// its variable; the field names of serveEnv are unique
+// (TestEnvErrorsNameTheVariable).
+func envNames(t reflect.Type, prefix string) map[string]string {
+	m := map[string]string{}
+	for _, v := range envDoc(t, prefix) {
+		m[v.field] = v.name
+	}
+	return m
 }
 
 func (c *serveConfig) validate() error {
@@ -304,7 +357,7 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 }
 
 // envVar is one documented environment variable.
-type envVar struct{ name, def, help string }
+type envVar struct{ name, def, help, field string }
 
 // envDoc lists the variables of v (a struct), following envPrefix.
 func envDoc(t reflect.Type, prefix string) []envVar {
@@ -319,7 +372,7 @@ func envDoc(t reflect.Type, prefix string) []envVar {
 		if name == "" {
 			continue
 		}
-		out = append(out, envVar{prefix + name, f.Tag.Get("envDefault"), f.Tag.Get("help")})
+		out = append(out, envVar{prefix + name, f.Tag.Get("envDefault"), f.Tag.Get("help"), f.Name})
 	}
 	return out
 }

@@ -72,6 +72,6 @@ func TestServeHelpListsIdentity(t *testing.T) {
 	r := runCLI(t, "", "serve", "-h")
 	assert.Equal(t, exitOK, r.code)
 	for _, v := range []string{"FLASHGATE_IDENTITY", "FLASHGATE_VISITOR_KEY", "FLASHGATE_COOKIE_DOMAIN", "FLASHGATE_INSECURE_COOKIES"} {
-		assert.Contains(t, r.stderr, v)
+		assert.Contains(t, r.stdout, v)
 	}
 }

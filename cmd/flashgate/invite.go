@@ -33,7 +33,7 @@ invites signed with the old key stop working when it retires.
 func runInvite(args []string, stdout, stderr io.Writer) int {
 	fset := flag.NewFlagSet("invite", flag.ContinueOnError)
 	fset.SetOutput(stderr)
-	fset.Usage = func() { fmt.Fprint(stderr, inviteUsage); fset.PrintDefaults() }
+	fset.Usage = func() { fmt.Fprint(fset.Output(), inviteUsage); fset.PrintDefaults() }
 	file := fset.String("file", defaultKeysFile(), "key ring file (private JWK Set)")
 	iss := fset.String("issuer", envOr("FLASHGATE_ISSUER", issuer.DefaultIssuer), "the server's iss (FLASHGATE_ISSUER)")
 	room := fset.String("room", "", "the room (required)")
@@ -44,7 +44,7 @@ func runInvite(args []string, stdout, stderr io.Writer) int {
 	once := fset.Bool("single-use", false, "each invite takes one place in the room")
 	count := fset.Int("count", 1, "how many invites (1 … 1000)")
 	asJSON := fset.Bool("json", false, "print the invites as JSON")
-	if code, ok := parseFlags(fset, args); !ok {
+	if code, ok := parseFlags(fset, args, stdout, stderr); !ok {
 		return code
 	}
 	if code, ok := noArgs(fset, stderr); !ok {

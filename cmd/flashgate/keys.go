@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -43,6 +44,10 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 	fset := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
 	fset.SetOutput(stderr)
 	file := fset.String("file", defaultKeysFile(), "key ring file (private JWK Set)")
+	fset.Usage = func() {
+		fmt.Fprintf(fset.Output(), "%s\nFlags of flashgate keys %s:\n", keysUsage, sub)
+		fset.PrintDefaults()
+	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "flashgate keys %s: %v\n", sub, err)
 		return exitFailure
@@ -50,7 +55,7 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 	// parse parses the subcommand's flags (defined before the call) and
 	// refuses positional arguments.
 	parse := func() (int, bool) {
-		if code, ok := parseFlags(fset, args); !ok {
+		if code, ok := parseFlags(fset, args, stdout, stderr); !ok {
 			return code, false
 		}
 		return noArgs(fset, stderr)
@@ -61,7 +66,9 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		if code, ok := parse(); !ok {
 			return code
 		}
-		if _, err := os.Stat(*file); err == nil && !*force {
+		if fi, err := os.Stat(*file); err == nil && fi.IsDir() {
+			return fail(fmt.Errorf("%w: %s; give a file path with -file, e.g. %s", keys.ErrIsDirectory, *file, filepath.Join(*file, "flashgate-keys.json")))
+		} else if err == nil && !*force {
 			return fail(fmt.Errorf("%s exists; use -force to replace it (every token it signed stops verifying) or `flashgate keys rotate`", *file))
 		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fail(err)
@@ -87,9 +94,11 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 		old := r.ActiveKeyID()
-		if err := r.Rotate(time.Now(), *maxLife); err != nil {
+		now := time.Now()
+		if err := r.Rotate(now, *maxLife); err != nil {
 			return fail(err)
 		}
+		warnShortLifetime(stderr, *maxLife, now)
 		if err := r.Save(*file); err != nil {
 			return fail(err)
 		}
@@ -150,12 +159,31 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		writeKeyTable(stdout, r.Keys())
 		return exitOK
 	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stderr, keysUsage)
+		fmt.Fprint(stdout, keysUsage)
 		return exitOK
 	default:
 		fmt.Fprintf(stderr, "flashgate keys: unknown subcommand %q\n\n%s", sub, keysUsage)
 		return exitUsage
 	}
+}
+
+// warnShortLifetime warns on w when maxLife (keys rotate
+// -max-token-lifetime) is shorter than issuer.MaxSessionDuration, the
+// longest session, and so admission token lifetime, a room may have. That
+// bound is what the command can know: it reads the key ring file only, not
+// Redis, so it cannot see the sessions rooms are configured with. A token
+// that a room with a longer session signed just before the rotation stops
+// verifying when the retired key leaves the JWKS, at now + maxLife +
+// keys.RetireMargin.
+func warnShortLifetime(w io.Writer, maxLife time.Duration, now time.Time) {
+	if maxLife >= issuer.MaxSessionDuration {
+		return
+	}
+	fmt.Fprintf(w, "flashgate keys rotate: warning: -max-token-lifetime %s is shorter than the longest session a room may have (%s): "+
+		"admission tokens that a room with a longer session signed just before this rotation stop verifying when the retired key "+
+		"leaves the JWKS at %s; keep the default (%s) unless every room's session is at most %s\n",
+		maxLife, issuer.MaxSessionDuration, now.Add(maxLife+keys.RetireMargin).UTC().Format(time.RFC3339),
+		issuer.MaxSessionDuration, maxLife)
 }
 
 func noArgs(fset *flag.FlagSet, stderr io.Writer) (int, bool) {

@@ -75,6 +75,6 @@ func TestServeHelpListsEnterLimits(t *testing.T) {
 	assert.Equal(t, exitOK, r.code)
 	for _, v := range []string{"FLASHGATE_ENTER_PER_USER", "FLASHGATE_ENTER_PER_ADDRESS", "FLASHGATE_ENTER_WINDOW",
 		"FLASHGATE_PROXY_HEADER", "FLASHGATE_TRUSTED_PROXIES"} {
-		assert.Contains(t, r.stderr, v)
+		assert.Contains(t, r.stdout, v)
 	}
 }

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -79,8 +80,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, "flashgate", versionString())
 		return exitOK
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stderr, usage)
-		return exitUsage
+		fmt.Fprint(stdout, usage) // asked for: stdout, success (a missing command is the usage error)
+		return exitOK
 	default:
 		fmt.Fprintf(stderr, "flashgate: unknown command %q\n\n%s", cmd, usage)
 		return exitUsage
@@ -107,10 +108,13 @@ func versionString() string {
 	return v + " " + bi.GoVersion
 }
 
-// parseFlags parses fs, reporting -h as exitOK (help printed) and errors
-// as exitUsage; ok is false when the caller should return code.
-func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
+// parseFlags parses args into fs. -h, -help or --help prints fs.Usage to
+// stdout and reports exitOK; a bad flag prints the error and the usage to
+// stderr and reports exitUsage; ok is false when the caller should return
+// code. Usage functions write to fs.Output(), which parseFlags points at
+// the right stream.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	if err := routeHelp(fs, stdout, stderr, func() error { return fs.Parse(args) }); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK, false
 		}
@@ -119,22 +123,45 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 	return 0, true
 }
 
-// parseInterspersed parses flags that may follow positional arguments
-// ("verify TOKEN --now 5") and returns the positional ones.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+// routeHelp runs parse with fs's output captured, then writes what it
+// printed to stdout when it was help (flag.ErrHelp) and to stderr
+// otherwise; fs's output is stderr afterwards.
+func routeHelp(fs *flag.FlagSet, stdout, stderr io.Writer, parse func() error) error {
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	err := parse()
+	fs.SetOutput(stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		_, _ = stdout.Write(buf.Bytes())
+	} else {
+		_, _ = stderr.Write(buf.Bytes())
 	}
+	return err
+}
+
+// parseInterspersed parses flags that may follow positional arguments
+// ("verify TOKEN --now 5") and returns the positional ones. Help and
+// errors are printed as parseFlags prints them.
+func parseInterspersed(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (pos []string, err error) {
+	err = routeHelp(fs, stdout, stderr, func() error {
+		for {
+			if err := fs.Parse(args); err != nil {
+				return err
+			}
+			args = fs.Args()
+			if len(args) == 0 {
+				return nil
+			}
+			if args[0] == "--" {
+				pos = append(pos, args[1:]...)
+				return nil
+			}
+			pos = append(pos, args[0])
+			args = args[1:]
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return pos, nil
 }

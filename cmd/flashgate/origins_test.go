@@ -41,6 +41,6 @@ func TestServeOriginsConfig(t *testing.T) {
 
 	r := runCLI(t, "", "serve", "-h")
 	assert.Equal(t, exitOK, r.code)
-	assert.Contains(t, r.stderr, "FLASHGATE_RETURN_ORIGINS")
-	assert.Contains(t, r.stderr, "FLASHGATE_CORS_ORIGINS")
+	assert.Contains(t, r.stdout, "FLASHGATE_RETURN_ORIGINS")
+	assert.Contains(t, r.stdout, "FLASHGATE_CORS_ORIGINS")
 }

@@ -24,5 +24,5 @@ func TestServePageDirConfig(t *testing.T) {
 	assert.Contains(t, err.Error(), "does not parse")
 
 	r := runCLI(t, "", "serve", "-h")
-	assert.Contains(t, r.stderr, "FLASHGATE_PAGE_DIR")
+	assert.Contains(t, r.stdout, "FLASHGATE_PAGE_DIR")
 }

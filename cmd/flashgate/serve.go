@@ -26,12 +26,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: flashgate serve\n\nRuns the issuer server (HTTP API, admission tick loop). "+
+		fmt.Fprintf(fs.Output(), "Usage: flashgate serve\n\nRuns the issuer server (HTTP API, admission tick loop). "+
 			"It is configured by environment variables:\n\n")
-		writeEnvDoc(stderr)
-		fmt.Fprintf(stderr, "\nSIGINT or SIGTERM shuts it down gracefully.\n")
+		writeEnvDoc(fs.Output())
+		fmt.Fprintf(fs.Output(), "\nSIGINT or SIGTERM shuts it down gracefully.\n")
 	}
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {

@@ -46,7 +46,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	asJSON := fset.Bool("json", false, "print the report as one JSON object on stdout")
 	quiet := fset.Bool("quiet", false, "no progress lines on stderr")
 	fset.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: flashgate simulate [flags]\n\n"+
+		fmt.Fprintf(fset.Output(), "Usage: flashgate simulate [flags]\n\n"+
 			"Simulates a flash sale over real HTTP: an issuer (in-process unless --issuer-url), an order service\n"+
 			"that verifies admission tokens offline, and --users concurrent buyers. Prints a report and exits 1\n"+
 			"when an invariant is broken (FIFO within each lane, capacity, rate, double admission, forged token or\n"+
@@ -54,7 +54,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			"\nFlags:\n")
 		fset.PrintDefaults()
 	}
-	if code, ok := parseFlags(fset, args); !ok {
+	if code, ok := parseFlags(fset, args, stdout, stderr); !ok {
 		return code
 	}
 	if code, ok := noArgs(fset, stderr); !ok {

@@ -36,7 +36,7 @@ func runVerify(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	now := fset.Int64("now", 0, "check at this time, Unix seconds (default: the current time)")
 	leeway := fset.Duration("leeway", 0, "clock skew tolerated on exp/iat/nbf (at most 60s)")
 	fset.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: flashgate verify --jwks FILE --issuer ISS --audience AUD --product P [--user U] "+
+		fmt.Fprintf(fset.Output(), "Usage: flashgate verify --jwks FILE --issuer ISS --audience AUD --product P [--user U] "+
 			"[--now UNIX_SECONDS] [--leeway 0s] [TOKEN | -]\n\n"+
 			"Checks an admission token offline and prints one JSON line {\"valid\":…,\"reason\":…}.\n"+
 			"TOKEN \"-\" or absent: read it from stdin, where one trailing newline (\\n or \\r\\n) is dropped;\n"+
@@ -44,7 +44,7 @@ func runVerify(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			"Exit status: 0 valid, 1 invalid, 2 usage error.\n\n")
 		fset.PrintDefaults()
 	}
-	pos, err := parseInterspersed(fset, args)
+	pos, err := parseInterspersed(fset, args, stdout, stderr)
 	if err != nil {
 		if err == flag.ErrHelp {
 			return exitOK
