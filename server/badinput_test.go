@@ -293,7 +293,10 @@ func TestContentTypesAndBodies(t *testing.T) {
 			rq := rt
 			rq.body, rq.ctype = `{"capacity":5}`, ct
 			p.unchanged(fmt.Sprintf("%s %s as %s", rq.method, rq.path, ct), func() {
-				p.do(rq).problem(t, 415, "unsupported_media_type")
+				m := p.do(rq).problem(t, 415, "unsupported_media_type")
+				if ct == "application/x-www-form-urlencoded" { // curl -d's default: the detail says what to add
+					assert.Contains(t, m["detail"], "-H 'Content-Type: application/json'")
+				}
 			})
 		}
 		// A body without any Content-Type.

@@ -457,6 +457,11 @@ func requireJSON(c *fiber.Ctx) error {
 	}
 	mt, _, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
 	if err != nil || mt != fiber.MIMEApplicationJSON {
+		if mt == fiber.MIMEApplicationForm {
+			// What curl -d sends unless told otherwise: say how to tell it.
+			return problemFor(problem.UnsupportedMedia, "request bodies must be application/json, not "+
+				"application/x-www-form-urlencoded (curl -d sends that: add -H 'Content-Type: application/json')")
+		}
 		return problemFor(problem.UnsupportedMedia, "request bodies must be application/json")
 	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' || !json.Valid(body) {
