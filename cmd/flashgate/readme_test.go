@@ -85,7 +85,7 @@ func readmeCommands(t *testing.T) []readmeCommand {
 func TestREADMECurlCommands(t *testing.T) {
 	curl, err := exec.LookPath("curl")
 	if err != nil {
-		t.Skip("curl is not installed (apt-get install curl)")
+		t.Fatal("curl is not installed: apt-get install curl (make test installs it, scripts/ensure-redis.sh)")
 	}
 	cmds := readmeCommands(t)
 	require.GreaterOrEqual(t, len(cmds), 10, "the README's API examples")
