@@ -136,6 +136,13 @@ type Options struct {
 	// copies it may keep; not the queue store's outages and refusals, which
 	// are counted) and readiness changes; nil means slog.Default().
 	Logger *slog.Logger
+	// AccessLog writes one INFO line ("request") per answered request:
+	// method, route template, room, status, duration_ms, request_id
+	// (accesslog.go; never a path, query string, token or user id). Admin
+	// requests that change something are also written to the audit log
+	// ("admin audit") whether this is set or not. flashgate serve sets it
+	// from FLASHGATE_ACCESS_LOG (default true).
+	AccessLog bool
 	// ReturnOrigins are the origins (scheme://host[:port], e.g.
 	// "https://shop.example") a shopper may be sent back to from the
 	// waiting page (Server.ReturnURL). None: every return URL is refused.
@@ -186,6 +193,8 @@ type Server struct {
 	adminSum [32]byte
 	admin    bool
 	m        *metrics
+	// accessLogOn is Options.AccessLog.
+	accessLogOn bool
 	// visitors is set in visitor mode (Options.Identity).
 	visitors *visitors
 	// now is the clock of the admission cookie's Max-Age (tests replace it).
@@ -288,7 +297,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{is: opts.Issuer, keys: opts.Keys, verify: v, log: opts.Logger,
-		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout, now: time.Now}
+		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout, now: time.Now,
+		accessLogOn: opts.AccessLog}
 	if opts.Identity == IdentityVisitor {
 		s.visitors = &visitors{key: bytes.Clone(opts.VisitorKey), secure: !opts.InsecureCookies, domain: opts.CookieDomain}
 	}
@@ -412,8 +422,10 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 	}
 }
 
-// observe counts and times every request by route template, and renders
-// errors through the ErrorHandler so the recorded status is the final one.
+// observe counts and times every request by route template, writes its
+// access log line (Options.AccessLog) and, for admin changes, its audit log
+// line (accesslog.go), and renders errors through the ErrorHandler so the
+// recorded status is the final one.
 func (s *Server) observe(c *fiber.Ctx) error {
 	start := time.Now()
 	err := c.Next()
@@ -427,7 +439,14 @@ func (s *Server) observe(c *fiber.Ctx) error {
 			_ = c.SendStatus(fiber.StatusInternalServerError)
 		}
 	}
-	s.m.observe(route, c.Method(), c.Response().StatusCode(), time.Since(start))
+	d, status, method := time.Since(start), c.Response().StatusCode(), methodLabel(c.Method())
+	s.m.observe(route, method, status, d)
+	if s.accessLogOn {
+		s.accessLog(c, method, route, status, d)
+	}
+	if s.admin && audited(method, route) {
+		s.audit(c, method, route, status)
+	}
 	if s.afterRequest != nil {
 		s.afterRequest(c)
 	}

@@ -65,6 +65,7 @@ type serveConfig struct {
 	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests"`
 	LogLevel               string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
 	LogFormat              string        `env:"LOG_FORMAT" envDefault:"text" help:"text | json"`
+	AccessLog              bool          `env:"ACCESS_LOG" envDefault:"true" help:"true | false: one INFO log line per request (method, route template, room, status, duration_ms, request_id; never paths, query strings or tokens); admin changes are audit-logged either way"`
 }
 
 // loadServeEnv parses the environment (environ: "K=V" pairs; nil means the
@@ -253,7 +254,8 @@ func (c *serveConfig) serverOptions() server.Options {
 		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
 		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisTimeout: c.RedisTimeout,
 		Identity: c.Identity, CookieDomain: c.CookieDomain, InsecureCookies: c.InsecureCookies,
-		ReturnOrigins: c.ReturnOrigins, CORSOrigins: c.CORSOrigins, PageDir: c.PageDir}
+		ReturnOrigins: c.ReturnOrigins, CORSOrigins: c.CORSOrigins, PageDir: c.PageDir,
+		AccessLog: c.AccessLog}
 }
 
 // validateIdentity checks FLASHGATE_IDENTITY, FLASHGATE_VISITOR_KEY and

@@ -1,0 +1,126 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/issuer"
+)
+
+// jsonLog is a JSON slog logger whose lines a test reads back.
+type jsonLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *jsonLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// records returns the logged records whose msg is msg, decoded.
+func (l *jsonLog) records(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (l *jsonLog) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
+
+// TestAccessLog: one "request" line per request with the route template,
+// room, status, duration and request id, and neither the waiting token
+// (query string or header), the user id nor the raw path.
+func TestAccessLog(t *testing.T) {
+	var l jsonLog
+	e := newEnv(t, withOptions(func(o *Options) {
+		o.Logger, o.AccessLog = slog.New(slog.NewJSONHandler(&l, nil)), true
+	}))
+	room := e.room(issuer.RoomConfig{State: issuer.RoomOpen, Capacity: 1, RatePerMinute: 60})
+	tok := e.enter(room, "alice-the-user")["waiting_token"].(string)
+	r := e.do(req{method: "GET", path: "/v1/rooms/" + room + "/status?waiting_token=" + tok, user: "alice-the-user",
+		hdr: map[string]string{"X-Request-ID": "req-42", "X-Waiting-Token": tok}})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	e.do(req{method: "GET", path: "/no/such/" + room})
+
+	recs := l.records(t, "request")
+	require.Len(t, recs, 3, l.String())
+	assert.Equal(t, "POST", recs[0]["method"])
+	assert.Equal(t, "/v1/rooms/:room/enter", recs[0]["route"])
+	assert.Equal(t, room, recs[0]["room"])
+	assert.EqualValues(t, 200, recs[0]["status"])
+	assert.Contains(t, recs[0], "duration_ms")
+	assert.NotContains(t, recs[0], "request_id")
+	assert.Equal(t, "/v1/rooms/:room/status", recs[1]["route"])
+	assert.Equal(t, "req-42", recs[1]["request_id"])
+	assert.Equal(t, "unmatched", recs[2]["route"])
+	assert.EqualValues(t, 404, recs[2]["status"])
+	assert.Equal(t, "", recs[2]["room"])
+	out := l.String()
+	assert.NotContains(t, out, tok)
+	assert.NotContains(t, out, "alice-the-user")
+	assert.NotContains(t, out, "/no/such")
+}
+
+// TestAccessLogOff: Options.AccessLog false writes no request lines.
+func TestAccessLogOff(t *testing.T) {
+	var l jsonLog
+	e := newEnv(t, withOptions(func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(&l, nil)) }))
+	room := e.room(issuer.RoomConfig{State: issuer.RoomOpen})
+	e.enter(room, "bob")
+	assert.Empty(t, l.records(t, "request"))
+}
+
+// TestAdminAudit: admin changes are audit-logged with the remote address,
+// the token's fingerprint (never the token), route, room, body fields and
+// outcome — refused ones too; admin reads are not.
+func TestAdminAudit(t *testing.T) {
+	var l jsonLog
+	e := newEnv(t, withOptions(func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(&l, nil)) }))
+	room := e.room(issuer.RoomConfig{State: issuer.RoomOpen})
+	r := e.do(req{method: "POST", path: "/admin/rooms/" + room + "/pause", bearer: adminToken})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	r = e.do(req{method: "POST", path: "/admin/rooms/" + room + "/ban", bearer: adminToken,
+		body: `{"user":"mallory","reason":"bot","api_token":"zzz-not-logged"}`})
+	require.Equal(t, 400, r.status, "%s", r.body) // unknown member: refused, and audited
+	e.do(req{method: "POST", path: "/admin/rooms/" + room + "/open", bearer: "wrong-token"})
+	e.do(req{method: "GET", path: "/admin/rooms/" + room, bearer: adminToken})
+
+	recs := l.records(t, "admin audit")
+	require.Len(t, recs, 3, l.String())
+	assert.Equal(t, "/admin/rooms/:room/pause", recs[0]["route"])
+	assert.Equal(t, room, recs[0]["room"])
+	assert.Equal(t, "ok", recs[0]["outcome"])
+	assert.Equal(t, TokenFingerprint(adminToken), recs[0]["token_fp"])
+	assert.NotEmpty(t, recs[0]["remote"])
+	assert.Equal(t, "", recs[0]["fields"])
+	assert.Equal(t, `{"reason":"bot","user":"mallory"}`, recs[1]["fields"])
+	assert.Equal(t, "refused", recs[1]["outcome"])
+	assert.Equal(t, "refused", recs[2]["outcome"])
+	assert.EqualValues(t, 401, recs[2]["status"])
+	assert.Equal(t, TokenFingerprint("wrong-token"), recs[2]["token_fp"])
+	assert.NotEqual(t, recs[0]["token_fp"], recs[2]["token_fp"])
+	out := l.String()
+	assert.NotContains(t, out, adminToken)
+	assert.NotContains(t, out, "zzz-not-logged")
+	assert.NotContains(t, out, "wrong-token")
+}
