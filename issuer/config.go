@@ -137,6 +137,8 @@ type Issuer struct {
 	wakeups chan string
 	// ticks counts the tick script calls Run has made (TickCalls).
 	ticks atomic.Int64
+	// tickObs is ObserveTicks's observer (nil: none).
+	tickObs atomic.Pointer[TickObserver]
 }
 
 // Defaults and bounds of Config.

@@ -502,7 +502,9 @@ func (is *Issuer) Run(ctx context.Context) error {
 				continue
 			}
 			is.ticks.Add(1)
+			began := time.Now()
 			res, err := is.Tick(ctx, room)
+			is.observeTick(room, time.Since(began), res, err)
 			if err != nil {
 				if errors.Is(err, flashgate.ErrUnknownRoom) {
 					// Its keys are gone (expired after its end, or lost and

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"time"
@@ -17,13 +19,25 @@ import (
 )
 
 // maxRoomsScraped bounds the per-room series (and Redis calls) of one scrape.
+// Rooms are bounded anyway: operators create the manual ones, and
+// FLASHGATE_MAX_AUTO_ROOMS (default 100) bounds the auto rooms, so the room
+// label has at most that many values.
 const maxRoomsScraped = 1000
+
+// ExporterLease is how long a replica keeps exporting a room's series after
+// its last scrape (issuer.ClaimExporter): another replica takes the room over
+// only once it lapses. Prometheus must scrape every replica more often than
+// this (its default interval is 1 min, typical 15 s).
+const ExporterLease = 2 * time.Minute
 
 type metrics struct {
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	sseOpen     prometheus.Gauge
 	storeErrors *prometheus.CounterVec
+	scripts     *scriptMetrics
+	ticks       *tickMetrics
+	rooms       *roomCollector
 	handler     fiber.Handler
 }
 
@@ -63,7 +77,9 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 	// Both series exist from the start, so rate() sees the first refusal.
 	m.storeErrors.WithLabelValues(string(flashgate.CodeUnavailable))
 	m.storeErrors.WithLabelValues(string(flashgate.CodeStoreFull))
+	m.scripts, m.ticks = newScriptMetrics(), newTickMetrics()
 	rc := newRoomCollector(is)
+	m.rooms = rc
 	batches := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "flashgate_enter_script_calls_total",
 		Help: "Enter script calls this replica sent; concurrent enters for a room share one call.",
@@ -76,7 +92,8 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 		Name: "flashgate_rooms_restored_total",
 		Help: "Rooms this replica recreated from their last known config after Redis lost them (each also logged at WARN).",
 	}, func() float64 { return float64(is.RoomsRestored()) })
-	cs := []prometheus.Collector{m.requests, m.latency, m.sseOpen, m.storeErrors, rc, rc.errors, batches, batched, restored}
+	cs := []prometheus.Collector{m.requests, m.latency, m.sseOpen, m.storeErrors, rc, rc.errors, rc.exported,
+		batches, batched, restored, m.scripts.dur, m.scripts.errs, m.ticks.dur, m.ticks.failures}
 	if health != nil {
 		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "flashgate_redis_up",
@@ -120,36 +137,56 @@ func (m *metrics) observe(route, method string, status int, d time.Duration) {
 	m.latency.WithLabelValues(route, method).Observe(d.Seconds())
 }
 
-// roomCollector reads issuer.Stats for every registered room on each scrape.
+// roomCollector reads issuer.Stats for the rooms whose exporter lease this
+// replica holds (issuer.ClaimExporter, renewed at each scrape): the room
+// series are read from Redis and are the same on every replica, so exactly
+// one replica at a time exports each room and sum() across replicas counts
+// each room once (README "Observability"). max by (room) is also right.
 type roomCollector struct {
-	is                                           *issuer.Issuer
-	waiting, live, capacity, admitted, completed *prometheus.Desc
-	errors                                       prometheus.Counter
+	is *issuer.Issuer
+	// replica names this process in the leases (random, per process).
+	replica string
+	// lease is ExporterLease (tests shorten nothing: they delete the key).
+	lease time.Duration
+
+	waiting, live, capacity, entered, admitted, expired, revoked, left, completed *prometheus.Desc
+
+	errors   prometheus.Counter
+	exported prometheus.Gauge
 }
 
 func newRoomCollector(is *issuer.Issuer) *roomCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, []string{"room"}, nil)
 	}
-	return &roomCollector{is: is,
-		waiting:   d("flashgate_room_waiting", "Entries waiting in the room."),
-		live:      d("flashgate_room_live", "Live admissions in the room."),
-		capacity:  d("flashgate_room_capacity", "The room's total active users (capacity)."),
-		admitted:  d("flashgate_room_admitted_total", "Admissions in the room since it was created."),
-		completed: d("flashgate_room_completed_total", "Completed admissions in the room since it was created."),
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	const once = " Exported by one replica at a time (the room's exporter lease): sum() across replicas counts the room once."
+	return &roomCollector{is: is, replica: hex.EncodeToString(id[:]), lease: ExporterLease,
+		waiting:   d("flashgate_room_waiting", "Entries waiting in the room, both lanes."+once),
+		live:      d("flashgate_room_live", "Live admissions in the room."+once),
+		capacity:  d("flashgate_room_capacity", "The room's total active users (capacity)."+once),
+		entered:   d("flashgate_room_entered_total", "Entries created in the room since it was created (repeated enters do not count)."+once),
+		admitted:  d("flashgate_room_admitted_total", "Admissions in the room since it was created."+once),
+		expired:   d("flashgate_room_expired_total", "Admissions that expired (session over, or not claimed within the arrival window)."+once),
+		revoked:   d("flashgate_room_revoked_total", "Admissions revoked by the admin API."+once),
+		left:      d("flashgate_room_left_total", "Entries and admissions their user left."+once),
+		completed: d("flashgate_room_completed_total", "Completed admissions in the room since it was created."+once),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "flashgate_room_scrape_errors_total",
 			Help: "Failures reading room stats for /metrics.",
+		}),
+		exported: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "flashgate_rooms_exported",
+			Help: "Rooms whose series this replica exported at its last scrape (it holds their exporter lease); summed across replicas: the rooms.",
 		}),
 	}
 }
 
 func (rc *roomCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- rc.waiting
-	ch <- rc.live
-	ch <- rc.capacity
-	ch <- rc.admitted
-	ch <- rc.completed
+	for _, d := range []*prometheus.Desc{rc.waiting, rc.live, rc.capacity, rc.entered, rc.admitted, rc.expired, rc.revoked, rc.left, rc.completed} {
+		ch <- d
+	}
 }
 
 func (rc *roomCollector) Collect(ch chan<- prometheus.Metric) {
@@ -163,7 +200,17 @@ func (rc *roomCollector) Collect(ch chan<- prometheus.Metric) {
 	if len(rooms) > maxRoomsScraped {
 		rooms = rooms[:maxRoomsScraped]
 	}
+	exported := 0
+	defer func() { rc.exported.Set(float64(exported)) }()
 	for _, room := range rooms {
+		mine, err := rc.is.ClaimExporter(ctx, room, rc.replica, rc.lease)
+		if err != nil {
+			rc.errors.Inc()
+			continue
+		}
+		if !mine {
+			continue
+		}
 		st, err := rc.is.Stats(ctx, room)
 		if err != nil {
 			if !errors.Is(err, flashgate.ErrUnknownRoom) {
@@ -171,11 +218,22 @@ func (rc *roomCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(rc.waiting, prometheus.GaugeValue, float64(st.Waiting), room)
-		ch <- prometheus.MustNewConstMetric(rc.live, prometheus.GaugeValue, float64(st.Active), room)
-		ch <- prometheus.MustNewConstMetric(rc.capacity, prometheus.GaugeValue, float64(st.Config.Capacity), room)
-		ch <- prometheus.MustNewConstMetric(rc.admitted, prometheus.CounterValue, float64(st.Admitted), room)
-		ch <- prometheus.MustNewConstMetric(rc.completed, prometheus.CounterValue, float64(st.Completed), room)
+		exported++
+		gauge := func(d *prometheus.Desc, v int64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), room)
+		}
+		counter := func(d *prometheus.Desc, v int64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), room)
+		}
+		gauge(rc.waiting, st.Waiting)
+		gauge(rc.live, st.Active)
+		gauge(rc.capacity, int64(st.Config.Capacity))
+		counter(rc.entered, st.Entered)
+		counter(rc.admitted, st.Admitted)
+		counter(rc.expired, st.Expired)
+		counter(rc.revoked, st.Revoked)
+		counter(rc.left, st.Left)
+		counter(rc.completed, st.Completed)
 	}
 }
 

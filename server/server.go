@@ -22,6 +22,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate"
@@ -308,6 +309,7 @@ func New(opts Options) (*Server, error) {
 	if s.m, err = newMetrics(opts.Registerer, opts.Gatherer, s.is, opts.RedisHealth); err != nil {
 		return nil, err
 	}
+	s.is.ObserveTicks(s.m.ticks.observe)
 	if s.pageTmpl, err = loadPage(opts.PageDir); err != nil {
 		return nil, err
 	}
@@ -348,6 +350,13 @@ func New(opts Options) (*Server, error) {
 	s.routes(enterLimits)
 	return s, nil
 }
+
+// RedisHook returns the go-redis hook that times the issuer's script calls
+// (flashgate_redis_script_duration_seconds and
+// flashgate_redis_script_errors_total, by script): add it to the Redis
+// client the Issuer uses (client.AddHook), after any circuit breaker's, so
+// that commands failed fast are not timed.
+func (s *Server) RedisHook() redis.Hook { return s.m.scripts }
 
 // App returns the fiber app, for tests (app.Test) and custom listeners.
 func (s *Server) App() *fiber.App { return s.app }

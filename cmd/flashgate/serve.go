@@ -147,6 +147,7 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	rdb.AddHook(srv.RedisHook()) // script latency and errors, after the breaker's hook
 	log.Info("enter rate limits (in memory, per replica)", "per_user", c.EnterPerUser,
 		"per_address", c.enterPerAddress(), "window", c.EnterWindow, "proxy_header", c.ProxyHeader,
 		"trusted_proxies", c.TrustedProxies)
