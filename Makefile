@@ -35,10 +35,12 @@ demo: build wasm worker-deps
 
 ## test: every test, with -race, against a throwaway redis-server (and throwaway PostgreSQL
 ## clusters, internal/pgtest); builds the wasm verifier (TinyGo) and installs PostgreSQL (apt),
-## workerd (npm), Chromium (apt) and playwright-core (npm) first
+## workerd (npm), Chromium (apt) and playwright-core (npm) first; then deploy/ (a module of its
+## own: the dashboard and alert rules checked with Prometheus's parser)
 test: wasm worker-deps browser-deps
 	pgbin=$$(scripts/ensure-postgres.sh) && \
 	FLASHGATE_PG_BIN=$$pgbin FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/with-redis.sh $(GO) test -race -count=1 -timeout 20m ./...
+	cd deploy && $(GO) test -race -count=1 ./...
 
 ## wasm-toolchain: TinyGo v0.41.0 built from the Go module proxy (cached in ~/.cache/flashgate)
 wasm-toolchain:
@@ -68,6 +70,7 @@ browser-deps:
 
 vet:
 	$(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 
 ## bench: hot-path benchmarks, each next to its physical limit in the same run, then the

@@ -149,7 +149,7 @@ type roomCollector struct {
 	// lease is ExporterLease (tests shorten nothing: they delete the key).
 	lease time.Duration
 
-	waiting, live, capacity, entered, admitted, expired, revoked, left, completed *prometheus.Desc
+	open, waiting, live, capacity, entered, admitted, expired, revoked, left, completed *prometheus.Desc
 
 	errors   prometheus.Counter
 	exported prometheus.Gauge
@@ -163,6 +163,7 @@ func newRoomCollector(is *issuer.Issuer) *roomCollector {
 	_, _ = rand.Read(id[:])
 	const once = " Exported by one replica at a time (the room's exporter lease): sum() across replicas counts the room once."
 	return &roomCollector{is: is, replica: hex.EncodeToString(id[:]), lease: ExporterLease,
+		open:      d("flashgate_room_open", "1 while the room's state in effect is open (admitting), 0 while paused or closed (the event window applied)."+once),
 		waiting:   d("flashgate_room_waiting", "Entries waiting in the room, both lanes."+once),
 		live:      d("flashgate_room_live", "Live admissions in the room."+once),
 		capacity:  d("flashgate_room_capacity", "The room's total active users (capacity)."+once),
@@ -184,7 +185,7 @@ func newRoomCollector(is *issuer.Issuer) *roomCollector {
 }
 
 func (rc *roomCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{rc.waiting, rc.live, rc.capacity, rc.entered, rc.admitted, rc.expired, rc.revoked, rc.left, rc.completed} {
+	for _, d := range []*prometheus.Desc{rc.open, rc.waiting, rc.live, rc.capacity, rc.entered, rc.admitted, rc.expired, rc.revoked, rc.left, rc.completed} {
 		ch <- d
 	}
 }
@@ -225,6 +226,11 @@ func (rc *roomCollector) Collect(ch chan<- prometheus.Metric) {
 		counter := func(d *prometheus.Desc, v int64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), room)
 		}
+		open := int64(0)
+		if st.State == issuer.RoomOpen {
+			open = 1
+		}
+		gauge(rc.open, open)
 		gauge(rc.waiting, st.Waiting)
 		gauge(rc.live, st.Active)
 		gauge(rc.capacity, int64(st.Config.Capacity))

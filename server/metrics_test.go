@@ -51,7 +51,7 @@ func TestRoomSeriesExportedOnce(t *testing.T) {
 
 	sa, sb := a.scrape(), b.scrape()
 	for name, want := range map[string]string{
-		"flashgate_room_waiting": "2", "flashgate_room_live": "0", "flashgate_room_entered_total": "3",
+		"flashgate_room_open": "1", "flashgate_room_waiting": "2", "flashgate_room_live": "0", "flashgate_room_entered_total": "3",
 		"flashgate_room_admitted_total": "1", "flashgate_room_revoked_total": "1", "flashgate_room_left_total": "0",
 		"flashgate_room_expired_total": "0", "flashgate_room_completed_total": "0", "flashgate_room_capacity": "1",
 	} {
