@@ -6,6 +6,7 @@
 //	flashgate invite -room R [-lane priority|bypass] …   sign invites with the key ring file
 //	flashgate verify --jwks F --issuer I --audience A --product P TOKEN
 //	flashgate simulate [--users N …]   drive a simulated flash sale over HTTP
+//	flashgate top [-url URL]           every room at a glance, from the admin API
 //	flashgate version
 package main
 
@@ -52,6 +53,7 @@ Usage:
   flashgate verify --jwks FILE --issuer ISS --audience AUD --product P [--user U]
                    [--now UNIX_SECONDS] [--leeway 0s] [TOKEN | -]
   flashgate simulate [flags]           simulate a flash sale end to end (-h lists the flags)
+  flashgate top [-url URL] [-every 1s] every room at a glance, from the admin API (FLASHGATE_ADMIN_TOKEN)
   flashgate version
   flashgate help
 
@@ -76,6 +78,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runVerify(ctx, rest, stdin, stdout, stderr)
 	case "simulate":
 		return runSimulate(ctx, rest, stdout, stderr)
+	case "top":
+		return runTop(ctx, rest, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "flashgate", versionString())
 		return exitOK
