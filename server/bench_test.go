@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -87,8 +88,16 @@ func BenchmarkStatusHTTP(b *testing.B) { benchStatusHTTP(b, 0) }
 // answered from the replica's snapshot, without a Redis call.
 func BenchmarkStatusHTTPSnapshot(b *testing.B) { benchStatusHTTP(b, issuer.SuggestedStatusSnapshot) }
 
-func benchStatusHTTP(b *testing.B, snapshot time.Duration) {
-	e := newEnv(b, withIssuer(func(c *issuer.Config) { c.StatusSnapshot = snapshot }))
+// BenchmarkStatusHTTPAccessLog: the snapshot's fast path with the access
+// log on (JSON, written to io.Discard): what one log line costs a request.
+func BenchmarkStatusHTTPAccessLog(b *testing.B) {
+	benchStatusHTTP(b, issuer.SuggestedStatusSnapshot, withOptions(func(o *Options) {
+		o.AccessLog, o.Logger = true, slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}))
+}
+
+func benchStatusHTTP(b *testing.B, snapshot time.Duration, opts ...envOption) {
+	e := newEnv(b, append([]envOption{withIssuer(func(c *issuer.Config) { c.StatusSnapshot = snapshot })}, opts...)...)
 	base := e.listen()
 	room := e.room(issuer.RoomConfig{Capacity: 1, RatePerMinute: 1})
 	const users = 1000
