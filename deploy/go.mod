@@ -1,6 +1,6 @@
 module github.com/flashgate/flashgate/deploy
 
-go 1.26.8
+go 1.26.7
 
 require (
 	github.com/flashgate/flashgate v0.0.0
@@ -11,7 +11,7 @@ require (
 )
 
 require (
-	github.com/andybalholm/brotli v1.1.0 // indirect
+	github.com/andybalholm/brotli v1.2.6 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/decred/dcrd/dcrec/secp256k1/v4 v4.4.1 // indirect

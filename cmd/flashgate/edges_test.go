@@ -25,7 +25,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 		{"keys", "generate", "-h"}, {"keys", "rotate", "-h"}, {"keys", "add-next", "-h"},
 		{"keys", "jwks", "-h"}, {"keys", "list", "--help"},
 		{"verify", "-h"}, {"verify", "TOKEN", "--help"},
-		{"invite", "-h"},
+		{"invite", "-h"}, {"top", "-h"},
 	} {
 		r := runCLI(t, "", args...)
 		assert.Equal(t, exitOK, r.code, "%v", args)

@@ -21,16 +21,16 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	every := fs.Duration("every", time.Second, "refresh period")
 	frames := fs.Int("n", 0, "stop after this many refreshes (0: until interrupted)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: FLASHGATE_ADMIN_TOKEN=… flashgate top [-url URL] [-every 1s] [-n N]\n\n"+
+		fmt.Fprintf(fs.Output(), "Usage: FLASHGATE_ADMIN_TOKEN=… flashgate top [-url URL] [-every 1s] [-n N]\n\n"+
 			"Shows every room — state, waiting, live/capacity, admissions per minute (over the last minute),\n"+
 			"the ETA of the tail of the line at that pace, errors — refreshed from the admin API.\n\n")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 || *every <= 0 || *frames < 0 {
-		fs.Usage()
+		fmt.Fprintln(stderr, "flashgate top: takes no arguments; -every must be positive and -n at least 0 (see -h)")
 		return exitUsage
 	}
 	tok := os.Getenv("FLASHGATE_ADMIN_TOKEN")
