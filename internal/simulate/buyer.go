@@ -477,12 +477,30 @@ func (s *sim) closedTabs(ctx context.Context, buyers []*buyer) {
 }
 
 // declareSoldOut closes the room with reason sold_out through the admin API
-// and records when it was answered.
+// and records when it was answered. Like an operator, it tries again (up to
+// 5 times, 200 ms apart) when the call fails in transit or answers 503 (the
+// queue store slow or away: a busy machine), since a sold-out must land.
 func (s *sim) declareSoldOut(ctx context.Context) {
-	status, raw, err := s.adminDo(ctx, http.MethodPost, "/admin/rooms/"+url.PathEscape(s.o.Room)+"/sold-out", nil)
-	if err != nil || status != http.StatusOK {
-		s.fail(fmt.Sprintf("sold-out: %d %v %s", status, err, strings.TrimSpace(string(raw))))
-		return
+	var status int
+	var raw []byte
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				s.fail(fmt.Sprintf("sold-out: %v", ctx.Err()))
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		status, raw, err = s.adminDo(ctx, http.MethodPost, "/admin/rooms/"+url.PathEscape(s.o.Room)+"/sold-out", nil)
+		if err == nil && status == http.StatusOK {
+			s.soldOutAt.Store(time.Now().UnixNano())
+			return
+		}
+		if err == nil && status != http.StatusServiceUnavailable {
+			break
+		}
 	}
-	s.soldOutAt.Store(time.Now().UnixNano())
+	s.fail(fmt.Sprintf("sold-out: %d %v %s", status, err, strings.TrimSpace(string(raw))))
 }

@@ -363,6 +363,10 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 	if r.DoubleCompletions > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("%d orders completed twice", r.DoubleCompletions))
 	}
+	if o.SoldOutAfter > 0 && so == nil && s.ordered.Load() >= int64(o.SoldOutAfter) {
+		r.Violations = append(r.Violations, fmt.Sprintf("sold out: %d orders went through but the sold-out after %d was never declared (errors: %v)",
+			s.ordered.Load(), o.SoldOutAfter, r.ErrorSamples))
+	}
 	if so != nil && so.WrongReason > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("sold out: %d buyers saw CLOSED with another reason", so.WrongReason))
 	}

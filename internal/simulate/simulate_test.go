@@ -257,7 +257,7 @@ func TestSoldOutEndsTheWait(t *testing.T) {
 	var text bytes.Buffer
 	require.NoError(t, r.WriteText(&text))
 	t.Logf("\n%s", text.String())
-	require.NotNil(t, r.SoldOut)
+	require.NotNil(t, r.SoldOut, "no sold-out declared: errors %v", r.ErrorSamples)
 	assert.True(t, r.OK, "violations %v, errors %v", r.Violations, r.ErrorSamples)
 	assert.Positive(t, r.SoldOut.Closed, "buyers were waiting at the sold-out")
 	assert.Zero(t, r.SoldOut.WrongReason)
