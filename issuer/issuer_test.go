@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -492,6 +493,44 @@ func TestInvariantsUnderConcurrency(t *testing.T) {
 	})
 }
 
+// peakLive recounts the most admissions live at once from their spans
+// [admitted, ended) in ms; at the same millisecond an end comes before a
+// start (the slot is freed, then taken).
+func peakLive(spans [][2]int64) int {
+	type ev struct{ t, d int64 }
+	evs := make([]ev, 0, 2*len(spans))
+	for _, s := range spans {
+		evs = append(evs, ev{s[0], +1}, ev{s[1], -1})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if evs[i].t != evs[j].t {
+			return evs[i].t < evs[j].t
+		}
+		return evs[i].d < evs[j].d
+	})
+	live, peak := 0, 0
+	for _, e := range evs {
+		live += int(e.d)
+		peak = max(peak, live)
+	}
+	return peak
+}
+
+// maxPerMinute is the most admission times (ms) in any 60 s window
+// [t, t+60 s): what the rate invariant bounds.
+func maxPerMinute(ats []int64) int {
+	ats = slices.Clone(ats)
+	slices.Sort(ats)
+	most := 0
+	for i, j := 0, 0; i < len(ats); i++ {
+		for ats[i]-ats[j] >= 60_000 {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
+}
+
 // runSale ticks room from every replica (each a millisecond after its
 // last tick) while clk runs 50× fast (100 ms every 2 ms), until the
 // returned stop is called; stop returns once they have ended.
@@ -659,8 +698,7 @@ func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, r
 	if binding == "capacity" {
 		assert.Equal(t, int64(capacity), st.PeakActive, "the surge should fill capacity")
 	}
-	type ev struct{ t, d int64 }
-	var evs []ev
+	var spans [][2]int64
 	for _, a := range list {
 		end := a.at + session.Milliseconds()
 		if arrival > 0 && !a.claimed {
@@ -669,28 +707,15 @@ func invariantRun(t *testing.T, rdb redis.UniversalClient, room string, users, r
 		if a.end != 0 && a.end < end {
 			end = a.end
 		}
-		evs = append(evs, ev{a.at, +1}, ev{end, -1})
+		spans = append(spans, [2]int64{a.at, end})
 	}
-	sort.Slice(evs, func(i, j int) bool {
-		if evs[i].t != evs[j].t {
-			return evs[i].t < evs[j].t
-		}
-		return evs[i].d < evs[j].d // ends before starts at the same ms
-	})
-	live, peak := 0, 0
-	for _, e := range evs {
-		live += int(e.d)
-		peak = max(peak, live)
-	}
+	peak := peakLive(spans)
 	assert.LessOrEqual(t, peak, capacity, "recounted peak")
-	sort.Slice(list, func(i, j int) bool { return list[i].at < list[j].at })
-	maxWin := 0
-	for i, j := 0, 0; i < len(list); i++ {
-		for list[i].at-list[j].at >= 60_000 {
-			j++
-		}
-		maxWin = max(maxWin, i-j+1)
+	ats := make([]int64, 0, len(list))
+	for _, a := range list {
+		ats = append(ats, a.at)
 	}
+	maxWin := maxPerMinute(ats)
 	assert.LessOrEqual(t, maxWin, rate, "admissions in a 60 s window")
 	if binding == "rate" {
 		assert.GreaterOrEqual(t, maxWin, rate*9/10, "the rate should be the binding limit in some window")

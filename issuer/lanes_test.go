@@ -638,35 +638,19 @@ func TestLanesInvariantsUnderConcurrency(t *testing.T) {
 	assert.EqualValues(t, counts[flashgate.LaneBypass], st.Bypassed)
 	assert.EqualValues(t, counts[flashgate.LanePriority], st.PriorityAdmitted)
 	// Live ≤ capacity, recounted; the rate over every 60 s window.
-	type ev struct{ t, d int64 }
-	var evs []ev
+	var spans [][2]int64
+	ats := make([]int64, 0, len(list))
 	for _, a := range list {
 		end := a.at + 5000
 		if a.end != 0 && a.end < end {
 			end = a.end
 		}
-		evs = append(evs, ev{a.at, 1}, ev{end, -1})
+		spans = append(spans, [2]int64{a.at, end})
+		ats = append(ats, a.at)
 	}
-	sort.Slice(evs, func(i, j int) bool {
-		if evs[i].t != evs[j].t {
-			return evs[i].t < evs[j].t
-		}
-		return evs[i].d < evs[j].d
-	})
-	live, peak := 0, 0
-	for _, e := range evs {
-		live += int(e.d)
-		peak = max(peak, live)
-	}
+	peak := peakLive(spans)
 	assert.LessOrEqual(t, peak, capacity)
-	sort.Slice(list, func(i, j int) bool { return list[i].at < list[j].at })
-	maxWin := 0
-	for i, j := 0, 0; i < len(list); i++ {
-		for list[i].at-list[j].at >= 60_000 {
-			j++
-		}
-		maxWin = max(maxWin, i-j+1)
-	}
+	maxWin := maxPerMinute(ats)
 	assert.LessOrEqual(t, maxWin, rate)
 	t.Logf("admitted %d (lane %d, bypass %d, public %d), peak %d/%d, max per minute %d/%d", st.Admitted,
 		counts[flashgate.LanePriority], counts[flashgate.LaneBypass], counts[flashgate.LanePublic], peak, capacity, maxWin, rate)

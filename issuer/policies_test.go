@@ -270,8 +270,8 @@ func everyPolicyRun(t *testing.T, rdb redis.UniversalClient, room string) {
 
 	// 3. Capacity (the scripts' peak and a recount) and rate.
 	assert.LessOrEqual(t, st.PeakActive, int64(capacity))
-	type ev struct{ t, d int64 }
-	var evs []ev
+	var spans [][2]int64
+	ats := make([]int64, 0, len(list))
 	for _, a := range list {
 		end := a.at + session.Milliseconds()
 		if !a.claimed {
@@ -280,32 +280,13 @@ func everyPolicyRun(t *testing.T, rdb redis.UniversalClient, room string) {
 		if a.end != 0 && a.end < end {
 			end = a.end
 		}
-		evs = append(evs, ev{a.at, +1}, ev{end, -1})
-	}
-	sort.Slice(evs, func(i, j int) bool {
-		if evs[i].t != evs[j].t {
-			return evs[i].t < evs[j].t
-		}
-		return evs[i].d < evs[j].d
-	})
-	live, peak := 0, 0
-	for _, e := range evs {
-		live += int(e.d)
-		peak = max(peak, live)
-	}
-	assert.LessOrEqual(t, peak, capacity, "recounted peak")
-	ats := make([]int64, 0, len(list))
-	for _, a := range list {
+		spans = append(spans, [2]int64{a.at, end})
 		ats = append(ats, a.at)
 	}
+	peak := peakLive(spans)
+	assert.LessOrEqual(t, peak, capacity, "recounted peak")
 	slices.Sort(ats)
-	maxWin := 0
-	for i, j := 0, 0; i < len(ats); i++ {
-		for ats[i]-ats[j] >= 60_000 {
-			j++
-		}
-		maxWin = max(maxWin, i-j+1)
-	}
+	maxWin := maxPerMinute(ats)
 	assert.LessOrEqual(t, maxWin, rate, "admissions in a 60 s window")
 
 	// 4. Bans hold; the sold-out admits nobody more; the rest read CLOSED,
