@@ -37,6 +37,26 @@ func usedMemory(b *testing.B, rdb *redis.Client) int64 {
 	return 0
 }
 
+// enterAll enters users prefix+"1" … prefix+n into room from workers
+// goroutines (arrival order among them is any order), reporting errors on tb.
+func enterAll(tb testing.TB, is *issuer.Issuer, room, prefix string, n int64, workers int) {
+	tb.Helper()
+	ctx := context.Background()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := next.Add(1); i <= n; i = next.Add(1) {
+				if _, err := is.Enter(ctx, room, prefix+strconv.FormatInt(i, 10)); err != nil {
+					tb.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // BenchmarkWaitingUserMemory reports Redis memory per waiting user with
 // 100,000 users in line (INFO used_memory delta on a dedicated server), for
 // flashgate's layout and, in the same run, for a naive layout (a
@@ -59,21 +79,7 @@ func BenchmarkWaitingUserMemory(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				for range 16 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for i := next.Add(1); i <= memUsers; i = next.Add(1) {
-							if _, err := is.Enter(ctx, room, "user-"+strconv.FormatInt(i, 10)); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					}()
-				}
-				wg.Wait()
+				enterAll(b, is, room, "user-", memUsers, 16)
 				if n := rdb.ZCard(ctx, issuer.RoomKeys(room)[1]).Val(); n != memUsers {
 					b.Fatalf("waiting = %d, want %d", n, memUsers)
 				}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -727,19 +726,7 @@ func BenchmarkLotteryPlacing(b *testing.B) {
 		if _, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, Opens: opens, PreQueue: issuer.PreQueueShuffle}); err != nil {
 			b.Fatal(err)
 		}
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range 16 {
-			wg.Go(func() {
-				for i := next.Add(1); i <= memUsers; i = next.Add(1) {
-					if _, err := is.Enter(ctx, room, "user-"+strconv.FormatInt(i, 10)); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
+		enterAll(b, is, room, "user-", memUsers, 16)
 		waitingMem := usedMemory(b, rdb) - before
 		_ = rdb.ConfigSet(ctx, "slowlog-max-len", "1000000").Err()
 		_ = rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err()

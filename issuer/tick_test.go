@@ -80,19 +80,7 @@ func TestTickWorksALargeBatchOffInBoundedCalls(t *testing.T) {
 	rdb.AddHook(h)
 
 	const users = 3100
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := next.Add(1); i <= users; i = next.Add(1) {
-				if _, err := is.Enter(ctx, room, "u"+strconv.FormatInt(i, 10)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	enterAll(t, is, room, "u", users, 8)
 	// The first 3000 by arrival (any order of enters) are the ones admitted.
 	var waitingBefore []string
 	require.NoError(t, rdb.ZRange(ctx, issuer.RoomKeys(room)[1], 3000, -1).ScanSlice(&waitingBefore))
@@ -138,18 +126,7 @@ func TestTickWorksALargeBatchOffInBoundedCalls(t *testing.T) {
 	_, err = is.SetRoom(ctx, room2, issuer.RoomConfig{Capacity: 2500, RatePerMinute: 10_000_000,
 		TickBatch: 3000, State: issuer.RoomPaused})
 	require.NoError(t, err)
-	next.Store(0)
-	for range 8 {
-		wg.Go(func() {
-			for i := next.Add(1); i <= users; i = next.Add(1) {
-				if _, err := is.Enter(ctx, room2, "u"+strconv.FormatInt(i, 10)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	enterAll(t, is, room2, "u", users, 8)
 	_, err = is.SetState(ctx, room2, issuer.RoomOpen)
 	require.NoError(t, err)
 	res, calls = h.tick(t, is, rdb, room2)
