@@ -30,6 +30,7 @@ const (
 	CodeInviteUsed    Code = "invite_used"           // a single-use invite already used by someone else
 	CodeUnavailable   Code = "unavailable"           // Redis unreachable or failing; retry later
 	CodeStoreFull     Code = "store_full"            // Redis refuses writes for memory (maxmemory); retry later
+	CodeRoomLost      Code = "room_lost"             // the room's data was lost from Redis and awaits `flashgate restore`; retry later
 	CodeInternal      Code = "internal"              // a bug or misconfiguration
 )
 
@@ -38,7 +39,7 @@ var Codes = []Code{
 	CodeInvalidInput, CodeUnknownRoom, CodeRoomClosed, CodeRoomLimit, CodeBanned, CodeBadWaiting, CodeOwnerMismatch,
 	CodeNotFound, CodeNotAdmitted, CodeExpired, CodeRevoked, CodeCompleted,
 	CodeInviteInvalid, CodeInviteScope, CodeInviteExpired, CodeInviteUsed, CodeUnavailable,
-	CodeStoreFull, CodeInternal,
+	CodeStoreFull, CodeRoomLost, CodeInternal,
 }
 
 // Error is a domain error. Compare with errors.Is against the sentinels below
@@ -84,6 +85,7 @@ var (
 	ErrInviteUsed    = &Error{Code: CodeInviteUsed, Message: "invite already used"}
 	ErrUnavailable   = &Error{Code: CodeUnavailable, Message: "queue store unavailable"}
 	ErrStoreFull     = &Error{Code: CodeStoreFull, Message: "queue store full"}
+	ErrRoomLost      = &Error{Code: CodeRoomLost, Message: "waiting room lost from the queue store, awaiting restore"}
 	ErrInternal      = &Error{Code: CodeInternal, Message: "internal error"}
 )
 

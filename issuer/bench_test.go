@@ -70,22 +70,33 @@ func BenchmarkWaitingUserMemory(b *testing.B) {
 		fill(rdb)
 		b.ReportMetric(float64(usedMemory(b, rdb)-before)/memUsers, "bytes/user")
 	}
-	b.Run("flashgate", func(b *testing.B) {
-		for range b.N {
-			measure(b, func(rdb *redis.Client) {
-				is := newIssuer(b, rdb, nil)
-				room := "sku-1"
-				_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, State: issuer.RoomPaused})
-				if err != nil {
-					b.Fatal(err)
-				}
-				enterAll(b, is, room, "user-", memUsers, 16)
-				if n := rdb.ZCard(ctx, issuer.RoomKeys(room)[1]).Val(); n != memUsers {
-					b.Fatalf("waiting = %d, want %d", n, memUsers)
-				}
-			})
-		}
-	})
+	// flashgate: the journal on and nobody consuming it (its worst case: every
+	// entered event still in the stream); no-journal: Config.JournalMaxLen < 0,
+	// which is also what a consumer that keeps up leaves (it trims what it wrote).
+	for _, tc := range []struct {
+		name    string
+		journal int64
+	}{{"flashgate", 0}, {"no-journal", -1}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for range b.N {
+				measure(b, func(rdb *redis.Client) {
+					is := newIssuer(b, rdb, nil, func(c *issuer.Config) { c.JournalMaxLen = tc.journal })
+					room := "sku-1"
+					_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, State: issuer.RoomPaused})
+					if err != nil {
+						b.Fatal(err)
+					}
+					enterAll(b, is, room, "user-", memUsers, 16)
+					if n := rdb.ZCard(ctx, issuer.RoomKeys(room)[1]).Val(); n != memUsers {
+						b.Fatalf("waiting = %d, want %d", n, memUsers)
+					}
+					if n := rdb.XLen(ctx, issuer.RoomKeys(room)[16]).Val(); (n >= memUsers) != (tc.journal == 0) {
+						b.Fatalf("journal has %d entries", n)
+					}
+				})
+			}
+		})
+	}
 	// Every queue policy on: a shuffled pre-queue (measured before the draw
 	// and again once everyone is placed), the arrival window, 1 % of the
 	// line banned meanwhile (the ban's members replace their entries) and

@@ -61,6 +61,26 @@ type Config struct {
 	// (rooms whose RoomConfig.Retention is zero). Zero means
 	// DefaultRoomRetention (24 h); else MinRetention … MaxRetention.
 	RoomRetention time.Duration
+	// LostRooms is what a replica does with a room it knew (and that had
+	// not ended) when it finds the room's data lost from Redis (README
+	// "Durability"): LostRoomsRecreate ("" too, the default) recreates it
+	// empty from its last known config with a new epoch, at the next tick
+	// or enter (recovery.go); LostRoomsAwaitRestore recreates nothing and
+	// answers every call for the room flashgate.ErrRoomLost (503 room_lost,
+	// Retry-After 2) until `flashgate restore` rebuilds it from the journal
+	// with its old epoch (or an operator's SetRoom recreates it), so clients
+	// that retry keep their place.
+	LostRooms LostRoomPolicy
+	// JournalMaxLen bounds each room's journal stream (fg:{room}:journal,
+	// XADD MAXLEN ~, in stream entries: one per state change of an entry or
+	// config change; README "Durability"), written into the config of every
+	// room this Issuer creates or configures (journal_maxlen). The consumer
+	// (`flashgate journal run`) trims what it has written, so the bound
+	// matters only while it lags or is not running; past it the oldest
+	// unread entries are lost to the journal. Zero means
+	// DefaultJournalMaxLen (1,000,000: about 40 MB per room); negative
+	// writes no journal.
+	JournalMaxLen int64
 	// IdleTickMax is the slowest Run ticks a room with nothing to do (nobody
 	// waiting, nothing live, nothing to drain): its tick period doubles at
 	// each idle tick up to this, and an enter through this Issuer wakes it
@@ -166,7 +186,33 @@ const (
 	DefaultMaxAutoRooms = 100
 	DefaultAutoRoomIdle = time.Hour
 	DefaultIdleTickMax  = 10 * time.Second
+	// DefaultJournalMaxLen is the default Config.JournalMaxLen (stream
+	// entries per room; the scripts' own default for a room config without
+	// journal_maxlen).
+	DefaultJournalMaxLen = 1_000_000
 )
+
+// LostRoomPolicy is Config.LostRooms.
+type LostRoomPolicy string
+
+// The lost-room policies.
+const (
+	LostRoomsRecreate     LostRoomPolicy = "recreate"
+	LostRoomsAwaitRestore LostRoomPolicy = "await-restore"
+)
+
+// journalMaxLen is Config.JournalMaxLen as the scripts read journal_maxlen:
+// the bound, or 0 for no journal.
+func (is *Issuer) journalMaxLen() int64 {
+	switch n := is.cfg.JournalMaxLen; {
+	case n == 0:
+		return DefaultJournalMaxLen
+	case n < 0:
+		return 0
+	default:
+		return n
+	}
+}
 
 // Validate reports the first setting of c out of its bounds, as a
 // flashgate.CodeInvalidInput error; zero values (defaults) pass. It does
@@ -174,6 +220,10 @@ const (
 // process can check its settings before it connects. With a Redis client
 // set, it also checks that the client can do what CompletionReplicas needs.
 func (c Config) Validate() error {
+	if c.LostRooms != "" && c.LostRooms != LostRoomsRecreate && c.LostRooms != LostRoomsAwaitRestore {
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: LostRooms %q is not %q or %q", c.LostRooms,
+			LostRoomsRecreate, LostRoomsAwaitRestore)
+	}
 	if c.WaitingSecret != nil && len(c.WaitingSecret) < MinWaitingSecret {
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: WaitingSecret must be at least %d bytes", MinWaitingSecret)
 	}

@@ -10,7 +10,7 @@ import (
 // out ("fg:{room}:<name>", lua/prelude.lua's KEYS order).
 func TestRoomKeyNames(t *testing.T) {
 	names := []string{"config", "waiting", "active", "users", "seq", "admno", "admits", "bucket", "stats", "ended", "bans", "banwhy",
-		"unclaimed", "priority", "invites", "laneseqs"}
+		"unclaimed", "priority", "invites", "laneseqs", "journal"}
 	keys := roomKeys("r")
 	assert.Len(t, keys, len(names))
 	for i, n := range names {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,6 +105,17 @@ func (is *Issuer) knows(room string) bool {
 	return ok
 }
 
+// knowsLive reports whether this replica has seen room's config and the
+// room had not ended then (an ended room's keys expire by design).
+func (is *Issuer) knowsLive(room string) bool {
+	v, ok := is.known.Load(room)
+	if !ok {
+		return false
+	}
+	k := v.(*knownRoom)
+	return k.cfg.EndedAt.IsZero() && k.cfg.DeletedAt.IsZero()
+}
+
 // createArg is a script's create-room argument for room (lua/prelude.lua
 // ARGV[2]). Only enter (and its invite form, invite.lua) and tick may create a missing room (load_config(true)):
 // both get the room's last known config, unless the room had ended (its keys
@@ -118,13 +130,22 @@ func (is *Issuer) knows(room string) bool {
 // scripts store it only when they create the room), so no two rooms share
 // one: a seed shown after one room's draw predicts no other room's.
 func (is *Issuer) createArg(s *redis.Script, room string) string {
+	p := is.createPolicy(s, room)
+	if p == "" {
+		return ""
+	}
+	return p + "," + strconv.FormatInt(is.journalMaxLen(), 10)
+}
+
+// createPolicy is createArg without the journal bound: the policy string.
+func (is *Issuer) createPolicy(s *redis.Script, room string) string {
 	if s != enterScript && s != inviteScript && s != tickScript {
 		return ""
 	}
 	if v, ok := is.known.Load(room); ok {
 		k := v.(*knownRoom)
-		if !k.cfg.EndedAt.IsZero() || !k.cfg.DeletedAt.IsZero() {
-			return ""
+		if !k.cfg.EndedAt.IsZero() || !k.cfg.DeletedAt.IsZero() || is.cfg.LostRooms == LostRoomsAwaitRestore {
+			return "" // ended: never restored; awaiting a restore: not recreated empty (lostRoom)
 		}
 		if k.cfg.PreQueue == PreQueueShuffle {
 			return k.cfg.policy(newLotterySeed())

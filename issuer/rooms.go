@@ -57,7 +57,8 @@ func (is *Issuer) setRoom(ctx context.Context, room string, c RoomConfig, del bo
 		"session_ms", c.SessionDuration.Milliseconds(), "batch", c.TickBatch, "tick_ms", c.Tick.Milliseconds(),
 		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes), "arrival_ms", arrivalMs(c.ArrivalWindow),
 		"prequeue", string(c.PreQueue), "retention_ms", c.Retention.Milliseconds(),
-		"page_title", c.PageTitle, "page_message", c.PageMessage, "brand_color", c.BrandColor)
+		"page_title", c.PageTitle, "page_message", c.PageMessage, "brand_color", c.BrandColor,
+		"journal_maxlen", is.journalMaxLen())
 	if err != nil {
 		return RoomConfig{}, err
 	}

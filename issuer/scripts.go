@@ -96,7 +96,7 @@ func roomKeys(room string) []string {
 	p := "fg:{" + room + "}:"
 	return []string{p + "config", p + "waiting", p + "active", p + "users", p + "seq",
 		p + "admno", p + "admits", p + "bucket", p + "stats", p + "ended",
-		p + "bans", p + "banwhy", p + "unclaimed", p + "priority", p + "invites", p + "laneseqs"}
+		p + "bans", p + "banwhy", p + "unclaimed", p + "priority", p + "invites", p + "laneseqs", p + "journal"}
 }
 
 // activeKey is the key of a room's active ZSET (roomKeys(room)[2]).
@@ -129,7 +129,23 @@ func (is *Issuer) run(ctx context.Context, s *redis.Script, room string, args ..
 func (is *Issuer) runPolicy(ctx context.Context, s *redis.Script, room, policy string, args ...any) ([]any, error) {
 	argv := append([]any{is.nowArg(), policy}, args...)
 	res, err := s.Run(ctx, is.cfg.Redis, roomKeys(room), argv...).Slice()
-	return reply(res, err, room)
+	res, err = reply(res, err, room)
+	return res, is.lostRoom(err, room)
+}
+
+// lostRoom maps err, a script's answer for room: under
+// LostRoomsAwaitRestore, unknown_room for a room this replica knew and that
+// had not ended is flashgate.ErrRoomLost (its data was lost; it awaits a
+// restore), anything else is err.
+func (is *Issuer) lostRoom(err error, room string) error {
+	if err == nil || is.cfg.LostRooms != LostRoomsAwaitRestore || !errors.Is(err, flashgate.ErrUnknownRoom) ||
+		errors.Is(err, errRoomDeleted) || !is.knowsLive(room) {
+		return err
+	}
+	// Not wrapping err: callers that read unknown_room of a known room as
+	// "lost, recreate" (statusOrClaim, Leave) must not see it here.
+	return &flashgate.Error{Code: flashgate.CodeRoomLost,
+		Message: fmt.Sprintf("waiting room %q lost its data from the queue store and awaits a restore from the journal (flashgate restore); retry", room)}
 }
 
 // reply maps a script's reply: Redis failures to flashgate.ErrUnavailable,
@@ -173,7 +189,7 @@ func (is *Issuer) runReplicated(ctx context.Context, s *redis.Script, room strin
 		res, acks, err = exec(func(p redis.Scripter) *redis.Cmd { return s.Eval(ctx, p, keys, argv...) })
 	}
 	if res, err = reply(res, err, room); err != nil {
-		return nil, err
+		return nil, is.lostRoom(err, room)
 	}
 	if acks < int64(n) {
 		return nil, &flashgate.Error{Code: flashgate.CodeUnavailable, Message: fmt.Sprintf(

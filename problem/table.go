@@ -34,6 +34,10 @@ const (
 // frees at the pace of completions and expiries, not within a second.
 const storeFullRetryAfter = 5
 
+// roomLostRetryAfter is the Retry-After (seconds) of room_lost: a restore
+// of a large line takes seconds.
+const roomLostRetryAfter = 2
+
 // roomLimitRetryAfter is the Retry-After (seconds) of room_limit.
 const roomLimitRetryAfter = 60
 
@@ -85,6 +89,10 @@ func init() {
 	// free memory): 503 with Retry-After like unavailable, not 507 (WebDAV's
 	// "cannot store the representation", which clients and CDNs do not retry).
 	row(storeFull, http.StatusServiceUnavailable, "Queue store full", func(k *Kind) { k.RetryAfter = storeFullRetryAfter })
+	// A room lost with Redis's data, held for `flashgate restore` (issuer
+	// Config.LostRooms = await-restore): the client keeps its place by
+	// retrying, so 503 with a Retry-After, like unavailable.
+	row("room_lost", http.StatusServiceUnavailable, "Waiting room being restored", func(k *Kind) { k.RetryAfter = roomLostRetryAfter })
 	row(internal, http.StatusInternalServerError, "Internal error")
 	// Server-level errors.
 	row(MissingUser, http.StatusUnauthorized, "User not identified") // set by the gateway: no challenge

@@ -160,6 +160,7 @@
 //	unavailable              503     Redis (or the key set) unavailable; retry
 //	store_full               503     Redis over maxmemory refuses a new entry; retry (Retry-After: 5)
 //	room_limit               503     an unknown room under the default policy, and the auto rooms are at their limit (Retry-After: 60)
+//	room_lost                503     the room's data was lost from Redis and this replica awaits `flashgate restore` (FLASHGATE_LOST_ROOMS=await-restore; Retry-After: 2)
 //	not_ready                503     /readyz: Redis down or full (detail says which), or no keys loaded
 //	internal                 500     a bug or misconfiguration (never expected)
 //

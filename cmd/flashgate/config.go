@@ -49,6 +49,8 @@ type serveConfig struct {
 	MaxAutoRooms           int           `env:"MAX_AUTO_ROOMS" envDefault:"100" help:"most rooms DEFAULT_ROOM may have created at once, across replicas (an enter into another unknown room answers 503 room_limit); 0: no limit"`
 	AutoRoomIdle           time.Duration `env:"AUTO_ROOM_IDLE" envDefault:"1h" help:"a room DEFAULT_ROOM created is deleted after this long with nobody waiting or admitted, and its slot freed; 0: never"`
 	RoomRetention          time.Duration `env:"ROOM_RETENTION" envDefault:"24h" help:"how long a room's keys (every one, the user index included) live after the room ends (closed, sold out, its window closed, deleted) before Redis expires them; 1m … 720h; a room's retention_ms overrides it"`
+	JournalMaxLen          int64         `env:"JOURNAL_MAXLEN" envDefault:"1000000" help:"bound of each room's journal stream (fg:{room}:journal, XADD MAXLEN ~, in entries: one per state change; flashgate journal run writes it to PostgreSQL and trims it; past the bound unread entries are lost to the journal); 0: the rooms this replica creates or configures write no journal"`
+	LostRooms              string        `env:"LOST_ROOMS" envDefault:"recreate" help:"recreate | await-restore: what a replica does with a room it knew whose data Redis lost (README Durability): recreate it empty with a new epoch (clients re-enter at the back), or answer 503 room_lost until flashgate restore rebuilds it from the journal (clients keep their place)"`
 	EnterPerUser           int           `env:"ENTER_PER_USER" envDefault:"30" help:"enter requests per window per user id (429 beyond; counted in memory per replica); 0 disables"`
 	EnterPerAddress        int           `env:"ENTER_PER_ADDRESS" envDefault:"300" help:"enter requests per window per client address (many users share one behind a NAT); 0 disables; applied only with FLASHGATE_PROXY_HEADER set, since otherwise every request has your gateway's address"`
 	EnterWindow            time.Duration `env:"ENTER_WINDOW" envDefault:"10s" help:"fixed window of the enter limits (whole seconds)"`
@@ -164,6 +166,12 @@ func (c *serveConfig) validate() error {
 	if c.AutoRoomIdle < 0 {
 		return fmt.Errorf("FLASHGATE_AUTO_ROOM_IDLE must be 0 (never) or at least 1s, got %s", c.AutoRoomIdle)
 	}
+	if c.JournalMaxLen < 0 {
+		return fmt.Errorf("FLASHGATE_JOURNAL_MAXLEN must be 0 (no journal) or positive, got %d", c.JournalMaxLen)
+	}
+	if c.LostRooms != string(issuer.LostRoomsRecreate) && c.LostRooms != string(issuer.LostRoomsAwaitRestore) {
+		return fmt.Errorf("FLASHGATE_LOST_ROOMS must be %s or %s, got %q", issuer.LostRoomsRecreate, issuer.LostRoomsAwaitRestore, c.LostRooms)
+	}
 	if c.RoomRetention < issuer.MinRetention || c.RoomRetention > issuer.MaxRetention {
 		return fmt.Errorf("FLASHGATE_ROOM_RETENTION must be %s … %s, got %s", issuer.MinRetention, issuer.MaxRetention, c.RoomRetention)
 	}
@@ -241,10 +249,15 @@ func (c *serveConfig) issuerConfig() issuer.Config {
 	if idle == 0 {
 		idle = -1 // never
 	}
+	journal := c.JournalMaxLen
+	if journal == 0 {
+		journal = -1 // no journal
+	}
 	return issuer.Config{Issuer: c.Issuer, Audience: c.Audience, DefaultRoom: c.defaultRoom(),
 		CompletionReplicas: c.CompletionReplicas, CompletionTimeout: c.CompletionTimeout,
 		StatusSnapshot: c.StatusSnapshot, EnterBatch: c.EnterBatch,
-		MaxAutoRooms: maxAuto, AutoRoomIdle: idle, RoomRetention: c.RoomRetention}
+		MaxAutoRooms: maxAuto, AutoRoomIdle: idle, RoomRetention: c.RoomRetention,
+		JournalMaxLen: journal, LostRooms: issuer.LostRoomPolicy(c.LostRooms)}
 }
 
 // serverOptions is the server's options from the environment, without the

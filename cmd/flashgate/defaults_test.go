@@ -37,6 +37,8 @@ func TestServeEnvDefaultsArePackageDefaults(t *testing.T) {
 		"MaxAutoRooms":           strconv.Itoa(issuer.DefaultMaxAutoRooms),
 		"AutoRoomIdle":           issuer.DefaultAutoRoomIdle.String(),
 		"RoomRetention":          issuer.DefaultRoomRetention.String(),
+		"JournalMaxLen":          strconv.Itoa(issuer.DefaultJournalMaxLen),
+		"LostRooms":              string(issuer.LostRoomsRecreate),
 	} {
 		f, ok := reflect.TypeOf(serveConfig{}).FieldByName(field)
 		if !assert.True(t, ok, field) {

@@ -22,13 +22,13 @@ if not live_admission(jti, e, now) then -- lapsed, or never claimed in time (no 
   local kind = drop_admission(jti)
   redis.call('HDEL', K_USERS, user)
   keep_clock(cfg, now)
-  end_entry(cfg, kind, seq, now)
+  end_entry(cfg, kind, seq, now, user, jti)
   redis.call('HINCRBY', K_STATS, 'expired', 1)
   return { 'ERROR', 'expired' }
 end
 drop_admission(jti)
 redis.call('HDEL', K_USERS, user)
 keep_clock(cfg, now)
-end_entry(cfg, 'C', seq, now)
+end_entry(cfg, 'C', seq, now, user, jti)
 redis.call('HINCRBY', K_STATS, 'completed', 1)
 return { 'COMPLETED', now, 0 }

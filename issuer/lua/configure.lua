@@ -59,4 +59,5 @@ elseif cfg.ended > 0 or cfg.deleted > 0 then
   cfg.ended, cfg.deleted = 0, 0
 end
 keep_clock(cfg, now)
+journal_config(cfg, 'configure')
 return { cfg.state, cfg.ended, cfg.close_reason, cfg.deleted, redis.call('ZCARD', K_WAITING) }

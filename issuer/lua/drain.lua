@@ -4,7 +4,9 @@
 -- Frees the memory of a line that closing ended, in bounded steps: status
 -- already answers those entries CLOSED from the room's state (closed_line),
 -- so removing them changes no answer. No record is written per entry (the
--- closed_seq covers them all) and waiting users have no user index entry.
+-- closed_seq covers them all) and waiting users have no user index entry; nor is anything
+-- journaled per entry: the journal's 'end' config event carries the same closed_seq and
+-- close_reason (journal/doc.go: entries up to it that were never admitted ended closed).
 --   * closed in effect: every waiting entry belongs to the closed line
 --     (enters are refused while closed): the first ARGV[3] by rank go
 --     (ZREMRANGEBYRANK, O(log N + ARGV[3]));

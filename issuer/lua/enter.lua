@@ -108,13 +108,14 @@ local function enter_one(i, user)
   end
 
   seq = seq + 1
+  journal_entry(cfg, 'entered', seq, clock(), user, 'public')
   -- Fast track: nobody waits in either lane, and capacity and rate allow.
   if cfg.state == 'open' and waiting == 0 and npri == 0 and live_count(clock()) < cfg.capacity then
     local budget, tokens = rate_budget(cfg, now)
     if budget >= 1 then
       keep_clock(cfg, now)
       rate_consume(tokens, 1, now)
-      local jti, exp = admit(cfg, user, seq, now)
+      local jti, exp = admit(cfg, user, seq, now, 'public')
       redis.call('HINCRBY', K_STATS, 'admitted', 1)
       redis.call('HINCRBY', K_STATS, 'fast_track', 1)
       note_peak(now)

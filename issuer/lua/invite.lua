@@ -70,7 +70,11 @@ if id ~= '' and redis.call('ZSCORE', K_INVITES, id) then return { 'ERROR', 'invi
 
 -- Writes. Frees first (see keep_clock): the lapsed index, the public entry.
 if j then drop_lapsed_index(cfg, user, j, js, e, now) end -- as enter.lua cleans it
-redis.call('ZREM', K_WAITING, user) -- a public place, if any, is superseded by the lane's
+local old = redis.call('ZSCORE', K_WAITING, user)
+if old then -- a public place is superseded by the lane's: that entry ends as left (journal reason 'invite')
+  redis.call('ZREM', K_WAITING, user)
+  journal_entry(cfg, 'left', seq_of_score(cfg, old), now, user, '', '', 'invite')
+end
 if id ~= '' then redis.call('ZADD', K_INVITES, num(iexp), id) end
 redis.call('HINCRBY', K_STATS, 'invites_used', 1)
 local seq = redis.call('INCR', K_SEQ)
@@ -81,7 +85,8 @@ if lane == 'bypass' and cfg.state == 'open' and live_count(now) < cfg.capacity t
   if budget >= 1 then
     keep_clock(cfg, now)
     rate_consume(tokens, 1, now)
-    local jti, exp = admit(cfg, user, seq, now)
+    journal_entry(cfg, 'entered', seq, now, user, 'bypass')
+    local jti, exp = admit(cfg, user, seq, now, 'bypass')
     redis.call('HINCRBY', K_STATS, 'admitted', 1)
     redis.call('HINCRBY', K_STATS, 'bypassed', 1)
     note_peak(now)
@@ -90,4 +95,5 @@ if lane == 'bypass' and cfg.state == 'open' and live_count(now) < cfg.capacity t
   end
 end
 redis.call('ZADD', K_PRIORITY, num(seq), user)
+journal_entry(cfg, 'entered', seq, now, user, 'priority') -- a bypass invite that waits waits here
 return waiting_reply(seq, redis.call('ZCARD', K_PRIORITY))

@@ -13,7 +13,7 @@ for _, k in ipairs({ K_WAITING, K_PRIORITY }) do
   if s and seq_of_score(cfg, s) == seq then
     redis.call('ZREM', k, user)
     keep_clock(cfg, now)
-    end_entry(cfg, 'L', seq, now)
+    end_entry(cfg, 'L', seq, now, user)
     redis.call('HINCRBY', K_STATS, 'left', 1)
     return { 'LEFT' }
   end
@@ -24,7 +24,7 @@ if j and seq_of(cfg, j) == seq then
   if redis.call('ZREM', K_ACTIVE, j) == 1 then
     redis.call('ZREM', K_UNCLAIMED, j)
     keep_clock(cfg, now)
-    end_entry(cfg, 'L', seq, now)
+    end_entry(cfg, 'L', seq, now, user, j)
     redis.call('HINCRBY', K_STATS, 'left', 1)
     return { 'LEFT' }
   end

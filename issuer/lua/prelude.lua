@@ -41,13 +41,19 @@
 --                   or bypass), kept until the public line's head passes it (trimmed by the tick). A lane
 --                   entry's seq falls anywhere among the public line's, so the status snapshot (snapshot.lua)
 --                   lists these to answer them exactly instead of interpolating a public place.
+--  17 journal  STREAM the room's journal (README "Durability"): one entry per state change of an entry and per
+--                   config change, appended by the script that makes the change (journal_entry, journal_config
+--                   below), read by `flashgate journal run` into PostgreSQL (journal/), which trims what it has
+--                   written (XTRIM MINID). Bounded by XADD MAXLEN ~ journal_maxlen (config; absent: 1,000,000;
+--                   0: the room writes no journal).
 -- ARGV[1] = now in ms, or "" to use Redis TIME (one clock for every replica).
 -- ARGV[2] = the policy to create a missing room with, for the scripts that may (enter: the replica's
 --           last known config of the room, else the default policy; tick: the last known config
 --           only; "" for the others), as
---           "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms,arrival_ms,prequeue,seed,auto", or ""
---           (seed: a fresh secret lottery seed, 32 hex digits, for a shuffle room; '-' for none; auto: '1'
---           for a room an enter creates under the default policy, else '0').
+--           "state,capacity,rate,session_ms,batch,tick_ms,opens_ms,closes_ms,arrival_ms,prequeue,seed,auto,journal_maxlen",
+--           or "" (seed: a fresh secret lottery seed, 32 hex digits, for a shuffle room; '-' for none; auto: '1'
+--           for a room an enter creates under the default policy, else '0'; journal_maxlen: the journal
+--           stream's bound, 0: no journal).
 --           Fields are never empty: Lua's split below skips empty ones.
 --
 -- Epochs (invariant 6, README "Invariants"): arrival and admission numbers restart at 1 when Redis loses a
@@ -60,6 +66,7 @@ local K_CONFIG, K_WAITING, K_ACTIVE, K_USERS, K_SEQ = KEYS[1], KEYS[2], KEYS[3],
 local K_ADMNO, K_ADMITS, K_BUCKET, K_STATS, K_ENDED = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local K_UNCLAIMED = KEYS[13]
 local K_PRIORITY, K_INVITES, K_LANESEQS = KEYS[14], KEYS[15], KEYS[16]
+local K_JOURNAL = KEYS[17]
 
 -- now_ms is the room's clock: the given or Redis time, but never earlier
 -- than the latest time a script of this room has written (clock_ms). Replicas
@@ -135,7 +142,42 @@ local function in_prequeue(cfg, seq)
   return cfg.prequeue == 'shuffle'
 end
 
+local journal_config -- load_config calls it; defined below
 local draw_lottery -- load_config calls it; defined below, after keep_clock (which it uses)
+
+-- The journal (KEY 17; README "Durability", journal/doc.go). Every state change of an entry is one
+-- stream entry with exactly the fields kind, epoch, seq, user, lane, at, admission, reason (in this
+-- order, '' when not known, so the stream's listpacks share the field names); every config change
+-- one with kind 'config', epoch, at, actor, action, detail. Appended with redis.pcall: over
+-- maxmemory, a script whose journal entry is its first allocating write (an exchange without an
+-- arrival window) still answers, and that entry is not journaled; every other script writes it
+-- after its first, freeing, write, which Redis then lets through (see keep_clock).
+local JOURNAL_KINDS = { C = 'completed', R = 'revoked', E = 'expired', N = 'expired', L = 'left' }
+
+-- journal_entry appends one entry event: kind (entered, admitted, exchanged, completed, revoked,
+-- expired, left, closed), the entry's arrival seq, and what is known of user, lane, jti, reason.
+local function journal_entry(cfg, kind, seq, now, user, lane, jti, reason)
+  if cfg.journal <= 0 then return end
+  redis.pcall('XADD', K_JOURNAL, 'MAXLEN', '~', cfg.journal, '*', 'kind', kind, 'epoch', cfg.epoch,
+    'seq', string.format('%d', seq), 'user', user or '', 'lane', lane or '', 'at', string.format('%d', now),
+    'admission', jti or '', 'reason', reason or '')
+end
+
+-- journal_config appends a config event: action (create, configure, draw, end, restore) and, as
+-- detail, the whole config hash as a JSON object of strings, without lottery_seed while the lottery
+-- is not drawn (the seed stays secret until then: README "Pre-queue lottery").
+journal_config = function(cfg, action)
+  if cfg.journal <= 0 then return end
+  local h = redis.call('HGETALL', K_CONFIG)
+  local obj, drawn = {}, false
+  for i = 1, #h, 2 do
+    obj[h[i]] = h[i + 1]
+    if h[i] == 'lottery_cutoff' then drawn = true end
+  end
+  if not drawn then obj['lottery_seed'] = nil end
+  redis.pcall('XADD', K_JOURNAL, 'MAXLEN', '~', cfg.journal, '*', 'kind', 'config', 'epoch', cfg.epoch,
+    'at', string.format('%d', now_ms(cfg)), 'actor', '', 'action', action, 'detail', cjson.encode(obj))
+end
 
 -- load_config returns the room's config table and whether this call created
 -- the room, or nil for an unknown room. With allow_create and a policy in
@@ -151,7 +193,8 @@ local draw_lottery -- load_config calls it; defined below, after keep_clock (whi
 local function load_config(allow_create)
   local c = redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms',
     'clock_ms', 'opens_ms', 'closes_ms', 'epoch', 'arrival_ms', 'prequeue', 'lottery_cutoff', 'lottery_bits',
-    'lottery_done_ms', 'closed_seq', 'close_reason', 'ended_ms', 'deleted_ms', 'auto', 'retention_ms')
+    'lottery_done_ms', 'closed_seq', 'close_reason', 'ended_ms', 'deleted_ms', 'auto', 'retention_ms',
+    'journal_maxlen')
   local created = 0
   if not c[1] then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
@@ -159,10 +202,10 @@ local function load_config(allow_create)
     for f in string.gmatch(ARGV[2], '[^,]+') do p[#p + 1] = f end
     local auto = (p[12] == '1') and '1' or '0'
     c = { p[1], p[2], p[3], p[4], p[5], p[6], false, p[7], p[8], new_epoch(), p[9] or '0', p[10] or 'fifo',
-      false, false, false, false, false, false, false, auto, false }
+      false, false, false, false, false, false, false, auto, false, p[13] or '1000000' }
     redis.call('HSET', K_CONFIG, 'state', c[1], 'capacity', c[2], 'rate', c[3],
       'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6], 'opens_ms', c[8], 'closes_ms', c[9], 'epoch', c[10],
-      'arrival_ms', c[11], 'prequeue', c[12], 'auto', auto)
+      'arrival_ms', c[11], 'prequeue', c[12], 'auto', auto, 'journal_maxlen', c[22])
     if c[12] == 'shuffle' and p[11] and p[11] ~= '-' then redis.call('HSET', K_CONFIG, 'lottery_seed', p[11]) end
     created = 1
   elseif not c[10] then
@@ -175,7 +218,9 @@ local function load_config(allow_create)
     prequeue = c[12] or 'fifo', cutoff = tonumber(c[13]), bits = tonumber(c[14]) or 0,
     drawn_done = tonumber(c[15]),
     closed_seq = tonumber(c[16]) or 0, close_reason = c[17] or '', ended = tonumber(c[18]) or 0,
-    deleted = tonumber(c[19]) or 0, auto = c[20] == '1', retention = tonumber(c[21]) or 0 }
+    deleted = tonumber(c[19]) or 0, auto = c[20] == '1', retention = tonumber(c[21]) or 0,
+    journal = tonumber(c[22]) or 1000000 }
+  if created == 1 then journal_config(cfg, 'create') end
   if (cfg.opens > 0 or cfg.closes > 0) and cfg.state ~= 'closed' then
     local now = now_ms(cfg)
     if cfg.closes > 0 and now >= cfg.closes then
@@ -217,6 +262,7 @@ draw_lottery = function(cfg)
     cfg.drawn_done = now
   end
   keep_clock(cfg, now)
+  journal_config(cfg, 'draw')
 end
 
 -- seq_of returns the arrival seq of a jti "<epoch>.<seq>.<admno>.<admitted_ms>" of this room's
@@ -227,8 +273,12 @@ local function seq_of(cfg, jti)
   return tonumber(s)
 end
 
-local function end_entry(cfg, kind, seq, now)
+-- end_entry records the end of entry seq (kind C, R, E, N or L: the ended record's prefix) and
+-- journals it, with what the caller knows of the user, the admission (jti) and the reason.
+local function end_entry(cfg, kind, seq, now, user, jti, reason)
   redis.call('ZADD', K_ENDED, now, kind .. ':' .. cfg.epoch .. '.' .. num(seq))
+  if kind == 'E' then reason = 'session_ended' elseif kind == 'N' then reason = 'not_claimed' end
+  journal_entry(cfg, JOURNAL_KINDS[kind], seq, now, user, '', jti, reason)
 end
 
 local function ended(cfg, seq)
@@ -264,15 +314,17 @@ local function rate_consume(tokens, n, now)
   redis.call('HSET', K_BUCKET, 'tokens', tostring(tokens - n), 'ts', num(now))
 end
 
--- admit moves one user into the active set; the caller has checked capacity and rate.
+-- admit moves one user into the active set, through lane (public, priority or bypass: the
+-- journal's); the caller has checked capacity and rate.
 -- The admission lasts the session (its score in active, and the token's exp). With an
 -- arrival window shorter than the session it must also be claimed (an exchange, claim
 -- below) before the window ends, else the tick ends it early as not claimed ('N'):
 -- until then it is in the unclaimed set with its claim deadline.
-local function admit(cfg, user, seq, now)
+local function admit(cfg, user, seq, now, lane)
   local admno = redis.call('INCR', K_ADMNO)
   local exp = now + cfg.session
   local jti = cfg.epoch .. '.' .. num(seq) .. '.' .. num(admno) .. '.' .. num(now)
+  journal_entry(cfg, 'admitted', seq, now, user, lane, jti)
   redis.call('ZADD', K_ACTIVE, num(exp), jti)
   redis.call('HSET', K_USERS, user, jti)
   redis.call('ZADD', K_ADMITS, num(now), jti)
@@ -313,7 +365,7 @@ end
 local function drop_lapsed_index(cfg, user, j, js, e, now)
   redis.call('HDEL', K_USERS, user)
   if js and e then
-    end_entry(cfg, drop_admission(j), js, now)
+    end_entry(cfg, drop_admission(j), js, now, user, j)
     redis.call('HINCRBY', K_STATS, 'expired', 1)
   elseif not (js and ended(cfg, js)) then
     redis.call('HINCRBY', K_STATS, 'zombies', 1)
@@ -422,11 +474,11 @@ local function ban_user(cfg, user, ends, reason, now)
   end
   keep_clock(cfg, now)
   if removed == 1 then
-    end_entry(cfg, 'R', seq, now)
+    end_entry(cfg, 'R', seq, now, user, '', 'banned')
     redis.call('HINCRBY', K_STATS, 'removed', 1)
   end
   if revoked ~= '' then
-    end_entry(cfg, 'R', seq_of(cfg, revoked), now)
+    end_entry(cfg, 'R', seq_of(cfg, revoked), now, user, revoked, 'banned')
     redis.call('HINCRBY', K_STATS, 'revoked', 1)
   end
   redis.call('ZADD', K_BANS, num(ends), user)
@@ -490,4 +542,5 @@ local function note_end(cfg, now, reason, default)
   redis.call('HSET', K_CONFIG, 'closed_seq', num(seq), 'close_reason', reason, 'ended_ms', num(at))
   cfg.closed_seq, cfg.close_reason, cfg.ended = seq, reason, at
   apply_retention(cfg, now, default)
+  journal_config(cfg, 'end')
 end

@@ -25,10 +25,11 @@ if redis.call('ZREM', K_ACTIVE, jti) == 0 then return { 'ERROR', 'not_found' } e
 redis.call('ZREM', K_UNCLAIMED, jti)
 if user ~= '' and redis.call('HGET', K_USERS, user) == jti then redis.call('HDEL', K_USERS, user) end
 keep_clock(cfg, now)
-end_entry(cfg, 'R', seq, now)
-redis.call('HINCRBY', K_STATS, 'revoked', 1)
 local ends = 0
-if user ~= '' and ban_ms > 0 then
+local banning = user ~= '' and ban_ms > 0
+end_entry(cfg, 'R', seq, now, user ~= '' and user or nil, jti, banning and 'banned' or 'admin')
+redis.call('HINCRBY', K_STATS, 'revoked', 1)
+if banning then
   ends = now + ban_ms
   ban_user(cfg, user, ends, ARGV[6], now)
 end

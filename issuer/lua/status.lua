@@ -68,9 +68,12 @@ if j and seq_of(cfg, j) == seq then
     local d = unclaimed_by(j)
     if d and d <= now then return result('EXPIRED', 0, j, d, 0, 'not_claimed') end
     if tonumber(e) <= now then return result('EXPIRED', 0, j, tonumber(e), 0, 'session_ended') end
-    if d and ARGV[6] == '1' then
-      redis.call('ZREM', K_UNCLAIMED, j)
-      keep_clock(cfg, now)
+    if ARGV[6] == '1' then
+      if d then
+        redis.call('ZREM', K_UNCLAIMED, j)
+        keep_clock(cfg, now)
+      end
+      journal_entry(cfg, 'exchanged', seq, now, user, '', j)
     end
     return result('ACTIVE', 0, j, tonumber(e))
   end

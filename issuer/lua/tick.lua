@@ -49,7 +49,7 @@ for _, j in ipairs(unclaimed) do
   if redis.call('ZREM', K_ACTIVE, j) == 1 then -- (every script that ends an admission drops both)
     window_ended = window_ended + 1
     local s = seq_of(cfg, j)
-    if s then end_entry(cfg, 'N', s, now) end
+    if s then end_entry(cfg, 'N', s, now, nil, j) end
   end
 end
 local lapsed = {}
@@ -60,7 +60,7 @@ for _, j in ipairs(lapsed) do
   local kind = drop_admission(j) -- 'N' when still unclaimed (its deadline fell past an earlier bound)
   if kind == 'N' then not_claimed = not_claimed + 1 end
   local s = seq_of(cfg, j)
-  if s then end_entry(cfg, kind, s, now) end -- an earlier epoch's admission leaves no record
+  if s then end_entry(cfg, kind, s, now, nil, j) end -- an earlier epoch's admission leaves no record
 end
 not_claimed = not_claimed + window_ended
 local expired = window_ended + #lapsed
@@ -136,7 +136,7 @@ if cfg.state == 'open' and not placing and live < cfg.capacity and npri + redis.
       if s <= cfg.closed_seq then
         closed_out = closed_out + 1 -- of a line closing ended: never admitted
       else
-        admit(cfg, popped[i], s, now)
+        admit(cfg, popped[i], s, now, 'priority')
         from_priority = from_priority + 1
       end
     end
@@ -149,7 +149,7 @@ if cfg.state == 'open' and not placing and live < cfg.capacity and npri + redis.
       if s <= cfg.closed_seq then
         closed_out = closed_out + 1 -- of a line closing ended: never admitted
       else
-        admit(cfg, popped[i], s, now)
+        admit(cfg, popped[i], s, now, 'public')
         admitted = admitted + 1
       end
     end

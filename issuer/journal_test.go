@@ -1,0 +1,287 @@
+package issuer_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/testkit"
+	"github.com/flashgate/flashgate/issuer"
+)
+
+// journalEntry is one entry of a room's journal stream, its fields in the
+// order the script wrote them.
+type journalEntry struct {
+	id     string
+	fields []string // names, in order
+	v      map[string]string
+}
+
+func readJournal(t *testing.T, rdb *redis.Client, room string) []journalEntry {
+	t.Helper()
+	raw, err := rdb.Do(context.Background(), "XRANGE", issuer.RoomKeys(room)[16], "-", "+").Slice()
+	require.NoError(t, err)
+	var out []journalEntry
+	for _, r := range raw {
+		e := r.([]any)
+		kv := e[1].([]any)
+		je := journalEntry{id: e[0].(string), v: map[string]string{}}
+		for i := 0; i < len(kv); i += 2 {
+			je.fields = append(je.fields, kv[i].(string))
+			je.v[kv[i].(string)] = kv[i+1].(string)
+		}
+		out = append(out, je)
+	}
+	return out
+}
+
+// The stream field layouts the journal consumer reads (journal/doc.go).
+var (
+	entryFields = []string{"kind", "epoch", "seq", "user", "lane", "at", "admission", "reason"}
+	roomFields  = []string{"kind", "epoch", "at", "actor", "action", "detail"}
+)
+
+// TestJournalRecordsEveryChange runs one of each state change of an entry
+// and of the room's config through the issuer and reads the room's journal
+// stream: one entry per change, in the order they happened, each with the
+// contract's fields in the contract's order (README "Durability").
+func TestJournalRecordsEveryChange(t *testing.T) {
+	ctx := context.Background()
+	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 1, SessionDuration: 10 * time.Second})
+
+	alice, err := is.Enter(ctx, room, "alice") // fast track: entered + admitted
+	require.NoError(t, err)
+	require.Equal(t, flashgate.StateActive, alice.State)
+	var tok = map[string]string{}
+	for _, u := range []string{"bob", "carol", "dave"} {
+		e, err := is.Enter(ctx, room, u)
+		require.NoError(t, err)
+		tok[u] = e.WaitingToken
+	}
+	_, err = is.Exchange(ctx, room, "alice", alice.WaitingToken)
+	require.NoError(t, err)
+	_, err = is.Complete(ctx, room, "alice", alice.AdmissionID)
+	require.NoError(t, err)
+	_, err = is.Tick(ctx, room) // bob admitted
+	require.NoError(t, err)
+	require.NoError(t, is.Leave(ctx, room, "carol", tok["carol"]))
+	noBan := time.Duration(0)
+	_, err = is.RevokeWith(ctx, room, "bob", "", issuer.RevokeOptions{Ban: &noBan})
+	require.NoError(t, err)
+	_, err = is.Tick(ctx, room) // dave admitted
+	require.NoError(t, err)
+	_, err = is.Enter(ctx, room, "erin") // waits behind dave
+	require.NoError(t, err)
+	_, err = is.Close(ctx, room, issuer.ReasonSoldOut)
+	require.NoError(t, err)
+	clk.Advance(10 * time.Second)
+	_, err = is.Tick(ctx, room) // dave's session ended; erin drained (no event: the end covers her)
+	require.NoError(t, err)
+
+	js := readJournal(t, rdb, room)
+	st, err := is.Stats(ctx, room)
+	require.NoError(t, err)
+	epoch := st.Epoch
+	require.NotEmpty(t, epoch)
+
+	type want struct{ kind, user, seq, lane, reason string }
+	wants := []want{
+		{"config", "", "", "", "configure"}, // SetRoom
+		{"entered", "alice", "1", "public", ""},
+		{"admitted", "alice", "1", "public", ""},
+		{"entered", "bob", "2", "public", ""},
+		{"entered", "carol", "3", "public", ""},
+		{"entered", "dave", "4", "public", ""},
+		{"exchanged", "alice", "1", "", ""},
+		{"completed", "alice", "1", "", ""},
+		{"admitted", "bob", "2", "public", ""},
+		{"left", "carol", "3", "", ""},
+		{"revoked", "bob", "2", "", "admin"},
+		{"admitted", "dave", "4", "public", ""},
+		{"entered", "erin", "5", "public", ""},
+		{"config", "", "", "", "end"},       // the close's note_end …
+		{"config", "", "", "", "configure"}, // … and the configure itself
+		{"expired", "", "4", "", "session_ended"},
+	}
+	var got []string
+	for _, e := range js {
+		got = append(got, e.v["kind"]+" "+e.v["user"]+e.v["action"])
+	}
+	require.Len(t, js, len(wants), "journal: %v", got)
+	lastAt := int64(0)
+	for i, w := range wants {
+		e := js[i]
+		at := mustInt(t, e.v["at"])
+		assert.GreaterOrEqual(t, at, lastAt, "entry %d: times never run backwards", i)
+		lastAt = at
+		assert.Equal(t, epoch, e.v["epoch"], "entry %d", i)
+		assert.Equal(t, w.kind, e.v["kind"], "entry %d", i)
+		if w.kind == "config" {
+			assert.Equal(t, roomFields, e.fields, "entry %d: the room event layout", i)
+			assert.Equal(t, w.reason, e.v["action"], "entry %d", i)
+			var detail map[string]string
+			require.NoError(t, json.Unmarshal([]byte(e.v["detail"]), &detail), "entry %d: detail is a JSON object of strings", i)
+			assert.Equal(t, "1", detail["capacity"])
+			assert.Equal(t, epoch, detail["epoch"])
+			continue
+		}
+		assert.Equal(t, entryFields, e.fields, "entry %d (%s): the entry event layout", i, w.kind)
+		assert.Equal(t, w.user, e.v["user"], "entry %d", i)
+		assert.Equal(t, w.seq, e.v["seq"], "entry %d", i)
+		assert.Equal(t, w.lane, e.v["lane"], "entry %d", i)
+		assert.Equal(t, w.reason, e.v["reason"], "entry %d", i)
+		switch w.kind {
+		case "admitted", "exchanged", "completed", "revoked", "expired":
+			id, ok := flashgate.ParseAdmissionID(e.v["admission"])
+			require.True(t, ok, "entry %d: admission %q", i, e.v["admission"])
+			assert.Equal(t, epoch, id.Epoch)
+			assert.EqualValues(t, mustInt(t, w.seq), id.Arrival)
+		default:
+			assert.Empty(t, e.v["admission"], "entry %d", i)
+		}
+	}
+	var end map[string]string
+	require.NoError(t, json.Unmarshal([]byte(js[13].v["detail"]), &end))
+	assert.Equal(t, "5", end["closed_seq"], "the end's closed_seq covers erin: the line it closed (no event per drained entry)")
+	assert.Equal(t, "sold_out", end["close_reason"])
+	assert.NotEmpty(t, end["ended_ms"])
+	assert.Equal(t, alice.AdmissionID, js[2].v["admission"], "the admission journaled is the one the buyer holds")
+	assert.Equal(t, js[2].v["admission"], js[7].v["admission"], "completed names the admission")
+}
+
+// TestJournalLanesBansAndDrawsRecorded: the priority lane and bypass invites
+// journal their lane, a ban's removals are revocations with reason banned,
+// and the lottery's draw is a config event whose detail reveals the seed only
+// from the draw on (README "Pre-queue lottery").
+func TestJournalLanesBansAndDrawsRecorded(t *testing.T) {
+	ctx := context.Background()
+	opens := testkit.Epoch.Add(time.Hour)
+	is, clk, room, rdb, _ := laneSetup(t, issuer.RoomConfig{Capacity: 1, PreQueue: issuer.PreQueueShuffle, Opens: opens})
+	for _, u := range []string{"p1", "p2", "p3"} {
+		_, err := is.Enter(ctx, room, u)
+		require.NoError(t, err)
+	}
+	_, err := is.Ban(ctx, room, "p2", time.Minute, "scalper")
+	require.NoError(t, err)
+	enterInvite(t, is, room, "vip", invite(t, is, room, issuer.InviteOptions{Lane: flashgate.LanePriority}))
+	clk.Set(opens.Add(time.Second))
+	_, err = is.Tick(ctx, room) // draws and places, admits nobody yet
+	require.NoError(t, err)
+	_, err = is.Tick(ctx, room) // admits vip, ahead of the public line
+	require.NoError(t, err)
+
+	js := readJournal(t, rdb, room)
+	var kinds []string
+	for _, e := range js {
+		k := e.v["kind"]
+		if k == "config" {
+			k += ":" + e.v["action"]
+			var d map[string]string
+			require.NoError(t, json.Unmarshal([]byte(e.v["detail"]), &d))
+			_, seed := d["lottery_seed"]
+			assert.Equal(t, e.v["action"] == "draw", seed, "the seed is journaled from the draw on only: %s", e.v["action"])
+		} else {
+			k += ":" + e.v["user"] + ":" + e.v["lane"] + ":" + e.v["reason"]
+		}
+		kinds = append(kinds, k)
+	}
+	assert.Equal(t, []string{
+		"config:configure",
+		"entered:p1:public:", "entered:p2:public:", "entered:p3:public:",
+		"revoked:p2::banned",
+		"entered:vip:priority:",
+		"config:draw",
+		"admitted:vip:priority:",
+	}, kinds)
+}
+
+// TestJournalOff: a negative Config.JournalMaxLen writes no journal, and the
+// bound is written into the room's config (journal_maxlen).
+func TestJournalOff(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	for _, tc := range []struct {
+		max  int64
+		want string
+	}{{0, fmt.Sprint(issuer.DefaultJournalMaxLen)}, {-1, "0"}, {500, "500"}} {
+		is := newIssuer(t, rdb, newClock(), func(c *issuer.Config) { c.JournalMaxLen = tc.max })
+		room := redistest.Room("j")
+		_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1})
+		require.NoError(t, err)
+		_, err = is.Enter(ctx, room, "alice")
+		require.NoError(t, err)
+		v, err := rdb.HGet(ctx, issuer.RoomKeys(room)[0], "journal_maxlen").Result()
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, v)
+		n, err := rdb.XLen(ctx, issuer.RoomKeys(room)[16]).Result()
+		require.NoError(t, err)
+		if tc.want == "0" {
+			assert.Zero(t, n, "no journal")
+		} else {
+			assert.EqualValues(t, 3, n, "configure, entered, admitted")
+		}
+	}
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	var n int64
+	_, err := fmt.Sscan(strings.TrimSpace(s), &n)
+	require.NoError(t, err, "%q", s)
+	return n
+}
+
+// TestLostRoomAwaitsRestore: under LostRoomsAwaitRestore a room this replica
+// knew, found lost from Redis, is not recreated empty: every call for it
+// answers flashgate.ErrRoomLost (503 room_lost) and nothing is written, until
+// an operator recreates it (here SetRoom; in production `flashgate restore`).
+func TestLostRoomAwaitsRestore(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	is := newIssuer(t, rdb, newClock(), func(c *issuer.Config) { c.LostRooms = issuer.LostRoomsAwaitRestore })
+	room := redistest.Room("lost")
+	_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1})
+	require.NoError(t, err)
+	_, err = is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	bob, err := is.Enter(ctx, room, "bob")
+	require.NoError(t, err)
+
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	_, err = is.Tick(ctx, room)
+	assert.ErrorIs(t, err, flashgate.ErrRoomLost, "the tick does not recreate it")
+	_, err = is.Enter(ctx, room, "carol")
+	assert.ErrorIs(t, err, flashgate.ErrRoomLost, "nor does an enter")
+	_, err = is.Status(ctx, room, "bob", bob.WaitingToken)
+	assert.ErrorIs(t, err, flashgate.ErrRoomLost, "bob's place is not NOT_FOUND: it awaits the restore")
+	assert.ErrorIs(t, is.Leave(ctx, room, "bob", bob.WaitingToken), flashgate.ErrRoomLost)
+	n, err := rdb.DBSize(ctx).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing written while the room awaits its restore")
+	_, err = is.Enter(ctx, redistest.Room("never-known"), "dave")
+	assert.ErrorIs(t, err, flashgate.ErrUnknownRoom, "a room this replica never knew is unknown, not lost")
+
+	_, err = is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1})
+	require.NoError(t, err)
+	e, err := is.Enter(ctx, room, "carol")
+	require.NoError(t, err, "recreated by the operator")
+	assert.Equal(t, flashgate.StateActive, e.State)
+
+	// The default (recreate) is unchanged: the next enter recreates it.
+	rec := newIssuer(t, rdb, newClock())
+	room2 := redistest.Room("recreated")
+	_, err = rec.SetRoom(ctx, room2, issuer.RoomConfig{Capacity: 1})
+	require.NoError(t, err)
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	_, err = rec.Enter(ctx, room2, "erin")
+	assert.NoError(t, err)
+}
