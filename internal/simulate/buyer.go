@@ -144,13 +144,14 @@ func (s *sim) call(ctx context.Context, method, u string, user, bearer string, o
 // callBody is call with a JSON request body (nil: none).
 func (s *sim) callBody(ctx context.Context, method, u string, user, bearer string, reqBody []byte, out any) (p *problem, retried bool, err error) {
 	backoff := 50 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	began := time.Now()
+	for {
 		var status int
 		var body []byte
 		status, body, err = s.do(ctx, method, u, user, bearer, reqBody)
 		transient := err != nil || status == http.StatusServiceUnavailable || status == http.StatusBadGateway ||
 			status == http.StatusGatewayTimeout || status == http.StatusTooManyRequests
-		if !transient || attempt >= 6 || ctx.Err() != nil {
+		if !transient || time.Since(began) >= s.o.RetryFor || ctx.Err() != nil {
 			if err != nil {
 				return nil, retried, err
 			}
@@ -324,6 +325,9 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 		}
 		return "lapsed while polling", nil
 	default:
+		if e.State == "NOT_FOUND" {
+			s.placesLost.Add(1)
+		}
 		return "", fmt.Errorf("entry became %s instead of ACTIVE", e.State)
 	}
 	a.activeAt = time.Now()

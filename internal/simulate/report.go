@@ -46,6 +46,11 @@ type Report struct {
 	// closing the tab) whom a sold-out did not stop (CLOSED, refused).
 	ExpectedOrders int `json:"expected_orders"`
 	Errors         int `json:"errors"` // buyers who could not finish
+	// PlacesLost counts buyers whose place the line lost while they waited
+	// (their waiting token read NOT_FOUND: the entry was gone, e.g. Redis
+	// lost its data and the room was recreated empty); each is also an
+	// error. Zero when a restore from the journal kept every place.
+	PlacesLost int `json:"places_lost"`
 	// ErrorSamples are the first distinct error messages.
 	ErrorSamples []string `json:"error_samples,omitempty"`
 
@@ -370,6 +375,7 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 	if so != nil && so.WrongReason > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("sold out: %d buyers saw CLOSED with another reason", so.WrongReason))
 	}
+	r.PlacesLost = int(s.placesLost.Load())
 	r.OK = len(r.Violations) == 0 && r.Errors == 0 && !r.TimedOut
 	if r.Violations == nil {
 		r.Violations = []string{}
@@ -502,6 +508,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "buyers\t%d\t(abandoning %d, bad actors %d, seed %d)\n", r.Users, r.Abandoned, r.BadActors, r.Seed)
 	fmt.Fprintf(tw, "admitted\t%d\t(admissions %d, fast track %d, lapsed before use %d)\n", r.Admitted, r.Admissions, r.FastTrack, r.LostAdmissions)
 	fmt.Fprintf(tw, "orders completed\t%d\t(expected %d)\n", r.Completed, r.ExpectedOrders)
+	fmt.Fprintf(tw, "places lost\t%d\t(waiting tokens that read NOT_FOUND: the line lost the entry)\n", r.PlacesLost)
 	if so := r.SoldOut; so != nil {
 		fmt.Fprintf(tw, "sold out\tafter %d orders, at %s\t(%d waiting buyers ended CLOSED: sold-out → CLOSED seen p50 %s, p95 %s, max %s; %d enters refused after it; drained %d, %d still in line at the end)\n",
 			so.After, ms(so.AtMs), so.Closed, ms(so.ClosedP50Ms), ms(so.ClosedP95Ms), ms(so.ClosedMaxMs), so.Refused, so.ClosedOut, so.WaitingAtEnd)

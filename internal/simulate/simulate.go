@@ -91,6 +91,12 @@ type Options struct {
 	Ramp time.Duration
 	// Timeout bounds the whole run (default 5m).
 	Timeout time.Duration
+	// RetryFor is how long one buyer's call is retried while it fails in
+	// transit or answers 502/503/504/429 (backoff from 50 ms, doubling up to
+	// 2 s; default 3 s). A sale through a Redis restart and `flashgate
+	// restore` (503 unavailable, then room_lost) needs it longer than the
+	// outage, as a real client keeps retrying.
+	RetryFor time.Duration
 	// MaxConns bounds the HTTP connections to each server (default 256).
 	MaxConns int
 	// Seed makes the choice of abandoners, bad actors and think times
@@ -162,6 +168,9 @@ func (o *Options) defaults() error {
 	if o.PollScale == 0 {
 		o.PollScale = 1
 	}
+	if o.RetryFor == 0 {
+		o.RetryFor = 3 * time.Second
+	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}
@@ -208,7 +217,7 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("simulate: priority share (%g) and bypass share (%g) must be 0…1 together", o.PriorityShare, o.BypassShare)
 	case o.PollScale < 0:
 		return fmt.Errorf("simulate: poll scale must be positive, got %g", o.PollScale)
-	case o.Ramp < 0 || o.Timeout < 0:
+	case o.Ramp < 0 || o.Timeout < 0 || o.RetryFor < 0:
 		return errors.New("simulate: ramp and timeout must not be negative")
 	case !issuer.ValidID(o.Room):
 		return fmt.Errorf("simulate: invalid room id %q", o.Room)
@@ -237,6 +246,9 @@ type sim struct {
 	prefix string // user id prefix, unique per run
 
 	waiting, admitted, ordered, lost, failed atomic.Int64
+	// placesLost counts buyers whose place the line lost: a waiting token
+	// that read NOT_FOUND while the buyer waited (Report.PlacesLost).
+	placesLost atomic.Int64
 
 	mu     sync.Mutex
 	errors map[string]int
