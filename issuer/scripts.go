@@ -50,6 +50,7 @@ var (
 	// autoRoomScript is not a room's: its one key is fg:autorooms.
 	autoRoomScript = redis.NewScript(mustRead("lua/autoroom.lua"))
 	inviteScript   = loadScript("invite")
+	auditScript    = loadScript("audit")
 )
 
 func mustRead(name string) string {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/problem"
 )
 
@@ -122,22 +124,73 @@ func (s *Server) audit(c *fiber.Ctx, method, route string, status int) {
 	case status >= 400:
 		outcome = "refused"
 	}
+	room, fields, fp := strings.Clone(roomParam(c, route)), auditFields(c.Request().Body()), TokenFingerprint(tok)
 	attrs := []slog.Attr{
 		slog.String("remote", c.IP()),
-		slog.String("token_fp", TokenFingerprint(tok)),
+		slog.String("token_fp", fp),
 		slog.String("method", method),
 		slog.String("route", route),
-		slog.String("room", strings.Clone(roomParam(c, route))),
+		slog.String("room", room),
 	}
+	user := ""
 	if strings.Contains(route, ":user") {
-		attrs = append(attrs, slog.String("user", strings.Clone(c.Params("user"))))
+		user = strings.Clone(c.Params("user"))
+		attrs = append(attrs, slog.String("user", user))
 	}
-	attrs = append(attrs, slog.String("fields", auditFields(c.Request().Body())),
+	attrs = append(attrs, slog.String("fields", fields),
 		slog.Int("status", status), slog.String("outcome", outcome))
 	if id := requestID(c); id != "" {
 		attrs = append(attrs, slog.String("request_id", id))
 	}
 	s.log.LogAttrs(c.UserContext(), slog.LevelInfo, "admin audit", attrs...)
+	if outcome == "ok" && room != "" {
+		s.journalAudit(c, method, route, room, user, fields, fp)
+	}
+}
+
+// journalAudit records a successful admin change of room in the room's
+// journal too (issuer.JournalAudit; README "Durability"): actor "admin
+// <token_fp> from <remote>", action auditAction's, detail the audit log's
+// fields (plus the user of /ban/:user). A failure is logged (WARN), never
+// the request's: the change is made and answered already.
+func (s *Server) journalAudit(c *fiber.Ctx, method, route, room, user, fields, fp string) {
+	detail := fields
+	if detail == "" || detail == "(not a JSON object)" {
+		detail = "{}"
+	}
+	if user != "" {
+		var m map[string]any
+		_ = json.Unmarshal([]byte(detail), &m)
+		if m == nil {
+			m = map[string]any{}
+		}
+		m["user"] = user
+		b, _ := json.Marshal(m)
+		detail = string(b)
+	}
+	a := issuer.Audit{Actor: "admin " + fp + " from " + c.IP(), Action: auditAction(method, route), Detail: json.RawMessage(detail)}
+	// The request's own context ends with its handler, before this runs.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), time.Second)
+	defer cancel()
+	if _, err := s.is.JournalAudit(ctx, room, a); err != nil {
+		s.log.Warn("admin audit: not journaled", "room", room, "action", a.Action, "err", err)
+	}
+}
+
+// auditAction names an admin change for the journal: "configure" (PUT of
+// the room), "delete" (DELETE of the room), "unban" (DELETE of a ban), else
+// the route's last segment ("open", "pause", "close", "sold-out", "revoke",
+// "ban", "invites").
+func auditAction(method, route string) string {
+	switch {
+	case method == fiber.MethodPut && route == "/admin/rooms/:room":
+		return "configure"
+	case method == fiber.MethodDelete && route == "/admin/rooms/:room":
+		return "delete"
+	case method == fiber.MethodDelete && strings.HasSuffix(route, "/ban/:user"):
+		return "unban"
+	}
+	return route[strings.LastIndex(route, "/")+1:]
 }
 
 // auditFields renders a request body for the audit log: its JSON object's

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -123,4 +124,30 @@ func TestAdminAudit(t *testing.T) {
 	assert.NotContains(t, out, adminToken)
 	assert.NotContains(t, out, "zzz-not-logged")
 	assert.NotContains(t, out, "wrong-token")
+
+	// The successful changes are in the room's journal too (README
+	// "Durability"), the refused ones not; a ban route's user is in the detail.
+	r = e.do(req{method: "POST", path: "/admin/rooms/" + room + "/ban", bearer: adminToken, body: `{"user":"mallory","reason":"bot","duration_ms":60000}`})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	r = e.do(req{method: "DELETE", path: "/admin/rooms/" + room + "/ban/mallory", bearer: adminToken})
+	require.Equal(t, 204, r.status, "%s", r.body)
+	msgs, err := e.rdb.XRange(context.Background(), "fg:{"+room+"}:journal", "-", "+").Result()
+	require.NoError(t, err)
+	var audits []map[string]any
+	for _, m := range msgs {
+		if m.Values["kind"] == "audit" {
+			audits = append(audits, m.Values)
+		}
+	}
+	require.Len(t, audits, 3, "pause, ban, unban: %v\n%s", audits, l.String())
+	assert.Equal(t, "pause", audits[0]["action"])
+	assert.Equal(t, "{}", audits[0]["detail"])
+	assert.Equal(t, "ban", audits[1]["action"])
+	assert.JSONEq(t, `{"duration_ms":60000,"reason":"bot","user":"mallory"}`, audits[1]["detail"].(string))
+	assert.Equal(t, "unban", audits[2]["action"])
+	assert.JSONEq(t, `{"user":"mallory"}`, audits[2]["detail"].(string))
+	assert.Contains(t, audits[0]["actor"], TokenFingerprint(adminToken))
+	for _, a := range audits {
+		assert.NotContains(t, a["actor"], adminToken)
+	}
 }
