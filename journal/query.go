@@ -1,0 +1,200 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flashgate/flashgate"
+)
+
+// Report is a room's aggregates over its journaled entries (issue 12, "Questions
+// it answers"): counts of entries by what became of them, and how long the
+// admitted ones waited. Every count is of rows of journal_entries (one row per
+// entry, however many events it had), so it is exact once the stream has been
+// written and a lower bound of the truth while the journal lags.
+//
+// The outcome counts partition Entered: an entry is "admitted" when the
+// journal knows of its admission (admitted_ms or admission_id set, or it
+// completed), and then exactly one of Completed, Abandoned, Live; otherwise
+// exactly one of Closed, LeftWaiting, Waiting:
+//
+//	Entered = Completed + Abandoned + Live + Closed + LeftWaiting + Waiting
+//	Admitted = Completed + Abandoned + Live
+//
+// Waiting entries that left the line are NOT abandoned: abandoned counts
+// admissions that ended without an order (expired — unclaimed or session
+// over —, left — given back —, revoked, or closed while admitted), the number
+// an order team compares with its orders; a waiter who gave up is LeftWaiting.
+type Report struct {
+	Room string `json:"room"`
+	// Epoch is the epoch reported on; "" = every epoch of the room.
+	Epoch string `json:"epoch,omitempty"`
+
+	Entered     int64 `json:"entered"`      // entries journaled
+	Admitted    int64 `json:"admitted"`     // of which admitted
+	Completed   int64 `json:"completed"`    // admitted, ended by an order (end_kind completed)
+	Abandoned   int64 `json:"abandoned"`    // admitted, ended otherwise: expired, left, revoked, closed
+	Live        int64 `json:"live"`         // admitted, not ended (as far as journaled)
+	Closed      int64 `json:"closed"`       // never admitted, ended by the room closing (sold_out, closed, event_ended, deleted)
+	LeftWaiting int64 `json:"left_waiting"` // never admitted, ended otherwise: left the line, revoked or banned while waiting
+	Waiting     int64 `json:"waiting"`      // never admitted, not ended (as far as journaled)
+
+	// Wait is the wait (admitted_ms − entered_ms, the room's clock) of every
+	// admitted entry whose entered and admitted times are both journaled,
+	// over the whole report; zero when there is none.
+	Wait WaitStats `json:"wait"`
+	// WaitByMinute is the same per minute of admission (UTC, floor of
+	// admitted_ms to the minute), oldest first; minutes without an
+	// admission are absent.
+	WaitByMinute []WaitMinute `json:"wait_by_minute"`
+}
+
+// WaitStats summarises waits in milliseconds: P50Ms and P95Ms are
+// PostgreSQL's percentile_cont (linear interpolation between the two
+// nearest waits), so they may fall between measured values.
+type WaitStats struct {
+	Admitted int64   `json:"admitted"` // waits measured
+	P50Ms    float64 `json:"p50_ms"`
+	P95Ms    float64 `json:"p95_ms"`
+}
+
+// WaitMinute is WaitStats for the admissions of one minute.
+type WaitMinute struct {
+	Minute time.Time `json:"minute"` // the minute's start, UTC
+	WaitStats
+}
+
+// admittedSQL is when a row counts as admitted: the admitted event, or any
+// later event that names the admission, has been journaled.
+const admittedSQL = `(admitted_ms IS NOT NULL OR admission_id IS NOT NULL OR end_kind IS NOT DISTINCT FROM 'completed')`
+
+const reportCounts = `
+SELECT count(*),
+       count(*) FILTER (WHERE ` + admittedSQL + `),
+       count(*) FILTER (WHERE end_kind = 'completed'),
+       count(*) FILTER (WHERE ` + admittedSQL + ` AND end_kind IS NOT NULL AND end_kind <> 'completed'),
+       count(*) FILTER (WHERE ` + admittedSQL + ` AND end_kind IS NULL),
+       count(*) FILTER (WHERE NOT ` + admittedSQL + ` AND end_kind = 'closed'),
+       count(*) FILTER (WHERE NOT ` + admittedSQL + ` AND end_kind IS NOT NULL AND end_kind <> 'closed'),
+       count(*) FILTER (WHERE NOT ` + admittedSQL + ` AND end_kind IS NULL),
+       EXISTS (SELECT 1 FROM journal_room_events WHERE room = $1 AND ($2 = '' OR epoch = $2))
+FROM journal_entries
+WHERE room = $1 AND ($2 = '' OR epoch = $2)`
+
+// reportWaits is the wait percentiles per minute of admission and, as the
+// row whose minute is NULL (the empty grouping set), over all of them (that
+// row is there, with count 0 and percentiles 0, when there is no wait).
+const reportWaits = `
+SELECT admitted_ms / 60000 AS minute,
+       count(*),
+       COALESCE(percentile_cont(0.5) WITHIN GROUP (ORDER BY admitted_ms - entered_ms), 0),
+       COALESCE(percentile_cont(0.95) WITHIN GROUP (ORDER BY admitted_ms - entered_ms), 0)
+FROM journal_entries
+WHERE room = $1 AND ($2 = '' OR epoch = $2) AND admitted_ms IS NOT NULL AND entered_ms IS NOT NULL
+GROUP BY GROUPING SETS ((admitted_ms / 60000), ())
+ORDER BY minute NULLS FIRST`
+
+// Report returns room's aggregates over epoch ("" = every epoch). It reads
+// in one repeatable-read, read-only transaction, so counts and percentiles
+// describe the same snapshot. Errors: nothing journaled for the room (and
+// epoch) at all, no entry and no room event (CodeNotFound); PostgreSQL
+// unreachable (CodeUnavailable) or failing (CodeInternal).
+func (s *Store) Report(ctx context.Context, room, epoch string) (Report, error) {
+	r := Report{Room: room, Epoch: epoch, WaitByMinute: []WaitMinute{}}
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			var roomEvents bool
+			if err := tx.QueryRow(ctx, reportCounts, room, epoch).Scan(&r.Entered, &r.Admitted, &r.Completed,
+				&r.Abandoned, &r.Live, &r.Closed, &r.LeftWaiting, &r.Waiting, &roomEvents); err != nil {
+				return err
+			}
+			if r.Entered == 0 && !roomEvents {
+				return errNothing
+			}
+			rows, err := tx.Query(ctx, reportWaits, room, epoch)
+			if err != nil {
+				return err
+			}
+			var minute *int64
+			var w WaitStats
+			_, err = pgx.ForEachRow(rows, []any{&minute, &w.Admitted, &w.P50Ms, &w.P95Ms}, func() error {
+				if minute == nil {
+					r.Wait = w
+				} else {
+					r.WaitByMinute = append(r.WaitByMinute, WaitMinute{Minute: time.UnixMilli(*minute * 60000).UTC(), WaitStats: w})
+				}
+				return nil
+			})
+			return err
+		})
+	if errors.Is(err, errNothing) {
+		return Report{}, flashgate.Errorf(flashgate.CodeNotFound, "journal: nothing journaled for room %q%s", room, epochSuffix(epoch))
+	}
+	if err != nil {
+		return Report{}, dbError("report", err)
+	}
+	return r, nil
+}
+
+var errNothing = errors.New("nothing journaled")
+
+func epochSuffix(epoch string) string {
+	if epoch == "" {
+		return ""
+	}
+	return " epoch " + strconv.Quote(epoch)
+}
+
+// RoomEventsLimit is the most room events RoomEvents returns.
+const RoomEventsLimit = 500
+
+// RoomEvent is one row of journal_room_events: a room config change (Kind
+// "config": Action create, configure or draw; Detail the whole config after
+// it) or an admin action (Kind "audit": Actor, Action, Detail its arguments).
+type RoomEvent struct {
+	Room     string          `json:"room"`
+	Epoch    string          `json:"epoch"`
+	StreamID string          `json:"stream_id"` // the Redis Stream entry id
+	Kind     Kind            `json:"kind"`
+	At       time.Time       `json:"at"` // millisecond precision, the room's clock
+	Actor    string          `json:"actor,omitempty"`
+	Action   string          `json:"action"`
+	Detail   json.RawMessage `json:"detail"` // a JSON object
+}
+
+// RoomEvents returns room's config changes and admin actions at or after
+// since (the zero time: all), newest first (by time, then stream id), at
+// most RoomEventsLimit of them. Empty, not an error, when there is none.
+// Errors: PostgreSQL unreachable (CodeUnavailable) or failing (CodeInternal).
+func (s *Store) RoomEvents(ctx context.Context, room string, since time.Time) ([]RoomEvent, error) {
+	var from int64
+	if !since.IsZero() {
+		from = since.UnixMilli()
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT room, epoch, stream_id, kind, at_ms, actor, action, detail::text
+FROM journal_room_events
+WHERE room = $1 AND at_ms >= $2
+ORDER BY at_ms DESC, split_part(stream_id, '-', 1)::bigint DESC, split_part(stream_id, '-', 2)::bigint DESC
+LIMIT $3`, room, from, RoomEventsLimit)
+	if err != nil {
+		return nil, dbError("room events", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RoomEvent, error) {
+		var e RoomEvent
+		var at int64
+		var kind, detail string
+		err := r.Scan(&e.Room, &e.Epoch, &e.StreamID, &kind, &at, &e.Actor, &e.Action, &detail)
+		e.Kind, e.At, e.Detail = Kind(kind), time.UnixMilli(at), json.RawMessage(detail)
+		return e, err
+	})
+	if err != nil {
+		return nil, dbError("room events", err)
+	}
+	return out, nil
+}
