@@ -28,6 +28,7 @@ const (
 	CodeInviteScope   Code = "invite_scope"          // a valid invite for another room or another user
 	CodeInviteExpired Code = "invite_expired"        // the invite's expiry has passed (by the room's clock)
 	CodeInviteUsed    Code = "invite_used"           // a single-use invite already used by someone else
+	CodeJournalOff    Code = "journal_off"           // the journal (PostgreSQL) is not configured on this server
 	CodeUnavailable   Code = "unavailable"           // Redis unreachable or failing; retry later
 	CodeStoreFull     Code = "store_full"            // Redis refuses writes for memory (maxmemory); retry later
 	CodeRoomLost      Code = "room_lost"             // the room's data was lost from Redis and awaits `flashgate restore`; retry later
@@ -38,7 +39,7 @@ const (
 var Codes = []Code{
 	CodeInvalidInput, CodeUnknownRoom, CodeRoomClosed, CodeRoomLimit, CodeBanned, CodeBadWaiting, CodeOwnerMismatch,
 	CodeNotFound, CodeNotAdmitted, CodeExpired, CodeRevoked, CodeCompleted,
-	CodeInviteInvalid, CodeInviteScope, CodeInviteExpired, CodeInviteUsed, CodeUnavailable,
+	CodeInviteInvalid, CodeInviteScope, CodeInviteExpired, CodeInviteUsed, CodeJournalOff, CodeUnavailable,
 	CodeStoreFull, CodeRoomLost, CodeInternal,
 }
 
@@ -83,6 +84,7 @@ var (
 	ErrInviteScope   = &Error{Code: CodeInviteScope, Message: "invite for another room or user"}
 	ErrInviteExpired = &Error{Code: CodeInviteExpired, Message: "invite expired"}
 	ErrInviteUsed    = &Error{Code: CodeInviteUsed, Message: "invite already used"}
+	ErrJournalOff    = &Error{Code: CodeJournalOff, Message: "no journal configured"}
 	ErrUnavailable   = &Error{Code: CodeUnavailable, Message: "queue store unavailable"}
 	ErrStoreFull     = &Error{Code: CodeStoreFull, Message: "queue store full"}
 	ErrRoomLost      = &Error{Code: CodeRoomLost, Message: "waiting room lost from the queue store, awaiting restore"}

@@ -27,7 +27,7 @@ func TestEveryCodeHasARow(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	for code, want := range map[string]int{
-		"not_found": 404, "expired": 410, "completed": 409, "not_admitted": 409, "store_full": 503,
+		"not_found": 404, "journal_off": 404, "expired": 410, "completed": 409, "not_admitted": 409, "store_full": 503,
 		"unavailable": 503, "invalid_waiting_token": 401, problem.RateLimited: 429,
 	} {
 		require.Equal(t, want, problem.Lookup(code).Status, code)

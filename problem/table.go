@@ -84,6 +84,10 @@ func init() {
 	row("invite_scope", http.StatusForbidden, "Invite not valid for this room or user")
 	row("invite_expired", http.StatusGone, "Invite expired")
 	row("invite_used", http.StatusConflict, "Invite already used")
+	// A server without FLASHGATE_JOURNAL_DSN has no journal to ask: the
+	// resource does not exist here (like the admin API when disabled), and
+	// asking again will not help, so 404 and not a retryable 5xx.
+	row("journal_off", http.StatusNotFound, "Journal not configured")
 	row(unavailable, http.StatusServiceUnavailable, "Service unavailable")
 	// Redis over maxmemory is temporary (completions, leaves and expiries
 	// free memory): 503 with Retry-After like unavailable, not 507 (WebDAV's

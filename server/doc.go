@@ -145,6 +145,7 @@
 //	unknown_room             404     no such waiting room (or a deleted one's enter)
 //	not_found                404     nothing to leave, unknown admission
 //	unknown_route            404     no such route (and the admin API when disabled)
+//	journal_off              404     the admin journal routes of a server without a journal (Options.Journal)
 //	method_not_allowed       405     the route exists for other methods
 //	request_timeout          408     the request line and headers (Options.HeaderTimeout) or the body (BodyTimeout) were not received in time
 //	not_admitted             409     exchange while still waiting (+ position, Retry-After)
