@@ -198,3 +198,51 @@ LIMIT $3`, room, from, RoomEventsLimit)
 	}
 	return out, nil
 }
+
+// TimeLayout is how the journal's times are written in JSON and by
+// `flashgate journal show`: RFC 3339 in UTC with milliseconds.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// EntryJSON is the JSON form of an Entry (the admin endpoint GET
+// /admin/rooms/{room}/journal and `flashgate journal show --json`): times
+// are TimeLayout strings, absent when not journaled; WaitMs (admitted −
+// entered) and SessionMs (ended − admitted) are milliseconds, absent unless
+// both times are journaled.
+type EntryJSON struct {
+	Room        string `json:"room"`
+	Epoch       string `json:"epoch"`
+	Arrival     int64  `json:"arrival"`
+	User        string `json:"user,omitempty"`
+	Lane        string `json:"lane,omitempty"`
+	EnteredAt   string `json:"entered_at,omitempty"`
+	AdmittedAt  string `json:"admitted_at,omitempty"`
+	AdmissionID string `json:"admission_id,omitempty"`
+	ExchangedAt string `json:"exchanged_at,omitempty"`
+	EndedAt     string `json:"ended_at,omitempty"`
+	End         Kind   `json:"end,omitempty"`
+	EndReason   string `json:"end_reason,omitempty"`
+	Completed   bool   `json:"completed"`
+	WaitMs      *int64 `json:"wait_ms,omitempty"`
+	SessionMs   *int64 `json:"session_ms,omitempty"`
+}
+
+// JSON returns e's JSON form.
+func (e Entry) JSON() EntryJSON {
+	ts := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(TimeLayout)
+	}
+	between := func(a, b time.Time) *int64 {
+		if a.IsZero() || b.IsZero() {
+			return nil
+		}
+		d := b.Sub(a).Milliseconds()
+		return &d
+	}
+	return EntryJSON{Room: e.Room, Epoch: e.Epoch, Arrival: e.Arrival, User: e.User, Lane: e.Lane,
+		EnteredAt: ts(e.EnteredAt), AdmittedAt: ts(e.AdmittedAt), AdmissionID: e.AdmissionID,
+		ExchangedAt: ts(e.ExchangedAt), EndedAt: ts(e.EndedAt), End: e.End, EndReason: e.EndReason,
+		Completed: e.Completed(), WaitMs: between(e.EnteredAt, e.AdmittedAt), SessionMs: between(e.AdmittedAt, e.EndedAt)}
+}

@@ -157,6 +157,10 @@ type Options struct {
 	// call the /v1 API from a browser with credentials (CORS; never
 	// /admin). None: no CORS headers, and preflights answer 405.
 	CORSOrigins []string
+	// Journal, when set, answers the admin journal routes (GET
+	// /admin/rooms/{room}/journal?user=U and …/journal/report, journal.go);
+	// nil: they answer 404 journal_off.
+	Journal Journal
 	// RedisHealth, when set, is exported as flashgate_redis_up,
 	// flashgate_redis_failures_total and flashgate_redis_rejected_total
 	// (flashgate serve passes the breaker of its Redis client).
@@ -204,6 +208,8 @@ type Server struct {
 	// pageTmpl is the waiting page's template (Options.PageDir or built in).
 	pageTmpl *template.Template
 	cors     *cors // nil: CORS off
+	// journal is Options.Journal (nil: the journal routes answer journal_off).
+	journal Journal
 
 	// notReady is the reason of the last /readyz answer ("" = ready), to log
 	// changes only.
@@ -299,7 +305,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{is: opts.Issuer, keys: opts.Keys, verify: v, log: opts.Logger,
 		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout, now: time.Now,
-		accessLogOn: opts.AccessLog}
+		accessLogOn: opts.AccessLog, journal: opts.Journal}
 	if opts.Identity == IdentityVisitor {
 		s.visitors = &visitors{key: bytes.Clone(opts.VisitorKey), secure: !opts.InsecureCookies, domain: opts.CookieDomain}
 	}
@@ -428,6 +434,8 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 		a.Get("/admin/rooms/:room/bans", api, auth, s.adminBans)
 		a.Get("/admin/rooms/:room/stats", api, auth, s.adminStats)
 		a.Post("/admin/rooms/:room/invites", api, auth, requireJSON, s.adminInvites)
+		a.Get("/admin/rooms/:room/journal", auth, s.journalBudget, s.adminJournal)
+		a.Get("/admin/rooms/:room/journal/report", auth, s.journalBudget, s.adminJournalReport)
 	}
 }
 
