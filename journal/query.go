@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashgate/flashgate"
 )
@@ -245,4 +246,28 @@ func (e Entry) JSON() EntryJSON {
 		EnteredAt: ts(e.EnteredAt), AdmittedAt: ts(e.AdmittedAt), AdmissionID: e.AdmissionID,
 		ExchangedAt: ts(e.ExchangedAt), EndedAt: ts(e.EndedAt), End: e.End, EndReason: e.EndReason,
 		Completed: e.Completed(), WaitMs: between(e.EnteredAt, e.AdmittedAt), SessionMs: between(e.AdmittedAt, e.EndedAt)}
+}
+
+// Connect is Open without waiting for the server: the pool connects on first
+// use, so a reader (flashgate serve's admin journal routes) can start while
+// PostgreSQL is away and answer 503 until it is back. Errors: an unparsable
+// DSN (CodeInvalidInput).
+func Connect(dsn string) (*Store, error) {
+	cfg, err := pgxConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, dbError("connect", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Ping checks that PostgreSQL answers. Errors: CodeUnavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return dbError("connect", err)
+	}
+	return nil
 }

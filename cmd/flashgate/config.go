@@ -67,6 +67,7 @@ type serveConfig struct {
 	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests"`
 	LogLevel               string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
 	LogFormat              string        `env:"LOG_FORMAT" envDefault:"text" help:"text | json"`
+	JournalDSN             string        `env:"JOURNAL_DSN" help:"PostgreSQL URL of the journal (README \"Asking the journal\"), e.g. postgres://flashgate@db/flashgate: the admin routes /admin/rooms/{room}/journal and …/journal/report read it; unset: they answer 404 journal_off"`
 	AccessLog              bool          `env:"ACCESS_LOG" envDefault:"true" help:"true | false: one INFO log line per request (method, route template, room, status, duration_ms, request_id; never paths, query strings or tokens); admin changes are audit-logged either way"`
 }
 

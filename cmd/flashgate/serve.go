@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/journal"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/server"
 )
@@ -143,6 +144,14 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	if c.InsecureCookies {
 		log.Warn("FLASHGATE_INSECURE_COOKIES is set: cookies lack Secure (plain-http localhost development only)")
 	}
+	if c.JournalDSN != "" {
+		st, err := openJournalReader(ctx, c.JournalDSN, log)
+		if err != nil {
+			return fmt.Errorf("FLASHGATE_JOURNAL_DSN: %w", err)
+		}
+		defer st.Close()
+		opts.Journal = st
+	}
 	srv, err := server.New(opts)
 	if err != nil {
 		return err
@@ -199,6 +208,24 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	<-ticked
 	log.Info("shutdown: tick loop stopped")
 	return serveErr
+}
+
+// openJournalReader connects the admin journal routes to the journal at dsn.
+// PostgreSQL away at start is logged, not fatal: the waiting room does not
+// depend on its journal, and the routes answer 503 until it is back.
+func openJournalReader(ctx context.Context, dsn string, log *slog.Logger) (*journal.Store, error) {
+	st, err := journal.Connect(dsn)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := st.Ping(pctx); err != nil {
+		log.Warn("the journal does not answer yet: the admin journal routes answer 503 until it does", "err", err)
+	} else {
+		log.Info("journal reader", "admin_routes", "/admin/rooms/{room}/journal, /admin/rooms/{room}/journal/report")
+	}
+	return st, nil
 }
 
 // redactURL hides the password of a URL for logs.
