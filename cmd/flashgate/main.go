@@ -7,6 +7,7 @@
 //	flashgate verify --jwks F --issuer I --audience A --product P TOKEN
 //	flashgate simulate [--users N …]   drive a simulated flash sale over HTTP
 //	flashgate top [-url URL]           every room at a glance, from the admin API
+//	flashgate journal show|report      ask the journal (PostgreSQL) about a buyer or a room
 //	flashgate version
 package main
 
@@ -54,6 +55,10 @@ Usage:
                    [--now UNIX_SECONDS] [--leeway 0s] [TOKEN | -]
   flashgate simulate [flags]           simulate a flash sale end to end (-h lists the flags)
   flashgate top [-url URL] [-every 1s] every room at a glance, from the admin API (FLASHGATE_ADMIN_TOKEN)
+  flashgate journal show --room R --user U [--all] [--json]
+                                       a buyer's entries in the journal (FLASHGATE_JOURNAL_DSN)
+  flashgate journal report --room R [--epoch E] [--json]
+                                       a room's outcomes and wait p50/p95 per minute, from the journal
   flashgate version
   flashgate help
 
@@ -80,6 +85,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runSimulate(ctx, rest, stdout, stderr)
 	case "top":
 		return runTop(ctx, rest, stdout, stderr)
+	case "journal":
+		return runJournalQueries(ctx, rest, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "flashgate", versionString())
 		return exitOK
