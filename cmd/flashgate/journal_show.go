@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -147,7 +149,7 @@ func writeEntry(w io.Writer, e journal.Entry) {
 		lane = "-"
 	}
 	fmt.Fprintf(w, "room %s  user %s  epoch %s  arrival %d  lane %s\n", e.Room, e.User, e.Epoch, e.Arrival, lane)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := table(w)
 	line := func(what, when, note string) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", what, when, note)
 	}
@@ -223,8 +225,8 @@ func writeReport(w io.Writer, r journal.Report) {
 		ep = "epoch " + r.Epoch
 	}
 	fmt.Fprintf(w, "room %s (%s)\n\n", r.Room, ep)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	row := func(n int64, what string) { fmt.Fprintf(tw, "%d\t  %s\t\n", n, what) }
+	width := len(strconv.FormatInt(r.Entered, 10))
+	row := func(n int64, what string) { fmt.Fprintf(w, "%*d  %s\n", width, n, what) }
 	row(r.Entered, "entered")
 	row(r.Admitted, "admitted")
 	row(r.Completed, "  completed")
@@ -234,7 +236,6 @@ func writeReport(w io.Writer, r journal.Report) {
 	row(r.Closed, "  closed (the room closed while waiting)")
 	row(r.LeftWaiting, "  left waiting (left the line, revoked or banned)")
 	row(r.Waiting, "  waiting")
-	_ = tw.Flush()
 	fmt.Fprintln(w)
 	if r.Wait.Admitted == 0 {
 		fmt.Fprintln(w, "wait: no admission with both its entered and admitted times journaled")
@@ -242,13 +243,39 @@ func writeReport(w io.Writer, r journal.Report) {
 	}
 	fmt.Fprintf(w, "wait (admitted - entered): p50 %s  p95 %s  over %d admissions\n\n",
 		msDuration(r.Wait.P50Ms), msDuration(r.Wait.P95Ms), r.Wait.Admitted)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := table(w)
 	fmt.Fprintln(tw, "minute (UTC)\tadmitted\twait p50\twait p95")
 	for _, m := range r.WaitByMinute {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", m.Minute.UTC().Format("2006-01-02 15:04"), m.Admitted,
 			msDuration(m.P50Ms), msDuration(m.P95Ms))
 	}
 	_ = tw.Flush()
+}
+
+// trimWriter drops the spaces tabwriter pads an empty last cell with.
+type trimWriter struct {
+	w   io.Writer
+	buf bytes.Buffer
+}
+
+// table is a tabwriter (two spaces between columns) over w whose lines
+// end without trailing spaces; Flush it.
+func table(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(&trimWriter{w: w}, 0, 0, 2, ' ', 0)
+}
+
+func (t *trimWriter) Write(p []byte) (int, error) {
+	t.buf.Write(p)
+	for {
+		i := bytes.IndexByte(t.buf.Bytes(), '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := bytes.TrimRight(t.buf.Next(i+1), " \n")
+		if _, err := t.w.Write(append(line, '\n')); err != nil {
+			return 0, err
+		}
+	}
 }
 
 // humanDuration rounds d for people: to the millisecond under a second,
