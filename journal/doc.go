@@ -5,7 +5,9 @@
 //
 // This package holds the schema, its migrations and the store: Migrate
 // applies the schema, Store.Apply writes a batch of Events idempotently,
-// Store.Entry answers for one buyer. The stream producer (the issuer's
+// Store.Entry answers for one buyer; Store.Report (a room's outcome counts
+// and wait percentiles) and Store.RoomEvents (its config changes and admin
+// actions) answer for a room (query.go). The stream producer (the issuer's
 // scripts) and the consumer process are built on it.
 //
 // # Delivery

@@ -62,6 +62,8 @@
 //	DELETE /admin/rooms/{room}/ban/{user}    admin             204 (404 not_found: no ban in effect)
 //	GET    /admin/rooms/{room}/bans          admin             200 {bans:[{user, banned_until_ms, banned_at_ms, reason}], total, next_cursor}; ?limit=1…1000 (100)&cursor=
 //	GET    /admin/rooms/{room}/stats         admin             200 Stats
+//	GET    /admin/rooms/{room}/journal?user= admin             200 {room, user, entries:[journal.EntryJSON]} newest first (404 not_found: none; 404 journal_off: no Options.Journal)
+//	GET    /admin/rooms/{room}/journal/report admin            200 journal.Report; ?epoch= (404 not_found: nothing journaled; 404 journal_off)
 //	GET    /.well-known/jwks.json            -                 200 JWK Set (Cache-Control: public, max-age=60)
 //	GET    /flashgate-client.js              -                 200 the browser client, an ES module (text/javascript; public, max-age=300, ETag)
 //	GET    /wait/{room}?return=…             user (visitor)    200 the waiting page (HTML; enters the user); refusals render as the page with their status
