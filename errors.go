@@ -29,6 +29,7 @@ const (
 	CodeInviteExpired Code = "invite_expired"        // the invite's expiry has passed (by the room's clock)
 	CodeInviteUsed    Code = "invite_used"           // a single-use invite already used by someone else
 	CodeJournalOff    Code = "journal_off"           // the journal (PostgreSQL) is not configured on this server
+	CodeRoomNotEmpty  Code = "room_not_empty"        // restore refused: the room has entries in Redis (README "Restoring a room")
 	CodeUnavailable   Code = "unavailable"           // Redis unreachable or failing; retry later
 	CodeStoreFull     Code = "store_full"            // Redis refuses writes for memory (maxmemory); retry later
 	CodeRoomLost      Code = "room_lost"             // the room's data was lost from Redis and awaits `flashgate restore`; retry later
@@ -39,7 +40,7 @@ const (
 var Codes = []Code{
 	CodeInvalidInput, CodeUnknownRoom, CodeRoomClosed, CodeRoomLimit, CodeBanned, CodeBadWaiting, CodeOwnerMismatch,
 	CodeNotFound, CodeNotAdmitted, CodeExpired, CodeRevoked, CodeCompleted,
-	CodeInviteInvalid, CodeInviteScope, CodeInviteExpired, CodeInviteUsed, CodeJournalOff, CodeUnavailable,
+	CodeInviteInvalid, CodeInviteScope, CodeInviteExpired, CodeInviteUsed, CodeJournalOff, CodeRoomNotEmpty, CodeUnavailable,
 	CodeStoreFull, CodeRoomLost, CodeInternal,
 }
 
@@ -85,6 +86,7 @@ var (
 	ErrInviteExpired = &Error{Code: CodeInviteExpired, Message: "invite expired"}
 	ErrInviteUsed    = &Error{Code: CodeInviteUsed, Message: "invite already used"}
 	ErrJournalOff    = &Error{Code: CodeJournalOff, Message: "no journal configured"}
+	ErrRoomNotEmpty  = &Error{Code: CodeRoomNotEmpty, Message: "room not empty"}
 	ErrUnavailable   = &Error{Code: CodeUnavailable, Message: "queue store unavailable"}
 	ErrStoreFull     = &Error{Code: CodeStoreFull, Message: "queue store full"}
 	ErrRoomLost      = &Error{Code: CodeRoomLost, Message: "waiting room lost from the queue store, awaiting restore"}

@@ -51,6 +51,7 @@ var (
 	autoRoomScript = redis.NewScript(mustRead("lua/autoroom.lua"))
 	inviteScript   = loadScript("invite")
 	auditScript    = loadScript("audit")
+	restoreScript  = loadScript("restore")
 )
 
 func mustRead(name string) string {
@@ -267,6 +268,10 @@ func scriptError(code, room string) error {
 		return flashgate.Errorf(flashgate.CodeInviteUsed, "the invite was already used (it is single use)")
 	case "invite_expired":
 		return flashgate.Errorf(flashgate.CodeInviteExpired, "the invite has expired")
+	case "room_not_empty":
+		return flashgate.Errorf(flashgate.CodeRoomNotEmpty, "room %q has entries in the queue store: restore refuses to write over them", room)
+	case "not_restoring":
+		return flashgate.Errorf(flashgate.CodeInternal, "room %q is not being restored (its restore was not begun, or begun from another epoch)", room)
 	}
 	return flashgate.Errorf(flashgate.CodeInternal, "unexpected script result %q", code)
 }

@@ -88,6 +88,8 @@ func init() {
 	// resource does not exist here (like the admin API when disabled), and
 	// asking again will not help, so 404 and not a retryable 5xx.
 	row("journal_off", http.StatusNotFound, "Journal not configured")
+	// flashgate restore over a room that has entries in Redis (no HTTP route answers it today).
+	row("room_not_empty", http.StatusConflict, "Room not empty")
 	row(unavailable, http.StatusServiceUnavailable, "Service unavailable")
 	// Redis over maxmemory is temporary (completions, leaves and expiries
 	// free memory): 503 with Retry-After like unavailable, not 507 (WebDAV's

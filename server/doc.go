@@ -153,6 +153,7 @@
 //	not_admitted             409     exchange while still waiting (+ position, Retry-After)
 //	completed                409     revoking a completed admission
 //	invite_used              409     enter with a single-use invite someone already used
+//	room_not_empty           409     (flashgate restore, no route) restoring over a room with entries in Redis
 //	expired                  410     the admission lapsed
 //	revoked                  410     an operator revoked the admission
 //	invite_expired           410     enter with an invite past its expiry (the room's clock)
