@@ -12,3 +12,7 @@ var EnterHash = enterScript.Hash()
 
 // EnterScript is the enter script (prelude included), to run batches directly.
 var EnterScript = enterScript
+
+// RestorePartly is Restore stopping after stopAfter script calls (an
+// interrupted restore).
+var RestorePartly = restore
