@@ -8,6 +8,7 @@
 //	flashgate simulate [--users N …]   drive a simulated flash sale over HTTP
 //	flashgate top [-url URL]           every room at a glance, from the admin API
 //	flashgate journal show|report      ask the journal (PostgreSQL) about a buyer or a room
+//	flashgate restore --room R         rebuild a room lost with Redis's data from the journal
 //	flashgate version
 package main
 
@@ -59,6 +60,8 @@ Usage:
                                        a buyer's entries in the journal (FLASHGATE_JOURNAL_DSN)
   flashgate journal report --room R [--epoch E] [--json]
                                        a room's outcomes and wait p50/p95 per minute, from the journal
+  flashgate restore --room R [--dry-run] [--dsn DSN]
+                                       rebuild a room lost with Redis's data from the journal (PostgreSQL)
   flashgate version
   flashgate help
 
@@ -87,6 +90,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runTop(ctx, rest, stdout, stderr)
 	case "journal":
 		return runJournalQueries(ctx, rest, stdout, stderr)
+	case "restore":
+		return runRestore(ctx, rest, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "flashgate", versionString())
 		return exitOK
