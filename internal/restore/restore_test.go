@@ -308,7 +308,9 @@ func TestRestoreAfterDataLoss(t *testing.T) {
 	assert.Greater(t, admno[users[0]], res.Admno)
 }
 
-func openStore(t *testing.T) *journal.Store {
+func openStore(t *testing.T) *journal.Store { return benchStore(t) }
+
+func benchStore(t testing.TB) *journal.Store {
 	t.Helper()
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	require.NoError(t, journal.Migrate(context.Background(), dsn))
