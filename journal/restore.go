@@ -19,8 +19,10 @@ type RoomState struct {
 	// entries, the one created last (epochs are Redis TIME in µs, base36, so
 	// a longer one is newer and equal lengths compare as strings).
 	Epoch string
-	// Config is the detail of the room's newest config room event (by at_ms,
-	// then stream id, of any epoch): the config hash as the scripts held it,
+	// Config is the detail of the room's newest config room event of Epoch
+	// (by at_ms, then stream id; of any epoch when Epoch has none: not the
+	// config of a room recreated empty after the loss, whose lottery seed,
+	// cutoff and end are not the line's): the config hash as the scripts held it,
 	// field → value, all strings (README "Redis data model", KEYS[1]).
 	// ConfigAt is that event's time (ms since 1970).
 	Config   map[string]string
@@ -55,11 +57,20 @@ type RoomState struct {
 // (CodeUnavailable).
 func (s *Store) RoomState(ctx context.Context, room string, now time.Time) (RoomState, error) {
 	st := RoomState{Room: room}
-	var detail []byte
 	err := s.pool.QueryRow(ctx, `
+SELECT epoch FROM journal_entries WHERE room = $1
+ORDER BY length(epoch) DESC, epoch DESC LIMIT 1`, room).Scan(&st.Epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, flashgate.Errorf(flashgate.CodeNotFound, "journal: no entry of room %q journaled", room)
+	}
+	if err != nil {
+		return st, dbError("query", err)
+	}
+	var detail []byte
+	err = s.pool.QueryRow(ctx, `
 SELECT detail, at_ms FROM journal_room_events
 WHERE room = $1 AND kind = 'config'
-ORDER BY at_ms DESC, length(stream_id) DESC, stream_id DESC LIMIT 1`, room).Scan(&detail, &st.ConfigAt)
+ORDER BY epoch = $2 DESC, at_ms DESC, length(stream_id) DESC, stream_id DESC LIMIT 1`, room, st.Epoch).Scan(&detail, &st.ConfigAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, flashgate.Errorf(flashgate.CodeNotFound, "journal: no config of room %q journaled", room)
 	}
@@ -68,15 +79,6 @@ ORDER BY at_ms DESC, length(stream_id) DESC, stream_id DESC LIMIT 1`, room).Scan
 	}
 	if err := json.Unmarshal(detail, &st.Config); err != nil {
 		return st, &flashgate.Error{Code: flashgate.CodeInternal, Message: "journal: room config detail is not an object of strings", Err: err}
-	}
-	err = s.pool.QueryRow(ctx, `
-SELECT epoch FROM journal_entries WHERE room = $1
-ORDER BY length(epoch) DESC, epoch DESC LIMIT 1`, room).Scan(&st.Epoch)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return st, flashgate.Errorf(flashgate.CodeNotFound, "journal: no entry of room %q journaled", room)
-	}
-	if err != nil {
-		return st, dbError("query", err)
 	}
 	session, _ := strconv.ParseInt(st.Config["session_ms"], 10, 64)
 	st.Horizon = now.UnixMilli() - max(2*session, 600_000) // tick.lua's ended-records horizon
