@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -120,45 +121,27 @@ func (s *sale) positions() map[string]int64 {
 	return out
 }
 
-// journal writes what happened into the journal as the stream's events
-// (the contract's shapes), and the room's config as its config room event.
+// journal writes the room's journal stream (fg:{room}:journal, written by
+// the issuer's scripts) into the journal as `flashgate journal run` does:
+// each stream entry is one journal.Event (the contract's fields, the room
+// from the key, the stream id as ID), then Store.Apply.
 func (s *sale) journal(store *journal.Store) {
-	ctx := context.Background()
-	cfg, err := s.rdb.HGetAll(ctx, "fg:{"+s.room+"}:config").Result()
-	require.NoError(s.t, err)
-	epoch := cfg["epoch"]
-	if cfg["lottery_cutoff"] == "" {
-		delete(cfg, "lottery_seed")
+	require.NoError(s.t, store.Apply(context.Background(), streamEvents(s.t, s.rdb, s.room)))
+}
+
+func streamEvents(t *testing.T, rdb *redis.Client, room string) []journal.Event {
+	msgs, err := rdb.XRange(context.Background(), "fg:{"+room+"}:journal", "-", "+").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, msgs)
+	evs := make([]journal.Event, 0, len(msgs))
+	for _, m := range msgs {
+		str := func(k string) string { v, _ := m.Values[k].(string); return v }
+		n := func(k string) int64 { v, _ := strconv.ParseInt(str(k), 10, 64); return v }
+		evs = append(evs, journal.Event{ID: m.ID, Room: room, Kind: journal.Kind(str("kind")), Epoch: str("epoch"),
+			Arrival: n("seq"), User: str("user"), Lane: str("lane"), At: n("at"), AdmissionID: str("admission"),
+			Reason: str("reason"), Actor: str("actor"), Action: str("action"), Detail: str("detail")})
 	}
-	detail, err := json.Marshal(cfg)
-	require.NoError(s.t, err)
-	evs := []journal.Event{{ID: "1-0", Kind: journal.KindConfig, Room: s.room, Epoch: epoch, At: s.now(),
-		Action: "configure", Detail: string(detail)}}
-	for _, u := range s.order {
-		b := s.buyers[u]
-		ev := journal.Event{Room: s.room, Epoch: epoch, Arrival: b.arrival, User: u}
-		e := ev
-		e.Kind, e.Lane, e.At = journal.KindEntered, b.lane, b.enteredMs
-		evs = append(evs, e)
-		if b.jti != "" {
-			id, ok := flashgate.ParseAdmissionID(b.jti)
-			require.True(s.t, ok)
-			e = ev
-			e.Kind, e.Lane, e.At, e.AdmissionID = journal.KindAdmitted, b.lane, id.AdmittedAt.UnixMilli(), b.jti
-			evs = append(evs, e)
-		}
-		if b.exchangedMs != 0 {
-			e = ev
-			e.Kind, e.At, e.AdmissionID = journal.KindExchanged, b.exchangedMs, b.jti
-			evs = append(evs, e)
-		}
-		if b.end != "" {
-			e = ev
-			e.Kind, e.At, e.Reason, e.AdmissionID = journal.Kind(b.end), b.endedMs, b.reason, b.jti
-			evs = append(evs, e)
-		}
-	}
-	require.NoError(s.t, store.Apply(ctx, evs))
+	return evs
 }
 
 func stats(t *testing.T, rdb *redis.Client, room string) map[string]string {
@@ -318,4 +301,31 @@ func benchStore(t testing.TB) *journal.Store {
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	return s
+}
+
+// TestRestoreJournalsItsConfig: the restore writes one config room event
+// (action restore, the restored epoch, the config as restored) and no entry
+// event; journaled, it is the config the next RoomState reads.
+func TestRestoreJournalsItsConfig(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	store := openStore(t)
+	const epoch = "ab12cd34ef"
+	require.NoError(t, store.Apply(ctx, []journal.Event{
+		{ID: "1-0", Kind: journal.KindConfig, Room: "shop", Epoch: epoch, At: 1000, Action: "create",
+			Detail: `{"state":"open","capacity":"2","rate":"60","session_ms":"600000","batch":"10","tick_ms":"1000"}`},
+		{Kind: journal.KindEntered, Room: "shop", Epoch: epoch, Arrival: 1, User: "ann", Lane: "public", At: 2000},
+	}))
+	_, err := restore.Room(ctx, store, rdb, "shop", time.UnixMilli(3000))
+	require.NoError(t, err)
+	evs := streamEvents(t, rdb, "shop")
+	require.Len(t, evs, 1)
+	assert.Equal(t, journal.KindConfig, evs[0].Kind)
+	assert.Equal(t, "restore", evs[0].Action)
+	assert.Equal(t, epoch, evs[0].Epoch)
+	var detail map[string]string
+	require.NoError(t, json.Unmarshal([]byte(evs[0].Detail), &detail))
+	assert.Equal(t, "open", detail["state"])
+	assert.NotContains(t, detail, "restoring")
+	assert.Equal(t, "3000", detail["clock_ms"])
 }

@@ -17,7 +17,9 @@
 --   'members' ARGV[5] = target (waiting | priority | laneseqs | active | unclaimed | admits | ended
 --            | users), ARGV[6 ...] = score/member pairs for the ZSETs, member/value pairs for users
 --            (the caller sends at most 1,000 pairs a call). Requires restoring with this epoch.
---   'finish' puts the state back and drops restoring (requires restoring with this epoch).
+--   'finish' puts the state back, drops restoring and journals the restored config (a config room
+--            event, action 'restore'; requires restoring with this epoch). No step journals entry
+--            events: the entries restored are the journal's already.
 -- Returns {'OK'} or {'ERROR', code}: room_not_empty, not_restoring.
 local step, epoch = ARGV[3], ARGV[4]
 local c = redis.call('HMGET', K_CONFIG, 'restoring', 'epoch')
@@ -75,6 +77,8 @@ end
 if step == 'finish' then
   redis.call('HSET', K_CONFIG, 'state', c[1])
   redis.call('HDEL', K_CONFIG, 'restoring')
+  local j = redis.call('HMGET', K_CONFIG, 'journal_maxlen', 'clock_ms')
+  journal_config({ journal = tonumber(j[1]) or 1000000, epoch = epoch, clock = tonumber(j[2]) or 0 }, 'restore')
   return { 'OK' }
 end
 return { 'ERROR', 'invalid_input' }
