@@ -329,3 +329,41 @@ func TestRestoreJournalsItsConfig(t *testing.T) {
 	assert.NotContains(t, detail, "restoring")
 	assert.Equal(t, "3000", detail["clock_ms"])
 }
+
+// TestRestoreAwaitedRoom: with LostRooms await-restore a replica answers
+// room_lost for the lost room (recreating nothing) until the restore, and
+// then the buyer's own waiting token reads WAITING at the same place.
+func TestRestoreAwaitedRoom(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	clk := testkit.NewClock(testkit.Epoch.Local())
+	ring, err := keys.Generate(clk.Now())
+	require.NoError(t, err)
+	is, err := issuer.New(issuer.Config{Redis: rdb, WaitingSecret: []byte("0123456789abcdef0123456789abcdef"),
+		Signer: ring, Issuer: "https://issuer.test", Audience: "orders", Now: clk.Now,
+		LostRooms: issuer.LostRoomsAwaitRestore})
+	require.NoError(t, err)
+	room := redistest.Room("await")
+	_, err = is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, RatePerMinute: 600, State: issuer.RoomPaused})
+	require.NoError(t, err)
+	var toks []string
+	for _, u := range []string{"ann", "ben", "cid"} {
+		e, err := is.Enter(ctx, room, u)
+		require.NoError(t, err)
+		toks = append(toks, e.WaitingToken)
+	}
+	store := openStore(t)
+	require.NoError(t, store.Apply(ctx, streamEvents(t, rdb, room)))
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	_, err = is.Tick(ctx, room)
+	require.ErrorIs(t, err, flashgate.ErrRoomLost)
+	_, err = is.Status(ctx, room, "ben", toks[1])
+	require.ErrorIs(t, err, flashgate.ErrRoomLost)
+
+	_, err = restore.Room(ctx, store, rdb, room, clk.Now())
+	require.NoError(t, err)
+	e, err := is.Status(ctx, room, "ben", toks[1])
+	require.NoError(t, err)
+	assert.Equal(t, flashgate.StateWaiting, e.State)
+	assert.EqualValues(t, 2, e.Position)
+}
