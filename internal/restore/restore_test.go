@@ -204,11 +204,17 @@ func TestRestoreAfterDataLoss(t *testing.T) {
 	s.exchange("p0")
 	s.exchange("u005")
 	s.complete("p0")
+	for i := 3; i < 5; i++ { // waiting in the priority lane at the loss
+		inv, err := is.Invites(room, issuer.InviteOptions{Lane: flashgate.LanePriority})
+		require.NoError(t, err)
+		require.Equal(t, flashgate.StateWaiting, s.enter(fmt.Sprintf("p%d", i), inv[0].Token).State)
+	}
 
 	store := openStore(t)
 	s.journal(store)
 	before := s.positions()
-	require.Len(t, before, 60-6-1)
+	require.Len(t, before, 60-6-1+2)
+	require.EqualValues(t, 1, before["p3"], "the priority lane ahead of the public line")
 	statsBefore := stats(t, rdb, room)
 	epoch := rdb.HGet(ctx, "fg:{"+room+"}:config", "epoch").Val()
 
@@ -225,9 +231,9 @@ func TestRestoreAfterDataLoss(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, epoch, res.Epoch)
 	assert.Equal(t, 53, res.Waiting)
-	assert.Equal(t, 0, res.Priority)
+	assert.Equal(t, 2, res.Priority)
 	assert.Equal(t, 4, res.Live, "u002, p1, p2, u005")
-	assert.Equal(t, int64(63), res.Seq)
+	assert.Equal(t, int64(65), res.Seq)
 	assert.Equal(t, epoch, rdb.HGet(ctx, "fg:{"+room+"}:config", "epoch").Val(), "the journaled epoch")
 	assert.Equal(t, "open", rdb.HGet(ctx, "fg:{"+room+"}:config", "state").Val())
 
