@@ -187,7 +187,8 @@ ON CONFLICT (room, epoch, arrival) DO UPDATE SET
     ended_ms     = CASE WHEN ` + newEndWins + ` THEN EXCLUDED.ended_ms ELSE j.ended_ms END,
     end_kind     = CASE WHEN ` + newEndWins + ` THEN EXCLUDED.end_kind ELSE j.end_kind END,
     end_reason   = CASE WHEN ` + newEndWins + ` THEN EXCLUDED.end_reason ELSE j.end_reason END,
-    updated_at   = now()`
+    updated_at   = now()
+RETURNING j.entered_ms, j.admitted_ms`
 
 const newEndWins = `(EXCLUDED.ended_ms IS NOT NULL AND (j.ended_ms IS NULL OR
     (EXCLUDED.ended_ms, EXCLUDED.end_kind, COALESCE(EXCLUDED.end_reason, '')) < (j.ended_ms, j.end_kind, COALESCE(j.end_reason, ''))))`
@@ -206,34 +207,71 @@ ON CONFLICT (room, epoch, stream_id) DO NOTHING`
 // written), PostgreSQL unreachable (CodeUnavailable), or a rejected
 // statement (CodeInternal).
 func (s *Store) Apply(ctx context.Context, events []Event) error {
+	_, err := s.ApplyWaits(ctx, events)
+	return err
+}
+
+// Wait is one entry's wait, enter → admitted, as ApplyWaits reports it.
+type Wait struct {
+	Room    string
+	Epoch   string
+	Arrival int64
+	// Wait is admitted_ms − entered_ms of the entry's row, both by the room's
+	// clock (millisecond precision; ≥ 0 unless the room's clock went back).
+	Wait time.Duration
+}
+
+// ApplyWaits is Apply, and reports the waits it completed: one Wait for each
+// entered or admitted event of events after whose upsert the entry's row
+// holds both entered_ms and admitted_ms (RETURNING in upsertEntry), i.e.
+// for whichever of the entry's two events was applied second. In
+// stream order that is the admitted event; when admitted arrives first, the
+// entered event. Once per entry per delivery: a redelivered entered or
+// admitted event of a row that already has both reports the wait again, so
+// a histogram fed from it (the consumer's flashgate_wait_seconds) may
+// observe an entry twice after a retried batch. Errors: Apply's; no Wait
+// is reported when the transaction fails.
+func (s *Store) ApplyWaits(ctx context.Context, events []Event) ([]Wait, error) {
 	for i := range events {
 		if why := events[i].validate(); why != "" {
-			return flashgate.Errorf(flashgate.CodeInvalidInput, "journal: event %d (%s %s): %s",
+			return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "journal: event %d (%s %s): %s",
 				i, events[i].Kind, events[i].ID, why)
 		}
 	}
 	if len(events) == 0 {
-		return nil
+		return nil, nil
 	}
-	var b pgx.Batch
-	for _, e := range events {
-		if e.Kind.entry() {
-			b.Queue(upsertEntry, entryArgs(e)...)
-			continue
-		}
-		detail := e.Detail
-		if detail == "" {
-			detail = "{}"
-		}
-		b.Queue(insertRoomEvent, e.Room, e.Epoch, e.ID, string(e.Kind), e.At, e.Actor, e.Action, detail)
-	}
+	var waits []Wait
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		waits = waits[:0] // BeginFunc does not retry, but stay correct if it ever did
+		var b pgx.Batch
+		for _, e := range events {
+			if e.Kind.entry() {
+				b.Queue(upsertEntry, entryArgs(e)...).QueryRow(func(row pgx.Row) error {
+					var entered, admitted *int64
+					if err := row.Scan(&entered, &admitted); err != nil {
+						return err
+					}
+					if (e.Kind == KindEntered || e.Kind == KindAdmitted) && entered != nil && admitted != nil {
+						waits = append(waits, Wait{Room: e.Room, Epoch: e.Epoch, Arrival: e.Arrival,
+							Wait: time.Duration(*admitted-*entered) * time.Millisecond})
+					}
+					return nil
+				})
+				continue
+			}
+			detail := e.Detail
+			if detail == "" {
+				detail = "{}"
+			}
+			b.Queue(insertRoomEvent, e.Room, e.Epoch, e.ID, string(e.Kind), e.At, e.Actor, e.Action, detail)
+		}
 		return tx.SendBatch(ctx, &b).Close()
 	})
 	if err != nil {
-		return dbError("apply", err)
+		return nil, dbError("apply", err)
 	}
-	return nil
+	return waits, nil
 }
 
 // entryArgs are upsertEntry's parameters for e: the columns e's kind writes,

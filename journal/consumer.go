@@ -1,0 +1,528 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Group is the consumer group every journal process reads the rooms'
+// streams with (the issue 12 contract): several processes share the work,
+// each stream entry goes to one of them.
+const Group = "flashgate-journal"
+
+// RoomsKey is the SET of room ids the issuer keeps (issuer's keyRooms).
+const RoomsKey = "fg:rooms"
+
+// StreamKey is room's journal stream, in the room's hash slot.
+func StreamKey(room string) string { return "fg:{" + room + "}:journal" }
+
+// Consumer defaults.
+const (
+	MaxBatch         = 1000             // the most entries one XREADGROUP of one room returns
+	DefaultClaimIdle = 30 * time.Second // entries pending this long on another consumer are claimed
+)
+
+// streams lists the Redis commands the consumer uses, so *redis.Client,
+// *redis.ClusterClient and the failover client all satisfy it. Every
+// command names one key: no multi-key XREADGROUP, so Redis Cluster works.
+type streams interface {
+	Ping(ctx context.Context) *redis.StatusCmd
+	SMembers(ctx context.Context, key string) *redis.StringSliceCmd
+	XGroupCreate(ctx context.Context, stream, group, start string) *redis.StatusCmd
+	XReadGroup(ctx context.Context, a *redis.XReadGroupArgs) *redis.XStreamSliceCmd
+	XAutoClaim(ctx context.Context, a *redis.XAutoClaimArgs) *redis.XAutoClaimCmd
+	XAck(ctx context.Context, stream, group string, ids ...string) *redis.IntCmd
+	XTrimMinID(ctx context.Context, key string, minID string) *redis.IntCmd
+	XInfoGroups(ctx context.Context, key string) *redis.XInfoGroupsCmd
+	XPending(ctx context.Context, stream, group string) *redis.XPendingCmd
+	XRangeN(ctx context.Context, stream, start, stop string, count int64) *redis.XMessageSliceCmd
+}
+
+// ConsumerConfig configures a Consumer. Redis and Store are required.
+type ConsumerConfig struct {
+	Redis streams // *redis.Client, *redis.ClusterClient, … (go-redis v9)
+	Store *Store
+	// Name is this consumer's name in the group; "" means DefaultConsumerName().
+	Name string
+	// Batch is the most entries read from one room per XREADGROUP (1 …
+	// MaxBatch; 0: MaxBatch).
+	Batch int
+	// ClaimIdle: entries pending on a consumer for longer are claimed with
+	// XAUTOCLAIM (its consumer died). 0: DefaultClaimIdle.
+	ClaimIdle time.Duration
+	// Idle is the pause after a round in which no room had anything (0: 100 ms).
+	Idle time.Duration
+	// Metrics receives the counters and gauges; nil: NewMetrics(nil).
+	Metrics *Metrics
+	// Logger; nil: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock lag_seconds is measured with; nil: time.Now.
+	Now func() time.Time
+}
+
+// DefaultConsumerName is "<hostname>-<pid>": unique per process, so a
+// restarted process does not inherit its predecessor's pending entries by
+// name (they are claimed after ClaimIdle instead).
+func DefaultConsumerName() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "journal"
+	}
+	return h + "-" + strconv.Itoa(os.Getpid())
+}
+
+// Consumer copies the rooms' journal streams into the Store (README
+// "Durability", the journal process). Run does the work; Lag and Ready
+// answer for readiness. Delivery is at least once: entries are acked only
+// after Store.ApplyWaits returned nil (or after they were rejected as
+// invalid), so a crash between the two replays them, which the Store's
+// idempotent upserts absorb.
+type Consumer struct {
+	cfg ConsumerConfig
+	m   *Metrics
+	log *slog.Logger
+
+	mu    sync.Mutex
+	rooms []string
+	lag   map[string]time.Duration // room → lag_seconds at the last poll
+	state map[string]*roomState    // used by Run's goroutine only
+}
+
+type roomState struct {
+	group     bool      // the group exists (created or found)
+	own       bool      // re-read our own pending entries (ID 0) before new ones
+	claimedAt time.Time // last XAUTOCLAIM
+	cursor    string    // XAUTOCLAIM's next start
+}
+
+// NewConsumer checks cfg and fills its defaults. Errors: a missing Redis or
+// Store, a batch out of 1 … MaxBatch.
+func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
+	if cfg.Redis == nil || cfg.Store == nil {
+		return nil, errors.New("journal: consumer needs Redis and a Store")
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = MaxBatch
+	}
+	if cfg.Batch < 1 || cfg.Batch > MaxBatch {
+		return nil, fmt.Errorf("journal: batch must be 1 … %d, got %d", MaxBatch, cfg.Batch)
+	}
+	if cfg.Name == "" {
+		cfg.Name = DefaultConsumerName()
+	}
+	if cfg.ClaimIdle <= 0 {
+		cfg.ClaimIdle = DefaultClaimIdle
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = 100 * time.Millisecond
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Consumer{cfg: cfg, m: cfg.Metrics, log: cfg.Logger.With("consumer", cfg.Name),
+		lag: map[string]time.Duration{}, state: map[string]*roomState{}}, nil
+}
+
+// Run consumes until ctx is cancelled, then returns nil after the batch in
+// flight is written and acked (a batch whose Apply is still failing is left
+// pending: the next consumer claims it). The room list (SMEMBERS fg:rooms)
+// and the lag gauges are refreshed every second by a goroutine of its own,
+// so lag keeps being measured while PostgreSQL is down. Redis and
+// PostgreSQL errors are logged, counted (flashgate_journal_errors_total)
+// and retried; Run never returns them.
+func (c *Consumer) Run(ctx context.Context) error {
+	c.refresh(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				c.refresh(ctx)
+			}
+		}
+	}()
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		busy := c.Round(ctx)
+		if !busy {
+			sleep(ctx, c.cfg.Idle)
+		}
+	}
+	return nil
+}
+
+// Round reads and writes at most one batch of each known room, round
+// robin, and reports whether any room had entries. Run calls it in a loop;
+// tests call it to step the consumer. Not safe for concurrent use with
+// itself.
+func (c *Consumer) Round(ctx context.Context) bool {
+	c.mu.Lock()
+	rooms := c.rooms
+	c.mu.Unlock()
+	busy := false
+	for _, room := range rooms {
+		if ctx.Err() != nil {
+			break
+		}
+		if c.poll(ctx, room) > 0 {
+			busy = true
+		}
+	}
+	return busy
+}
+
+// Refresh re-reads the room list and the lag of every room now (Run does
+// it every second).
+func (c *Consumer) Refresh(ctx context.Context) { c.refresh(ctx) }
+
+func (c *Consumer) refresh(ctx context.Context) {
+	rooms, err := c.cfg.Redis.SMembers(ctx, RoomsKey).Result()
+	if err != nil {
+		if ctx.Err() == nil {
+			c.fail("rooms", "", err)
+		}
+		return
+	}
+	lags := make(map[string]time.Duration, len(rooms))
+	for _, room := range rooms {
+		lags[room] = c.measure(ctx, room)
+	}
+	c.mu.Lock()
+	for room := range c.lag {
+		if _, ok := lags[room]; !ok {
+			c.m.forget(room)
+		}
+	}
+	c.rooms, c.lag = rooms, lags
+	c.mu.Unlock()
+}
+
+// measure sets room's lag gauges and returns its lag_seconds: events =
+// the group's lag (entries not yet delivered) + pending (delivered, not
+// acked); seconds = the age, by the stream id's milliseconds, of the
+// oldest pending entry, else of the first undelivered one, else 0.
+func (c *Consumer) measure(ctx context.Context, room string) time.Duration {
+	key := StreamKey(room)
+	groups, err := c.cfg.Redis.XInfoGroups(ctx, key).Result()
+	if err != nil {
+		// No stream yet (ERR no such key): nothing to lag behind.
+		if !strings.Contains(err.Error(), "no such key") && ctx.Err() == nil {
+			c.fail("lag", room, err)
+		}
+		c.m.setLag(room, 0, 0)
+		return 0
+	}
+	var g *redis.XInfoGroup
+	for i := range groups {
+		if groups[i].Name == Group {
+			g = &groups[i]
+		}
+	}
+	if g == nil { // the group is not created yet: everything in the stream is behind
+		g = &redis.XInfoGroup{LastDeliveredID: "0-0", Lag: -1}
+	}
+	var oldest string
+	if g.Pending > 0 {
+		p, err := c.cfg.Redis.XPending(ctx, key, Group).Result()
+		if err == nil {
+			oldest = p.Lower
+		}
+	}
+	undelivered := g.Lag
+	if oldest == "" || undelivered < 0 {
+		next, err := c.cfg.Redis.XRangeN(ctx, key, "("+g.LastDeliveredID, "+", MaxBatch).Result()
+		if err == nil {
+			if undelivered < 0 { // Redis cannot tell (e.g. after XDEL): count up to MaxBatch
+				undelivered = int64(len(next))
+			}
+			if oldest == "" && len(next) > 0 {
+				oldest = next[0].ID
+			}
+		}
+	}
+	var age time.Duration
+	if ms, ok := idMillis(oldest); ok {
+		age = max(0, c.cfg.Now().Sub(time.UnixMilli(ms)))
+	}
+	c.m.setLag(room, float64(undelivered+g.Pending), age.Seconds())
+	return age
+}
+
+// Lag returns the largest lag_seconds of any room at the last refresh, and
+// that room ("" when no room lags).
+func (c *Consumer) Lag() (time.Duration, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var worst time.Duration
+	var room string
+	for r, l := range c.lag {
+		if l > worst || (l == worst && room != "" && r < room) {
+			worst, room = l, r
+		}
+	}
+	return worst, room
+}
+
+// Ready returns nil when Redis and PostgreSQL answer and no room lags by
+// more than maxLag, else why not (a sentence for /readyz).
+func (c *Consumer) Ready(ctx context.Context, maxLag time.Duration) error {
+	if err := c.cfg.Redis.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis unreachable: %v", err)
+	}
+	if err := c.cfg.Store.Ping(ctx); err != nil {
+		return fmt.Errorf("postgresql unreachable: %v", err)
+	}
+	if lag, room := c.Lag(); lag > maxLag {
+		return fmt.Errorf("room %q lags %s behind its journal stream (max %s)", room, lag.Round(time.Millisecond), maxLag)
+	}
+	return nil
+}
+
+// poll reads one batch of room (its own pending entries first, then those
+// pending too long on dead consumers, then new ones), writes it and acks
+// it. It returns how many entries it handled.
+func (c *Consumer) poll(ctx context.Context, room string) int {
+	st := c.state[room]
+	if st == nil {
+		st = &roomState{own: true, cursor: "0-0"}
+		c.state[room] = st
+	}
+	key := StreamKey(room)
+	if !st.group {
+		err := c.cfg.Redis.XGroupCreate(ctx, key, Group, "0").Err()
+		switch {
+		case err == nil, err != nil && strings.HasPrefix(err.Error(), "BUSYGROUP"):
+			st.group, st.own, st.cursor = true, true, "0-0"
+		case err != nil && strings.Contains(err.Error(), "requires the key to exist"):
+			return 0 // no stream yet; creating it (MKSTREAM) would leave a key without the room's TTL
+		default:
+			if ctx.Err() == nil {
+				c.fail("group", room, err)
+			}
+			return 0
+		}
+	}
+	var msgs []redis.XMessage
+	var err error
+	switch {
+	case st.own:
+		msgs, err = c.read(ctx, key, "0")
+		if err == nil && len(msgs) == 0 {
+			st.own = false
+			return c.poll(ctx, room)
+		}
+	case c.cfg.Now().Sub(st.claimedAt) >= c.cfg.ClaimIdle/2:
+		st.claimedAt = c.cfg.Now()
+		var next string
+		msgs, next, err = c.cfg.Redis.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: key, Group: Group,
+			Consumer: c.cfg.Name, MinIdle: c.cfg.ClaimIdle, Start: st.cursor, Count: int64(c.cfg.Batch)}).Result()
+		if err == nil {
+			st.cursor = next
+			if next != "0-0" {
+				st.claimedAt = time.Time{} // more to claim: go on next round
+			}
+			if len(msgs) == 0 {
+				msgs, err = c.read(ctx, key, ">")
+			}
+		}
+	default:
+		msgs, err = c.read(ctx, key, ">")
+	}
+	if err != nil {
+		if errors.Is(err, redis.Nil) {
+			return 0
+		}
+		if strings.HasPrefix(err.Error(), "NOGROUP") {
+			// Redis lost the stream (a restart without persistence) and a
+			// new one was written: its group must be created again, from 0.
+			c.log.Warn("journal group missing: creating it again", "room", room)
+			st.group = false
+			return 0
+		}
+		if ctx.Err() == nil {
+			c.fail("read", room, err)
+		}
+		return 0
+	}
+	if len(msgs) == 0 {
+		return 0
+	}
+	if !c.handle(ctx, room, msgs) {
+		st.own = true // not acked: read them again (ID 0) before new ones
+	}
+	return len(msgs)
+}
+
+// read is XREADGROUP of one stream from id ("0": this consumer's pending
+// entries; ">": new ones), without blocking.
+func (c *Consumer) read(ctx context.Context, key, id string) ([]redis.XMessage, error) {
+	res, err := c.cfg.Redis.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: c.cfg.Name,
+		Streams: []string{key, id}, Count: int64(c.cfg.Batch), Block: -1}).Result()
+	if err != nil || len(res) == 0 {
+		return nil, err
+	}
+	return res[0].Messages, nil
+}
+
+// handle parses msgs, applies the valid ones (retrying with backoff while
+// PostgreSQL fails, until ctx is cancelled), then acks them all and trims
+// the stream. It reports whether they were acked. Once Apply succeeded, the
+// ack is sent even if ctx was cancelled meanwhile (the batch in flight is
+// finished).
+func (c *Consumer) handle(ctx context.Context, room string, msgs []redis.XMessage) bool {
+	key := StreamKey(room)
+	ids := make([]string, 0, len(msgs))
+	events := make([]Event, 0, len(msgs))
+	for _, m := range msgs {
+		ids = append(ids, m.ID)
+		if len(m.Values) == 0 {
+			continue // deleted from the stream while pending: nothing to write
+		}
+		e, why := parseEvent(room, m)
+		if why == "" {
+			why = e.validate()
+		}
+		if why != "" {
+			c.log.Error("journal event rejected", "room", room, "id", m.ID, "why", why)
+			c.m.rejected.WithLabelValues(room).Inc()
+			continue
+		}
+		events = append(events, e)
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		start := time.Now()
+		waits, err := c.cfg.Store.ApplyWaits(context.WithoutCancel(ctx), events)
+		if err == nil {
+			c.m.apply.Observe(time.Since(start).Seconds())
+			for _, e := range events {
+				c.m.events.WithLabelValues(room, string(e.Kind)).Inc()
+			}
+			for _, w := range waits {
+				c.m.wait.WithLabelValues(w.Room).Observe(w.Wait.Seconds())
+			}
+			break
+		}
+		c.fail("apply", room, err)
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := c.cfg.Redis.XAck(actx, key, Group, ids...).Err(); err != nil {
+		c.fail("ack", room, err)
+		return false
+	}
+	c.trim(actx, room)
+	return true
+}
+
+// trim drops the entries every consumer is done with: XTRIM MINID the
+// oldest entry still pending, or, with none pending, the group's
+// last-delivered id (kept itself: MINID keeps ids ≥ it).
+func (c *Consumer) trim(ctx context.Context, room string) {
+	key := StreamKey(room)
+	minID := ""
+	p, err := c.cfg.Redis.XPending(ctx, key, Group).Result()
+	if err != nil {
+		c.fail("trim", room, err)
+		return
+	}
+	if p.Count > 0 {
+		minID = p.Lower
+	} else {
+		groups, err := c.cfg.Redis.XInfoGroups(ctx, key).Result()
+		if err != nil {
+			c.fail("trim", room, err)
+			return
+		}
+		for _, g := range groups {
+			if g.Name == Group {
+				minID = g.LastDeliveredID
+			}
+		}
+	}
+	if minID == "" {
+		return
+	}
+	if err := c.cfg.Redis.XTrimMinID(ctx, key, minID).Err(); err != nil {
+		c.fail("trim", room, err)
+	}
+}
+
+func (c *Consumer) fail(stage, room string, err error) {
+	c.m.errors.WithLabelValues(stage).Inc()
+	c.log.Warn("journal "+stage+" failed", "room", room, "err", err)
+}
+
+// parseEvent maps a stream entry onto an Event (the contract's field
+// layout: entry events `kind epoch seq user lane at admission reason`,
+// room events `kind epoch at actor action detail`); Room comes from the
+// key, ID is the stream id. It returns why it cannot, or "". Unknown
+// fields are ignored; a missing field is "".
+func parseEvent(room string, m redis.XMessage) (Event, string) {
+	str := func(k string) string {
+		s, _ := m.Values[k].(string)
+		return s
+	}
+	e := Event{ID: m.ID, Room: room, Kind: Kind(str("kind")), Epoch: str("epoch"), User: str("user"),
+		Lane: str("lane"), AdmissionID: str("admission"), Reason: str("reason"), Actor: str("actor"),
+		Action: str("action"), Detail: str("detail")}
+	for _, f := range []struct {
+		name string
+		to   *int64
+	}{{"seq", &e.Arrival}, {"at", &e.At}} {
+		v := str(f.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return e, fmt.Sprintf("%s %q is not a decimal integer", f.name, v)
+		}
+		*f.to = n
+	}
+	return e, ""
+}
+
+// idMillis is the milliseconds part of a stream id "<ms>-<n>".
+func idMillis(id string) (int64, bool) {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	return n, err == nil && id != ""
+}
+
+// sleep waits d or until ctx is done; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,480 @@
+package journal_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/internal/pgtest"
+	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/journal"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// xaddEntry appends an entry event in the contract's exact field layout
+// (kind epoch seq user lane at admission reason) and returns its id.
+func xaddEntry(t *testing.T, rdb redis.Cmdable, room, kind, ep string, seq int64, user, lane string, at int64, admission, reason string) string {
+	t.Helper()
+	id, err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: journal.StreamKey(room), Values: []any{
+		"kind", kind, "epoch", ep, "seq", strconv.FormatInt(seq, 10), "user", user, "lane", lane,
+		"at", strconv.FormatInt(at, 10), "admission", admission, "reason", reason}}).Result()
+	require.NoError(t, err)
+	return id
+}
+
+// xaddRoom appends a room event (kind epoch at actor action detail).
+func xaddRoom(t *testing.T, rdb redis.Cmdable, room, kind, ep string, at int64, actor, action, detail string) string {
+	t.Helper()
+	id, err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: journal.StreamKey(room), Values: []any{
+		"kind", kind, "epoch", ep, "at", strconv.FormatInt(at, 10), "actor", actor, "action", action, "detail", detail}}).Result()
+	require.NoError(t, err)
+	return id
+}
+
+// buyer journals one buyer's life in room: entered at 1000·seq, admitted
+// 5 s later, completed 1 s after that.
+func buyer(t *testing.T, rdb redis.Cmdable, room string, seq int64) {
+	t.Helper()
+	at := 1000 * seq
+	adm := fmt.Sprintf("%s.%d.%d.%d", epoch, seq, seq, at+5000)
+	xaddEntry(t, rdb, room, "entered", epoch, seq, fmt.Sprintf("u%d", seq), "public", at, "", "")
+	xaddEntry(t, rdb, room, "admitted", epoch, seq, "", "public", at+5000, adm, "")
+	xaddEntry(t, rdb, room, "completed", epoch, seq, "", "", at+6000, adm, "")
+}
+
+type rig struct {
+	rdb *redis.Client
+	st  *journal.Store
+	dsn string
+}
+
+func newRig(t *testing.T) rig {
+	t.Helper()
+	st, dsn := store(t)
+	return rig{rdb: redistest.Start(t).Client(t), st: st, dsn: dsn}
+}
+
+func (r rig) consumer(t *testing.T, name string, mod func(*journal.ConsumerConfig)) (*journal.Consumer, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg := journal.ConsumerConfig{Redis: r.rdb, Store: r.st, Name: name, Metrics: journal.NewMetrics(reg), Logger: quiet}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := journal.NewConsumer(cfg)
+	require.NoError(t, err)
+	c.Refresh(context.Background())
+	return c, reg
+}
+
+// drain steps c until a round finds nothing (at most 100 rounds).
+func drain(t *testing.T, c *journal.Consumer) {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		if !c.Round(context.Background()) {
+			return
+		}
+	}
+	t.Fatal("the consumer is still busy after 100 rounds")
+}
+
+// metric sums the samples of name whose labels include want: a counter's
+// or gauge's value, a histogram's sample count.
+func metric(t *testing.T, reg prometheus.Gatherer, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for k, v := range want {
+				if !hasLabel(m, k, v) {
+					continue next
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
+
+func hasLabel(m *dto.Metric, k, v string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == k && l.GetValue() == v {
+			return true
+		}
+	}
+	return false
+}
+
+func count(t *testing.T, dsn, query string, args ...any) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var n int
+	require.NoError(t, conn.QueryRow(context.Background(), query, args...).Scan(&n))
+	return n
+}
+
+func pending(t *testing.T, rdb redis.Cmdable, room string) int64 {
+	t.Helper()
+	p, err := rdb.XPending(context.Background(), journal.StreamKey(room), journal.Group).Result()
+	require.NoError(t, err)
+	return p.Count
+}
+
+// TestConsumerWritesTheStream: entry and room events XADDed in the
+// contract's layout land in journal_entries and journal_room_events; the
+// stream is acked and trimmed; the wait histogram observes each admitted
+// entry once; a room without a stream yet is skipped, not created.
+func TestConsumerWritesTheStream(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	room, empty := redistest.Room("w"), redistest.Room("e")
+	require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room, empty).Err())
+	cfgID := xaddRoom(t, r.rdb, room, "config", epoch, 500, "", "create", `{"capacity":"100"}`)
+	for seq := int64(1); seq <= 20; seq++ {
+		buyer(t, r.rdb, room, seq)
+	}
+	xaddEntry(t, r.rdb, room, "entered", epoch, 21, "u21", "priority", 30000, "", "")
+	xaddEntry(t, r.rdb, room, "closed", epoch, 21, "", "", 31000, "", "sold_out")
+	xaddRoom(t, r.rdb, room, "audit", epoch, 31000, "admin:3f9c", "sold_out", "")
+
+	c, reg := r.consumer(t, "c1", nil)
+	drain(t, c)
+
+	require.Equal(t, 21, count(t, r.dsn, `SELECT count(*) FROM journal_entries WHERE room = $1`, room))
+	require.Equal(t, 20, count(t, r.dsn, `SELECT count(*) FROM journal_entries WHERE room = $1
+		AND admitted_ms - entered_ms = 5000 AND end_kind = 'completed' AND user_id IS NOT NULL`, room))
+	require.Equal(t, 1, count(t, r.dsn, `SELECT count(*) FROM journal_entries WHERE room = $1 AND arrival = 21
+		AND end_kind = 'closed' AND end_reason = 'sold_out' AND lane = 'priority' AND admitted_ms IS NULL`, room))
+	require.Equal(t, 2, count(t, r.dsn, `SELECT count(*) FROM journal_room_events WHERE room = $1`, room))
+	require.Equal(t, 1, count(t, r.dsn, `SELECT count(*) FROM journal_room_events WHERE room = $1 AND stream_id = $2
+		AND kind = 'config' AND action = 'create' AND detail->>'capacity' = '100'`, room, cfgID))
+
+	require.Zero(t, pending(t, r.rdb, room))
+	n, err := r.rdb.XLen(ctx, journal.StreamKey(room)).Result()
+	require.NoError(t, err)
+	require.LessOrEqual(t, n, int64(1), "XTRIM MINID keeps at most the last delivered entry")
+	require.Zero(t, r.rdb.Exists(ctx, journal.StreamKey(empty)).Val(), "the consumer must not create a stream")
+
+	require.Equal(t, 20.0, metric(t, reg, "flashgate_wait_seconds", map[string]string{"room": room}))
+	require.Equal(t, 20.0, metric(t, reg, "flashgate_journal_events_total", map[string]string{"room": room, "kind": "admitted"}))
+	require.Equal(t, 64.0, metric(t, reg, "flashgate_journal_events_total", map[string]string{"room": room}))
+	require.Equal(t, 0.0, metric(t, reg, "flashgate_journal_rejected_total", nil))
+	c.Refresh(ctx)
+	require.Equal(t, 0.0, metric(t, reg, "flashgate_journal_lag_events", map[string]string{"room": room}))
+	lag, _ := c.Lag()
+	require.Zero(t, lag)
+}
+
+// TestConsumerClaimsADeadConsumersEntries: entries delivered to a consumer
+// that died before acking are claimed (XAUTOCLAIM, idle > 30 s) by another
+// and written once.
+func TestConsumerClaimsADeadConsumersEntries(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	room := redistest.Room("d")
+	key := journal.StreamKey(room)
+	require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+	for seq := int64(1); seq <= 10; seq++ {
+		buyer(t, r.rdb, room, seq)
+	}
+	// "dead" reads them all, applies half of them (it died mid-way), never acks.
+	require.NoError(t, r.rdb.XGroupCreate(ctx, key, journal.Group, "0").Err())
+	res, err := r.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: journal.Group, Consumer: "dead",
+		Streams: []string{key, ">"}, Count: 1000, Block: -1}).Result()
+	require.NoError(t, err)
+	require.Len(t, res[0].Messages, 30)
+	ids := make([]any, 0, 30)
+	for _, m := range res[0].Messages {
+		ids = append(ids, m.ID)
+	}
+	// Make them look idle for a minute (XCLAIM … IDLE keeps the owner).
+	require.NoError(t, r.rdb.Do(ctx, append(append([]any{"XCLAIM", key, journal.Group, "dead", 0}, ids...),
+		"IDLE", 60000, "JUSTID")...).Err())
+	half := []journal.Event{{ID: res[0].Messages[0].ID, Kind: journal.KindEntered, Room: room, Epoch: epoch,
+		Arrival: 1, User: "u1", Lane: "public", At: 1000}}
+	require.NoError(t, r.st.Apply(ctx, half))
+
+	c, reg := r.consumer(t, "alive", nil)
+	drain(t, c)
+	require.Zero(t, pending(t, r.rdb, room))
+	require.Equal(t, 10, count(t, r.dsn, `SELECT count(*) FROM journal_entries WHERE room = $1
+		AND entered_ms IS NOT NULL AND admitted_ms IS NOT NULL AND end_kind = 'completed'`, room))
+	require.Equal(t, 30.0, metric(t, reg, "flashgate_journal_events_total", map[string]string{"room": room}),
+		"each claimed entry is applied once by the claimer")
+}
+
+// TestTwoConsumersShareTheWork: two consumers of the group split the
+// entries of several rooms between them, each entry to one of them.
+func TestTwoConsumersShareTheWork(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	var rooms []string
+	for i := 0; i < 3; i++ {
+		room := redistest.Room("s")
+		rooms = append(rooms, room)
+		require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+		for seq := int64(1); seq <= 30; seq++ {
+			buyer(t, r.rdb, room, seq)
+		}
+	}
+	small := func(c *journal.ConsumerConfig) { c.Batch = 20 }
+	a, ra := r.consumer(t, "a", small)
+	b, rb := r.consumer(t, "b", small)
+	for i := 0; i < 100; i++ {
+		busyA := a.Round(ctx)
+		busyB := b.Round(ctx)
+		if !busyA && !busyB {
+			break
+		}
+	}
+	ea := metric(t, ra, "flashgate_journal_events_total", nil)
+	eb := metric(t, rb, "flashgate_journal_events_total", nil)
+	require.Positive(t, ea)
+	require.Positive(t, eb)
+	require.Equal(t, 3*90.0, ea+eb, "every entry is delivered to exactly one consumer")
+	for _, room := range rooms {
+		require.Zero(t, pending(t, r.rdb, room))
+		require.Equal(t, 30, count(t, r.dsn, `SELECT count(*) FROM journal_entries WHERE room = $1
+			AND end_kind = 'completed' AND admitted_ms IS NOT NULL`, room))
+	}
+}
+
+// TestPoisonEventIsRejected: an entry that is not a valid event is logged,
+// counted and acked, and its neighbours land.
+func TestPoisonEventIsRejected(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	room := redistest.Room("p")
+	require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+	xaddEntry(t, r.rdb, room, "entered", epoch, 1, "u1", "public", 1000, "", "")
+	bad1 := xaddEntry(t, r.rdb, room, "teleported", epoch, 2, "u2", "public", 1000, "", "")
+	xaddEntry(t, r.rdb, room, "entered", epoch, 3, "u3", "public", 1000, "", "")
+	bad2, err := r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: journal.StreamKey(room),
+		Values: []any{"kind", "entered", "epoch", epoch, "seq", "three", "user", "u3", "lane", "public", "at", "1000",
+			"admission", "", "reason", ""}}).Result() // seq not a number
+	require.NoError(t, err)
+	xaddEntry(t, r.rdb, room, "entered", epoch, 4, "u4", "public", 1000, "", "")
+
+	var logs syncBuffer
+	c, reg := r.consumer(t, "c", func(c *journal.ConsumerConfig) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	drain(t, c)
+	require.Equal(t, 3, count(t, r.dsn, `SELECT count(*) FROM journal_entries WHERE room = $1`, room))
+	require.Equal(t, 2.0, metric(t, reg, "flashgate_journal_rejected_total", map[string]string{"room": room}))
+	require.Zero(t, pending(t, r.rdb, room))
+	for _, id := range []string{bad1, bad2} {
+		require.Contains(t, logs.String(), `"msg":"journal event rejected","consumer":"c","room":"`+room+`","id":"`+id+`","why":`)
+	}
+	require.Contains(t, logs.String(), `unknown kind \"teleported\"`)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// proxy forwards TCP to a PostgreSQL server until cut: then it refuses new
+// connections and drops the open ones, as a PostgreSQL down does.
+type proxy struct {
+	addr, target string
+	mu           sync.Mutex
+	ln           net.Listener
+	conns        []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{addr: ln.Addr().String(), target: target}
+	p.serve(ln)
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", p.target)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+			go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+		}
+	}()
+}
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		_ = p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *proxy) restore(t *testing.T) {
+	ln, err := net.Listen("tcp", p.addr)
+	require.NoError(t, err)
+	p.serve(ln)
+}
+
+// TestPostgresDownMidRun: while PostgreSQL is unreachable nothing is acked,
+// lag is measured and readiness fails; when it is back the consumer catches
+// up alone and acks.
+func TestPostgresDownMidRun(t *testing.T) {
+	srv := pgtest.Shared(t)
+	dsn := srv.NewDatabase(t)
+	ctx := context.Background()
+	require.NoError(t, journal.Migrate(ctx, dsn))
+	px := newProxy(t, "127.0.0.1:"+strconv.Itoa(srv.Port))
+	st, err := journal.Open(ctx, strings.Replace(dsn, "127.0.0.1:"+strconv.Itoa(srv.Port), px.addr, 1))
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	r := rig{rdb: redistest.Start(t).Client(t), st: st, dsn: dsn}
+	room := redistest.Room("pg")
+	require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+	buyer(t, r.rdb, room, 1)
+	c, reg := r.consumer(t, "c", func(c *journal.ConsumerConfig) {
+		c.Now = func() time.Time { return time.Now().Add(time.Hour) } // lag ≈ 1 h, whatever the test's pace
+	})
+	drain(t, c)
+	require.Equal(t, 1, count(t, dsn, `SELECT count(*) FROM journal_entries WHERE room = $1`, room))
+
+	px.cut()
+	for seq := int64(2); seq <= 5; seq++ {
+		buyer(t, r.rdb, room, seq)
+	}
+	done := make(chan bool)
+	go func() { done <- c.Round(ctx) }() // reads, fails to apply, retries with backoff
+	require.Eventually(t, func() bool { return pending(t, r.rdb, room) == 12 }, time.Minute, 10*time.Millisecond,
+		"the batch is delivered and not acked")
+	c.Refresh(ctx)
+	require.Equal(t, 12.0, metric(t, reg, "flashgate_journal_lag_events", map[string]string{"room": room}))
+	require.Greater(t, metric(t, reg, "flashgate_journal_lag_seconds", map[string]string{"room": room}), 3000.0)
+	err = c.Ready(ctx, 30*time.Second)
+	require.ErrorContains(t, err, "postgresql unreachable")
+	require.Eventually(t, func() bool {
+		return metric(t, reg, "flashgate_journal_errors_total", map[string]string{"stage": "apply"}) > 0
+	}, time.Minute, 10*time.Millisecond)
+	require.Equal(t, 1, count(t, dsn, `SELECT count(*) FROM journal_entries WHERE room = $1`, room))
+
+	px.restore(t)
+	require.True(t, <-done)
+	drain(t, c)
+	require.Zero(t, pending(t, r.rdb, room))
+	require.Equal(t, 5, count(t, dsn, `SELECT count(*) FROM journal_entries WHERE room = $1 AND end_kind = 'completed'`, room))
+	c.Refresh(ctx)
+	require.Equal(t, 0.0, metric(t, reg, "flashgate_journal_lag_seconds", map[string]string{"room": room}))
+	require.NoError(t, c.Ready(ctx, 30*time.Second))
+}
+
+// TestConsumerRecoversFromFlushAll: Redis loses everything (FLUSHALL, as a
+// restart without persistence does); the room's new stream has no group
+// (NOGROUP), which the consumer creates again from 0 and reads.
+func TestConsumerRecoversFromFlushAll(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	room := redistest.Room("f")
+	require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+	buyer(t, r.rdb, room, 1)
+	c, _ := r.consumer(t, "c", nil)
+	drain(t, c)
+
+	require.NoError(t, r.rdb.FlushAll(ctx).Err())
+	require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+	const epoch2 = "zz12cd34ef"
+	xaddEntry(t, r.rdb, room, "entered", epoch2, 1, "v1", "public", 9000, "", "")
+	for i := 0; i < 5; i++ {
+		c.Round(ctx)
+	}
+	require.Equal(t, 1, count(t, r.dsn, `SELECT count(*) FROM journal_entries WHERE room = $1 AND epoch = $2 AND user_id = 'v1'`, room, epoch2))
+	require.Zero(t, pending(t, r.rdb, room))
+}
+
+// TestApplyWaits: the wait is reported once per entry, by whichever of its
+// entered and admitted events is applied second, and again on a redelivery.
+func TestApplyWaits(t *testing.T) {
+	s, _ := store(t)
+	ctx := context.Background()
+	entered := journal.Event{ID: "1-0", Kind: journal.KindEntered, Room: "r", Epoch: epoch, Arrival: 1, User: "a", At: 1000}
+	admitted := journal.Event{ID: "2-0", Kind: journal.KindAdmitted, Room: "r", Epoch: epoch, Arrival: 1, At: 4500,
+		AdmissionID: epoch + ".1.1.4500"}
+	w, err := s.ApplyWaits(ctx, []journal.Event{entered, admitted})
+	require.NoError(t, err)
+	require.Equal(t, []journal.Wait{{Room: "r", Epoch: epoch, Arrival: 1, Wait: 3500 * time.Millisecond}}, w)
+
+	e2, a2 := entered, admitted
+	e2.Arrival, a2.Arrival, a2.AdmissionID = 2, 2, epoch+".2.2.4500"
+	w, err = s.ApplyWaits(ctx, []journal.Event{a2})
+	require.NoError(t, err)
+	require.Empty(t, w, "admitted before entered: no wait yet")
+	w, err = s.ApplyWaits(ctx, []journal.Event{e2})
+	require.NoError(t, err)
+	require.Len(t, w, 1)
+	require.Equal(t, 3500*time.Millisecond, w[0].Wait)
+
+	w, err = s.ApplyWaits(ctx, []journal.Event{admitted})
+	require.NoError(t, err)
+	require.Len(t, w, 1, "a redelivery reports the wait again (documented)")
+	completed := journal.Event{ID: "3-0", Kind: journal.KindCompleted, Room: "r", Epoch: epoch, Arrival: 1, At: 5000}
+	w, err = s.ApplyWaits(ctx, []journal.Event{completed})
+	require.NoError(t, err)
+	require.Empty(t, w)
+}
