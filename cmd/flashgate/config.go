@@ -90,13 +90,16 @@ func loadServeEnv(environ map[string]string) (serveEnv, error) {
 // variable the operator set: `FLASHGATE_DEFAULT_CAPACITY: not a valid int:
 // strconv.ParseInt: parsing "abc": invalid syntax`. Several bad variables
 // give one line each, joined by "; ". Errors it does not know pass as they are.
-func envError(err error) error {
+func envError(err error) error { return envErrorOf(reflect.TypeOf(serveEnv{}), err) }
+
+// envErrorOf is envError for the environment struct t (serveEnv, journalEnv).
+func envErrorOf(t reflect.Type, err error) error {
 	var agg env.AggregateError
 	errs := []error{err}
 	if errors.As(err, &agg) {
 		errs = agg.Errors
 	}
-	names := envNames(reflect.TypeOf(serveEnv{}), "")
+	names := envNames(t, "")
 	msgs := make([]string, 0, len(errs))
 	for _, e := range errs {
 		var pe env.ParseError
@@ -394,10 +397,13 @@ func envDoc(t reflect.Type, prefix string) []envVar {
 }
 
 // writeEnvDoc prints the serve environment as a table.
-func writeEnvDoc(w io.Writer) {
+func writeEnvDoc(w io.Writer) { writeEnvDocOf(w, reflect.TypeOf(serveEnv{})) }
+
+// writeEnvDocOf prints the environment struct t as a table.
+func writeEnvDocOf(w io.Writer, t reflect.Type) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tMEANING")
-	for _, v := range envDoc(reflect.TypeOf(serveEnv{}), "") {
+	for _, v := range envDoc(t, "") {
 		def := v.def
 		if def == "" {
 			def = "(unset)"

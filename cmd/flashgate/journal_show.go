@@ -301,31 +301,3 @@ func writeJSON(stdout, stderr io.Writer, v any) int {
 	}
 	return exitOK
 }
-
-const journalQueriesUsage = `Usage:
-  flashgate journal show --room R --user U [--all] [--json] [--dsn URL]
-  flashgate journal report --room R [--epoch E] [--json] [--dsn URL]
-
-Run "flashgate journal <command> -h" for its flags.
-`
-
-// runJournalQueries dispatches `flashgate journal show|report`. (The
-// journal command's own dispatcher, with `run`, replaces it when both are
-// in: it calls runJournalShow and runJournalReport.)
-func runJournalQueries(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, journalQueriesUsage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "show":
-		return runJournalShow(ctx, args[1:], stdout, stderr)
-	case "report":
-		return runJournalReport(ctx, args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, journalQueriesUsage)
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "flashgate journal: unknown command %q\n\n%s", args[0], journalQueriesUsage)
-	return exitUsage
-}

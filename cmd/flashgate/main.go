@@ -8,6 +8,7 @@
 //	flashgate simulate [--users N …]   drive a simulated flash sale over HTTP
 //	flashgate top [-url URL]           every room at a glance, from the admin API
 //	flashgate journal show|report      ask the journal (PostgreSQL) about a buyer or a room
+//	flashgate journal run              copy the rooms' journal streams into PostgreSQL
 //	flashgate restore --room R         rebuild a room lost with Redis's data from the journal
 //	flashgate version
 package main
@@ -60,6 +61,7 @@ Usage:
                                        a buyer's entries in the journal (FLASHGATE_JOURNAL_DSN)
   flashgate journal report --room R [--epoch E] [--json]
                                        a room's outcomes and wait p50/p95 per minute, from the journal
+  flashgate journal run [-h]           copy the rooms' journal streams into PostgreSQL (environment; -h lists it)
   flashgate restore --room R [--dry-run] [--dsn DSN]
                                        rebuild a room lost with Redis's data from the journal (PostgreSQL)
   flashgate version
@@ -89,7 +91,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "top":
 		return runTop(ctx, rest, stdout, stderr)
 	case "journal":
-		return runJournalQueries(ctx, rest, stdout, stderr)
+		return runJournal(ctx, rest, stdout, stderr)
 	case "restore":
 		return runRestore(ctx, rest, stdout, stderr)
 	case "version", "-version", "--version":
