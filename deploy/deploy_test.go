@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/journal"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/server"
 )
@@ -49,8 +50,10 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 	}
 }
 
-// serverMetrics returns the names of the metrics a flashgate server
-// registers. Building it sends nothing to Redis (the client points nowhere).
+// serverMetrics returns the names of the metrics flashgate exports: those
+// a flashgate server registers and those of the journal process (`flashgate
+// journal run`, journal.NewMetrics). Building them sends nothing to Redis
+// (the client points nowhere).
 func serverMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
@@ -70,6 +73,11 @@ func serverMetrics(t *testing.T) map[string]bool {
 	}
 	if len(reg.names) < 10 {
 		t.Fatalf("the server registered only %v", reg.names)
+	}
+	n := len(reg.names)
+	journal.NewMetrics(reg)
+	if len(reg.names) < n+7 {
+		t.Fatalf("the journal registered only %d metrics: %v", len(reg.names)-n, reg.names)
 	}
 	return reg.names
 }
@@ -137,13 +145,13 @@ func TestAlertRules(t *testing.T) {
 			}
 			for _, n := range refs {
 				if !known(names, n) {
-					t.Errorf("alert %s selects %s, which the server does not export", r.Alert, n)
+					t.Errorf("alert %s selects %s, which neither the server nor the journal exports", r.Alert, n)
 				}
 			}
 		}
 	}
 	for _, want := range []string{"FlashgateQueueGrowing", "FlashgateAdmissionsStalled", "FlashgateRedisDown",
-		"FlashgateRedisErrors", "FlashgateTickFailures"} {
+		"FlashgateRedisErrors", "FlashgateTickFailures", "FlashgateJournalLag", "FlashgateJournalRejected"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alert %s is missing (have %v)", want, alerts)
 		}
@@ -151,7 +159,8 @@ func TestAlertRules(t *testing.T) {
 }
 
 // TestDashboard: grafana/flashgate.json is a JSON dashboard whose every
-// panel query parses as PromQL and selects only metrics the server exports.
+// panel query parses as PromQL and selects only metrics the server or the
+// journal process exports.
 func TestDashboard(t *testing.T) {
 	names := serverMetrics(t)
 	b, err := os.ReadFile("grafana/flashgate.json")
@@ -181,13 +190,14 @@ func TestDashboard(t *testing.T) {
 			for _, n := range metricNames(t, p, "panel "+pn.Title, tg.Expr) {
 				used[n] = true
 				if !known(names, n) {
-					t.Errorf("panel %q selects %s, which the server does not export", pn.Title, n)
+					t.Errorf("panel %q selects %s, which neither the server nor the journal exports", pn.Title, n)
 				}
 			}
 		}
 	}
 	for _, want := range []string{"flashgate_room_waiting", "flashgate_room_admitted_total",
-		"flashgate_redis_script_duration_seconds_bucket", "flashgate_tick_failures_total"} {
+		"flashgate_redis_script_duration_seconds_bucket", "flashgate_tick_failures_total",
+		"flashgate_journal_lag_seconds", "flashgate_wait_seconds_bucket"} {
 		if !used[want] {
 			t.Errorf("the dashboard shows no %s", want)
 		}

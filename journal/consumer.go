@@ -91,10 +91,11 @@ type Consumer struct {
 	m   *Metrics
 	log *slog.Logger
 
-	mu    sync.Mutex
-	rooms []string
-	lag   map[string]time.Duration // room → lag_seconds at the last poll
-	state map[string]*roomState    // used by Run's goroutine only
+	mu     sync.Mutex
+	rooms  []string
+	lag    map[string]time.Duration // room → lag_seconds at the last poll
+	state  map[string]*roomState    // used by Run's goroutine only
+	failed map[string]*failLog      // stage → its last failure logged
 }
 
 type roomState struct {
@@ -473,9 +474,39 @@ func (c *Consumer) trim(ctx context.Context, room string) {
 	}
 }
 
+// failLogEvery is how often a failing stage is logged: an outage of Redis
+// or PostgreSQL fails every round, and the log should say so once in a
+// while, with how many failures it did not log, not ten times a second.
+const failLogEvery = 10 * time.Second
+
+// fail counts a failed step and logs it, at most once per failLogEvery per
+// stage.
 func (c *Consumer) fail(stage, room string, err error) {
 	c.m.errors.WithLabelValues(stage).Inc()
-	c.log.Warn("journal "+stage+" failed", "room", room, "err", err)
+	c.mu.Lock()
+	if c.failed == nil {
+		c.failed = map[string]*failLog{}
+	}
+	f := c.failed[stage]
+	if f == nil {
+		f = &failLog{}
+		c.failed[stage] = f
+	}
+	now := time.Now()
+	if !f.at.IsZero() && now.Sub(f.at) < failLogEvery {
+		f.unlogged++
+		c.mu.Unlock()
+		return
+	}
+	unlogged := f.unlogged
+	f.at, f.unlogged = now, 0
+	c.mu.Unlock()
+	c.log.Warn("journal "+stage+" failed", "room", room, "err", err, "unlogged_before", unlogged)
+}
+
+type failLog struct {
+	at       time.Time
+	unlogged int
 }
 
 // parseEvent maps a stream entry onto an Event (the contract's field
