@@ -42,6 +42,9 @@ func TestImportDirection(t *testing.T) {
 		{pkg: module + "/keys", forbidden: []string{module + "/issuer", module + "/server", module + "/order"}},
 		{pkg: module + "/journal", forbidden: []string{module + "/issuer", module + "/server", module + "/keys", module + "/order",
 			module + "/verifier", "go-redis", "fiber", "fasthttp", "jwx", "prometheus", "wazero", "miniredis", "sqlite"}},
+		// The journal process's consumer: Redis streams in, the journal's store out.
+		{pkg: module + "/journal/consumer", forbidden: []string{module + "/issuer", module + "/server", module + "/keys",
+			module + "/order", module + "/verifier", "fiber", "fasthttp", "jwx", "wazero", "miniredis", "sqlite"}},
 		{pkg: module + "/server", forbidden: []string{module + "/order", module + "/cmd", "wazero", "miniredis"}},
 	} {
 		for _, d := range deps(t, tc.pkg) {

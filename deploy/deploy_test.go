@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/issuer"
-	"github.com/flashgate/flashgate/journal"
+	"github.com/flashgate/flashgate/journal/consumer"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/server"
 )
@@ -52,7 +52,7 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 
 // serverMetrics returns the names of the metrics flashgate exports: those
 // a flashgate server registers and those of the journal process (`flashgate
-// journal run`, journal.NewMetrics). Building them sends nothing to Redis
+// journal run`, consumer.NewMetrics). Building them sends nothing to Redis
 // (the client points nowhere).
 func serverMetrics(t *testing.T) map[string]bool {
 	t.Helper()
@@ -75,7 +75,7 @@ func serverMetrics(t *testing.T) map[string]bool {
 		t.Fatalf("the server registered only %v", reg.names)
 	}
 	n := len(reg.names)
-	journal.NewMetrics(reg)
+	consumer.NewMetrics(reg)
 	if len(reg.names) < n+7 {
 		t.Fatalf("the journal registered only %d metrics: %v", len(reg.names)-n, reg.names)
 	}

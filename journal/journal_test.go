@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // store migrates a fresh database and opens a Store on it.
-func store(t testing.TB) (*journal.Store, string) {
+func store(t *testing.T) (*journal.Store, string) {
 	t.Helper()
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	require.NoError(t, journal.Migrate(context.Background(), dsn))

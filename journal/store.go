@@ -82,6 +82,15 @@ type Event struct {
 	Detail string `json:"detail"`
 }
 
+// Validate returns why e cannot be journaled (CodeInvalidInput), or nil:
+// the check Apply makes of every event before writing any.
+func (e *Event) Validate() error {
+	if why := e.validate(); why != "" {
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "journal: %s", why)
+	}
+	return nil
+}
+
 // validate returns why e cannot be journaled, or "".
 func (e *Event) validate() string {
 	switch {

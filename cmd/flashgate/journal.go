@@ -20,6 +20,7 @@ import (
 
 	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/journal"
+	"github.com/flashgate/flashgate/journal/consumer"
 )
 
 const journalUsage = `Usage: flashgate journal <subcommand>
@@ -95,8 +96,8 @@ func loadJournalEnv(environ map[string]string) (journalEnv, error) {
 	if j.MaxLag <= 0 {
 		return c, fmt.Errorf("FLASHGATE_JOURNAL_MAX_LAG must be positive, got %s", j.MaxLag)
 	}
-	if j.Batch < 1 || j.Batch > journal.MaxBatch {
-		return c, fmt.Errorf("FLASHGATE_JOURNAL_BATCH must be 1 … %d, got %d", journal.MaxBatch, j.Batch)
+	if j.Batch < 1 || j.Batch > consumer.MaxBatch {
+		return c, fmt.Errorf("FLASHGATE_JOURNAL_BATCH must be 1 … %d, got %d", consumer.MaxBatch, j.Batch)
 	}
 	return c, nil
 }
@@ -152,8 +153,8 @@ func journalRun(ctx context.Context, cfg journalEnv, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	c, err := journal.NewConsumer(journal.ConsumerConfig{Redis: rdb, Store: store, Name: j.Consumer,
-		Batch: j.Batch, Metrics: journal.NewMetrics(reg), Logger: log})
+	c, err := consumer.New(consumer.Config{Redis: rdb, Store: store, Name: j.Consumer,
+		Batch: j.Batch, Metrics: consumer.NewMetrics(reg), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -179,7 +180,7 @@ func journalRun(ctx context.Context, cfg journalEnv, log *slog.Logger) error {
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	log.Info("flashgate journal listening", "addr", ln.Addr().String(), "group", journal.Group,
+	log.Info("flashgate journal listening", "addr", ln.Addr().String(), "group", consumer.Group,
 		"max_lag", j.MaxLag, "batch", j.Batch)
 
 	runErr := c.Run(ctx)

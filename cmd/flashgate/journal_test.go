@@ -17,7 +17,7 @@ import (
 
 	"github.com/flashgate/flashgate/internal/pgtest"
 	"github.com/flashgate/flashgate/internal/redistest"
-	"github.com/flashgate/flashgate/journal"
+	"github.com/flashgate/flashgate/journal/consumer"
 )
 
 // TestJournalHelpAndUsage: `journal run -h` prints the environment table on
@@ -72,8 +72,8 @@ func TestJournalRun(t *testing.T) {
 	rdb := rs.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	require.NoError(t, rdb.SAdd(ctx, journal.RoomsKey, "sku-1").Err())
-	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: journal.StreamKey("sku-1"), Values: []any{
+	require.NoError(t, rdb.SAdd(ctx, consumer.RoomsKey, "sku-1").Err())
+	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: consumer.StreamKey("sku-1"), Values: []any{
 		"kind", "entered", "epoch", "ab12cd34ef", "seq", "1", "user", "alice", "lane", "public", "at", "1000",
 		"admission", "", "reason", ""}}).Err())
 

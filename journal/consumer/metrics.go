@@ -1,4 +1,4 @@
-package journal
+package consumer
 
 import "github.com/prometheus/client_golang/prometheus"
 

@@ -1,4 +1,4 @@
-package journal_test
+package consumer_test
 
 import (
 	"bytes"
@@ -22,7 +22,23 @@ import (
 	"github.com/flashgate/flashgate/internal/pgtest"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/journal"
+	"github.com/flashgate/flashgate/journal/consumer"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const epoch = "ab12cd34ef"
+
+// store migrates a fresh database and opens a Store on it.
+func store(t testing.TB) (*journal.Store, string) {
+	t.Helper()
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	require.NoError(t, journal.Migrate(context.Background(), dsn))
+	s, err := journal.Open(context.Background(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	return s, dsn
+}
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -30,7 +46,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // (kind epoch seq user lane at admission reason) and returns its id.
 func xaddEntry(t *testing.T, rdb redis.Cmdable, room, kind, ep string, seq int64, user, lane string, at int64, admission, reason string) string {
 	t.Helper()
-	id, err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: journal.StreamKey(room), Values: []any{
+	id, err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: consumer.StreamKey(room), Values: []any{
 		"kind", kind, "epoch", ep, "seq", strconv.FormatInt(seq, 10), "user", user, "lane", lane,
 		"at", strconv.FormatInt(at, 10), "admission", admission, "reason", reason}}).Result()
 	require.NoError(t, err)
@@ -40,7 +56,7 @@ func xaddEntry(t *testing.T, rdb redis.Cmdable, room, kind, ep string, seq int64
 // xaddRoom appends a room event (kind epoch at actor action detail).
 func xaddRoom(t *testing.T, rdb redis.Cmdable, room, kind, ep string, at int64, actor, action, detail string) string {
 	t.Helper()
-	id, err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: journal.StreamKey(room), Values: []any{
+	id, err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: consumer.StreamKey(room), Values: []any{
 		"kind", kind, "epoch", ep, "at", strconv.FormatInt(at, 10), "actor", actor, "action", action, "detail", detail}}).Result()
 	require.NoError(t, err)
 	return id
@@ -69,21 +85,21 @@ func newRig(t *testing.T) rig {
 	return rig{rdb: redistest.Start(t).Client(t), st: st, dsn: dsn}
 }
 
-func (r rig) consumer(t *testing.T, name string, mod func(*journal.ConsumerConfig)) (*journal.Consumer, *prometheus.Registry) {
+func (r rig) consumer(t *testing.T, name string, mod func(*consumer.Config)) (*consumer.Consumer, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	cfg := journal.ConsumerConfig{Redis: r.rdb, Store: r.st, Name: name, Metrics: journal.NewMetrics(reg), Logger: quiet}
+	cfg := consumer.Config{Redis: r.rdb, Store: r.st, Name: name, Metrics: consumer.NewMetrics(reg), Logger: quiet}
 	if mod != nil {
 		mod(&cfg)
 	}
-	c, err := journal.NewConsumer(cfg)
+	c, err := consumer.New(cfg)
 	require.NoError(t, err)
 	c.Refresh(context.Background())
 	return c, reg
 }
 
 // drain steps c until a round finds nothing (at most 100 rounds).
-func drain(t *testing.T, c *journal.Consumer) {
+func drain(t *testing.T, c *consumer.Consumer) {
 	t.Helper()
 	for i := 0; i < 100; i++ {
 		if !c.Round(context.Background()) {
@@ -145,7 +161,7 @@ func count(t *testing.T, dsn, query string, args ...any) int {
 
 func pending(t *testing.T, rdb redis.Cmdable, room string) int64 {
 	t.Helper()
-	p, err := rdb.XPending(context.Background(), journal.StreamKey(room), journal.Group).Result()
+	p, err := rdb.XPending(context.Background(), consumer.StreamKey(room), consumer.Group).Result()
 	require.NoError(t, err)
 	return p.Count
 }
@@ -158,7 +174,7 @@ func TestConsumerWritesTheStream(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	room, empty := redistest.Room("w"), redistest.Room("e")
-	require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room, empty).Err())
+	require.NoError(t, r.rdb.SAdd(ctx, consumer.RoomsKey, room, empty).Err())
 	cfgID := xaddRoom(t, r.rdb, room, "config", epoch, 500, "", "create", `{"capacity":"100"}`)
 	for seq := int64(1); seq <= 20; seq++ {
 		buyer(t, r.rdb, room, seq)
@@ -180,10 +196,10 @@ func TestConsumerWritesTheStream(t *testing.T) {
 		AND kind = 'config' AND action = 'create' AND detail->>'capacity' = '100'`, room, cfgID))
 
 	require.Zero(t, pending(t, r.rdb, room))
-	n, err := r.rdb.XLen(ctx, journal.StreamKey(room)).Result()
+	n, err := r.rdb.XLen(ctx, consumer.StreamKey(room)).Result()
 	require.NoError(t, err)
 	require.LessOrEqual(t, n, int64(1), "XTRIM MINID keeps at most the last delivered entry")
-	require.Zero(t, r.rdb.Exists(ctx, journal.StreamKey(empty)).Val(), "the consumer must not create a stream")
+	require.Zero(t, r.rdb.Exists(ctx, consumer.StreamKey(empty)).Val(), "the consumer must not create a stream")
 
 	require.Equal(t, 20.0, metric(t, reg, "flashgate_wait_seconds", map[string]string{"room": room}))
 	require.Equal(t, 20.0, metric(t, reg, "flashgate_journal_events_total", map[string]string{"room": room, "kind": "admitted"}))
@@ -202,14 +218,14 @@ func TestConsumerClaimsADeadConsumersEntries(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	room := redistest.Room("d")
-	key := journal.StreamKey(room)
-	require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+	key := consumer.StreamKey(room)
+	require.NoError(t, r.rdb.SAdd(ctx, consumer.RoomsKey, room).Err())
 	for seq := int64(1); seq <= 10; seq++ {
 		buyer(t, r.rdb, room, seq)
 	}
 	// "dead" reads them all, applies half of them (it died mid-way), never acks.
-	require.NoError(t, r.rdb.XGroupCreate(ctx, key, journal.Group, "0").Err())
-	res, err := r.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: journal.Group, Consumer: "dead",
+	require.NoError(t, r.rdb.XGroupCreate(ctx, key, consumer.Group, "0").Err())
+	res, err := r.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: consumer.Group, Consumer: "dead",
 		Streams: []string{key, ">"}, Count: 1000, Block: -1}).Result()
 	require.NoError(t, err)
 	require.Len(t, res[0].Messages, 30)
@@ -218,7 +234,7 @@ func TestConsumerClaimsADeadConsumersEntries(t *testing.T) {
 		ids = append(ids, m.ID)
 	}
 	// Make them look idle for a minute (XCLAIM … IDLE keeps the owner).
-	require.NoError(t, r.rdb.Do(ctx, append(append([]any{"XCLAIM", key, journal.Group, "dead", 0}, ids...),
+	require.NoError(t, r.rdb.Do(ctx, append(append([]any{"XCLAIM", key, consumer.Group, "dead", 0}, ids...),
 		"IDLE", 60000, "JUSTID")...).Err())
 	half := []journal.Event{{ID: res[0].Messages[0].ID, Kind: journal.KindEntered, Room: room, Epoch: epoch,
 		Arrival: 1, User: "u1", Lane: "public", At: 1000}}
@@ -242,12 +258,12 @@ func TestTwoConsumersShareTheWork(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		room := redistest.Room("s")
 		rooms = append(rooms, room)
-		require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+		require.NoError(t, r.rdb.SAdd(ctx, consumer.RoomsKey, room).Err())
 		for seq := int64(1); seq <= 30; seq++ {
 			buyer(t, r.rdb, room, seq)
 		}
 	}
-	small := func(c *journal.ConsumerConfig) { c.Batch = 20 }
+	small := func(c *consumer.Config) { c.Batch = 20 }
 	a, ra := r.consumer(t, "a", small)
 	b, rb := r.consumer(t, "b", small)
 	for i := 0; i < 100; i++ {
@@ -275,18 +291,18 @@ func TestPoisonEventIsRejected(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	room := redistest.Room("p")
-	require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+	require.NoError(t, r.rdb.SAdd(ctx, consumer.RoomsKey, room).Err())
 	xaddEntry(t, r.rdb, room, "entered", epoch, 1, "u1", "public", 1000, "", "")
 	bad1 := xaddEntry(t, r.rdb, room, "teleported", epoch, 2, "u2", "public", 1000, "", "")
 	xaddEntry(t, r.rdb, room, "entered", epoch, 3, "u3", "public", 1000, "", "")
-	bad2, err := r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: journal.StreamKey(room),
+	bad2, err := r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: consumer.StreamKey(room),
 		Values: []any{"kind", "entered", "epoch", epoch, "seq", "three", "user", "u3", "lane", "public", "at", "1000",
 			"admission", "", "reason", ""}}).Result() // seq not a number
 	require.NoError(t, err)
 	xaddEntry(t, r.rdb, room, "entered", epoch, 4, "u4", "public", 1000, "", "")
 
 	var logs syncBuffer
-	c, reg := r.consumer(t, "c", func(c *journal.ConsumerConfig) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	c, reg := r.consumer(t, "c", func(c *consumer.Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	drain(t, c)
 	require.Equal(t, 3, count(t, r.dsn, `SELECT count(*) FROM journal_entries WHERE room = $1`, room))
 	require.Equal(t, 2.0, metric(t, reg, "flashgate_journal_rejected_total", map[string]string{"room": room}))
@@ -389,9 +405,9 @@ func TestPostgresDownMidRun(t *testing.T) {
 	t.Cleanup(st.Close)
 	r := rig{rdb: redistest.Start(t).Client(t), st: st, dsn: dsn}
 	room := redistest.Room("pg")
-	require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+	require.NoError(t, r.rdb.SAdd(ctx, consumer.RoomsKey, room).Err())
 	buyer(t, r.rdb, room, 1)
-	c, reg := r.consumer(t, "c", func(c *journal.ConsumerConfig) {
+	c, reg := r.consumer(t, "c", func(c *consumer.Config) {
 		c.Now = func() time.Time { return time.Now().Add(time.Hour) } // lag ≈ 1 h, whatever the test's pace
 	})
 	drain(t, c)
@@ -432,13 +448,13 @@ func TestConsumerRecoversFromFlushAll(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	room := redistest.Room("f")
-	require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+	require.NoError(t, r.rdb.SAdd(ctx, consumer.RoomsKey, room).Err())
 	buyer(t, r.rdb, room, 1)
 	c, _ := r.consumer(t, "c", nil)
 	drain(t, c)
 
 	require.NoError(t, r.rdb.FlushAll(ctx).Err())
-	require.NoError(t, r.rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+	require.NoError(t, r.rdb.SAdd(ctx, consumer.RoomsKey, room).Err())
 	const epoch2 = "zz12cd34ef"
 	xaddEntry(t, r.rdb, room, "entered", epoch2, 1, "v1", "public", 9000, "", "")
 	for i := 0; i < 5; i++ {
@@ -448,37 +464,6 @@ func TestConsumerRecoversFromFlushAll(t *testing.T) {
 	require.Zero(t, pending(t, r.rdb, room))
 }
 
-// TestApplyWaits: the wait is reported once per entry, by whichever of its
-// entered and admitted events is applied second, and again on a redelivery.
-func TestApplyWaits(t *testing.T) {
-	s, _ := store(t)
-	ctx := context.Background()
-	entered := journal.Event{ID: "1-0", Kind: journal.KindEntered, Room: "r", Epoch: epoch, Arrival: 1, User: "a", At: 1000}
-	admitted := journal.Event{ID: "2-0", Kind: journal.KindAdmitted, Room: "r", Epoch: epoch, Arrival: 1, At: 4500,
-		AdmissionID: epoch + ".1.1.4500"}
-	w, err := s.ApplyWaits(ctx, []journal.Event{entered, admitted})
-	require.NoError(t, err)
-	require.Equal(t, []journal.Wait{{Room: "r", Epoch: epoch, Arrival: 1, Wait: 3500 * time.Millisecond}}, w)
-
-	e2, a2 := entered, admitted
-	e2.Arrival, a2.Arrival, a2.AdmissionID = 2, 2, epoch+".2.2.4500"
-	w, err = s.ApplyWaits(ctx, []journal.Event{a2})
-	require.NoError(t, err)
-	require.Empty(t, w, "admitted before entered: no wait yet")
-	w, err = s.ApplyWaits(ctx, []journal.Event{e2})
-	require.NoError(t, err)
-	require.Len(t, w, 1)
-	require.Equal(t, 3500*time.Millisecond, w[0].Wait)
-
-	w, err = s.ApplyWaits(ctx, []journal.Event{admitted})
-	require.NoError(t, err)
-	require.Len(t, w, 1, "a redelivery reports the wait again (documented)")
-	completed := journal.Event{ID: "3-0", Kind: journal.KindCompleted, Room: "r", Epoch: epoch, Arrival: 1, At: 5000}
-	w, err = s.ApplyWaits(ctx, []journal.Event{completed})
-	require.NoError(t, err)
-	require.Empty(t, w)
-}
-
 // BenchmarkConsumer measures how fast one consumer writes a room's stream
 // to PostgreSQL: 3,000 events (1,000 buyers entered, admitted, completed),
 // XADDed beforehand, drained in batches of 1,000. Reports events/s.
@@ -486,14 +471,14 @@ func BenchmarkConsumer(b *testing.B) {
 	st, _ := store(b)
 	rdb := redistest.Start(b).Client(b)
 	ctx := context.Background()
-	c, err := journal.NewConsumer(journal.ConsumerConfig{Redis: rdb, Store: st, Name: "bench", Logger: quiet})
+	c, err := consumer.New(consumer.Config{Redis: rdb, Store: st, Name: "bench", Logger: quiet})
 	require.NoError(b, err)
 	const buyers = 1000
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		room := redistest.Room("bench")
-		require.NoError(b, rdb.SAdd(ctx, journal.RoomsKey, room).Err())
+		require.NoError(b, rdb.SAdd(ctx, consumer.RoomsKey, room).Err())
 		pipe := rdb.Pipeline()
 		for seq := int64(1); seq <= buyers; seq++ {
 			at := 1000 * seq
@@ -503,7 +488,7 @@ func BenchmarkConsumer(b *testing.B) {
 				{"kind", "admitted", "epoch", epoch, "seq", seq, "user", "", "lane", "public", "at", at + 5000, "admission", adm, "reason", ""},
 				{"kind", "completed", "epoch", epoch, "seq", seq, "user", "", "lane", "", "at", at + 6000, "admission", adm, "reason", ""},
 			} {
-				pipe.XAdd(ctx, &redis.XAddArgs{Stream: journal.StreamKey(room), Values: v})
+				pipe.XAdd(ctx, &redis.XAddArgs{Stream: consumer.StreamKey(room), Values: v})
 			}
 		}
 		_, err := pipe.Exec(ctx)

@@ -1,4 +1,10 @@
-package journal
+// Package consumer is the journal process's core (`flashgate journal run`,
+// README "The journal process"): it reads every room's journal stream from
+// Redis with the consumer group flashgate-journal and writes it to the
+// journal in PostgreSQL (package journal's Store). It lives apart from
+// package journal so that the store's users (queries, restore) do not
+// depend on go-redis or Prometheus (architecture_test.go).
+package consumer
 
 import (
 	"context"
@@ -12,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashgate/flashgate/journal"
 )
 
 // Group is the consumer group every journal process reads the rooms'
@@ -47,10 +55,10 @@ type streams interface {
 	XRangeN(ctx context.Context, stream, start, stop string, count int64) *redis.XMessageSliceCmd
 }
 
-// ConsumerConfig configures a Consumer. Redis and Store are required.
-type ConsumerConfig struct {
+// Config configures a Consumer. Redis and Store are required.
+type Config struct {
 	Redis streams // *redis.Client, *redis.ClusterClient, … (go-redis v9)
-	Store *Store
+	Store *journal.Store
 	// Name is this consumer's name in the group; "" means DefaultConsumerName().
 	Name string
 	// Batch is the most entries read from one room per XREADGROUP (1 …
@@ -83,11 +91,11 @@ func DefaultConsumerName() string {
 // Consumer copies the rooms' journal streams into the Store (README
 // "Durability", the journal process). Run does the work; Lag and Ready
 // answer for readiness. Delivery is at least once: entries are acked only
-// after Store.ApplyWaits returned nil (or after they were rejected as
+// after journal.Store.ApplyWaits returned nil (or after they were rejected as
 // invalid), so a crash between the two replays them, which the Store's
 // idempotent upserts absorb.
 type Consumer struct {
-	cfg ConsumerConfig
+	cfg Config
 	m   *Metrics
 	log *slog.Logger
 
@@ -105,9 +113,9 @@ type roomState struct {
 	cursor    string    // XAUTOCLAIM's next start
 }
 
-// NewConsumer checks cfg and fills its defaults. Errors: a missing Redis or
+// New checks cfg and fills its defaults. Errors: a missing Redis or
 // Store, a batch out of 1 … MaxBatch.
-func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
+func New(cfg Config) (*Consumer, error) {
 	if cfg.Redis == nil || cfg.Store == nil {
 		return nil, errors.New("journal: consumer needs Redis and a Store")
 	}
@@ -394,7 +402,7 @@ func (c *Consumer) read(ctx context.Context, key, id string) ([]redis.XMessage, 
 func (c *Consumer) handle(ctx context.Context, room string, msgs []redis.XMessage) bool {
 	key := StreamKey(room)
 	ids := make([]string, 0, len(msgs))
-	events := make([]Event, 0, len(msgs))
+	events := make([]journal.Event, 0, len(msgs))
 	for _, m := range msgs {
 		ids = append(ids, m.ID)
 		if len(m.Values) == 0 {
@@ -402,7 +410,9 @@ func (c *Consumer) handle(ctx context.Context, room string, msgs []redis.XMessag
 		}
 		e, why := parseEvent(room, m)
 		if why == "" {
-			why = e.validate()
+			if err := e.Validate(); err != nil {
+				why = err.Error()
+			}
 		}
 		if why != "" {
 			c.log.Error("journal event rejected", "room", room, "id", m.ID, "why", why)
@@ -514,12 +524,12 @@ type failLog struct {
 // room events `kind epoch at actor action detail`); Room comes from the
 // key, ID is the stream id. It returns why it cannot, or "". Unknown
 // fields are ignored; a missing field is "".
-func parseEvent(room string, m redis.XMessage) (Event, string) {
+func parseEvent(room string, m redis.XMessage) (journal.Event, string) {
 	str := func(k string) string {
 		s, _ := m.Values[k].(string)
 		return s
 	}
-	e := Event{ID: m.ID, Room: room, Kind: Kind(str("kind")), Epoch: str("epoch"), User: str("user"),
+	e := journal.Event{ID: m.ID, Room: room, Kind: journal.Kind(str("kind")), Epoch: str("epoch"), User: str("user"),
 		Lane: str("lane"), AdmissionID: str("admission"), Reason: str("reason"), Actor: str("actor"),
 		Action: str("action"), Detail: str("detail")}
 	for _, f := range []struct {
