@@ -8,7 +8,8 @@
 // Store.Entry answers for one buyer; Store.Report (a room's outcome counts
 // and wait percentiles) and Store.RoomEvents (its config changes and admin
 // actions) answer for a room (query.go). The stream producer (the issuer's
-// scripts) and the consumer process are built on it.
+// scripts) and the consumer process (package journal/consumer, `flashgate
+// journal run`) are built on it.
 //
 // # Delivery
 //

@@ -464,6 +464,40 @@ func TestConsumerRecoversFromFlushAll(t *testing.T) {
 	require.Zero(t, pending(t, r.rdb, room))
 }
 
+// TestConsumerOnRedisCluster: on a three-master Redis Cluster, rooms whose
+// streams hash to different nodes are all written (every command the
+// consumer sends names one key).
+func TestConsumerOnRedisCluster(t *testing.T) {
+	st, dsn := store(t)
+	rdb := redistest.StartCluster(t, 3).Client(t)
+	ctx := context.Background()
+	var rooms []string
+	slots := map[int64]bool{}
+	for i := 0; i < 100 && (len(rooms) < 6 || len(slots) < 3); i++ { // rooms on every node
+		room := redistest.Room("cl")
+		slot, err := rdb.ClusterKeySlot(ctx, consumer.StreamKey(room)).Result()
+		require.NoError(t, err)
+		if len(rooms) >= 3 && slots[slot/5462] {
+			continue
+		}
+		rooms = append(rooms, room)
+		slots[slot/5462] = true // the node holding it, with slots spread evenly
+		require.NoError(t, rdb.SAdd(ctx, consumer.RoomsKey, room).Err())
+		for seq := int64(1); seq <= 5; seq++ {
+			buyer(t, rdb, room, seq)
+		}
+	}
+	require.Len(t, slots, 3, "the rooms should span the three nodes")
+	c, err := consumer.New(consumer.Config{Redis: rdb, Store: st, Name: "c", Logger: quiet})
+	require.NoError(t, err)
+	c.Refresh(ctx)
+	drain(t, c)
+	for _, room := range rooms {
+		require.Zero(t, pending(t, rdb, room))
+		require.Equal(t, 5, count(t, dsn, `SELECT count(*) FROM journal_entries WHERE room = $1 AND end_kind = 'completed'`, room))
+	}
+}
+
 // BenchmarkConsumer measures how fast one consumer writes a room's stream
 // to PostgreSQL: 3,000 events (1,000 buyers entered, admitted, completed),
 // XADDed beforehand, drained in batches of 1,000. Reports events/s.
