@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flashgate/flashgate"
 	"github.com/jackc/pgx/v5"
@@ -93,6 +95,12 @@ func (e *Event) Validate() error {
 
 // validate returns why e cannot be journaled, or "".
 func (e *Event) validate() string {
+	for _, f := range [...]string{e.ID, e.Room, e.Epoch, e.User, e.Lane, e.AdmissionID, e.Reason, e.Actor, e.Action, e.Detail} {
+		// PostgreSQL's text refuses both: the whole batch would fail, again and again.
+		if strings.ContainsRune(f, 0) || !utf8.ValidString(f) {
+			return "a field holds a NUL byte or is not UTF-8"
+		}
+	}
 	switch {
 	case e.Room == "":
 		return "no room"

@@ -37,6 +37,10 @@ func StreamKey(room string) string { return "fg:{" + room + "}:journal" }
 const (
 	MaxBatch         = 1000             // the most entries one XREADGROUP of one room returns
 	DefaultClaimIdle = 30 * time.Second // entries pending this long on another consumer are claimed
+	// A room whose batch failed to apply is retried after MinBackoff,
+	// doubling up to MaxBackoff while it keeps failing.
+	MinBackoff = 100 * time.Millisecond
+	MaxBackoff = 5 * time.Second
 )
 
 // streams lists the Redis commands the consumer uses, so *redis.Client,
@@ -73,7 +77,8 @@ type Config struct {
 	Metrics *Metrics
 	// Logger; nil: slog.Default().
 	Logger *slog.Logger
-	// Now is the clock lag_seconds is measured with; nil: time.Now.
+	// Now is the clock of lag_seconds, of the claim period and of the
+	// backoff after a failed Apply; nil: time.Now.
 	Now func() time.Time
 }
 
@@ -111,6 +116,8 @@ type roomState struct {
 	own       bool      // re-read our own pending entries (ID 0) before new ones
 	claimedAt time.Time // last XAUTOCLAIM
 	cursor    string    // XAUTOCLAIM's next start
+	backoff   time.Duration
+	retryAt   time.Time // after a failed Apply: skip the room until then
 }
 
 // New checks cfg and fills its defaults. Errors: a missing Redis or
@@ -148,8 +155,9 @@ func New(cfg Config) (*Consumer, error) {
 }
 
 // Run consumes until ctx is cancelled, then returns nil after the batch in
-// flight is written and acked (a batch whose Apply is still failing is left
-// pending: the next consumer claims it). The room list (SMEMBERS fg:rooms)
+// flight is written and acked (a batch whose Apply failed is left pending:
+// this consumer, restarted under the same name, re-reads it; another claims
+// it after ClaimIdle). The room list (SMEMBERS fg:rooms)
 // and the lag gauges are refreshed every second by a goroutine of its own,
 // so lag keeps being measured while PostgreSQL is down. Redis and
 // PostgreSQL errors are logged, counted (flashgate_journal_errors_total)
@@ -317,6 +325,9 @@ func (c *Consumer) poll(ctx context.Context, room string) int {
 		st = &roomState{own: true, cursor: "0-0"}
 		c.state[room] = st
 	}
+	if c.cfg.Now().Before(st.retryAt) {
+		return 0
+	}
 	key := StreamKey(room)
 	if !st.group {
 		err := c.cfg.Redis.XGroupCreate(ctx, key, Group, "0").Err()
@@ -377,8 +388,9 @@ func (c *Consumer) poll(ctx context.Context, room string) int {
 	if len(msgs) == 0 {
 		return 0
 	}
-	if !c.handle(ctx, room, msgs) {
+	if !c.handle(ctx, room, st, msgs) {
 		st.own = true // not acked: read them again (ID 0) before new ones
+		return 0
 	}
 	return len(msgs)
 }
@@ -394,12 +406,12 @@ func (c *Consumer) read(ctx context.Context, key, id string) ([]redis.XMessage, 
 	return res[0].Messages, nil
 }
 
-// handle parses msgs, applies the valid ones (retrying with backoff while
-// PostgreSQL fails, until ctx is cancelled), then acks them all and trims
-// the stream. It reports whether they were acked. Once Apply succeeded, the
-// ack is sent even if ctx was cancelled meanwhile (the batch in flight is
-// finished).
-func (c *Consumer) handle(ctx context.Context, room string, msgs []redis.XMessage) bool {
+// handle parses msgs, applies the valid ones, then acks them all and trims
+// the stream. It reports whether they were acked. A failed Apply (PostgreSQL
+// down, or refusing the batch) acks nothing: the room backs off (st.retryAt)
+// and its pending entries are read again, while the other rooms go on. The
+// batch in flight is finished even if ctx is cancelled meanwhile.
+func (c *Consumer) handle(ctx context.Context, room string, st *roomState, msgs []redis.XMessage) bool {
 	key := StreamKey(room)
 	ids := make([]string, 0, len(msgs))
 	events := make([]journal.Event, 0, len(msgs))
@@ -421,28 +433,24 @@ func (c *Consumer) handle(ctx context.Context, room string, msgs []redis.XMessag
 		}
 		events = append(events, e)
 	}
-	backoff := 100 * time.Millisecond
-	for {
-		start := time.Now()
-		waits, err := c.cfg.Store.ApplyWaits(context.WithoutCancel(ctx), events)
-		if err == nil {
-			c.m.apply.Observe(time.Since(start).Seconds())
-			for _, e := range events {
-				c.m.events.WithLabelValues(room, string(e.Kind)).Inc()
-			}
-			for _, w := range waits {
-				c.m.wait.WithLabelValues(w.Room).Observe(w.Wait.Seconds())
-			}
-			break
-		}
-		c.fail("apply", room, err)
-		if !sleep(ctx, backoff) {
-			return false
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	start := time.Now()
+	waits, err := c.cfg.Store.ApplyWaits(actx, events)
+	if err != nil {
+		c.fail("apply", room, err)
+		st.backoff = min(max(2*st.backoff, MinBackoff), MaxBackoff)
+		st.retryAt = c.cfg.Now().Add(st.backoff)
+		return false
+	}
+	st.backoff = 0
+	c.m.apply.Observe(time.Since(start).Seconds())
+	for _, e := range events {
+		c.m.events.WithLabelValues(room, string(e.Kind)).Inc()
+	}
+	for _, w := range waits {
+		c.m.wait.WithLabelValues(w.Room).Observe(w.Wait.Seconds())
+	}
 	if err := c.cfg.Redis.XAck(actx, key, Group, ids...).Err(); err != nil {
 		c.fail("ack", room, err)
 		return false
