@@ -157,9 +157,9 @@ func New(cfg Config) (*Consumer, error) {
 // Run consumes until ctx is cancelled, then returns nil after the batch in
 // flight is written and acked (a batch whose Apply failed is left pending:
 // this consumer, restarted under the same name, re-reads it; another claims
-// it after ClaimIdle). The room list (SMEMBERS fg:rooms)
-// and the lag gauges are refreshed every second by a goroutine of its own,
-// so lag keeps being measured while PostgreSQL is down. Redis and
+// it after ClaimIdle). The room list (SMEMBERS fg:rooms) and the lag gauges
+// are refreshed every second by a goroutine of its own, so lag keeps being
+// measured while PostgreSQL is down. Redis and
 // PostgreSQL errors are logged, counted (flashgate_journal_errors_total)
 // and retried; Run never returns them.
 func (c *Consumer) Run(ctx context.Context) error {
@@ -197,6 +197,17 @@ func (c *Consumer) Round(ctx context.Context) bool {
 	c.mu.Lock()
 	rooms := c.rooms
 	c.mu.Unlock()
+	if len(c.state) > len(rooms) { // rooms left fg:rooms: forget their state
+		keep := make(map[string]bool, len(rooms))
+		for _, r := range rooms {
+			keep[r] = true
+		}
+		for r := range c.state {
+			if !keep[r] {
+				delete(c.state, r)
+			}
+		}
+	}
 	busy := false
 	for _, room := range rooms {
 		if ctx.Err() != nil {
@@ -242,13 +253,19 @@ func (c *Consumer) refresh(ctx context.Context) {
 func (c *Consumer) measure(ctx context.Context, room string) time.Duration {
 	key := StreamKey(room)
 	groups, err := c.cfg.Redis.XInfoGroups(ctx, key).Result()
+	if err != nil && strings.Contains(err.Error(), "no such key") {
+		c.m.setLag(room, 0, 0) // no stream yet: nothing to lag behind
+		return 0
+	}
 	if err != nil {
-		// No stream yet (ERR no such key): nothing to lag behind.
-		if !strings.Contains(err.Error(), "no such key") && ctx.Err() == nil {
+		// Redis unreachable: keep the last measurement (readiness fails on
+		// Redis itself) rather than report "caught up".
+		if ctx.Err() == nil {
 			c.fail("lag", room, err)
 		}
-		c.m.setLag(room, 0, 0)
-		return 0
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.lag[room]
 	}
 	var g *redis.XInfoGroup
 	for i := range groups {

@@ -211,6 +211,32 @@ func TestConsumerWritesTheStream(t *testing.T) {
 	require.Zero(t, lag)
 }
 
+// TestReadyFollowsLag: a room whose oldest unwritten entry is older than
+// the max lag makes the consumer not ready, naming the room; writing it
+// makes it ready again. A stream no group has read yet counts from its
+// first entry.
+func TestReadyFollowsLag(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	room := redistest.Room("l")
+	require.NoError(t, r.rdb.SAdd(ctx, consumer.RoomsKey, room).Err())
+	id := xaddEntry(t, r.rdb, room, "entered", epoch, 1, "u1", "public", 1000, "", "")
+	ms, err := strconv.ParseInt(strings.SplitN(id, "-", 2)[0], 10, 64)
+	require.NoError(t, err)
+	at := time.UnixMilli(ms).Add(time.Minute) // the entry is a minute old
+	c, reg := r.consumer(t, "c", func(c *consumer.Config) { c.Now = func() time.Time { return at } })
+	require.Equal(t, 60.0, metric(t, reg, "flashgate_journal_lag_seconds", map[string]string{"room": room}))
+	require.Equal(t, 1.0, metric(t, reg, "flashgate_journal_lag_events", map[string]string{"room": room}))
+	lag, worst := c.Lag()
+	require.Equal(t, time.Minute, lag)
+	require.Equal(t, room, worst)
+	require.ErrorContains(t, c.Ready(ctx, 30*time.Second), fmt.Sprintf("room %q lags 1m0s", room))
+	require.NoError(t, c.Ready(ctx, 2*time.Minute))
+	drain(t, c)
+	c.Refresh(ctx)
+	require.NoError(t, c.Ready(ctx, 30*time.Second))
+}
+
 // TestConsumerClaimsADeadConsumersEntries: entries delivered to a consumer
 // that died before acking are claimed (XAUTOCLAIM, idle > 30 s) by another
 // and written once.
