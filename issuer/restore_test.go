@@ -88,8 +88,9 @@ func TestRestoreShuffleRoomPlacesAgain(t *testing.T) {
 }
 
 // TestRestoreInterruptedResumes: a restore stopped after its second call
-// leaves the room paused and marked restoring (nobody is admitted from the
-// half-written line); running it again completes it, and a third is refused.
+// leaves the room paused and marked restoring: every script refuses it (503
+// room_lost), so nobody reads or is admitted from the half-written line;
+// running it again completes it, and a third is refused.
 func TestRestoreInterruptedResumes(t *testing.T) {
 	ctx := context.Background()
 	_, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 10, RatePerMinute: 6000})
@@ -105,9 +106,11 @@ func TestRestoreInterruptedResumes(t *testing.T) {
 	assert.Equal(t, "open", c["restoring"])
 	assert.EqualValues(t, issuer.RestoreBatch, rdb.ZCard(ctx, "fg:{"+room+"}:waiting").Val())
 	is := newIssuer(t, rdb, clk)
-	r, err := is.Tick(ctx, room)
-	require.NoError(t, err)
-	assert.Zero(t, r.Admitted, "nobody admitted from a half-restored line")
+	_, err = is.Tick(ctx, room)
+	assert.ErrorIs(t, err, flashgate.ErrRoomLost, "no script reads a half-restored room: nobody admitted")
+	_, err = is.Enter(ctx, room, "w0001")
+	assert.ErrorIs(t, err, flashgate.ErrRoomLost, "an enter is told to retry (503 room_lost), not given a new place")
+	assert.EqualValues(t, issuer.RestoreBatch, rdb.ZCard(ctx, "fg:{"+room+"}:waiting").Val(), "nothing written meanwhile")
 
 	res, err := issuer.Restore(ctx, rdb, room, st, clk.Now())
 	require.NoError(t, err)

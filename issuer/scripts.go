@@ -106,8 +106,13 @@ func activeKey(room string) string { return "fg:{" + room + "}:active" }
 
 // unavailable maps a failed Redis call: an OOM refusal (used memory over
 // maxmemory; Redis refuses a script whose first write would allocate, and
-// deny-oom commands) to flashgate.ErrStoreFull, anything else to flashgate.ErrUnavailable.
+// deny-oom commands) to flashgate.ErrStoreFull, a script's RESTORING
+// refusal (the room is mid-restore) to flashgate.ErrRoomLost, anything else
+// to flashgate.ErrUnavailable.
 func unavailable(err error) error {
+	if redis.HasErrorPrefix(err, "RESTORING") { // lua/prelude.lua load_config: restore.lua is mid-way
+		return &flashgate.Error{Code: flashgate.CodeRoomLost, Message: "waiting room being restored from the journal; retry"}
+	}
 	if redis.HasErrorPrefix(err, "OOM") {
 		return &flashgate.Error{Code: flashgate.CodeStoreFull, Message: "queue store full (Redis maxmemory): no new entries until memory is freed", Err: err}
 	}

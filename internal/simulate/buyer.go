@@ -328,7 +328,7 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 		if e.State == "NOT_FOUND" {
 			s.placesLost.Add(1)
 		}
-		return "", fmt.Errorf("entry became %s instead of ACTIVE", e.State)
+		return "", fmt.Errorf("entry became %s instead of ACTIVE (arrival %d)", e.State, a.arrival)
 	}
 	a.activeAt = time.Now()
 	a.number, a.id = e.Admission, e.AdmissionID

@@ -194,7 +194,11 @@ local function load_config(allow_create)
   local c = redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms',
     'clock_ms', 'opens_ms', 'closes_ms', 'epoch', 'arrival_ms', 'prequeue', 'lottery_cutoff', 'lottery_bits',
     'lottery_done_ms', 'closed_seq', 'close_reason', 'ended_ms', 'deleted_ms', 'auto', 'retention_ms',
-    'journal_maxlen')
+    'journal_maxlen', 'restoring')
+  -- A room being restored (restore.lua: its line is written in several calls) is not read by any
+  -- other script until the restore's last call: every one fails with a RESTORING error, which the
+  -- issuer answers as room_lost (503, retry), so nobody reads a half-written line as NOT_FOUND.
+  if c[23] then error({ err = 'RESTORING the waiting room is being restored from the journal; retry' }) end
   local created = 0
   if not c[1] then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
