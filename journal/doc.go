@@ -38,6 +38,9 @@
 //	exchanged_ms          the waiting token was exchanged for the admission
 //	ended_ms, end_kind    completed | revoked | expired | left | closed, and when;
 //	end_reason            e.g. not_claimed (expired), sold_out|closed|event_ended|deleted (closed)
+//	                      (the scripts journal no event per entry a closed line drains: the
+//	                      room's config event with closed_seq and ended_ms, action end, closes
+//	                      every entry up to closed_seq never admitted: closeLine in store.go)
 //	updated_at            when the row last changed (the database's clock)
 //
 // Indexed by (room, user_id) for Store.Entry.

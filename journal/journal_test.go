@@ -3,6 +3,7 @@ package journal_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/flashgate/flashgate/internal/pgtest"
 	"github.com/flashgate/flashgate/journal"
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -232,4 +234,58 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 	require.ErrorIs(t, err, flashgate.ErrUnavailable)
 	_, err = s.Entry(context.Background(), "r", "alice")
 	require.True(t, errors.Is(err, flashgate.ErrUnavailable), "%v", err)
+}
+
+// TestEndOfLineClosesItsWaitingEntries: the scripts journal no event per
+// entry a closed line drains; the end config event's closed_seq does it
+// (closeLine): entries up to it never admitted end closed with the close
+// reason at ended_ms; admitted ones and later arrivals do not; an admission
+// that arrives after the rule closed an entry (out of stream order) undoes
+// the close.
+func TestEndOfLineClosesItsWaitingEntries(t *testing.T) {
+	ctx := context.Background()
+	s, _ := store(t)
+	ev := func(id string, k journal.Kind, seq int64, at int64) journal.Event {
+		return journal.Event{ID: id, Kind: k, Room: "r", Epoch: epoch, Arrival: seq, User: fmt.Sprint("u", seq), Lane: "public", At: at}
+	}
+	adm := ev("2000-0", journal.KindAdmitted, 2, 2000)
+	adm.AdmissionID = epoch + ".2.1.2000"
+	require.NoError(t, s.Apply(ctx, []journal.Event{
+		ev("1000-0", journal.KindEntered, 1, 1000), ev("1000-1", journal.KindEntered, 2, 1000),
+		ev("1000-2", journal.KindEntered, 3, 1000), ev("1000-3", journal.KindEntered, 4, 1000), adm,
+		{ID: "1500-0", Kind: journal.KindLeft, Room: "r", Epoch: epoch, Arrival: 4, At: 1500},
+	}))
+	// A configure before the end closes nothing (no closed_seq yet).
+	require.NoError(t, s.Apply(ctx, []journal.Event{{ID: "2500-0", Kind: journal.KindConfig, Room: "r", Epoch: epoch,
+		At: 2500, Action: "configure", Detail: `{"state":"open","capacity":"1"}`}}))
+	e, err := s.Entry(ctx, "r", "u1")
+	require.NoError(t, err)
+	assert.Empty(t, e.End)
+	require.NoError(t, s.Apply(ctx, []journal.Event{
+		{ID: "3000-0", Kind: journal.KindConfig, Room: "r", Epoch: epoch, At: 3000, Action: "end",
+			Detail: `{"state":"closed","closed_seq":"3","close_reason":"sold_out","ended_ms":"3000"}`},
+		ev("3500-0", journal.KindEntered, 5, 3500), // after a reopening: not of the closed line
+	}))
+	for user, want := range map[string]journal.Kind{"u1": journal.KindClosed, "u2": "", "u3": journal.KindClosed,
+		"u4": journal.KindLeft, "u5": ""} {
+		e, err := s.Entry(ctx, "r", user)
+		require.NoError(t, err)
+		assert.Equal(t, want, e.End, user)
+		if want == journal.KindClosed {
+			assert.Equal(t, "sold_out", e.EndReason)
+			assert.EqualValues(t, 3000, e.EndedAt.UnixMilli())
+		}
+	}
+	rep, err := s.Report(ctx, "r", "")
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, rep.Closed, "the two waiting entries of the closed line")
+
+	// u1's admission, journaled before the end but applied after it.
+	late := ev("2100-0", journal.KindAdmitted, 1, 2100)
+	late.AdmissionID = epoch + ".1.2.2100"
+	require.NoError(t, s.Apply(ctx, []journal.Event{late}))
+	e, err = s.Entry(ctx, "r", "u1")
+	require.NoError(t, err)
+	assert.Empty(t, e.End, "an admitted entry was never closed by its line's end")
+	assert.Equal(t, late.AdmissionID, e.AdmissionID)
 }

@@ -190,6 +190,9 @@ func pgxConfig(dsn string) (*pgxpool.Config, error) {
 // per column, so every delivery carries the same value), times keep the
 // earliest (LEAST ignores NULL), and of two ends the earlier wins (ties: the
 // smaller kind), so end_kind/end_reason/ended_ms always come from one event.
+// One exception: an end 'closed' was set by closeLine's rule, which holds
+// only for entries never admitted, so an event that shows an admission
+// (admitted_ms or admission_id) replaces it (by its own end, or none).
 const upsertEntry = `
 INSERT INTO journal_entries AS j (room, epoch, arrival, user_id, lane, entered_ms, admitted_ms,
     admission_id, exchanged_ms, ended_ms, end_kind, end_reason)
@@ -201,11 +204,37 @@ ON CONFLICT (room, epoch, arrival) DO UPDATE SET
     admitted_ms  = LEAST(j.admitted_ms, EXCLUDED.admitted_ms),
     admission_id = COALESCE(j.admission_id, EXCLUDED.admission_id),
     exchanged_ms = LEAST(j.exchanged_ms, EXCLUDED.exchanged_ms),
-    ended_ms     = CASE WHEN ` + newEndWins + ` THEN EXCLUDED.ended_ms ELSE j.ended_ms END,
-    end_kind     = CASE WHEN ` + newEndWins + ` THEN EXCLUDED.end_kind ELSE j.end_kind END,
-    end_reason   = CASE WHEN ` + newEndWins + ` THEN EXCLUDED.end_reason ELSE j.end_reason END,
+    ended_ms     = CASE WHEN ` + closedWrong + ` OR ` + newEndWins + ` THEN EXCLUDED.ended_ms ELSE j.ended_ms END,
+    end_kind     = CASE WHEN ` + closedWrong + ` OR ` + newEndWins + ` THEN EXCLUDED.end_kind ELSE j.end_kind END,
+    end_reason   = CASE WHEN ` + closedWrong + ` OR ` + newEndWins + ` THEN EXCLUDED.end_reason ELSE j.end_reason END,
     updated_at   = now()
 RETURNING j.entered_ms, j.admitted_ms`
+
+const closedWrong = `(j.end_kind = 'closed' AND (EXCLUDED.admitted_ms IS NOT NULL OR EXCLUDED.admission_id IS NOT NULL))`
+
+// closeLine applies the end of a line ($1 room, $2 epoch): the scripts do not
+// journal the entries a closed line drains one by one (lua/drain.lua); a
+// config event whose detail has closed_seq and ended_ms (the 'end' event,
+// and every later config event of the room) says every entry up to
+// closed_seq never admitted ended 'closed' then, with close_reason — as
+// Redis itself records it. Each such entry without an end gets the earliest
+// such close covering it. It runs in the transaction of a batch holding such
+// an event, after the batch's entry events (ApplyWaits); an entry event of
+// the closed line applied in a later batch (a redelivery out of stream
+// order) is not closed by it until the room's next such event.
+const closeLine = `
+WITH ends AS (
+    SELECT (detail->>'closed_seq')::bigint AS seq, (detail->>'ended_ms')::bigint AS at,
+           COALESCE(NULLIF(detail->>'close_reason', ''), 'closed') AS reason
+    FROM journal_room_events
+    WHERE room = $1 AND epoch = $2 AND kind = 'config'
+      AND detail->>'closed_seq' ~ '^[0-9]{1,18}$' AND detail->>'ended_ms' ~ '^[0-9]{1,18}$'
+      AND (detail->>'closed_seq')::bigint > 0
+)
+UPDATE journal_entries j SET (ended_ms, end_kind, end_reason, updated_at) =
+    (SELECT e.at, 'closed', e.reason, now() FROM ends e WHERE e.seq >= j.arrival ORDER BY e.at, e.seq LIMIT 1)
+WHERE j.room = $1 AND j.epoch = $2 AND j.ended_ms IS NULL AND j.admitted_ms IS NULL
+  AND j.admission_id IS NULL AND j.arrival <= (SELECT max(seq) FROM ends)`
 
 const newEndWins = `(EXCLUDED.ended_ms IS NOT NULL AND (j.ended_ms IS NULL OR
     (EXCLUDED.ended_ms, EXCLUDED.end_kind, COALESCE(EXCLUDED.end_reason, '')) < (j.ended_ms, j.end_kind, COALESCE(j.end_reason, ''))))`
@@ -260,7 +289,8 @@ func (s *Store) ApplyWaits(ctx context.Context, events []Event) ([]Wait, error) 
 	}
 	var waits []Wait
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		waits = waits[:0] // BeginFunc does not retry, but stay correct if it ever did
+		waits = waits[:0]               // BeginFunc does not retry, but stay correct if it ever did
+		closing := map[[2]string]bool{} // (room, epoch) with a config event that ends a line: closeLine
 		var b pgx.Batch
 		for _, e := range events {
 			if e.Kind.entry() {
@@ -282,6 +312,12 @@ func (s *Store) ApplyWaits(ctx context.Context, events []Event) ([]Wait, error) 
 				detail = "{}"
 			}
 			b.Queue(insertRoomEvent, e.Room, e.Epoch, e.ID, string(e.Kind), e.At, e.Actor, e.Action, detail)
+			if e.Kind == KindConfig && closes(detail) {
+				closing[[2]string{e.Room, e.Epoch}] = true
+			}
+		}
+		for re := range closing {
+			b.Queue(closeLine, re[0], re[1])
 		}
 		return tx.SendBatch(ctx, &b).Close()
 	})
@@ -289,6 +325,17 @@ func (s *Store) ApplyWaits(ctx context.Context, events []Event) ([]Wait, error) 
 		return nil, dbError("apply", err)
 	}
 	return waits, nil
+}
+
+// closes reports whether a config event's detail records the end of a line
+// (closed_seq > 0 and ended_ms): closeLine's input.
+func closes(detail string) bool {
+	var d struct {
+		ClosedSeq string `json:"closed_seq"`
+		EndedMs   string `json:"ended_ms"`
+	}
+	_ = json.Unmarshal([]byte(detail), &d)
+	return d.ClosedSeq != "" && d.ClosedSeq != "0" && d.EndedMs != ""
 }
 
 // entryArgs are upsertEntry's parameters for e: the columns e's kind writes,
