@@ -1,7 +1,9 @@
 # flashgate — see README.md. Every target installs or starts what it needs.
 GO        ?= go
 USERS     ?= 3000
-SIM_FLAGS ?= --users $(USERS) --capacity 100 --rate 3000 --session 30s --think 1s
+# JOURNAL=postgres://… : make run also runs the journal process and reports what it wrote (README "Durability")
+JOURNAL   ?=
+SIM_FLAGS ?= --users $(USERS) --capacity 100 --rate 3000 --session 30s --think 1s $(if $(JOURNAL),--journal '$(JOURNAL)')
 # A count (Nx), not a duration: Go 1.26's fuzz coordinator can fail a duration-bounded run with a
 # spurious "context deadline exceeded" at the deadline (golang/go#75804, fixed in Go 1.27).
 FUZZTIME  ?= 10000x

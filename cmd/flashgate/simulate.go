@@ -39,6 +39,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fset.IntVar(&o.MaxConns, "max-conns", 256, "HTTP connections per server")
 	fset.Uint64Var(&o.Seed, "seed", 0, "random seed for roles and think times (0: random)")
 	redisURL := fset.String("redis", "", "queue store URL (default: embedded in-memory Redis, miniredis)")
+	fset.StringVar(&o.Journal, "journal", "", "PostgreSQL URL: also run the journal process in-process, and report what it wrote for the room (the schema is migrated first)")
+	fset.DurationVar(&o.RetryFor, "retry-for", 3*time.Second, "how long a buyer retries a call that fails in transit or answers 502/503/504/429")
 	fset.StringVar(&o.IssuerURL, "issuer-url", "", "use this running issuer instead of starting one in-process")
 	fset.StringVar(&o.AdminToken, "admin-token", "", "admin token of --issuer-url")
 	fset.StringVar(&o.TokenIssuer, "token-issuer", "flashgate", "iss of admission tokens")
@@ -62,7 +64,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	for name, v := range map[string]int64{"--users": int64(o.Users), "--capacity": int64(o.Capacity),
 		"--rate": int64(o.RatePerMinute), "--session": int64(o.SessionDuration), "--tick": int64(o.Tick),
-		"--timeout": int64(o.Timeout), "--max-conns": int64(o.MaxConns)} {
+		"--timeout": int64(o.Timeout), "--max-conns": int64(o.MaxConns), "--retry-for": int64(o.RetryFor)} {
 		if v <= 0 {
 			fmt.Fprintf(stderr, "flashgate simulate: %s must be positive\n", name)
 			return exitUsage

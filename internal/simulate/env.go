@@ -21,6 +21,8 @@ import (
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/orderservice"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/journal"
+	"github.com/flashgate/flashgate/journal/consumer"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/order"
 	"github.com/flashgate/flashgate/server"
@@ -43,6 +45,10 @@ type env struct {
 	orderStats func() orderservice.Stats
 
 	closers []func() // run in reverse order
+
+	// The journal (Options.Journal): its store, the Redis its consumer reads.
+	journal *journal.Store
+	jrdb    redis.UniversalClient
 }
 
 func (e *env) close() {
@@ -158,6 +164,11 @@ func setup(ctx context.Context, o *Options, hc *http.Client) (_ *env, err error)
 		_ = is.Run(tickCtx)
 	}()
 	e.closers = append(e.closers, func() { stopTick(); <-ticked })
+	if o.Journal != "" {
+		if err := e.startJournal(ctx, o, rdb); err != nil {
+			return nil, err
+		}
+	}
 	if e.complete, err = order.NewRedis(rdb, nil); err != nil {
 		return nil, err
 	}
@@ -321,4 +332,61 @@ func (r recording) Complete(ctx context.Context, t *verifier.Token) (*flashgate.
 		r.e.recordCompletion(t.ID, c.CompletedAt)
 	}
 	return c, err
+}
+
+// startJournal migrates the journal at o.Journal and runs a journal
+// consumer over rdb until the run ends (Options.Journal).
+func (e *env) startJournal(ctx context.Context, o *Options, rdb redis.UniversalClient) error {
+	if err := journal.Migrate(ctx, o.Journal); err != nil {
+		return fmt.Errorf("simulate: journal: %w", err)
+	}
+	store, err := journal.Open(ctx, o.Journal)
+	if err != nil {
+		return fmt.Errorf("simulate: journal: %w", err)
+	}
+	e.closers = append(e.closers, store.Close)
+	c, err := consumer.New(consumer.Config{Redis: rdb, Store: store, Logger: o.Logger, Idle: 20 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	jctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(jctx) }()
+	e.closers = append(e.closers, func() { stop(); <-done })
+	e.journal, e.jrdb = store, rdb
+	return nil
+}
+
+// journalReport waits (up to 30 s) until the consumer has written every
+// event of room's stream, then reads the journal's report of the room's
+// current epoch.
+func (e *env) journalReport(ctx context.Context, room string) (*journal.Report, time.Duration, error) {
+	began := time.Now()
+	key := consumer.StreamKey(room)
+	for {
+		// Caught up: nothing pending, and the group has been handed the
+		// stream's newest entry (not XINFO's lag, which miniredis counts
+		// differently).
+		g, err := e.jrdb.XInfoGroups(ctx, key).Result()
+		var last []redis.XMessage
+		if err == nil {
+			last, err = e.jrdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
+		}
+		if err == nil && len(g) == 1 && g[0].Pending == 0 && len(last) == 1 && g[0].LastDeliveredID == last[0].ID {
+			break
+		}
+		if time.Since(began) > 30*time.Second {
+			return nil, 0, fmt.Errorf("journal: not caught up after 30 s (%v)", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	caught := time.Since(began)
+	// This run's epoch only: the journal may hold earlier runs of the room
+	// (each embedded store starts the room afresh, with a new epoch).
+	epoch, err := e.jrdb.HGet(ctx, "fg:{"+room+"}:config", "epoch").Result()
+	if err != nil {
+		return nil, 0, fmt.Errorf("journal: the room's epoch: %w", err)
+	}
+	rep, err := e.journal.Report(ctx, room, epoch)
+	return &rep, caught, err
 }

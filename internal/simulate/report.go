@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/journal"
 	"github.com/flashgate/flashgate/server"
 )
 
@@ -46,6 +47,9 @@ type Report struct {
 	// closing the tab) whom a sold-out did not stop (CLOSED, refused).
 	ExpectedOrders int `json:"expected_orders"`
 	Errors         int `json:"errors"` // buyers who could not finish
+	// Journal is what the journal holds for the room at the end (Options.Journal;
+	// absent without one).
+	Journal *JournalReport `json:"journal,omitempty"`
 	// PlacesLost counts buyers whose place the line lost while they waited
 	// (their waiting token read NOT_FOUND: the entry was gone, e.g. Redis
 	// lost its data and the room was recreated empty); each is also an
@@ -594,6 +598,19 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Lanes != nil {
 		fmt.Fprintf(w, "lane counters: priority admitted %d, bypassed %d, invites used %d\n", r.Server.PriorityAdmitted, r.Server.Bypassed, r.Server.InvitesUsed)
 	}
+	if j := r.Journal; j != nil {
+		if j.Report == nil {
+			fmt.Fprintf(w, "journal %s: %s\n", j.Store, j.Disagrees)
+		} else {
+			verdict := "agrees with the issuer's counters"
+			if !j.Agrees {
+				verdict = "DISAGREES: " + j.Disagrees
+			}
+			fmt.Fprintf(w, "journal %s: entered %d, admitted %d, completed %d, abandoned %d, closed %d, live %d; wait p50 %s p95 %s; written %s after the last buyer; %s\n",
+				j.Store, j.Report.Entered, j.Report.Admitted, j.Report.Completed, j.Report.Abandoned, j.Report.Closed,
+				j.Report.Live, ms(int64(j.Report.Wait.P50Ms)), ms(int64(j.Report.Wait.P95Ms)), ms(j.CaughtUp), verdict)
+		}
+	}
 	fmt.Fprintln(w)
 	var err error
 	switch {
@@ -695,4 +712,16 @@ func laneReport(recs []*admission, o Options, order func(arrival int64) int64) *
 		}
 	}
 	return l
+}
+
+// JournalReport is the journal's account of the run (Options.Journal): the
+// room's report from PostgreSQL (journal.Store.Report) once the journal
+// process had written every event, and how long that took after the last
+// buyer finished.
+type JournalReport struct {
+	Store     string          `json:"store"` // the PostgreSQL URL, password redacted
+	CaughtUp  int64           `json:"caught_up_ms"`
+	Report    *journal.Report `json:"report"`
+	Agrees    bool            `json:"agrees"` // entered, admitted and completed equal the issuer's counters
+	Disagrees string          `json:"disagrees,omitempty"`
 }

@@ -212,3 +212,40 @@ func TestSaleSurvivesRedisLoss(t *testing.T) {
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestRunWithJournal: Options.Journal (make run --journal) runs the journal
+// process next to the in-process issuer — here on the embedded miniredis,
+// make run's default store — and the report says what the journal holds:
+// the same entries, admissions and orders as the issuer counted.
+func TestRunWithJournal(t *testing.T) {
+	dsn := pgtest.Start(t).NewDatabase(t)
+	o := small()
+	o.Users = 200
+	o.Journal = dsn
+	o.Room = redistest.Room("journaled")
+	r, err := simulate.Run(context.Background(), o)
+	require.NoError(t, err)
+	var text bytes.Buffer
+	require.NoError(t, r.WriteText(&text))
+	t.Logf("\n%s", text.String())
+	require.NotNil(t, r.Journal)
+	require.NotNil(t, r.Journal.Report, r.Journal.Disagrees)
+	assert.True(t, r.Journal.Agrees, r.Journal.Disagrees)
+	assert.True(t, r.OK, "violations %v", r.Violations)
+	assert.EqualValues(t, o.Users, r.Journal.Report.Entered)
+	assert.EqualValues(t, r.Completed, r.Journal.Report.Completed)
+	assert.Positive(t, r.Journal.Report.Wait.Admitted, "waits measured")
+	assert.Contains(t, text.String(), "agrees with the issuer's counters")
+	assert.NotContains(t, r.Journal.Store, "secret", "no password in the report")
+
+	// A second run into the same journal: its report is of its own epoch.
+	r2, err := simulate.Run(context.Background(), o)
+	require.NoError(t, err)
+	require.NotNil(t, r2.Journal.Report)
+	assert.True(t, r2.Journal.Agrees, r2.Journal.Disagrees)
+	assert.NotEqual(t, r.Journal.Report.Epoch, r2.Journal.Report.Epoch)
+
+	o.IssuerURL, o.AdminToken = "http://127.0.0.1:1", "x"
+	_, err = simulate.Run(context.Background(), o)
+	assert.ErrorContains(t, err, "in-process issuer", "the journal needs the in-process issuer")
+}

@@ -19,6 +19,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +29,7 @@ import (
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/server"
 )
 
 // Options configures Run. Zero values take the documented defaults.
@@ -91,6 +94,13 @@ type Options struct {
 	Ramp time.Duration
 	// Timeout bounds the whole run (default 5m).
 	Timeout time.Duration
+	// Journal, when set, is a PostgreSQL URL (pgx DSN): the run also runs
+	// the journal process in-process (journal/consumer, as `flashgate
+	// journal run` does) next to the in-process issuer, waits at the end
+	// until it has written every event, and reports what the journal holds
+	// for the room (Report.Journal), checked against the run. The schema
+	// is migrated first. Not with IssuerURL.
+	Journal string
 	// RetryFor is how long one buyer's call is retried while it fails in
 	// transit or answers 502/503/504/429 (backoff from 50 ms, doubling up to
 	// 2 s; default 3 s). A sale through a Redis restart and `flashgate
@@ -217,6 +227,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("simulate: priority share (%g) and bypass share (%g) must be 0…1 together", o.PriorityShare, o.BypassShare)
 	case o.PollScale < 0:
 		return fmt.Errorf("simulate: poll scale must be positive, got %g", o.PollScale)
+	case o.Journal != "" && o.IssuerURL != "":
+		return errors.New("simulate: Journal needs the in-process issuer (not IssuerURL): run `flashgate journal run` next to yours")
 	case o.Ramp < 0 || o.Timeout < 0 || o.RetryFor < 0:
 		return errors.New("simulate: ramp and timeout must not be negative")
 	case !issuer.ValidID(o.Room):
@@ -333,7 +345,56 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		s.fail("final stats: " + err.Error())
 	}
 	s.closedTabs(sctx, buyers) // after the stats: admissions it sees the stats may not count, never the reverse
-	return s.report(buyers, before, after, elapsed, ctx.Err()), nil
+	r := s.report(buyers, before, after, elapsed, ctx.Err())
+	if e.journal != nil {
+		s.checkJournal(sctx, r, before)
+	}
+	return r, nil
+}
+
+// checkJournal fills r.Journal once the journal process has caught up, and
+// counts a journal that disagrees with the issuer's counters as a
+// violation (a fresh room only: the journal's report covers the room's
+// whole epoch, the counters this run's part of it).
+func (s *sim) checkJournal(ctx context.Context, r *Report, before *server.Stats) {
+	jr := &JournalReport{Store: redactDSN(s.o.Journal)}
+	rep, caught, err := s.env.journalReport(ctx, s.o.Room)
+	if err != nil {
+		jr.Disagrees = err.Error()
+		r.Journal = jr
+		r.Violations = append(r.Violations, "journal: "+err.Error())
+		r.OK = false
+		return
+	}
+	jr.Report, jr.CaughtUp = rep, caught.Milliseconds()
+	var diff []string
+	if before != nil && before.Entered == 0 {
+		for _, c := range []struct {
+			name          string
+			journal, runs int64
+		}{{"entered", rep.Entered, r.Server.Entered}, {"admitted", rep.Admitted, r.Server.Admitted},
+			{"completed", rep.Completed, r.Server.Completed}} {
+			if c.journal != c.runs {
+				diff = append(diff, fmt.Sprintf("%s %d, the issuer counted %d", c.name, c.journal, c.runs))
+			}
+		}
+	}
+	jr.Agrees, jr.Disagrees = len(diff) == 0, strings.Join(diff, "; ")
+	if !jr.Agrees {
+		r.Violations = append(r.Violations, "journal: "+jr.Disagrees)
+		r.OK = false
+	}
+	r.Journal = jr
+}
+
+// redactDSN is a PostgreSQL URL without its password (a key=value DSN is
+// named only as such: it may hold one).
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" {
+		return "(PostgreSQL DSN)"
+	}
+	return u.Redacted()
 }
 
 // cast assigns roles and think times, reproducibly from the seed.
