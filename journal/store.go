@@ -399,16 +399,7 @@ ORDER BY length(epoch) DESC, epoch DESC, arrival DESC`, room, user)
 	if err != nil {
 		return nil, dbError("query", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) {
-		var e Entry
-		var entered, admitted, exchanged, ended *int64
-		var end string
-		err := r.Scan(&e.Room, &e.Epoch, &e.Arrival, &e.User, &e.Lane, &entered, &admitted,
-			&e.AdmissionID, &exchanged, &ended, &end, &e.EndReason)
-		e.EnteredAt, e.AdmittedAt, e.ExchangedAt, e.EndedAt = ms(entered), ms(admitted), ms(exchanged), ms(ended)
-		e.End = Kind(end)
-		return e, err
-	})
+	out, err := pgx.CollectRows(rows, scanEntry)
 	if err != nil {
 		return nil, dbError("query", err)
 	}
