@@ -74,8 +74,9 @@ const RestoreBatch = 1000
 //     and nothing is written), writes the journaled config with the journaled
 //     epoch, clock_ms = max(st.Clock, now), the stats, seq and admno, and
 //     marks the room as being restored (config field restoring = the state to
-//     put back; state paused meanwhile, so the tick admits nobody from a line
-//     half written);
+//     put back; state paused meanwhile): until the last call every other
+//     script refuses the room (flashgate.ErrRoomLost, 503 room_lost), so
+//     nobody reads, enters or is admitted from a line half written;
 //   - then the live admissions (active, with expiry admitted + session; users;
 //     unclaimed with admitted + arrival window when the window is on and the
 //     admission was not exchanged; admits, those of the last 60 s), the ended

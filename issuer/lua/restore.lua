@@ -12,8 +12,9 @@
 --            restorable: its config, admits, bucket, stats, ended, unclaimed and laneseqs are
 --            replaced (bans and used invites are kept: they may be newer than the loss).
 --            Writes the config with state 'paused' and restoring = the state to put back, so
---            until 'finish' nobody is admitted from a partly written line (the tick admits from
---            a paused room nobody; enters line up behind the journaled seq).
+--            until 'finish' no other script reads the room (prelude load_config raises RESTORING,
+--            answered 503 room_lost): nobody reads a partly written line, is admitted from it or
+--            enters it.
 --   'members' ARGV[5] = target (waiting | priority | laneseqs | active | unclaimed | admits | ended
 --            | users), ARGV[6 ...] = score/member pairs for the ZSETs, member/value pairs for users
 --            (the caller sends at most 1,000 pairs a call). Requires restoring with this epoch.
