@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -160,7 +161,7 @@ func eventually(t testing.TB, d time.Duration, what string, f func() bool) {
 
 // snapshot is the whole content of a Redis database, type by type, in a
 // form that compares equal exactly when the data is equal (ZSETs with
-// scores, hashes as maps, sets sorted).
+// scores, hashes as maps, sets sorted, streams as their distinct events).
 func snapshot(t testing.TB, rdb *redis.Client) map[string]any {
 	t.Helper()
 	ctx := context.Background()
@@ -183,6 +184,20 @@ func snapshot(t testing.TB, rdb *redis.Client) map[string]any {
 			m, err = rdb.SMembers(ctx, k).Result()
 			sort.Strings(m)
 			v = m
+		case "stream":
+			// A room's journal: delivered at least once (a repeated script may
+			// append an event again — a repeated exchange journals the claim
+			// again — which the journal's upserts absorb), so it compares as
+			// its distinct events in order, without the stream ids (times).
+			var msgs []redis.XMessage
+			msgs, err = rdb.XRange(ctx, k, "-", "+").Result()
+			var events []map[string]any
+			for _, m := range msgs {
+				if len(events) == 0 || !reflect.DeepEqual(events[len(events)-1], m.Values) {
+					events = append(events, m.Values)
+				}
+			}
+			v = events
 		default:
 			t.Fatalf("snapshot: key %s has unexpected type %s", k, typ)
 		}
