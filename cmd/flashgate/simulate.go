@@ -40,7 +40,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fset.Uint64Var(&o.Seed, "seed", 0, "random seed for roles and think times (0: random)")
 	redisURL := fset.String("redis", "", "queue store URL (default: embedded in-memory Redis, miniredis)")
 	fset.StringVar(&o.Journal, "journal", "", "PostgreSQL URL: also run the journal process in-process, and report what it wrote for the room (the schema is migrated first)")
-	fset.DurationVar(&o.RetryFor, "retry-for", 3*time.Second, "how long a buyer retries a call that fails in transit or answers 502/503/504/429")
+	fset.DurationVar(&o.RetryFor, "retry-for", 10*time.Second, "how long a buyer retries a call that fails in transit or answers 502/503/504/429")
 	fset.StringVar(&o.IssuerURL, "issuer-url", "", "use this running issuer instead of starting one in-process")
 	fset.StringVar(&o.AdminToken, "admin-token", "", "admin token of --issuer-url")
 	fset.StringVar(&o.TokenIssuer, "token-issuer", "flashgate", "iss of admission tokens")

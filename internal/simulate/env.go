@@ -126,8 +126,14 @@ func setup(ctx context.Context, o *Options, hc *http.Client) (_ *env, err error)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: waiting-token secret: %w", err)
 	}
+	// The rooms write a journal only when a journal process reads it
+	// (Options.Journal): unread, it would only fill the store.
+	journalMax := int64(-1)
+	if o.Journal != "" {
+		journalMax = 0 // the default bound
+	}
 	is, err := issuer.New(issuer.Config{Redis: rdb, Signer: ring, Issuer: o.TokenIssuer, Audience: o.Audience,
-		WaitingSecret: secret, SharedSecret: true, Logger: o.Logger})
+		WaitingSecret: secret, SharedSecret: true, Logger: o.Logger, JournalMaxLen: journalMax})
 	if err != nil {
 		return nil, err
 	}

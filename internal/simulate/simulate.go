@@ -99,13 +99,15 @@ type Options struct {
 	// journal run` does) next to the in-process issuer, waits at the end
 	// until it has written every event, and reports what the journal holds
 	// for the room (Report.Journal), checked against the run. The schema
-	// is migrated first. Not with IssuerURL.
+	// is migrated first. Not with IssuerURL. Without it the in-process
+	// issuer's rooms write no journal (issuer.Config.JournalMaxLen < 0).
 	Journal string
 	// RetryFor is how long one buyer's call is retried while it fails in
 	// transit or answers 502/503/504/429 (backoff from 50 ms, doubling up to
-	// 2 s; default 3 s). A sale through a Redis restart and `flashgate
-	// restore` (503 unavailable, then room_lost) needs it longer than the
-	// outage, as a real client keeps retrying.
+	// 2 s; default 10 s: the 6 tries it replaced slept 3 s, plus up to a
+	// second per try waiting for an answer under load). A sale through a
+	// Redis restart and `flashgate restore` (503 unavailable, then
+	// room_lost) needs it longer than the outage, as a real client retries.
 	RetryFor time.Duration
 	// MaxConns bounds the HTTP connections to each server (default 256).
 	MaxConns int
@@ -179,7 +181,7 @@ func (o *Options) defaults() error {
 		o.PollScale = 1
 	}
 	if o.RetryFor == 0 {
-		o.RetryFor = 3 * time.Second
+		o.RetryFor = 10 * time.Second
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
