@@ -396,9 +396,6 @@ func envDoc(t reflect.Type, prefix string) []envVar {
 	return out
 }
 
-// writeEnvDoc prints the serve environment as a table.
-func writeEnvDoc(w io.Writer) { writeEnvDocOf(w, reflect.TypeOf(serveEnv{})) }
-
 // writeEnvDocOf prints the environment struct t as a table.
 func writeEnvDocOf(w io.Writer, t reflect.Type) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -103,33 +102,16 @@ func loadJournalEnv(environ map[string]string) (journalEnv, error) {
 }
 
 func runJournalRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("journal run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: flashgate journal run\n\nCopies every room's journal stream (fg:{room}:journal) "+
-			"from Redis into PostgreSQL with the consumer group flashgate-journal (run several for availability). "+
-			"It is configured by environment variables:\n\n")
-		writeEnvDocOf(fs.Output(), reflect.TypeOf(journalEnv{}))
-		fmt.Fprintf(fs.Output(), "\nSIGINT or SIGTERM stops it after the batch in flight.\n")
-	}
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
-		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "flashgate journal run: unexpected argument %q (configuration comes from the environment; see -h)\n", fs.Arg(0))
-		return exitUsage
-	}
-	cfg, err := loadJournalEnv(nil)
-	if err != nil {
-		fmt.Fprintf(stderr, "flashgate journal run: %v\n", err)
-		return exitUsage
-	}
-	log := newLogger(stderr, cfg.Journal.LogLevel, cfg.Journal.LogFormat)
-	if err := journalRun(ctx, cfg, log); err != nil {
-		log.Error("flashgate journal run failed", "err", err)
-		return exitFailure
-	}
-	return exitOK
+	return runEnvCommand(ctx, envCommand[journalEnv]{
+		name: "journal run",
+		about: "Copies every room's journal stream (fg:{room}:journal) from Redis into PostgreSQL with the " +
+			"consumer group flashgate-journal (run several for availability).",
+		stop: "stops it after the batch in flight",
+		env:  reflect.TypeOf(journalEnv{}),
+		load: func() (journalEnv, error) { return loadJournalEnv(nil) },
+		log:  func(c journalEnv) (string, string) { return c.Journal.LogLevel, c.Journal.LogFormat },
+		run:  journalRun,
+	}, args, stdout, stderr)
 }
 
 func journalRun(ctx context.Context, cfg journalEnv, log *slog.Logger) error {

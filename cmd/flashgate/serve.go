@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"reflect"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -24,29 +25,53 @@ import (
 const embeddedWarning = "quick start only: state is in memory, single process"
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	return runEnvCommand(ctx, envCommand[serveEnv]{
+		name:  "serve",
+		about: "Runs the issuer server (HTTP API, admission tick loop).",
+		stop:  "shuts it down gracefully",
+		env:   reflect.TypeOf(serveEnv{}),
+		load:  func() (serveEnv, error) { return loadServeEnv(nil) },
+		log:   func(c serveEnv) (string, string) { return c.Serve.LogLevel, c.Serve.LogFormat },
+		run:   serve,
+	}, args, stdout, stderr)
+}
+
+// envCommand is a long-running command configured by environment variables
+// only (serve, journal run): -h prints the variables, arguments are refused,
+// a bad environment is a usage error naming the variable, and a failure of
+// run is logged through the command's own logger.
+type envCommand[C any] struct {
+	name, about, stop string // "journal run"; one sentence; what SIGINT/SIGTERM does
+	env               reflect.Type
+	load              func() (C, error)
+	log               func(C) (level, format string)
+	run               func(context.Context, C, *slog.Logger) error
+}
+
+func runEnvCommand[C any](ctx context.Context, cmd envCommand[C], args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: flashgate serve\n\nRuns the issuer server (HTTP API, admission tick loop). "+
-			"It is configured by environment variables:\n\n")
-		writeEnvDoc(fs.Output())
-		fmt.Fprintf(fs.Output(), "\nSIGINT or SIGTERM shuts it down gracefully.\n")
+		fmt.Fprintf(fs.Output(), "Usage: flashgate %s\n\n%s It is configured by environment variables:\n\n", cmd.name, cmd.about)
+		writeEnvDocOf(fs.Output(), cmd.env)
+		fmt.Fprintf(fs.Output(), "\nSIGINT or SIGTERM %s.\n", cmd.stop)
 	}
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "flashgate serve: unexpected argument %q (configuration comes from the environment; see -h)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "flashgate %s: unexpected argument %q (configuration comes from the environment; see -h)\n", cmd.name, fs.Arg(0))
 		return exitUsage
 	}
-	cfg, err := loadServeEnv(nil)
+	cfg, err := cmd.load()
 	if err != nil {
-		fmt.Fprintf(stderr, "flashgate serve: %v\n", err)
+		fmt.Fprintf(stderr, "flashgate %s: %v\n", cmd.name, err)
 		return exitUsage
 	}
-	log := newLogger(stderr, cfg.Serve.LogLevel, cfg.Serve.LogFormat)
-	if err := serve(ctx, cfg, log); err != nil {
-		log.Error("flashgate serve failed", "err", err)
+	level, format := cmd.log(cfg)
+	log := newLogger(stderr, level, format)
+	if err := cmd.run(ctx, cfg, log); err != nil {
+		log.Error("flashgate "+cmd.name+" failed", "err", err)
 		return exitFailure
 	}
 	return exitOK
