@@ -335,7 +335,7 @@ type FileRing struct {
 	lastErr string
 }
 
-var _ verifier.KeySet = (*FileRing)(nil)
+var _ verifier.PreparedKeySet = (*FileRing)(nil)
 
 // OpenFile loads the ring at path (see Load) and returns a FileRing that
 // follows changes of the file. With opts.CreateIfMissing a missing file is
@@ -459,6 +459,12 @@ func (f *FileRing) SignInvite(payload []byte) (string, error) { return f.Ring().
 // PublicKey implements verifier.KeySet over the current ring (see Ring.PublicKey).
 func (f *FileRing) PublicKey(ctx context.Context, kid string) (ed25519.PublicKey, error) {
 	return f.Ring().PublicKey(ctx, kid)
+}
+
+// PreparedKey implements verifier.PreparedKeySet over the current ring (see
+// Ring.PreparedKey): after a reload it answers with the new ring's keys.
+func (f *FileRing) PreparedKey(ctx context.Context, kid string) (verifier.PreparedKey, error) {
+	return f.Ring().PreparedKey(ctx, kid)
 }
 
 // ActiveKeyID returns the kid of the current ring's active key.

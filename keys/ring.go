@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/keys/edcache"
 	"github.com/flashgate/flashgate/verifier"
 )
 
@@ -72,6 +73,7 @@ type key struct {
 	kid         string
 	priv        ed25519.PrivateKey
 	pub         ed25519.PublicKey
+	prep        *edcache.Key // pub decoded once, for PreparedKey
 	status      Status
 	created     time.Time
 	retireUntil time.Time
@@ -86,6 +88,7 @@ func newKey(priv ed25519.PrivateKey, status Status, created, retireUntil time.Ti
 		kid:         kid,
 		priv:        priv,
 		pub:         pub,
+		prep:        edcache.New(pub),
 		status:      status,
 		created:     created.Truncate(time.Second),
 		retireUntil: retireUntil.Truncate(time.Second),
@@ -127,7 +130,7 @@ type Ring struct {
 	now  func() time.Time
 }
 
-var _ verifier.KeySet = (*Ring)(nil)
+var _ verifier.PreparedKeySet = (*Ring)(nil)
 
 // Generate returns a new ring with one active key and one next key, both
 // created at now. The next key is published from the start, so the first
@@ -275,6 +278,24 @@ func (r *Ring) PublicKey(_ context.Context, kid string) (ed25519.PublicKey, erro
 	for _, k := range r.keys {
 		if k.kid == kid && !k.expired(now) {
 			return k.pub, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", verifier.ErrUnknownKey, kid)
+}
+
+// PreparedKey is PublicKey with the key decoded once (verifier.PreparedKeySet):
+// the same kid rule and the same errors, and a key whose Verify answers
+// exactly as crypto/ed25519.Verify. The decoded point is built with the
+// ring's key (keys are immutable; Rotate and a FileRing reload build new
+// ones), so a rotated or reloaded ring never verifies with a key it no
+// longer holds.
+func (r *Ring) PreparedKey(_ context.Context, kid string) (verifier.PreparedKey, error) {
+	now := r.now()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, k := range r.keys {
+		if k.kid == kid && !k.expired(now) {
+			return k.prep, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: %q", verifier.ErrUnknownKey, kid)

@@ -33,6 +33,50 @@ type KeySet interface {
 	PublicKey(ctx context.Context, kid string) (ed25519.PublicKey, error)
 }
 
+// PreparedKeySet is an optional extension of KeySet for a key set that
+// decodes each public key once (Ed25519 point decompression, RFC 8032
+// §5.1.3: a field square root per key) instead of on every Verify. New
+// checks for it once, with a type assertion; Verify then calls PreparedKey
+// instead of PublicKey at step 7 and the returned key's Verify instead of
+// crypto/ed25519's at step 8. Every other rule, check order and error is
+// unchanged, and Prepare/Pending/Finish keep working (Pending.PublicKey is
+// the prepared key's PublicKey). Implementations: *keys.Ring,
+// *keys.FileRing, and edcache.Wrap over any KeySet (package keys/edcache,
+// built on filippo.io/edwards25519, so outside this stdlib-only package).
+//
+// PreparedKey must answer exactly as PublicKey would for the same kid at
+// the same instant: the same error (ErrUnknownKey, ErrUnavailable, or an
+// error of the set's own, which Verify reports as ErrUnavailable), and on
+// success a PreparedKey whose PublicKey returns the bytes PublicKey would
+// return. A set that caches prepared keys must never verify with a key the
+// set no longer holds under that kid (rotation): key the cache on the key
+// bytes, or rebuild it with the set.
+type PreparedKeySet interface {
+	KeySet
+	PreparedKey(ctx context.Context, kid string) (PreparedKey, error)
+}
+
+// PreparedKey is one Ed25519 public key decoded once, for repeated
+// verification. It must be safe for concurrent use and retain neither
+// argument of Verify.
+//
+// Verify(message, sig) must return exactly
+// crypto/ed25519.Verify(PublicKey(), message, sig[:]) for every message
+// and sig, when PublicKey() is 32 bytes: RFC 8032 §5.1.7 as Go implements
+// it — S ≥ L rejected (no malleability), A decoded as Go decodes it
+// (non-canonical y accepted, a non-point rejecting every signature), the
+// cofactorless equation [S]B = R + [k]A checked by comparing the encoding
+// of [S]B − [k]A with R, small-order A or R not rejected by themselves.
+// The signature is passed by value so that a caller's copy does not escape.
+type PreparedKey interface {
+	// PublicKey returns the key's encoding as the KeySet holds it (32 bytes
+	// for an Ed25519 key); the caller must not modify it.
+	PublicKey() ed25519.PublicKey
+	// Verify reports whether sig (R ‖ S, RFC 8032 §5.1.6) is a valid
+	// signature of message under the key.
+	Verify(message []byte, sig [ed25519.SignatureSize]byte) bool
+}
+
 // Config sets what a Verifier expects. The zero value of each optional field is safe.
 type Config struct {
 	// Issuer is the required exact iss. Required.

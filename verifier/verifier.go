@@ -12,6 +12,7 @@ import (
 // immutable after New and safe for concurrent use.
 type Verifier struct {
 	keys        KeySet
+	prepared    PreparedKeySet // keys, when it also implements PreparedKeySet
 	issuer      string
 	audience    string
 	product     string
@@ -49,6 +50,7 @@ func New(keys KeySet, cfg Config) (*Verifier, error) {
 		maxLifetime: int64(cfg.MaxLifetime / time.Second),
 		now:         cfg.Now,
 	}
+	v.prepared, _ = keys.(PreparedKeySet)
 	if cfg.MaxLifetime == 0 {
 		v.maxLifetime = int64(DefaultMaxLifetime / time.Second)
 	}
@@ -82,7 +84,8 @@ const (
 //  6. typ == TokenType exactly → ErrBadType;
 //  7. kid a non-empty string of ≤ 128 bytes → ErrUnknownKey, then the KeySet's error;
 //  8. signature: 64 bytes, strict base64url, ed25519.Verify over the raw
-//     "header.payload" bytes → ErrBadSignature;
+//     "header.payload" bytes (or the PreparedKey's Verify, which answers
+//     the same, when the KeySet is a PreparedKeySet) → ErrBadSignature;
 //  9. payload: strict base64url, one JSON object → ErrMalformed; repeated member → ErrDuplicateKey;
 //  10. claim types: jti a non-empty string, exp and iat integers, nbf an
 //     integer if present, exp > iat → ErrInvalidClaims;
@@ -98,11 +101,15 @@ const (
 // takes precedence over theirs.)
 //
 // Verify is Prepare followed by Pending.Finish with the result of
-// crypto/ed25519's Verify: the one path every host shares.
+// crypto/ed25519's Verify — or, for a PreparedKeySet, of the prepared key's
+// Verify, which must give the same answer: the one path every host shares.
 func (v *Verifier) Verify(ctx context.Context, raw string, want Expect) (*Token, error) {
 	p, err := v.Prepare(ctx, raw, want)
 	if err != nil {
 		return nil, err
+	}
+	if p.prep != nil {
+		return p.Finish(p.prep.Verify(bytesOf(p.input), p.sig))
 	}
 	return p.Finish(ed25519.Verify(p.key, bytesOf(p.input), p.sig[:]))
 }
@@ -117,7 +124,8 @@ func (v *Verifier) Verify(ctx context.Context, raw string, want Expect) (*Token,
 // A Pending is a value; it holds no reference to the Verifier.
 type Pending struct {
 	key   ed25519.PublicKey
-	input string // the raw "header.payload" bytes
+	prep  PreparedKey // non-nil when the KeySet is a PreparedKeySet
+	input string      // the raw "header.payload" bytes
 	sig   [ed25519.SignatureSize]byte
 	tok   *Token
 	err   error
@@ -236,7 +244,15 @@ func (v *Verifier) Prepare(ctx context.Context, raw string, want Expect) (Pendin
 		return p, fmt.Errorf("%w: kid length %d outside [1, %d]", ErrUnknownKey, l, maxKIDLen)
 	}
 	keyID := stringValue(hdr, kid)
-	pub, err := v.keys.PublicKey(ctx, keyID)
+	var pub ed25519.PublicKey
+	var prep PreparedKey
+	if v.prepared != nil {
+		if prep, err = v.prepared.PreparedKey(ctx, keyID); err == nil && prep != nil {
+			pub = prep.PublicKey()
+		}
+	} else {
+		pub, err = v.keys.PublicKey(ctx, keyID)
+	}
 	if err != nil {
 		if !isVerifierError(err) {
 			// A KeySet that does not use our sentinels: it could not answer.
@@ -249,7 +265,7 @@ func (v *Verifier) Prepare(ctx context.Context, raw string, want Expect) (Pendin
 	if p.sig, err = decodeSignature(pub, sigSeg); err != nil {
 		return p, err
 	}
-	p.key, p.input = pub, raw[:dot2]
+	p.key, p.prep, p.input = pub, prep, raw[:dot2]
 
 	// 9. Payload JSON.
 	n, ok = decodeSegment(buf[:], paySeg)
