@@ -203,7 +203,7 @@ func TestWycheproof(t *testing.T) {
 // TestRandom: random keys and messages, valid and corrupted signatures.
 func TestRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(25519, 3))
-	for i := 0; i < 300; i++ {
+	for i := 0; i < 100; i++ {
 		var seed [32]byte
 		for j := range seed {
 			seed[j] = byte(r.Uint32())
@@ -299,7 +299,7 @@ func encodings(t testing.TB, r *rand.Rand) [][]byte {
 			out = append(out, v, neg)
 		}
 	}
-	for i := 0; i < 64; i++ {
+	for i := 0; i < 24; i++ {
 		v := make([]byte, 32)
 		for j := range v {
 			v[j] = byte(r.Uint32())
@@ -318,13 +318,13 @@ func TestSmallOrderAndNonCanonical(t *testing.T) {
 	r := rand.New(rand.NewPCG(8, 4))
 	small := torsion(t)
 	accepted, decoded := 0, 0
-	rs := append(small, encodings(t, r)[8:24]...)
+	rs := append(small, encodings(t, r)[8:16]...)
 	for _, pub := range encodings(t, r) {
 		key := edcache.New(pub)
 		if _, err := new(edwards25519.Point).SetBytes(pub); err == nil {
 			decoded++
 		}
-		for m := 0; m < 4; m++ {
+		for m := 0; m < 3; m++ {
 			msg := []byte{byte(m), byte(r.Uint32())}
 			for _, rr := range rs {
 				sig := make([]byte, 64)
@@ -332,11 +332,13 @@ func TestSmallOrderAndNonCanonical(t *testing.T) {
 				if same(t, key, pub, msg, sig) {
 					accepted++
 				}
-				for j := 32; j < 63; j++ {
-					sig[j] = byte(r.Uint32())
+				if m == 0 {
+					for j := 32; j < 63; j++ {
+						sig[j] = byte(r.Uint32())
+					}
+					sig[63] = byte(r.Uint32()) & 0x0f
+					same(t, key, pub, msg, sig)
 				}
-				sig[63] = byte(r.Uint32()) & 0x0f
-				same(t, key, pub, msg, sig)
 			}
 		}
 	}
