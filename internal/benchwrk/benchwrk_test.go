@@ -1,0 +1,229 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func readTestdata(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// The samples in testdata/ are real outputs of Debian's wrk 4.1.0 (hello:
+// the bare server; errors: a 404 path while the server was killed
+// mid-run; pairs-out: lua/pairs.lua in "once" mode with 2 pairs per thread;
+// refused: nothing listening).
+func TestParseWrk(t *testing.T) {
+	for _, tc := range []struct {
+		file   string
+		want   wrkResult
+		failed bool
+	}{
+		{"hello.txt", wrkResult{Requests: 81616, PerSec: 74219.24}, false},
+		{"hello-latency.txt", wrkResult{Requests: 72631, PerSec: 72416.43}, false},
+		{"errors.txt", wrkResult{Requests: 53130, PerSec: 26537.16, Non2xx: 53130, SocketErrors: 66 + 111990}, true},
+		{"pairs-out.txt", wrkResult{Requests: 1, PerSec: 1, ThreadsOut: 2}, false},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			got, err := parseWrk(readTestdata(t, tc.file))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.failed, got.failed())
+		})
+	}
+	_, err := parseWrk(readTestdata(t, "refused.txt"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "unable to connect")
+}
+
+// TestFailedShare: a run fails above 0.1 % non-2xx answers plus socket
+// errors, or with no request at all.
+func TestFailedShare(t *testing.T) {
+	assert.False(t, wrkResult{Requests: 10000, Non2xx: 5, SocketErrors: 5}.failed())
+	assert.True(t, wrkResult{Requests: 10000, Non2xx: 5, SocketErrors: 6}.failed())
+	assert.True(t, wrkResult{Requests: 10000, SocketErrors: 11}.failed())
+	assert.True(t, wrkResult{}.failed())
+}
+
+// TestPairsScriptMatchesParser: the line lua/pairs.lua's done() writes is
+// the one parseWrk reads.
+func TestPairsScriptMatchesParser(t *testing.T) {
+	lua, err := luaScripts.ReadFile("lua/pairs.lua")
+	require.NoError(t, err)
+	const format = `"threads out of pairs: %d\n"`
+	require.Contains(t, string(lua), format)
+	assert.Equal(t, 3, must(parseWrk(readTestdata(t, "hello.txt")+"threads out of pairs: 3\n")).ThreadsOut)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func TestMedian(t *testing.T) {
+	xs := []float64{5, 1, 3}
+	assert.Equal(t, 3.0, median(xs))
+	assert.Equal(t, []float64{5, 1, 3}, xs, "median must not reorder its input")
+	assert.Equal(t, 2.5, median([]float64{4, 1, 2, 3}))
+	assert.Equal(t, 7.0, median([]float64{7}))
+	assert.Equal(t, 0.0, median(nil))
+}
+
+func TestParseInfoCPU(t *testing.T) {
+	// testdata/info-cpu.txt: redis-server 7.0's INFO cpu, CRLF line ends as sent.
+	d, err := parseInfoCPU(readTestdata(t, "info-cpu.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration((0.009879+0.004939)*float64(time.Second)), d)
+	_, err = parseInfoCPU("# CPU\r\nused_cpu_sys:0.5\r\n")
+	assert.Error(t, err, "used_cpu_user missing")
+	_, err = parseInfoCPU("used_cpu_sys:x\r\nused_cpu_user:1\r\n")
+	assert.Error(t, err)
+}
+
+func TestParseProcStat(t *testing.T) {
+	// testdata/proc-stat.txt: a shell after a busy loop, utime 44 ticks, stime 0.
+	d, err := parseProcStat(readTestdata(t, "proc-stat.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, 440*time.Millisecond, d)
+	// comm may hold spaces and parentheses: fields count from the last ')'.
+	line := "42 (a) b (c) S 1 1 1 0 -1 0 0 0 0 0 7 3 0 0 20 0 1 0 100 0 0"
+	d, err = parseProcStat(line)
+	require.NoError(t, err)
+	assert.Equal(t, 100*time.Millisecond, d)
+	_, err = parseProcStat("42 (x) S 1 2")
+	assert.Error(t, err)
+	_, err = parseProcStat("garbage")
+	assert.Error(t, err)
+}
+
+// runAt is a measured run of row in round at perSec req/s over 5 s, with
+// redisUs and serverUs µs of CPU per request.
+func runAt(row string, round int, perSec, redisUs, serverUs float64) run {
+	n := int64(perSec * 5)
+	return run{Row: row, Round: round, Duration: 5 * time.Second,
+		wrkResult: wrkResult{Requests: n, PerSec: perSec},
+		RedisCPU:  time.Duration(redisUs * float64(n) * float64(time.Microsecond)),
+		ServerCPU: time.Duration(serverUs * float64(n) * float64(time.Microsecond))}
+}
+
+func TestSummarizeAndBudgets(t *testing.T) {
+	runs := []run{
+		runAt(rowBare, 1, 1000, 0, 10), runAt(rowEnter, 1, 620, 4, 20), runAt(rowStatus, 1, 700, 1, 15), runAt(rowComplete, 1, 320, 9, 40),
+		runAt(rowBare, 2, 2000, 0, 10), runAt(rowEnter, 2, 1100, 4, 22), runAt(rowStatus, 2, 1400, 1, 15), runAt(rowComplete, 2, 700, 8, 40),
+		runAt(rowBare, 3, 1000, 0, 10), runAt(rowEnter, 3, 650, 5, 21), runAt(rowStatus, 3, 800, 2, 15), runAt(rowComplete, 3, 300, 9, 40),
+	}
+	// A failed run is left out of the medians and counted.
+	bad := runAt(rowStatus, 3, 5000, 1, 1)
+	bad.Non2xx = bad.Requests
+	runs = append(runs, bad)
+	sums := summarize([]string{rowBare, rowEnter, rowStatus, rowComplete}, runs)
+	byRow := map[string]summary{}
+	for _, s := range sums {
+		byRow[s.Row] = s
+	}
+	e := byRow[rowEnter]
+	// % of the same round's bare: 62, 55, 65.
+	assert.InDelta(t, 62, e.Pct, 1e-9)
+	assert.InDelta(t, 55, e.PctMin, 1e-9)
+	assert.InDelta(t, 65, e.PctMax, 1e-9)
+	assert.InDelta(t, 650, e.PerSec, 1e-9)
+	assert.InDelta(t, 4, e.RedisUs, 1e-6)
+	assert.InDelta(t, 21, e.ServerUs, 1e-6)
+	assert.True(t, e.HasBudget)
+	assert.True(t, e.BudgetOK, "62 %% ≥ 60 %%")
+	s := byRow[rowStatus]
+	assert.Equal(t, 4, s.Runs)
+	assert.Equal(t, 1, s.Failed)
+	assert.InDelta(t, 70, s.Pct, 1e-9) // 70, 70, 80
+	assert.False(t, s.BudgetOK, "70 %% < 75 %%")
+	c := byRow[rowComplete]
+	assert.InDelta(t, 32, c.Pct, 1e-9) // 32, 35, 30
+	assert.True(t, c.BudgetOK)
+	assert.False(t, byRow[rowBare].HasBudget)
+
+	ratio, ok := redisRatio(sums)
+	assert.InDelta(t, 9.0/4.0, ratio, 1e-6)
+	assert.False(t, ok, "2.25× > 2×")
+
+	var out strings.Builder
+	printTable(&out, sums)
+	table := out.String()
+	assert.Contains(t, table, "≥ 60 % PASS")
+	assert.Contains(t, table, "≥ 75 % OVER (1 of 4 runs FAILED)")
+	assert.Contains(t, table, "62 % (55–65 %)")
+	assert.Contains(t, table, "Redis CPU per completion / per enter: 2.25× (budget ≤ 2×) OVER")
+	for _, l := range strings.Split(strings.TrimSpace(table), "\n")[:6] {
+		assert.True(t, strings.HasPrefix(l, "|") && strings.HasSuffix(l, "|"), "a Markdown table row: %q", l)
+	}
+}
+
+// TestNoBareNoPercentage: a round whose bare run failed gives its other
+// rows no percentage, and a row without percentages does not pass its budget.
+func TestNoBareNoPercentage(t *testing.T) {
+	bare := runAt(rowBare, 1, 1000, 0, 10)
+	bare.Err = os.ErrNotExist
+	sums := summarize([]string{rowEnter}, []run{bare, runAt(rowEnter, 1, 900, 4, 20)})
+	assert.Equal(t, 0.0, sums[0].Pct)
+	assert.False(t, sums[0].BudgetOK)
+}
+
+func TestRows(t *testing.T) {
+	names := func(o options) []string {
+		var ns []string
+		for _, r := range o.rows() {
+			ns = append(ns, r.name)
+		}
+		return ns
+	}
+	all := "enter,status,exchange,complete,jwks"
+	assert.Equal(t, []string{rowBare, rowEnter, rowEnterOff, rowStatus, rowExchange, rowExchangeOff, rowComplete, rowCompleteOff, rowJWKS},
+		names(options{journal: "both", kinds: all}))
+	assert.Equal(t, []string{rowBare, rowEnter, rowStatus, rowExchange, rowComplete, rowJWKS}, names(options{journal: "on", kinds: all}))
+	assert.Equal(t, []string{rowBare, rowEnterOff, rowStatus}, names(options{journal: "off", kinds: "enter,status"}))
+	for _, r := range (options{journal: "both", kinds: all}).rows() {
+		assert.Equal(t, strings.Contains(r.name, "journal off"), r.journal == "0", r.name)
+	}
+}
+
+func TestCompleteTokens(t *testing.T) {
+	b := &bencher{o: options{duration: 5 * time.Second, completeMin: 1000, completeMax: 50000}}
+	on := rowSpec{name: rowComplete, kind: "complete"}
+	off := rowSpec{name: rowCompleteOff, kind: "complete", journal: "0"}
+	assert.Equal(t, 1000, b.completeTokens(on, nil), "no estimate: the floor")
+	prev := []run{runAt(rowExchange, 1, 2000, 1, 1), runAt(rowExchangeOff, 1, 3000, 1, 1)}
+	assert.Equal(t, 15000, b.completeTokens(on, prev), "1.5 × this round's exchange rate × 5 s")
+	assert.Equal(t, 22500, b.completeTokens(off, prev))
+	prev = append(prev, runAt(rowComplete, 1, 1200, 1, 1), runAt(rowExchange, 2, 4000, 1, 1))
+	assert.Equal(t, 9000, b.completeTokens(on, prev), "the row's own last rate first")
+	prev = append(prev, runAt(rowCompleteOff, 1, 100000, 1, 1))
+	assert.Equal(t, 50000, b.completeTokens(off, prev), "capped")
+}
+
+func TestValidate(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "flashgate")
+	require.NoError(t, os.WriteFile(bin, nil, 0o755))
+	ok := options{bin: bin, redisURL: "redis://x", rounds: 1, duration: time.Second, threads: 2, conns: 64, journal: "both",
+		statusUsers: 10, exchangeUsers: 10, completeMin: 10, completeMax: 10, kinds: "enter,jwks"}
+	o := ok
+	require.NoError(t, o.validate())
+	for name, f := range map[string]func(*options){
+		"no redis": func(o *options) { o.redisURL = "" }, "no binary": func(o *options) { o.bin += "-missing" },
+		"journal": func(o *options) { o.journal = "maybe" }, "rows": func(o *options) { o.kinds = "enter,checkout" },
+		"duration": func(o *options) { o.duration = time.Millisecond }, "conns": func(o *options) { o.conns = 1 },
+	} {
+		o := ok
+		f(&o)
+		assert.Error(t, o.validate(), name)
+	}
+}

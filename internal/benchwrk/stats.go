@@ -1,0 +1,229 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// run is one measured wrk run of one row.
+type run struct {
+	Row   string
+	Round int
+	wrkResult
+	// RedisCPU and ServerCPU are the CPU time (user + system) Redis and the
+	// server process used during the run; WrkCPU wrk's own.
+	RedisCPU, ServerCPU, WrkCPU time.Duration
+	// Duration is the wrk -d of the run.
+	Duration time.Duration
+	// Err is set when the run could not be measured at all.
+	Err error
+}
+
+// perReq is d ÷ the run's requests, in µs (0 without requests).
+func (r run) perReq(d time.Duration) float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return float64(d) / float64(time.Microsecond) / float64(r.Requests)
+}
+
+// ok reports whether the run measured and its error share is within
+// maxFailedShare.
+func (r run) ok() bool { return r.Err == nil && !r.failed() }
+
+// String is the run's line in the per-round listing.
+func (r run) String() string {
+	if r.Err != nil {
+		return fmt.Sprintf("round %d  %-22s FAILED: %v", r.Round, r.Row, r.Err)
+	}
+	s := fmt.Sprintf("round %d  %-22s %9.0f req/s  %8d requests  Redis %6.2f µs/req  server %6.2f µs/req  wrk %3.0f %% of a core",
+		r.Round, r.Row, r.PerSec, r.Requests, r.perReq(r.RedisCPU), r.perReq(r.ServerCPU),
+		100*float64(r.WrkCPU)/float64(max(r.Duration, 1)))
+	if r.Non2xx+r.SocketErrors > 0 {
+		s += fmt.Sprintf("  non-2xx %d, socket errors %d", r.Non2xx, r.SocketErrors)
+	}
+	if r.failed() {
+		s += "  FAILED (more than 0.1 % non-2xx or socket errors)"
+	}
+	if r.ThreadsOut > 0 {
+		s += fmt.Sprintf("  (%d threads ran out of tokens: req/s is a lower bound)", r.ThreadsOut)
+	}
+	return s
+}
+
+// median is the median of xs (the mean of the middle two for an even
+// count); 0 for none. xs is not modified.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// budget is a lower bound on a row's median % of the bare handler (issue
+// 13, "Budgets": enter ≥ 60 %, status ≥ 75 %, /v1/complete ≥ 30 %).
+type budget struct {
+	Row    string
+	MinPct float64
+}
+
+var budgets = []budget{{rowEnter, 60}, {rowStatus, 75}, {rowComplete, 30}}
+
+// redisCompleteFactor is issue 13's budget "Redis CPU per completion ≤ 2×
+// per enter".
+const redisCompleteFactor = 2
+
+// verdict is "PASS" when ok, else "OVER" (over budget: the benchmark
+// reports, it does not fail).
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "OVER"
+}
+
+// summary is one row of the table: medians over the rounds of its runs
+// that did not fail.
+type summary struct {
+	Row                 string
+	Runs, Failed        int
+	LowerBounds         int     // runs whose wrk threads ran out of tokens
+	PerSec              float64 // median req/s
+	Pct, PctMin, PctMax float64 // % of the same round's bare req/s
+	RedisUs, ServerUs   float64 // medians, µs per request
+	HasBudget           bool
+	Budget              float64
+	BudgetOK            bool
+}
+
+// summarize computes each row's summary (in rows' order) from runs, the
+// percentages against the bare row's run of the same round (rounds whose
+// bare run failed give no percentage).
+func summarize(rows []string, runs []run) []summary {
+	bare := map[int]float64{}
+	for _, r := range runs {
+		if r.Row == rowBare && r.ok() {
+			bare[r.Round] = r.PerSec
+		}
+	}
+	var out []summary
+	for _, row := range rows {
+		s := summary{Row: row}
+		var ps, pct, red, srv []float64
+		for _, r := range runs {
+			if r.Row != row {
+				continue
+			}
+			s.Runs++
+			if !r.ok() {
+				s.Failed++
+				continue
+			}
+			if r.ThreadsOut > 0 {
+				s.LowerBounds++
+			}
+			ps = append(ps, r.PerSec)
+			red = append(red, r.perReq(r.RedisCPU))
+			srv = append(srv, r.perReq(r.ServerCPU))
+			if b := bare[r.Round]; b > 0 {
+				pct = append(pct, 100*r.PerSec/b)
+			}
+		}
+		s.PerSec, s.RedisUs, s.ServerUs = median(ps), median(red), median(srv)
+		if len(pct) > 0 {
+			s.Pct, s.PctMin, s.PctMax = median(pct), slices.Min(pct), slices.Max(pct)
+		}
+		for _, b := range budgets {
+			if b.Row == row {
+				s.HasBudget, s.Budget, s.BudgetOK = true, b.MinPct, len(pct) > 0 && s.Pct >= b.MinPct
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// redisRatio is the median Redis µs per completion ÷ per enter (0 when
+// either row has no measurement) and whether it is within
+// redisCompleteFactor.
+func redisRatio(sums []summary) (float64, bool) {
+	var enter, complete float64
+	for _, s := range sums {
+		switch s.Row {
+		case rowEnter:
+			enter = s.RedisUs
+		case rowComplete:
+			complete = s.RedisUs
+		}
+	}
+	if enter <= 0 || complete <= 0 {
+		return 0, false
+	}
+	r := complete / enter
+	return r, r <= redisCompleteFactor
+}
+
+// printTable writes the medians table (Markdown) with the budgets.
+func printTable(w io.Writer, sums []summary) {
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 0, 1, ' ', tabwriter.Debug)
+	fmt.Fprintln(tw, " endpoint\t req/s\t % of bare (median, min–max)\t budget\t Redis µs/req\t server µs/req\t")
+	fmt.Fprintln(tw, "---\t---\t---\t---\t---\t---\t")
+	for _, s := range sums {
+		if s.Runs == s.Failed {
+			fmt.Fprintf(tw, " %s\t —\t —\t %s\t —\t —\t\n", s.Row, failedNote(s))
+			continue
+		}
+		pct := "—"
+		if s.Row != rowBare && s.Pct > 0 {
+			pct = fmt.Sprintf("%.0f %% (%.0f–%.0f %%)", s.Pct, s.PctMin, s.PctMax)
+		}
+		b := "—"
+		if s.HasBudget {
+			b = fmt.Sprintf("≥ %.0f %% %s", s.Budget, verdict(s.BudgetOK))
+		}
+		if s.Failed > 0 {
+			b += " " + failedNote(s)
+		}
+		if s.LowerBounds > 0 {
+			b += fmt.Sprintf(" (%d runs ran out of tokens: lower bound)", s.LowerBounds)
+		}
+		red := "—"
+		if s.Row != rowBare {
+			red = fmt.Sprintf("%.2f", s.RedisUs)
+		}
+		fmt.Fprintf(tw, " %s\t %.0f\t %s\t %s\t %s\t %.2f\t\n", s.Row, s.PerSec, pct, b, red, s.ServerUs)
+	}
+	tw.Flush()
+	io.WriteString(w, pipeTable(buf.String()))
+	if r, ok := redisRatio(sums); r > 0 {
+		fmt.Fprintf(w, "Redis CPU per completion / per enter: %.2f× (budget ≤ %d×) %s\n", r, redisCompleteFactor, verdict(ok))
+	}
+}
+
+func failedNote(s summary) string {
+	return fmt.Sprintf("(%d of %d runs FAILED)", s.Failed, s.Runs)
+}
+
+// pipeTable turns printTable's tabwriter.Debug "|" columns into a Markdown
+// table row by row (leading and trailing pipes).
+func pipeTable(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if strings.Contains(l, "|") {
+			l = "|" + l
+		}
+		b.WriteString(l + "\n")
+	}
+	return b.String()
+}
