@@ -86,10 +86,18 @@ bench-edge: wasm worker-deps
 	FLASHGATE_WASM=$(CURDIR)/$(WASM) $(GO) test -run '^$$' -bench PackageNode -benchtime 1x ./$(JSPKG)/
 	FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/bench-workerd.sh
 
-## bench-http: the HTTP benchmarks interleaved over ROUNDS rounds, as percentages of the bare handler
-ROUNDS ?= 10
-bench-http:
-	scripts/with-redis.sh scripts/bench-http.sh $(ROUNDS)
+## bench-http: the HTTP hot paths over ROUNDS interleaved rounds, on one throwaway redis-server:
+## first the Go-client benchmarks (scripts/bench-http.sh, % of a bare handler), then from outside
+## (internal/benchwrk): wrk (installed if missing) against `FLASHGATE_BIN serve` (default
+## build/flashgate; an older build gives the before) and a bare fiber /hello, WRK_DURATION per
+## run, medians of req/s and Redis/server CPU per request next to issue 13's budgets
+ROUNDS        ?= 3
+WRK_DURATION  ?= 5s
+FLASHGATE_BIN ?= build/flashgate
+bench-http: build
+	scripts/install-wrk.sh
+	$(GO) build -o build/benchwrk ./internal/benchwrk
+	scripts/with-redis.sh sh -c 'scripts/bench-http.sh $(ROUNDS) && build/benchwrk -rounds $(ROUNDS) -duration $(WRK_DURATION) -bin "$(FLASHGATE_BIN)"'
 
 ## fuzz: each fuzz target for FUZZTIME executions (CI runs the default pass)
 FUZZ_TARGETS ?= verifier:FuzzVerify verifier:FuzzParseJWKS verifier:FuzzDecodeSegment verifier:FuzzJSONObject \

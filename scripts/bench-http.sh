@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# bench-http.sh [ROUNDS] [REQUESTS]: the HTTP benchmarks interleaved, so each
+# bench-http.sh [ROUNDS] [REQUESTS]: the HTTP benchmarks interleaved (ROUNDS
+# rounds, default 3), so each
 # ratio compares neighbours of one round on a machine whose speed drifts.
 # Every round runs the bare fiber handler, bare + one Redis PING, enter
 # (coalesced, then EnterBatch 1), status (exact, the default) and status with
 # the snapshot (FLASHGATE_STATUS_SNAPSHOT, the opt-in), REQUESTS each (default 40000),
 # with Redis flushed in between, and prints each as a percentage of the bare
 # handler's requests/s; the last line gives the medians. Needs REDIS_URL
-# (make bench-http starts a throwaway redis-server).
+# (make bench-http starts a throwaway redis-server). This is the Go-client
+# half of make bench-http; the external half (wrk against flashgate serve)
+# is internal/benchwrk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=${1:-10}
+rounds=${1:-3}
 n=${2:-40000}
 : "${REDIS_URL:?run through scripts/with-redis.sh (make bench-http)}"
 bin=$(mktemp -d)/server.test

@@ -202,10 +202,13 @@ func TestCompleteTokens(t *testing.T) {
 	off := rowSpec{name: rowCompleteOff, kind: "complete", journal: "0"}
 	assert.Equal(t, 1000, b.completeTokens(on, nil), "no estimate: the floor")
 	prev := []run{runAt(rowExchange, 1, 2000, 1, 1), runAt(rowExchangeOff, 1, 3000, 1, 1)}
-	assert.Equal(t, 15000, b.completeTokens(on, prev), "1.5 × this round's exchange rate × 5 s")
-	assert.Equal(t, 22500, b.completeTokens(off, prev))
-	prev = append(prev, runAt(rowComplete, 1, 1200, 1, 1), runAt(rowExchange, 2, 4000, 1, 1))
-	assert.Equal(t, 9000, b.completeTokens(on, prev), "the row's own last rate first")
+	assert.Equal(t, 20000, b.completeTokens(on, prev), "2 × the exchange rate × 5 s")
+	assert.Equal(t, 30000, b.completeTokens(off, prev), "the exchange row of the same journal setting")
+	prev = append(prev, runAt(rowComplete, 1, 2400, 1, 1), runAt(rowExchange, 2, 1000, 1, 1))
+	assert.Equal(t, 24000, b.completeTokens(on, prev), "the fastest earlier run")
+	failed := runAt(rowComplete, 2, 4000, 1, 1)
+	failed.Non2xx = failed.Requests
+	assert.Equal(t, 24000, b.completeTokens(on, append(prev, failed)), "failed runs give no estimate")
 	prev = append(prev, runAt(rowCompleteOff, 1, 100000, 1, 1))
 	assert.Equal(t, 50000, b.completeTokens(off, prev), "capped")
 }
