@@ -3,6 +3,7 @@ package issuer
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/flashgate/flashgate"
@@ -38,7 +39,7 @@ func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string)
 	if err != nil {
 		return nil, err
 	}
-	e, err := is.statusOrClaim(ctx, room, user, waitingToken, ref, "1")
+	e, err := is.statusOrClaim(ctx, room, user, waitingToken, ref, true)
 	if err != nil {
 		return nil, err
 	}
@@ -92,12 +93,44 @@ func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) 
 	if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
 		return nil, flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
 	}
-	r, err := is.runReplicated(ctx, completeScript, room, user, admissionID)
+	var c completeReply
+	var err error
+	if is.cfg.EnterBatch == 1 {
+		var out []outcome[completeReply]
+		if out, err = is.completeItems(ctx, room, []completeItem{{user: user, jti: admissionID}}); err == nil {
+			c, err = out[0].res, out[0].err
+		}
+	} else {
+		// Copies: the queue outlives a caller that gave up (invariant 7).
+		c, err = is.roomBatch(room).complete.do(ctx, completeItem{user: strings.Clone(user), jti: strings.Clone(admissionID)})
+	}
 	if err != nil {
 		return nil, err
 	}
-	c := decodeComplete(r)
 	return &flashgate.Completion{AdmissionID: admissionID, CompletedAt: c.at, Repeated: c.repeated}, nil
+}
+
+// completeItem is one admission in a complete script call: the token's
+// sub and jti.
+type completeItem struct{ user, jti string }
+
+// completeItems runs the complete script for items, in that order (one
+// call, followed by WAIT under CompletionReplicas: runReplicated), and
+// decodes its reply (decodeComplete: each item's own refusal is its
+// outcome's error). Errors of the whole call: flashgate.ErrUnknownRoom,
+// flashgate.ErrRoomLost, flashgate.ErrUnavailable (Redis, or too few
+// replicas acknowledged the write).
+func (is *Issuer) completeItems(ctx context.Context, room string, items []completeItem) ([]outcome[completeReply], error) {
+	args := make([]any, 0, 2*len(items))
+	for _, it := range items {
+		args = append(args, it.user, it.jti)
+	}
+	is.batchStats.complete.add(len(items))
+	r, err := is.runReplicated(ctx, completeScript, room, args...)
+	if err != nil {
+		return nil, err
+	}
+	return decodeComplete(r, len(items), room)
 }
 
 // CheckActive asks Redis (one ZSCORE, and the room's clock) whether the

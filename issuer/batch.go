@@ -5,118 +5,164 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashgate/flashgate"
 )
 
-// enterBatcher coalesces concurrent Enter calls for one room into one enter
-// script call (group commit). The first caller to find the room idle sends a
-// batch of whoever is queued at that moment — alone, when the line is quiet,
-// so a lone enter waits for nothing. Callers that arrive while a batch is in
-// flight queue up and go together in the next call, up to Config.EnterBatch
-// users, in arrival order. One call carries the script's fixed cost
-// (EVALSHA dispatch, ten keys, the room's config, the round trip) for the
-// whole batch: in Redis a call costs about 25 µs plus about 3 µs per user
-// (README "Measurements").
+// coalescer coalesces concurrent calls of one kind for one room into one
+// script call (group commit). The first caller to find the room idle sends
+// a batch of whoever is queued at that moment — alone, when the line is
+// quiet, so a lone call waits for nothing. Callers that arrive while a batch
+// is in flight queue up and go together in the next call, up to
+// Config.EnterBatch items, in arrival order. One call carries the script's
+// fixed cost (EVALSHA dispatch, the prelude, the room's config, TIME, the
+// round trip with its syscalls) for the whole batch (README "Measurements").
 //
-// Semantics are those of the users entering one after another in queue
-// order: the script enters ARGV[3..] in turn, so FIFO across and within
-// batches follows the order callers reached the batcher, and a user twice in
-// one batch gets one place. A go-redis retry of a batch is as idempotent as
-// a retry of one enter.
-type enterBatcher struct {
-	is   *Issuer
-	room string
+// Leadership passes from caller to caller: the caller that sent a batch
+// delivers its results and, when callers are queued, wakes the first of
+// them still waiting, which sends the next batch from its own goroutine. No
+// goroutine is created per batch (the enter batcher before it started one,
+// `go flush()`, per batch while callers waited); only when a woken leader
+// has given up in the same instant does a goroutine take over its batch.
+//
+// Semantics are those of the items run one after another in queue order:
+// each kind's script runs ARGV's items in turn, so a batch behaves as its
+// callers in the order they reached the coalescer, and a go-redis retry of
+// a batch is as idempotent as a retry of one call.
+type coalescer[T, R any] struct {
+	max  int
+	send func(ctx context.Context, items []T) ([]outcome[R], error)
 
 	mu sync.Mutex
-	// busy: a batch is in flight. One call per room at a time measured best
-	// (a one-off trial with two in flight halved the batches while the round
-	// trip stayed as long, BenchmarkEnterHTTP at 64 connections).
+	// busy: a batch is in flight, or a leader has been woken to send one.
+	// One call per room at a time measured best (a one-off trial with two in
+	// flight halved the batches while the round trip stayed as long,
+	// BenchmarkEnterHTTP at 64 connections).
 	busy  bool
-	queue []*enterCall
+	queue []*pending[T, R]
 }
 
-type enterCall struct {
-	user string
+// outcome is one item's result in a batch: its reply, or its own error
+// (a script's {'ERROR', code} for that item alone).
+type outcome[R any] struct {
+	res R
+	err error
+}
+
+// pending is one caller waiting in a coalescer.
+type pending[T, R any] struct {
+	item T
 	ctx  context.Context
-	done chan struct{}
-	res  scriptEntry
+	// wake is closed once: when the result is in (res, err), or when the
+	// caller is handed leadership (lead, set under the coalescer's mutex).
+	wake chan struct{}
+	lead bool
+	gone bool // gave up (its context ended); set under the mutex
+	res  R
 	err  error
 }
 
-// batcher returns room's enterBatcher. A new batcher keeps a copy of room
-// (as its map key too): the caller's string may alias a buffer that is
-// reused after the call (invariant 7; fiber's request strings do).
-func (is *Issuer) batcher(room string) *enterBatcher {
-	if b, ok := is.batchers.Load(room); ok {
-		return b.(*enterBatcher)
-	}
-	room = strings.Clone(room)
-	b, _ := is.batchers.LoadOrStore(room, &enterBatcher{is: is, room: room})
-	return b.(*enterBatcher)
-}
-
-// enter queues user and returns its result once its batch has run,
-// or ctx's error (as flashgate.ErrUnavailable) if ctx ends first — the batch may still
-// enter the user, exactly as when a reply is lost; a retry returns that entry.
-// The queue holds a copy of user: a caller that gave up has returned, and
-// its string may alias a reused buffer.
-func (b *enterBatcher) enter(ctx context.Context, user string) (scriptEntry, error) {
-	c := &enterCall{user: strings.Clone(user), ctx: ctx, done: make(chan struct{})}
+// do queues item and returns its result once its batch has run, or ctx's
+// error (as flashgate.ErrUnavailable) if ctx ends first — the batch may
+// still carry the item out, exactly as when a reply is lost; a retry then
+// answers as a repeat does. item must not alias caller buffers that are
+// reused after do returns (the queue outlives a caller that gave up).
+func (b *coalescer[T, R]) do(ctx context.Context, item T) (R, error) {
+	c := &pending[T, R]{item: item, ctx: ctx, wake: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
-	lead := !b.busy
+	lead := !b.busy // busy false: the queue was empty, c is its head
 	b.busy = true
 	b.mu.Unlock()
 	if lead {
-		b.flush()
+		b.run(c)
+		return c.res, c.err
 	}
 	select {
-	case <-c.done:
-		return c.res, c.err
+	case <-c.wake:
 	case <-ctx.Done():
-		return scriptEntry{}, unavailable(ctx.Err())
+		b.mu.Lock()
+		handed := c.lead
+		if !handed {
+			c.gone = true // a leader handing over skips it
+		}
+		b.mu.Unlock()
+		if !handed {
+			var zero R
+			return zero, unavailable(ctx.Err())
+		}
+		// Handed leadership as it gave up: its batch must still go.
+		go b.run(nil)
+		var zero R
+		return zero, unavailable(ctx.Err())
 	}
+	if c.lead {
+		b.run(c)
+	}
+	return c.res, c.err
 }
 
-// flush sends one batch from the head of the queue, delivers its results,
-// and hands over to a new flush while callers are waiting.
-func (b *enterBatcher) flush() {
+// run sends one batch from the head of the queue (leader, when not nil, is
+// its first caller), delivers its results and hands leadership to the first
+// caller still waiting, or marks the room idle.
+func (b *coalescer[T, R]) run(leader *pending[T, R]) {
 	b.mu.Lock()
-	n := min(len(b.queue), b.is.cfg.EnterBatch)
-	batch := make([]*enterCall, n)
+	n := min(len(b.queue), b.max)
+	batch := make([]*pending[T, R], n)
 	copy(batch, b.queue)
 	b.queue = append(b.queue[:0], b.queue[n:]...)
 	b.mu.Unlock()
 
-	b.send(batch)
+	b.flush(batch, leader)
 
 	b.mu.Lock()
-	more := len(b.queue) > 0
-	b.busy = more // a new flush takes over while callers wait
+	var next *pending[T, R]
+	for len(b.queue) > 0 {
+		c := b.queue[0]
+		if !c.gone && c.ctx.Err() == nil {
+			next = c
+			break
+		}
+		// Gave up (or is giving up: it finds itself not handed): left out.
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+	}
+	if next != nil {
+		next.lead = true
+	} else {
+		b.busy = false
+		b.queue = b.queue[:0:0] // drop the backing array of a burst
+	}
 	b.mu.Unlock()
-	if more {
-		go b.flush()
+	if next != nil {
+		close(next.wake)
 	}
 }
 
-// send runs the enter script for batch. Callers whose context already ended
-// are left out; the call runs under the first remaining caller's context
-// values without its cancellation, since it serves everyone in the batch,
-// and with the latest of their deadlines (when they all have one): a hung
-// Redis then holds the batch, and its leading caller, no longer than the
-// callers' own budgets.
-func (b *enterBatcher) send(batch []*enterCall) {
-	args := make([]any, 0, len(batch))
+// flush runs send for batch. Callers whose context already ended are left
+// out; the call runs under the first remaining caller's context values
+// without its cancellation, since it serves everyone in the batch, and with
+// the latest of their deadlines (when they all have one): a hung Redis then
+// holds the batch, and its leading caller, no longer than the callers' own
+// budgets. A whole-call error reaches every caller of the batch; an item's
+// own error only its caller.
+func (b *coalescer[T, R]) flush(batch []*pending[T, R], leader *pending[T, R]) {
+	done := func(c *pending[T, R]) {
+		if c != leader && !c.lead {
+			close(c.wake)
+		}
+	}
+	items := make([]T, 0, len(batch))
 	live := batch[:0:0]
 	for _, c := range batch {
 		if c.ctx.Err() != nil {
 			c.err = unavailable(c.ctx.Err())
-			close(c.done)
+			done(c)
 			continue
 		}
-		args = append(args, c.user)
+		items = append(items, c.item)
 		live = append(live, c)
 	}
 	if len(live) == 0 {
@@ -129,20 +175,20 @@ func (b *enterBatcher) send(batch []*enterCall) {
 		ctx, cancel = context.WithDeadline(ctx, d)
 		defer cancel()
 	}
-	res, err := b.is.enterUsers(ctx, b.room, args...)
+	res, err := b.send(ctx, items)
 	for i, c := range live {
 		if err != nil {
 			c.err = err
 		} else {
-			c.res = res[i]
+			c.res, c.err = res[i].res, res[i].err
 		}
-		close(c.done)
+		done(c)
 	}
 }
 
 // latestDeadline returns the latest of the callers' deadlines, or false
 // when one of them has none.
-func latestDeadline(calls []*enterCall) (time.Time, bool) {
+func latestDeadline[T, R any](calls []*pending[T, R]) (time.Time, bool) {
 	var last time.Time
 	for _, c := range calls {
 		d, ok := c.ctx.Deadline()
@@ -156,11 +202,87 @@ func latestDeadline(calls []*enterCall) (time.Time, bool) {
 	return last, true
 }
 
+// roomBatchers are one room's coalescers, one per script: enter, status
+// (status and exchange items share its calls) and complete.
+type roomBatchers struct {
+	room     string // a copy (invariant 7)
+	enter    *coalescer[string, scriptEntry]
+	status   *coalescer[statusItem, scriptEntry]
+	complete *coalescer[completeItem, completeReply]
+}
+
+// roomBatch returns room's coalescers. New ones keep a copy of room (as
+// their map key too): the caller's string may alias a buffer that is reused
+// after the call (invariant 7; fiber's request strings do).
+func (is *Issuer) roomBatch(room string) *roomBatchers {
+	if b, ok := is.batchers.Load(room); ok {
+		return b.(*roomBatchers)
+	}
+	room = strings.Clone(room)
+	n := is.cfg.EnterBatch
+	b, _ := is.batchers.LoadOrStore(room, &roomBatchers{room: room,
+		enter: &coalescer[string, scriptEntry]{max: n, send: func(ctx context.Context, users []string) ([]outcome[scriptEntry], error) {
+			args := make([]any, len(users))
+			for i, u := range users {
+				args[i] = u
+			}
+			rs, err := is.enterUsers(ctx, room, args...)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]outcome[scriptEntry], len(rs))
+			for i, r := range rs {
+				out[i].res = r
+			}
+			return out, nil
+		}},
+		status: &coalescer[statusItem, scriptEntry]{max: n, send: func(ctx context.Context, items []statusItem) ([]outcome[scriptEntry], error) {
+			return is.statusItems(ctx, room, items)
+		}},
+		complete: &coalescer[completeItem, completeReply]{max: n, send: func(ctx context.Context, items []completeItem) ([]outcome[completeReply], error) {
+			return is.completeItems(ctx, room, items)
+		}},
+	})
+	return b.(*roomBatchers)
+}
+
+// batchKind counts one kind's script calls and the items they carried.
+type batchKind struct{ calls, items atomic.Int64 }
+
+func (k *batchKind) add(items int) {
+	k.calls.Add(1)
+	k.items.Add(int64(items))
+}
+
+// BatchStats are the script calls of one kind an Issuer has sent since New
+// and the items (users, tokens, admissions) they carried; Items/Calls is
+// the mean batch. Calls that bypass coalescing (EnterBatch 1) count as
+// batches of one.
+type BatchStats struct {
+	Calls, Items int64
+}
+
+// ScriptBatchStats are BatchStats per coalesced operation: Enter (enter
+// script), Status (exact Status answers) and Exchange (claims) — both of the
+// status script, whose one call may carry both: such a call counts once in
+// each — and Complete (complete script).
+type ScriptBatchStats struct {
+	Enter, Status, Exchange, Complete BatchStats
+}
+
+// ScriptBatchStats reports the coalesced script calls and their items per
+// operation (counting from New), for metrics (mean batch per kind).
+func (is *Issuer) ScriptBatchStats() ScriptBatchStats {
+	get := func(k *batchKind) BatchStats { return BatchStats{Calls: k.calls.Load(), Items: k.items.Load()} }
+	return ScriptBatchStats{Enter: get(&is.batchStats.enter), Status: get(&is.batchStats.status),
+		Exchange: get(&is.batchStats.exchange), Complete: get(&is.batchStats.complete)}
+}
+
 // EnterBatchStats reports the enter script calls this Issuer has sent and
 // the users they carried (counting from New); users/calls is the mean batch
 // size. Enter calls that bypass coalescing (EnterBatch 1) count as batches of one.
 func (is *Issuer) EnterBatchStats() (calls, users int64) {
-	return is.batchCalls.Load(), is.batchUsers.Load()
+	return is.batchStats.enter.calls.Load(), is.batchStats.enter.items.Load()
 }
 
 // enterUsers runs the enter script for users, in that order, and decodes
@@ -173,16 +295,14 @@ func (is *Issuer) EnterBatchStats() (calls, users int64) {
 // repeated with the default policy. Errors: those of the script, and
 // flashgate.ErrRoomLimit.
 func (is *Issuer) enterUsers(ctx context.Context, room string, users ...any) ([]scriptEntry, error) {
-	is.batchCalls.Add(1)
-	is.batchUsers.Add(int64(len(users)))
+	is.batchStats.enter.add(len(users))
 	policy := is.createArg(enterScript, room)
 	r, err := is.runPolicy(ctx, enterScript, room, policy, users...)
 	if err != nil && policy == "" && is.autoLimited() && errors.Is(err, flashgate.ErrUnknownRoom) && !errors.Is(err, errRoomDeleted) {
 		if err := is.reserveAutoRoom(ctx, room); err != nil {
 			return nil, err
 		}
-		is.batchCalls.Add(1)
-		is.batchUsers.Add(int64(len(users)))
+		is.batchStats.enter.add(len(users))
 		r, err = is.runPolicy(ctx, enterScript, room, is.defaultPolicy(), users...)
 	}
 	if err != nil {

@@ -111,10 +111,14 @@ type Config struct {
 	// including the Sentinel failover client), not a ClusterClient.
 	CompletionReplicas int
 	CompletionTimeout  time.Duration
-	// EnterBatch is the most users one enter script call carries: concurrent
-	// Enter calls for a room are coalesced into one call while the previous
-	// one is in flight (batch.go). Zero means DefaultEnterBatch (32); 1 turns
-	// coalescing off (every Enter is its own call); at most MaxEnterBatch.
+	// EnterBatch is the most items one coalesced script call carries:
+	// concurrent Enter calls for a room are coalesced into one enter script
+	// call while the previous one is in flight, and so are exact Status and
+	// Exchange calls (one status script call, a claim flag per item) and
+	// Complete calls (one complete script call) — each kind in its own
+	// line, one call in flight per room and kind (batch.go). Zero means
+	// DefaultEnterBatch (32); 1 turns coalescing off (every call is its own
+	// script call); at most MaxEnterBatch.
 	EnterBatch int
 }
 
@@ -145,11 +149,11 @@ type Issuer struct {
 	restored atomic.Int64
 	// registered holds the rooms this process has added to fg:rooms.
 	registered sync.Map
-	// batchers holds each room's *enterBatcher.
+	// batchers holds each room's *roomBatchers (batch.go).
 	batchers sync.Map
-	// batchCalls and batchUsers count enter script calls and the users they
-	// carried (EnterBatchStats).
-	batchCalls, batchUsers atomic.Int64
+	// batchStats count the coalesced script calls per kind and the items
+	// they carried (ScriptBatchStats, EnterBatchStats).
+	batchStats struct{ enter, status, exchange, complete batchKind }
 	// idle holds the rooms Run is ticking slowly (nothing to do), as
 	// *atomic.Bool: Enter wakes one (wake).
 	idle sync.Map
@@ -173,7 +177,8 @@ const (
 	// lines (README "Scaling"): off by default, every status is exact.
 	SuggestedStatusSnapshot = 500 * time.Millisecond
 	// DefaultEnterBatch is the default Config.EnterBatch: the most users one
-	// enter script call carries.
+	// enter script call carries (and tokens one status call, admissions one
+	// complete call).
 	DefaultEnterBatch = 32
 	// MaxEnterBatch bounds Config.EnterBatch: one script call blocks Redis while
 	// it runs (about 3 µs per user), and Lua's unpack takes at most a few

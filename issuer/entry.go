@@ -216,7 +216,9 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 			r = rs[0]
 		}
 	} else {
-		r, err = is.batcher(room).enter(ctx, user)
+		// The queue keeps a copy: a caller that gave up has returned, and its
+		// string may alias a reused buffer.
+		r, err = is.roomBatch(room).enter.do(ctx, strings.Clone(user))
 	}
 	if err != nil {
 		return nil, err
@@ -286,20 +288,71 @@ func (is *Issuer) notFound(room, user, tok string, seq int64) *Entry {
 // lost with Redis's data that this replica knew reads NOT_FOUND (the entry is
 // gone; the client's next enter restores the room), not flashgate.ErrUnknownRoom.
 func (is *Issuer) exactStatus(ctx context.Context, room, user, tok string, ref waitingRef) (*Entry, error) {
-	return is.statusOrClaim(ctx, room, user, tok, ref, "")
+	return is.statusOrClaim(ctx, room, user, tok, ref, false)
 }
 
-// statusOrClaim runs the status script; claim "1" also claims an ACTIVE
-// admission within its arrival window (Exchange), in the same script.
-func (is *Issuer) statusOrClaim(ctx context.Context, room, user, tok string, ref waitingRef, claim string) (*Entry, error) {
-	r, err := is.run(ctx, statusScript, room, user, ref.seq, ref.epoch, claim)
+// statusItem is one token in a status script call: the token's user,
+// arrival seq and epoch, and whether to claim its admission (Exchange).
+type statusItem struct {
+	user  string
+	seq   int64
+	epoch string
+	claim bool
+}
+
+// statusOrClaim runs the status script for one token, coalesced with the
+// room's concurrent statuses and exchanges (batch.go; EnterBatch 1: a call
+// of its own); claim also claims an ACTIVE admission within its arrival
+// window (Exchange), in the same script.
+func (is *Issuer) statusOrClaim(ctx context.Context, room, user, tok string, ref waitingRef, claim bool) (*Entry, error) {
+	var r scriptEntry
+	var err error
+	if is.cfg.EnterBatch == 1 {
+		var out []outcome[scriptEntry]
+		if out, err = is.statusItems(ctx, room, []statusItem{{user: user, seq: ref.seq, epoch: ref.epoch, claim: claim}}); err == nil {
+			r, err = out[0].res, out[0].err
+		}
+	} else {
+		// Copies: the queue outlives a caller that gave up (invariant 7).
+		r, err = is.roomBatch(room).status.do(ctx, statusItem{user: strings.Clone(user), seq: ref.seq,
+			epoch: strings.Clone(ref.epoch), claim: claim})
+	}
 	if err != nil {
 		if errors.Is(err, flashgate.ErrUnknownRoom) && is.knows(room) {
 			return is.notFound(room, user, tok, ref.seq), nil
 		}
 		return nil, err
 	}
-	return is.entry(room, user, tok, decodeStatus(r)), nil
+	return is.entry(room, user, tok, r), nil
+}
+
+// statusItems runs the status script for items, in that order (one call),
+// and decodes its reply (decodeStatusBatch); it counts the call in
+// ScriptBatchStats (Status for the plain items, Exchange for the claims).
+// Errors: the script's whole-call errors (flashgate.ErrUnknownRoom, or
+// flashgate.ErrRoomLost as lostRoom maps it), flashgate.ErrUnavailable.
+func (is *Issuer) statusItems(ctx context.Context, room string, items []statusItem) ([]outcome[scriptEntry], error) {
+	args := make([]any, 0, 4*len(items))
+	claims := 0
+	for _, it := range items {
+		claim := ""
+		if it.claim {
+			claim = "1"
+			claims++
+		}
+		args = append(args, it.user, it.seq, it.epoch, claim)
+	}
+	if claims < len(items) {
+		is.batchStats.status.add(len(items) - claims)
+	}
+	if claims > 0 {
+		is.batchStats.exchange.add(claims)
+	}
+	r, err := is.run(ctx, statusScript, room, args...)
+	if err != nil {
+		return nil, err
+	}
+	return decodeStatusBatch(r, len(items))
 }
 
 func (is *Issuer) checkWaiting(room, user, tok string) (waitingRef, error) {

@@ -51,10 +51,10 @@ func TestIssuerCopiesWhatItKeeps(t *testing.T) {
 	scribble(roomBuf, aliceBuf)
 
 	// bob queues behind a call in flight and gives up (his handler returns).
-	b := is.batcher(room)
-	b.mu.Lock()
-	b.busy = true
-	b.mu.Unlock()
+	b := is.roomBatch(room)
+	b.enter.mu.Lock()
+	b.enter.busy = true
+	b.enter.mu.Unlock()
 	roomBuf, bobBuf := []byte(room), []byte("bob")
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
@@ -72,11 +72,11 @@ func TestIssuerCopiesWhatItKeeps(t *testing.T) {
 	}
 	is.snaps.mu.RUnlock()
 	assert.Equal(t, []string{room}, snapRooms, "snapshot rooms")
-	b.mu.Lock()
-	require.Len(t, b.queue, 1)
-	assert.Equal(t, "bob", b.queue[0].user, "queued user")
-	b.busy = false // the call in flight is over
-	b.mu.Unlock()
+	b.enter.mu.Lock()
+	require.Len(t, b.enter.queue, 1)
+	assert.Equal(t, "bob", b.enter.queue[0].item, "queued user")
+	b.enter.busy = false // the call in flight is over
+	b.enter.mu.Unlock()
 
 	// The room still works: carol's call also carries bob's, who is left out.
 	c, err := is.Enter(ctx, room, "carol")

@@ -313,7 +313,25 @@ func (e scriptEntry) admission() (id flashgate.AdmissionID, ok bool) {
 	return flashgate.ParseAdmissionID(e.jti)
 }
 
-// decodeStatus decodes the status script's reply (lua/status.lua):
+// decodeStatusBatch decodes the status script's reply for n tokens
+// (lua/status.lua): one reply per token, in order, each decodeStatus's. A
+// reply of any other shape is a flashgate.CodeInternal error.
+func decodeStatusBatch(r []any, n int) ([]outcome[scriptEntry], error) {
+	if len(r) != n {
+		return nil, flashgate.Errorf(flashgate.CodeInternal, "status script: malformed reply for %d tokens: %v", n, r)
+	}
+	out := make([]outcome[scriptEntry], n)
+	for i, x := range r {
+		v, _ := x.([]any)
+		if len(v) < 8 {
+			return nil, flashgate.Errorf(flashgate.CodeInternal, "status script: malformed reply for token %d: %v", i+1, x)
+		}
+		out[i].res = decodeStatus(v)
+	}
+	return out, nil
+}
+
+// decodeStatus decodes one token's reply of the status script (lua/status.lua):
 // {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason, lane,
 // eta figures and the position's expiry (WAITING; decodeFigures)}; position 0 of a WAITING
 // entry: in the pre-queue (preQueue).
@@ -401,15 +419,34 @@ func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 // or {'NOT_FOUND'}; true when the entry was left.
 func decodeLeave(r []any) bool { return asString(r[0]) == "LEFT" }
 
-// completeReply is the complete script's reply (lua/complete.lua):
-// {'COMPLETED', at_ms, repeated}.
+// completeReply is one admission's reply of the complete script
+// (lua/complete.lua): {'COMPLETED', at_ms, repeated}.
 type completeReply struct {
 	at       time.Time // when the admission was completed (the first time)
 	repeated bool
 }
 
-func decodeComplete(r []any) completeReply {
-	return completeReply{at: time.UnixMilli(asInt(r[1])), repeated: asInt(r[2]) == 1}
+// decodeComplete decodes the complete script's reply for n (user, jti)
+// pairs (lua/complete.lua): one reply per pair, in order, {'COMPLETED',
+// at_ms, repeated} or {'ERROR', code} (that pair's error alone: scriptError
+// for room). A reply of any other shape is a flashgate.CodeInternal error.
+func decodeComplete(r []any, n int, room string) ([]outcome[completeReply], error) {
+	if len(r) != n {
+		return nil, flashgate.Errorf(flashgate.CodeInternal, "complete script: malformed reply for %d admissions: %v", n, r)
+	}
+	out := make([]outcome[completeReply], n)
+	for i, x := range r {
+		v, _ := x.([]any)
+		switch {
+		case len(v) == 3 && v[0] == "COMPLETED":
+			out[i].res = completeReply{at: time.UnixMilli(asInt(v[1])), repeated: asInt(v[2]) == 1}
+		case len(v) == 2 && v[0] == "ERROR":
+			out[i].err = scriptError(asString(v[1]), room)
+		default:
+			return nil, flashgate.Errorf(flashgate.CodeInternal, "complete script: malformed reply for admission %d: %v", i+1, x)
+		}
+	}
+	return out, nil
 }
 
 // revokeReply is the revoke script's reply (lua/revoke.lua):

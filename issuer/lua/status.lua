@@ -1,14 +1,19 @@
--- status: ARGV[3] = user, ARGV[4] = arrival seq and ARGV[5] = epoch from the (already
--- authenticated) waiting token; ARGV[6] = '1' to claim the admission (exchange), else ''.
+-- status: per token four ARGV, from ARGV[3]: user, arrival seq and epoch from the (already
+-- authenticated) waiting token, and '1' to claim the admission (exchange), else ''; one script
+-- call per batch of concurrent exact statuses and exchanges for the room (issuer/batch.go).
+-- Each token is answered exactly as if it had run alone, in ARGV order.
 -- Read-mostly: it never admits or cleans up. A claim is its one write: an ACTIVE
 -- admission still within its arrival window leaves the unclaimed set (once: a repeated
 -- claim finds it gone and answers the same), so the tick no longer ends it early; the
 -- claim and the answer the exchange mints its token from are one atomic step.
+-- Once per call, whatever the batch: the room's config, the lanes' lengths (two ZCARDs: a
+-- claim changes neither), the clock, and the room's estimate figures (eta_figures, only when
+-- someone in the batch waits; eta_measure when someone waits for capacity).
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
-local user, seq = ARGV[3], tonumber(ARGV[4])
 
--- Reply: {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason, lane,
+-- Reply: {'ERROR', code} for the whole call (unknown_room), else one reply per token, in ARGV
+-- order, each {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason, lane,
 --         eta};
 -- position is 0 for a WAITING entry in the pre-queue of a shuffle room, its place not drawn yet;
 -- at_ms is the admission's expiry for ACTIVE/EXPIRED (the claim deadline for an
@@ -17,7 +22,7 @@ local user, seq = ARGV[3], tonumber(ARGV[4])
 -- 'not_claimed' or 'session_ended' for EXPIRED, the room's close reason for CLOSED, else '';
 -- lane is 'priority' or 'public' for WAITING, else ''; eta is, for WAITING, the room's figures
 -- (eta_figures) followed by the position's expiry (eta_expiry), else {} (issuer/scripts.go
--- decodeStatus).
+-- decodeStatus, decodeStatusBatch).
 -- total_waiting counts both lanes; a public entry's position counts the whole priority lane
 -- ahead of it.
 -- CLOSED (README "The end of a sale"): an entry of a line that closing ended
@@ -26,73 +31,89 @@ local user, seq = ARGV[3], tonumber(ARGV[4])
 -- drained from the line (no admission, no ended record), reads CLOSED with the close
 -- reason; at_ms is when the room ended (0 while the end is not recorded yet).
 local npri = redis.call('ZCARD', K_PRIORITY)
-local function result(state, pos, jti, at, ban, reason, lane, eta)
-  return { state, seq, pos, redis.call('ZCARD', K_WAITING) + npri, jti, at, cfg.rate, cfg.state, ban or 0, reason or '',
-    lane or '', eta or {} }
+local total = redis.call('ZCARD', K_WAITING) + npri
+local now -- read once, and only where time matters
+local function clock()
+  now = now or now_ms(cfg)
+  return now
 end
--- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
-if ARGV[5] ~= cfg.epoch then return result('NOT_FOUND', 0, '', 0) end
+local fig -- the room's estimate figures, read once (eta_figures)
 
-local s = redis.call('ZSCORE', K_WAITING, user)
--- waiting answers WAITING at pos (0: in the pre-queue, place not drawn yet) in lane, with
--- the estimate's figures (a few O(log n) reads: two, four more when capacity binds; no write).
-local function waiting(pos, lane)
-  local eta = {}
-  if cfg.state ~= 'closed' then
-    eta = eta_figures(cfg, now_ms(cfg))
-    local expiry = 0
-    if pos > 0 then expiry = eta_expiry(eta, pos) end
-    eta[12] = expiry
+local function status(user, seq, epoch, claim)
+  local function result(state, pos, jti, at, ban, reason, lane, eta)
+    return { state, seq, pos, total, jti, at, cfg.rate, cfg.state, ban or 0, reason or '',
+      lane or '', eta or {} }
   end
-  return result('WAITING', pos, '', 0, 0, '', lane, eta)
-end
-if s and seq_of_score(cfg, s) == seq then -- the hot path
-  local why = closed_line(cfg, seq)
-  if why then return result('CLOSED', 0, '', cfg.ended, 0, why) end
-  if in_prequeue(cfg, seq) then return waiting(0, 'public') end -- place not drawn yet
-  return waiting(npri + redis.call('ZRANK', K_WAITING, user) + 1, 'public')
-end
-if npri > 0 then
-  local p = redis.call('ZSCORE', K_PRIORITY, user)
-  if p and tonumber(p) == seq then -- (the priority lane is never drawn: its scores are seqs)
+  -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
+  if epoch ~= cfg.epoch then return result('NOT_FOUND', 0, '', 0) end
+
+  local s = redis.call('ZSCORE', K_WAITING, user)
+  -- waiting answers WAITING at pos (0: in the pre-queue, place not drawn yet) in lane, with
+  -- the estimate's figures (a few O(log n) reads: two, four more when capacity binds, once per
+  -- call; one more per position waiting for capacity; no write).
+  local function waiting(pos, lane)
+    local eta = {}
+    if cfg.state ~= 'closed' then
+      fig = fig or eta_figures(cfg, clock())
+      local expiry = 0
+      if pos > 0 then expiry = eta_expiry(fig, pos) end
+      for i = 1, 11 do eta[i] = fig[i] end
+      eta[12] = expiry
+    end
+    return result('WAITING', pos, '', 0, 0, '', lane, eta)
+  end
+  if s and seq_of_score(cfg, s) == seq then -- the hot path
     local why = closed_line(cfg, seq)
     if why then return result('CLOSED', 0, '', cfg.ended, 0, why) end
-    return waiting(redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
+    if in_prequeue(cfg, seq) then return waiting(0, 'public') end -- place not drawn yet
+    return waiting(npri + redis.call('ZRANK', K_WAITING, user) + 1, 'public')
   end
-end
-local now = now_ms(cfg)
-local j = redis.call('HGET', K_USERS, user)
-if j and seq_of(cfg, j) == seq then
-  local e = redis.call('ZSCORE', K_ACTIVE, j)
-  if e then
-    local d = unclaimed_by(j)
-    if d and d <= now then return result('EXPIRED', 0, j, d, 0, 'not_claimed') end
-    if tonumber(e) <= now then return result('EXPIRED', 0, j, tonumber(e), 0, 'session_ended') end
-    if ARGV[6] == '1' then
-      if d then
-        redis.call('ZREM', K_UNCLAIMED, j)
-        keep_clock(cfg, now)
-      end
-      journal_entry(cfg, 'exchanged', seq, now, user, '', j)
+  if npri > 0 then
+    local p = redis.call('ZSCORE', K_PRIORITY, user)
+    if p and tonumber(p) == seq then -- (the priority lane is never drawn: its scores are seqs)
+      local why = closed_line(cfg, seq)
+      if why then return result('CLOSED', 0, '', cfg.ended, 0, why) end
+      return waiting(redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
     end
-    return result('ACTIVE', 0, j, tonumber(e))
   end
+  local now = clock()
+  local j = redis.call('HGET', K_USERS, user)
+  if j and seq_of(cfg, j) == seq then
+    local e = redis.call('ZSCORE', K_ACTIVE, j)
+    if e then
+      local d = unclaimed_by(j)
+      if d and d <= now then return result('EXPIRED', 0, j, d, 0, 'not_claimed') end
+      if tonumber(e) <= now then return result('EXPIRED', 0, j, tonumber(e), 0, 'session_ended') end
+      if claim then
+        if d then
+          redis.call('ZREM', K_UNCLAIMED, j)
+          keep_clock(cfg, now)
+        end
+        journal_entry(cfg, 'exchanged', seq, now, user, '', j)
+      end
+      return result('ACTIVE', 0, j, tonumber(e))
+    end
+  end
+  -- The index names this entry's admission only while it is the user's
+  -- current one; after a re-entry it names the new admission, not ours.
+  local mine = ''
+  if j and seq_of(cfg, j) == seq then mine = j end
+  local kind, at = ended(cfg, seq)
+  if kind == 'C' then return result('COMPLETED', 0, mine, at) end
+  if kind == 'R' then
+    local b = tonumber(redis.call('ZSCORE', K_BANS, user) or '0')
+    if b <= now then b = 0 end
+    return result('REVOKED', 0, mine, at, b)
+  end
+  if kind == 'E' then return result('EXPIRED', 0, mine, at, 0, 'session_ended') end
+  if kind == 'N' then return result('EXPIRED', 0, mine, at, 0, 'not_claimed') end
+  -- Drained from a closed line (a left entry whose record was trimmed reads so too).
+  if not kind and seq <= cfg.closed_seq then
+    return result('CLOSED', 0, '', cfg.ended, 0, cfg.close_reason ~= '' and cfg.close_reason or 'closed')
+  end
+  return result('NOT_FOUND', 0, '', 0)
 end
--- The index names this entry's admission only while it is the user's
--- current one; after a re-entry it names the new admission, not ours.
-local mine = ''
-if j and seq_of(cfg, j) == seq then mine = j end
-local kind, at = ended(cfg, seq)
-if kind == 'C' then return result('COMPLETED', 0, mine, at) end
-if kind == 'R' then
-  local b = tonumber(redis.call('ZSCORE', K_BANS, user) or '0')
-  if b <= now then b = 0 end
-  return result('REVOKED', 0, mine, at, b)
-end
-if kind == 'E' then return result('EXPIRED', 0, mine, at, 0, 'session_ended') end
-if kind == 'N' then return result('EXPIRED', 0, mine, at, 0, 'not_claimed') end
--- Drained from a closed line (a left entry whose record was trimmed reads so too).
-if not kind and seq <= cfg.closed_seq then
-  return result('CLOSED', 0, '', cfg.ended, 0, cfg.close_reason ~= '' and cfg.close_reason or 'closed')
-end
-return result('NOT_FOUND', 0, '', 0)
+
+local out = {}
+for i = 3, #ARGV - 3, 4 do out[#out + 1] = status(ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3] == '1') end
+return out
