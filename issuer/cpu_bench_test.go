@@ -65,7 +65,7 @@ func benchRedisCPU(b *testing.B, batch int, op string) {
 	rdb := redistest.Start(b).Client(b)
 	is := newIssuer(b, rdb, nil, func(c *issuer.Config) { c.EnterBatch = batch; c.StatusSnapshot = -1 })
 	room := "bench"
-	open := issuer.RoomConfig{Capacity: 10_000_000, RatePerMinute: 100_000_000, SessionDuration: time.Hour,
+	open := issuer.RoomConfig{Capacity: 10_000_000, RatePerMinute: 10_000_000, SessionDuration: 15 * time.Minute,
 		TickBatch: 10_000, State: issuer.RoomOpen}
 	var fn func(i int64) error
 	switch op {

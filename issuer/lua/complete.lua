@@ -9,45 +9,81 @@
 -- ('stale', invariant 6).
 -- Returns {'ERROR', code} for the whole call (unknown_room), else one reply per pair, in ARGV
 -- order: {'COMPLETED', at_ms, repeated} or {'ERROR', code} (issuer/scripts.go decodeComplete).
--- Per pair: ZSCORE active first (a live admission has no ended record, as every script that
--- writes one drops the admission in the same step); only for an admission no longer active the
--- ended lookup (up to five ZSCOREs) tells a repeat from a refusal.
+--
+-- Cost: per pair ZSCORE active (a live admission has no ended record: every script that writes
+-- one drops the admission in the same step, so only an admission no longer active needs the
+-- ended lookup, up to five ZSCOREs, to tell a repeat from a refusal), HGET users, ZSCORE
+-- unclaimed (only while the room has unclaimed admissions: one ZCARD per call) and the journal's
+-- XADD; per call, whatever the batch, the writes of all pairs it ends: one ZREM active, one ZREM
+-- unclaimed (those never claimed), one HDEL users, one ZADD ended, one HINCRBY per counter.
+-- Those writes come after the reads, so the pairs later in the batch read the earlier ones'
+-- effects from this script's own tables (gone: admissions ended in this call). Frees first
+-- (ZREM, HDEL), then writes (keep_clock, ZADD, XADD, HINCRBY), as over maxmemory Redis lets a
+-- script's later allocating writes through once its first write has freed.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
+local any_unclaimed = redis.call('ZCARD', K_UNCLAIMED) > 0
+
+local gone = {}                 -- jti -> {kind, seq} of the admissions this call ends
+local ends = {}                 -- in order: {kind, seq, user, jti}
+local drop_j, drop_u, drop_n = {}, {}, {} -- ZREM active, HDEL users, ZREM unclaimed
 local completed, expired = 0, 0
 
 local function complete(user, jti)
   local seq = seq_of(cfg, jti)
   if not seq then return { 'ERROR', 'stale' } end
-  local e = redis.call('ZSCORE', K_ACTIVE, jti)
+  local g = gone[jti]
+  local e
+  if not g then e = redis.call('ZSCORE', K_ACTIVE, jti) end
   if not e then
-    local kind, at = ended(cfg, seq)
+    local kind, at
+    if g then kind, at = g[1], now else kind, at = ended(cfg, seq) end
     if kind == 'C' then return { 'COMPLETED', at, 1 } end
     if kind == 'R' then return { 'ERROR', 'revoked' } end
     if kind == 'E' or kind == 'N' then return { 'ERROR', 'expired' } end
     return { 'ERROR', 'not_found' } -- left ('L'), or unknown
   end
   if redis.call('HGET', K_USERS, user) ~= jti then return { 'ERROR', 'owner_mismatch' } end
-  if not live_admission(jti, e, now) then -- lapsed, or never claimed in time (no token has it then)
-    local kind = drop_admission(jti)
-    redis.call('HDEL', K_USERS, user)
-    keep_clock(cfg, now)
-    end_entry(cfg, kind, seq, now, user, jti)
+  -- The claim deadline of an admission not claimed yet (nil: claimed, or no window).
+  local d
+  if any_unclaimed then d = unclaimed_by(jti) end
+  local kind = 'C'
+  if tonumber(e) <= now or (d and d <= now) then -- lapsed, or never claimed in time (no token has it then)
+    kind = 'E'
+    if d then kind = 'N' end -- (drop_admission's verdict)
+  end
+  gone[jti] = { kind, seq }
+  ends[#ends + 1] = { kind, seq, user, jti }
+  drop_j[#drop_j + 1], drop_u[#drop_u + 1] = jti, user
+  if d then drop_n[#drop_n + 1] = jti end
+  if kind ~= 'C' then
     expired = expired + 1
     return { 'ERROR', 'expired' }
   end
-  drop_admission(jti)
-  redis.call('HDEL', K_USERS, user)
-  keep_clock(cfg, now)
-  end_entry(cfg, 'C', seq, now, user, jti)
   completed = completed + 1
   return { 'COMPLETED', now, 0 }
 end
 
 local out = {}
 for i = 3, #ARGV - 1, 2 do out[#out + 1] = complete(ARGV[i], ARGV[i + 1]) end
--- The stats, once per call (the pairs' HINCRBYs summed; the same counts).
-if completed > 0 then redis.call('HINCRBY', K_STATS, 'completed', completed) end
-if expired > 0 then redis.call('HINCRBY', K_STATS, 'expired', expired) end
+if #ends > 0 then
+  redis.call('ZREM', K_ACTIVE, unpack(drop_j))
+  if #drop_n > 0 then redis.call('ZREM', K_UNCLAIMED, unpack(drop_n)) end
+  redis.call('HDEL', K_USERS, unpack(drop_u))
+  keep_clock(cfg, now)
+  local z = {}
+  for _, x in ipairs(ends) do
+    z[#z + 1] = num(now)
+    z[#z + 1] = x[1] .. ':' .. cfg.epoch .. '.' .. num(x[2])
+  end
+  redis.call('ZADD', K_ENDED, unpack(z))
+  for _, x in ipairs(ends) do
+    local reason
+    if x[1] == 'E' then reason = 'session_ended' elseif x[1] == 'N' then reason = 'not_claimed' end
+    journal_entry(cfg, JOURNAL_KINDS[x[1]], x[2], now, x[3], '', x[4], reason)
+  end
+  if completed > 0 then redis.call('HINCRBY', K_STATS, 'completed', completed) end
+  if expired > 0 then redis.call('HINCRBY', K_STATS, 'expired', expired) end
+end
 return out

@@ -1,0 +1,405 @@
+package issuer
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/redistest"
+)
+
+// twin is one of two worlds that run the same operations, one batch per
+// call in one and one item per call in the other, on their own
+// redis-servers with one injected clock and one epoch, so their data can be
+// compared byte for byte.
+type twin struct {
+	is  *Issuer
+	rdb *redis.Client
+}
+
+func twins(t *testing.T, room string, cfg RoomConfig, now *atomic.Int64) (batched, single twin) {
+	t.Helper()
+	ctx := context.Background()
+	mk := func() twin {
+		rdb := redistest.Start(t).Client(t)
+		is, err := New(Config{Redis: rdb, WaitingSecret: []byte(strings.Repeat("s", 32)),
+			Now: func() time.Time { return time.UnixMilli(now.Load()) }})
+		require.NoError(t, err)
+		_, err = is.SetRoom(ctx, room, cfg)
+		require.NoError(t, err)
+		// One epoch for both worlds (the first script would draw one from each
+		// Redis's TIME); SetRoom's journal entry carries the one it drew.
+		require.NoError(t, rdb.HSet(ctx, roomKeys(room)[0], "epoch", "e0").Err())
+		require.NoError(t, rdb.Del(ctx, roomKeys(room)[16]).Err())
+		return twin{is, rdb}
+	}
+	return mk(), mk()
+}
+
+// dump is every key of rdb and its contents (a journal stream as its
+// events without their ids, which are times).
+func dump(t *testing.T, rdb *redis.Client) map[string]any {
+	t.Helper()
+	ctx := context.Background()
+	names, err := rdb.Keys(ctx, "*").Result()
+	require.NoError(t, err)
+	out := map[string]any{}
+	for _, k := range names {
+		typ, err := rdb.Type(ctx, k).Result()
+		require.NoError(t, err)
+		var v any
+		switch typ {
+		case "string":
+			v, err = rdb.Get(ctx, k).Result()
+		case "hash":
+			v, err = rdb.HGetAll(ctx, k).Result()
+		case "zset":
+			v, err = rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+		case "set":
+			v, err = rdb.SMembers(ctx, k).Result()
+		case "stream":
+			var msgs []redis.XMessage
+			msgs, err = rdb.XRange(ctx, k, "-", "+").Result()
+			var events []map[string]any
+			for _, m := range msgs {
+				events = append(events, m.Values)
+			}
+			v = events
+		default:
+			t.Fatalf("dump: key %s has unexpected type %s", k, typ)
+		}
+		require.NoError(t, err)
+		out[k] = v
+	}
+	return out
+}
+
+// One complete script call for several admissions answers and writes
+// exactly what one call per admission, in the same order, does: a
+// duplicate is the first one's repeat, and every refusal (stale, unknown,
+// another user's, lapsed, never claimed in time, left) is its item's own.
+func TestCompleteBatchIsSequential(t *testing.T) {
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(1_700_000_000_000)
+	room := redistest.Room("cbatch")
+	cfg := RoomConfig{Capacity: 100, RatePerMinute: 6000, SessionDuration: 10 * time.Second,
+		ArrivalWindow: 5 * time.Second, State: RoomOpen}
+	batched, single := twins(t, room, cfg, &now)
+
+	enter := func(users ...string) map[string]string {
+		jtis := map[string]string{}
+		for _, w := range []twin{batched, single} {
+			got, err := w.is.enterUsers(ctx, room, anys(users)...)
+			require.NoError(t, err)
+			for i, e := range got {
+				require.Equal(t, flashgate.StateActive, e.state, users[i])
+				if w.is == batched.is {
+					jtis[users[i]] = e.jti
+				} else {
+					require.Equal(t, jtis[users[i]], e.jti, "the twins admit alike")
+				}
+			}
+		}
+		return jtis
+	}
+	claim := func(user, jti string) {
+		seq, _ := flashgate.ParseAdmissionID(jti)
+		for _, w := range []twin{batched, single} {
+			_, err := w.is.statusItems(ctx, room, []statusItem{{user: user, seq: seq.Arrival, epoch: "e0", claim: true}})
+			require.NoError(t, err)
+		}
+	}
+	old := enter("lapsed", "unclaimed")
+	claim("lapsed", old["lapsed"])
+	now.Add(11_000) // both lapsed: "lapsed" its session, "unclaimed" its arrival window too
+	j := enter("alice", "bob", "carol", "left")
+	for _, u := range []string{"alice", "bob", "carol"} {
+		claim(u, j[u])
+	}
+	for _, w := range []twin{batched, single} { // "left" leaves: its admission ends
+		_, err := w.is.run(ctx, leaveScript, room, "left", mustSeq(t, j["left"]), "e0")
+		require.NoError(t, err)
+	}
+	now.Add(1000)
+
+	items := []completeItem{
+		{"alice", j["alice"]},
+		{"alice", j["alice"]},               // a repeat within the batch
+		{"bob", j["carol"]},                 // another user's admission
+		{"bob", "zz.1.1.1"},                 // an earlier epoch's
+		{"bob", "e0.999.999.1700000000000"}, // unknown
+		{"lapsed", old["lapsed"]},
+		{"unclaimed", old["unclaimed"]},
+		{"unclaimed", old["unclaimed"]}, // refused again: expired
+		{"left", j["left"]},
+		{"bob", j["bob"]},
+		{"carol", j["carol"]},
+		{"bob", j["bob"]},
+	}
+	got, err := batched.is.completeItems(ctx, room, items)
+	require.NoError(t, err)
+	require.Len(t, got, len(items))
+	for i, it := range items {
+		want, err := single.is.completeItems(ctx, room, []completeItem{it})
+		require.NoError(t, err)
+		assert.Equal(t, want[0], got[i], "item %d %v: batched vs alone", i, it)
+	}
+	codes := make([]flashgate.Code, len(got))
+	for i, o := range got {
+		codes[i] = codeOf(o.err)
+	}
+	assert.Equal(t, []flashgate.Code{"", "", flashgate.CodeOwnerMismatch, flashgate.CodeNotFound, flashgate.CodeNotFound,
+		flashgate.CodeExpired, flashgate.CodeExpired, flashgate.CodeExpired, flashgate.CodeNotFound, "", "", ""}, codes)
+	assert.False(t, got[0].res.repeated)
+	assert.True(t, got[1].res.repeated, "the second completion of a jti in a batch is its repeat")
+	assert.Equal(t, got[0].res.at, got[1].res.at)
+	assert.True(t, got[11].res.repeated)
+	assert.Equal(t, dump(t, single.rdb), dump(t, batched.rdb), "Redis data: one call vs one call per admission")
+
+	// A retry of the whole batch (a lost reply) answers each item as a retry
+	// of that item alone does (a completion: its repeat), and writes nothing.
+	before := dump(t, batched.rdb)
+	again, err := batched.is.completeItems(ctx, room, items)
+	require.NoError(t, err)
+	for i, it := range items {
+		want, err := single.is.completeItems(ctx, room, []completeItem{it})
+		require.NoError(t, err)
+		assert.Equal(t, want[0], again[i], "retried item %d %v: batched vs alone", i, it)
+		if got[i].err == nil {
+			assert.True(t, again[i].res.repeated, "item %d", i)
+			assert.Equal(t, got[i].res.at, again[i].res.at, "item %d", i)
+		}
+	}
+	after := dump(t, batched.rdb)
+	delete(before, roomKeys(room)[16]) // (the journal: the first run's events only, checked above)
+	delete(after, roomKeys(room)[16])
+	assert.Equal(t, before, after, "a repeated batch writes nothing")
+}
+
+// One status script call for several tokens answers and writes exactly
+// what one call per token does: WAITING in either lane, ACTIVE with and
+// without a claim, a repeated claim, COMPLETED, an earlier epoch's token.
+func TestStatusBatchIsSequential(t *testing.T) {
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(1_700_000_000_000)
+	room := redistest.Room("sbatch")
+	cfg := RoomConfig{Capacity: 2, RatePerMinute: 6000, SessionDuration: 10 * time.Second,
+		ArrivalWindow: 5 * time.Second, State: RoomOpen}
+	batched, single := twins(t, room, cfg, &now)
+	var es []scriptEntry
+	for _, w := range []twin{batched, single} {
+		got, err := w.is.enterUsers(ctx, room, "a1", "a2", "w1", "w2", "w3")
+		require.NoError(t, err)
+		es = got
+	}
+	require.Equal(t, flashgate.StateActive, es[0].state)
+	require.Equal(t, flashgate.StateWaiting, es[4].state)
+	for _, w := range []twin{batched, single} { // a2 completes
+		_, err := w.is.completeItems(ctx, room, []completeItem{{"a2", es[1].jti}})
+		require.NoError(t, err)
+	}
+	now.Add(1000)
+	it := func(i int, user string, claim bool) statusItem {
+		return statusItem{user: user, seq: es[i].seq, epoch: "e0", claim: claim}
+	}
+	items := []statusItem{
+		it(0, "a1", false), it(0, "a1", true), it(0, "a1", true), it(0, "a1", false),
+		it(2, "w1", false), it(4, "w3", true), it(3, "w2", false),
+		it(1, "a2", false), it(1, "a2", true),
+		{user: "w1", seq: es[2].seq, epoch: "old", claim: false},
+		it(2, "w2", false), // another user's seq: NOT_FOUND
+	}
+	got, err := batched.is.statusItems(ctx, room, items)
+	require.NoError(t, err)
+	require.Len(t, got, len(items))
+	var states []flashgate.State
+	for i, x := range items {
+		want, err := single.is.statusItems(ctx, room, []statusItem{x})
+		require.NoError(t, err)
+		assert.Equal(t, want[0], got[i], "item %d %+v: batched vs alone", i, x)
+		states = append(states, got[i].res.state)
+	}
+	assert.Equal(t, []flashgate.State{"ACTIVE", "ACTIVE", "ACTIVE", "ACTIVE", "WAITING", "WAITING", "WAITING",
+		"COMPLETED", "COMPLETED", "NOT_FOUND", "NOT_FOUND"}, states)
+	assert.Equal(t, []int64{1, 3, 2}, []int64{got[4].res.pos, got[5].res.pos, got[6].res.pos})
+	assert.True(t, got[4].res.hasETA)
+	assert.Equal(t, dump(t, single.rdb), dump(t, batched.rdb), "Redis data: one call vs one call per token")
+	n, err := batched.rdb.ZCard(ctx, roomKeys(room)[12]).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "a1's claim took it out of the unclaimed set")
+	st := batched.is.ScriptBatchStats()
+	assert.Equal(t, BatchStats{Calls: 1, Items: 7}, st.Status, "the mixed call counts its plain items under Status")
+	assert.Equal(t, BatchStats{Calls: 1, Items: 4}, st.Exchange, "and its claims under Exchange")
+}
+
+// queued waits until c has n callers queued (each caller goroutine has
+// reached it): no time limit of its own, the test's deadline bounds it.
+func queued[T, R any](c *coalescer[T, R], n int) {
+	for {
+		c.mu.Lock()
+		k := len(c.queue)
+		c.mu.Unlock()
+		if k >= n {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// Callers queued behind a call in flight go together in one call; each one's
+// own refusal reaches it alone, and a caller that gave up is left out and
+// answered flashgate.ErrUnavailable.
+func TestCompleteCoalescedPerItem(t *testing.T) {
+	ctx := context.Background()
+	is, _, room := batchIssuer(t, 0, RoomConfig{Capacity: 10, RatePerMinute: 6000})
+	es, err := is.enterUsers(ctx, room, "a", "b")
+	require.NoError(t, err)
+	b := is.roomBatch(room).complete
+	b.mu.Lock()
+	b.busy = true // a call in flight: the callers below queue
+	b.mu.Unlock()
+	base := is.ScriptBatchStats().Complete
+
+	type res struct {
+		c   *flashgate.Completion
+		err error
+	}
+	out := make([]res, 4)
+	var wg sync.WaitGroup
+	gone, cancel := context.WithCancel(ctx)
+	calls := []struct {
+		ctx       context.Context
+		user, jti string
+	}{{ctx, "b", es[0].jti}, {ctx, "a", es[0].jti}, {gone, "b", es[1].jti}, {ctx, "a", es[0].jti}}
+	for i, c := range calls {
+		wg.Go(func() {
+			r, err := is.Complete(c.ctx, room, c.user, c.jti)
+			out[i] = res{r, err}
+		})
+		queued(b, i+1) // in this order
+	}
+	cancel()
+	b.run(nil) // the call in flight ends: the queue goes in one call
+	wg.Wait()
+
+	assert.ErrorIs(t, out[0].err, flashgate.ErrOwnerMismatch, "b with a's admission, alone")
+	require.NoError(t, out[1].err)
+	assert.False(t, out[1].c.Repeated)
+	assert.ErrorIs(t, out[2].err, flashgate.ErrUnavailable, "b gave up")
+	require.NoError(t, out[3].err)
+	assert.True(t, out[3].c.Repeated)
+	st := is.ScriptBatchStats().Complete
+	assert.Equal(t, BatchStats{Calls: 1, Items: 3}, BatchStats{st.Calls - base.Calls, st.Items - base.Items},
+		"one call, without the caller who gave up")
+	b.mu.Lock()
+	assert.False(t, b.busy, "idle again")
+	b.mu.Unlock()
+	// b's admission is untouched: b completes it now.
+	c, err := is.Complete(ctx, room, "b", es[1].jti)
+	require.NoError(t, err)
+	assert.False(t, c.Repeated)
+}
+
+// A whole-call failure (here an unknown room) reaches every caller of the
+// batch, statuses and exchanges alike.
+func TestStatusCoalescedWholeCallError(t *testing.T) {
+	ctx := context.Background()
+	is, _, room := batchIssuer(t, 0, RoomConfig{State: RoomPaused})
+	var toks []string
+	for _, u := range []string{"a", "b", "c"} {
+		e, err := is.Enter(ctx, room, u)
+		require.NoError(t, err)
+		toks = append(toks, e.WaitingToken)
+	}
+	other := redistest.Room("gone") // tokens of a room never created
+	for i, u := range []string{"a", "b", "c"} {
+		toks[i] = is.secrets.Load().current.token(other, u, "e0", int64(i+1))
+	}
+	b := is.roomBatch(other).status
+	b.mu.Lock()
+	b.busy = true
+	b.mu.Unlock()
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i, u := range []string{"a", "b", "c"} {
+		wg.Go(func() {
+			if i == 1 {
+				_, errs[i] = is.Exchange(ctx, other, u, toks[i])
+				return
+			}
+			_, errs[i] = is.Status(ctx, other, u, toks[i])
+		})
+		queued(b, i+1)
+	}
+	b.run(nil)
+	wg.Wait()
+	for i, err := range errs {
+		assert.ErrorIs(t, err, flashgate.ErrUnknownRoom, "caller %d", i)
+	}
+	st := is.ScriptBatchStats()
+	assert.Equal(t, BatchStats{Calls: 1, Items: 2}, st.Status)
+	assert.Equal(t, BatchStats{Calls: 1, Items: 1}, st.Exchange)
+}
+
+// decodeComplete and decodeStatusBatch refuse replies of any other shape
+// than the scripts'.
+func TestDecodeBatchMalformed(t *testing.T) {
+	ok := []any{"COMPLETED", int64(5), int64(0)}
+	for name, r := range map[string][]any{
+		"short":       {ok},
+		"long":        {ok, ok, ok},
+		"not a reply": {ok, "COMPLETED"},
+		"bad tag":     {ok, []any{"DONE", int64(5), int64(0)}},
+		"short error": {ok, []any{"ERROR"}},
+	} {
+		_, err := decodeComplete(r, 2, "r")
+		assert.ErrorIs(t, err, flashgate.ErrInternal, name)
+	}
+	got, err := decodeComplete([]any{ok, []any{"ERROR", "stale"}}, 2, "r")
+	require.NoError(t, err)
+	assert.Equal(t, completeReply{at: time.UnixMilli(5)}, got[0].res)
+	assert.ErrorIs(t, got[1].err, flashgate.ErrNotFound)
+
+	st := []any{"WAITING", int64(1), int64(1), int64(1), "", int64(0), int64(60), "open"}
+	for name, r := range map[string][]any{"short": {st}, "long": {st, st, st}, "not a reply": {st, "x"},
+		"short reply": {st, st[:7]}} {
+		_, err := decodeStatusBatch(r, 2)
+		assert.ErrorIs(t, err, flashgate.ErrInternal, name)
+	}
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func mustSeq(t *testing.T, jti string) int64 {
+	t.Helper()
+	id, ok := flashgate.ParseAdmissionID(jti)
+	require.True(t, ok, jti)
+	return id.Arrival
+}
+
+// codeOf is err's domain code ("" for nil).
+func codeOf(err error) flashgate.Code {
+	var e *flashgate.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
