@@ -33,13 +33,18 @@
 // waiting token "fgw2_<sid>_<epoch>_<arrival>_<mac>" is an HMAC over room, user, epoch and arrival
 // (Config.WaitingSecret) and is never stored. See README "Redis data model".
 //
-// # Enter coalescing
+// # Coalescing
 //
 // Concurrent Enter calls for a room share one script call (batch.go, group
 // commit): the first to find the room idle goes at once, and calls arriving
 // while it is in flight go together in the next, up to Config.EnterBatch, in
 // arrival order. The script enters them one after another, so the result is
-// that of sequential enters; EnterBatchStats reports the mean batch.
+// that of sequential enters; EnterBatchStats reports the mean batch. Exact
+// Status and Exchange calls share status script calls the same way (a claim
+// flag per token), and Complete calls complete script calls: each item is
+// answered exactly as one call of its own would answer it, in queue order,
+// its own refusal reaching its caller alone, and a whole-call failure every
+// caller of the batch. ScriptBatchStats reports calls and items per kind.
 //
 // # Time
 //
