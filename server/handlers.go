@@ -67,22 +67,29 @@ func unixMs(t time.Time) int64 {
 }
 
 func entryJSON(e *issuer.Entry) Entry {
+	return entryWith(e, new([2]int64))
+}
+
+// entryWith returns e's JSON form; ms holds the estimated_wait_ms and
+// poll_after_ms values it points to (the caller's storage, so that
+// renderEntry keeps them on its stack).
+func entryWith(e *issuer.Entry, ms *[2]int64) Entry {
 	out := Entry{Room: e.Room, State: string(e.State), WaitingToken: e.WaitingToken, Arrival: e.Arrival,
 		AdmissionID: e.AdmissionID, AdmissionNumber: e.AdmissionNumber, AdmittedAtMs: unixMs(e.AdmittedAt),
 		ExpiresAtMs: unixMs(e.ExpiresAt), EndedAtMs: unixMs(e.EndedAt), BannedUntilMs: unixMs(e.BannedUntil),
 		Reason: e.Reason, Lane: e.Lane, RoomState: string(e.RoomState)}
 	if e.State == flashgate.StateWaiting {
-		eta := int64(-1)
+		ms[0] = -1
 		if e.EstimatedWait >= 0 {
-			eta = e.EstimatedWait.Milliseconds()
+			ms[0] = e.EstimatedWait.Milliseconds()
 		}
-		poll := e.PollAfter.Milliseconds()
+		ms[1] = e.PollAfter.Milliseconds()
 		out.TotalWaiting, out.PreQueue = &e.TotalWaiting, e.PreQueue
 		if !e.PreQueue {
 			out.Position, out.Ahead = &e.Position, &e.Ahead
 		}
 		out.PositionEstimated = e.PositionEstimated
-		out.EstimatedWaitMs, out.PollAfterMs = &eta, &poll
+		out.EstimatedWaitMs, out.PollAfterMs = &ms[0], &ms[1]
 		out.OpensAtMs = unixMs(e.OpensAt)
 	}
 	return out
@@ -141,7 +148,10 @@ func (s *Server) renderEntry(c *fiber.Ctx, e *issuer.Entry) error {
 	if e.State == flashgate.StateWaiting {
 		c.Set(fiber.HeaderRetryAfter, retryAfter(e.PollAfter))
 	}
-	return c.JSON(entryJSON(e))
+	var ms [2]int64
+	out := entryWith(e, &ms)
+	bp := jsonBuf()
+	return sendJSON(c, bp, out.appendJSON(*bp))
 }
 
 // enterRequest is the optional body of POST /v1/rooms/:room/enter.
@@ -245,8 +255,10 @@ func (s *Server) exchange(c *fiber.Ctx) error {
 	if s.visitors != nil {
 		s.setAdmissionCookie(c, a.Token, a.ExpiresAt)
 	}
-	return c.JSON(ExchangeResponse{AdmissionToken: a.Token, AdmissionID: a.ID, AdmissionNumber: a.Number,
-		ExpiresAt: a.ExpiresAt.Unix(), IssuedAt: a.IssuedAt.Unix()})
+	out := ExchangeResponse{AdmissionToken: a.Token, AdmissionID: a.ID, AdmissionNumber: a.Number,
+		ExpiresAt: a.ExpiresAt.Unix(), IssuedAt: a.IssuedAt.Unix()}
+	bp := jsonBuf()
+	return sendJSON(c, bp, out.appendJSON(*bp))
 }
 
 // CompleteResponse is the answer of /v1/complete.
@@ -302,8 +314,10 @@ func (s *Server) complete(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(CompleteResponse{State: string(flashgate.StateCompleted), AdmissionID: done.AdmissionID,
-		CompletedAtMs: done.CompletedAt.UnixMilli(), Repeated: done.Repeated})
+	out := CompleteResponse{State: string(flashgate.StateCompleted), AdmissionID: done.AdmissionID,
+		CompletedAtMs: done.CompletedAt.UnixMilli(), Repeated: done.Repeated}
+	bp := jsonBuf()
+	return sendJSON(c, bp, out.appendJSON(*bp))
 }
 
 // tokenProblem is the answer to a refused admission token: the row
