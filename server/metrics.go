@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -39,6 +42,51 @@ type metrics struct {
 	ticks       *tickMetrics
 	rooms       *roomCollector
 	handler     fiber.Handler
+	// routes caches each route's children of requests and latency
+	// (routeKey → *routeMetrics), so a request costs neither label hashing
+	// nor the vectors' locked lookups (observe).
+	routes sync.Map
+}
+
+// routeKey names a route's series: its template (or "unmatched") and the
+// method label (methodLabel's constant). Neither aliases a request buffer:
+// templates are the registered routes' strings, and routeMetrics clones the
+// route anyway before keeping it.
+type routeKey struct{ route, method string }
+
+// routeMetrics holds one route and method's latency observer and its
+// request counters by status (100–599), each resolved on first use: the
+// series appear when first observed, as with WithLabelValues per request.
+type routeMetrics struct {
+	requests *prometheus.CounterVec
+	key      routeKey
+	latency  prometheus.Observer
+	byStatus [500]atomic.Pointer[prometheus.Counter]
+}
+
+// counter returns the requests counter of status.
+func (rm *routeMetrics) counter(status int) prometheus.Counter {
+	if status < 100 || status > 599 {
+		return rm.requests.WithLabelValues(rm.key.route, rm.key.method, strconv.Itoa(status))
+	}
+	slot := &rm.byStatus[status-100]
+	if c := slot.Load(); c != nil {
+		return *c
+	}
+	c := rm.requests.WithLabelValues(rm.key.route, rm.key.method, strconv.Itoa(status))
+	slot.Store(&c) // a racing store holds the same child: WithLabelValues returns one per labels
+	return c
+}
+
+// route returns the cached children of route and method (a methodLabel constant).
+func (m *metrics) route(route, method string) *routeMetrics {
+	if v, ok := m.routes.Load(routeKey{route, method}); ok {
+		return v.(*routeMetrics)
+	}
+	k := routeKey{strings.Clone(route), method}
+	rm := &routeMetrics{requests: m.requests, key: k, latency: m.latency.WithLabelValues(k.route, k.method)}
+	v, _ := m.routes.LoadOrStore(k, rm)
+	return v.(*routeMetrics)
 }
 
 func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.Issuer, health RedisHealth) (*metrics, error) {
@@ -130,11 +178,14 @@ func (m *metrics) storeError(code string) {
 	}
 }
 
+// observe counts a request of route (template or "unmatched") and method
+// (a methodLabel constant: fiber's method string aliases a reused buffer,
+// never keep it as a label) answered with status after d, through the
+// route's cached children (metrics.route).
 func (m *metrics) observe(route, method string, status int, d time.Duration) {
-	// fiber's method string aliases a reused buffer: never keep it as a label.
-	method = methodLabel(method)
-	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	m.latency.WithLabelValues(route, method).Observe(d.Seconds())
+	rm := m.route(route, method)
+	rm.counter(status).Inc()
+	rm.latency.Observe(d.Seconds())
 }
 
 // roomCollector reads issuer.Stats for the rooms whose exporter lease this
