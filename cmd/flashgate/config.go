@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/netip"
 	"reflect"
 	"strings"
 	"text/tabwriter"
@@ -69,6 +71,8 @@ type serveConfig struct {
 	LogFormat              string        `env:"LOG_FORMAT" envDefault:"text" help:"text | json"`
 	JournalDSN             string        `env:"JOURNAL_DSN" help:"PostgreSQL URL of the journal (README \"Asking the journal\"), e.g. postgres://flashgate@db/flashgate: the admin routes /admin/rooms/{room}/journal and …/journal/report read it; unset: they answer 404 journal_off"`
 	AccessLog              bool          `env:"ACCESS_LOG" envDefault:"true" help:"true | false: one INFO log line per request (method, route template, room, status, duration_ms, request_id; never paths, query strings or tokens); admin changes are audit-logged either way"`
+	PprofAddr              string        `env:"PPROF_ADDR" help:"listen address of Go's profiler (net/http/pprof: /debug/pprof/…) on its own HTTP server, never the API's, e.g. 127.0.0.1:6060; a loopback address only unless FLASHGATE_INSECURE_PPROF is set; unset: off"`
+	InsecurePprof          bool          `env:"INSECURE_PPROF" envDefault:"false" help:"allow FLASHGATE_PPROF_ADDR on a non-loopback address (profiles expose memory contents, command line and code: put an authenticating proxy or a firewall in front)"`
 }
 
 // loadServeEnv parses the environment (environ: "K=V" pairs; nil means the
@@ -200,7 +204,34 @@ func (c *serveConfig) validate() error {
 	if err := (server.Options{PageDir: c.PageDir}).Validate(); err != nil {
 		return fmt.Errorf("FLASHGATE_PAGE_DIR: %w", err)
 	}
+	if err := c.validatePprof(); err != nil {
+		return err
+	}
 	return c.validateLimits()
+}
+
+// validatePprof checks FLASHGATE_PPROF_ADDR: empty (off), or host:port whose
+// host is a loopback IP address or "localhost" — unless
+// FLASHGATE_INSECURE_PPROF is set, which allows any host (an empty host
+// means every interface). The profiler answers anyone who reaches it, and
+// what it serves (heap contents, goroutine stacks, the command line) must
+// not leave the machine by accident.
+func (c *serveConfig) validatePprof() error {
+	if c.PprofAddr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.PprofAddr)
+	if err != nil {
+		return fmt.Errorf("FLASHGATE_PPROF_ADDR must be host:port, e.g. 127.0.0.1:6060: %w", err)
+	}
+	if c.InsecurePprof {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); (err == nil && ip.IsLoopback()) || host == "localhost" {
+		return nil
+	}
+	return fmt.Errorf("FLASHGATE_PPROF_ADDR %q is not a loopback address (e.g. 127.0.0.1:6060, [::1]:6060, localhost:6060): "+
+		"the profiler exposes memory contents and answers anyone; set FLASHGATE_INSECURE_PPROF=true to serve it there anyway", c.PprofAddr)
 }
 
 // validateOrigins checks FLASHGATE_RETURN_ORIGINS and FLASHGATE_CORS_ORIGINS

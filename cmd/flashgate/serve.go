@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"reflect"
 	"time"
@@ -193,6 +195,14 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if c.PprofAddr != "" {
+		stopPprof, err := servePprof(c.PprofAddr, log)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		defer stopPprof()
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Listen(ln) }()
@@ -233,6 +243,36 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	<-ticked
 	log.Info("shutdown: tick loop stopped")
 	return serveErr
+}
+
+// servePprof serves net/http/pprof's handlers (/debug/pprof/ and below) on
+// addr (FLASHGATE_PPROF_ADDR, checked by serveConfig.validatePprof) on an
+// http.Server of their own — never on the public API's fiber app — and
+// returns the function that closes it (at shutdown; a profile being taken
+// is cut short). The error is the listener's.
+func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("FLASHGATE_PPROF_ADDR: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("pprof server stopped", "err", err)
+		}
+	}()
+	log.Warn("pprof profiler listening: profiles expose memory contents, keep this address private",
+		"addr", ln.Addr().String(), "paths", "/debug/pprof/")
+	return func() {
+		_ = hs.Close()
+		log.Info("shutdown: pprof server closed")
+	}, nil
 }
 
 // openJournalReader connects the admin journal routes to the journal at dsn.
