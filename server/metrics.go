@@ -136,12 +136,37 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 		Name: "flashgate_enter_script_users_total",
 		Help: "Users those enter script calls carried (divided by the calls: the mean batch size).",
 	}, func() float64 { _, u := is.EnterBatchStats(); return float64(u) })
+	// The coalesced script calls of every kind (issuer.ScriptBatchStats):
+	// items / calls per op is the mean batch.
+	var coalesced []prometheus.Collector
+	for _, op := range []struct {
+		name string
+		get  func(issuer.ScriptBatchStats) issuer.BatchStats
+	}{
+		{"enter", func(s issuer.ScriptBatchStats) issuer.BatchStats { return s.Enter }},
+		{"status", func(s issuer.ScriptBatchStats) issuer.BatchStats { return s.Status }},
+		{"exchange", func(s issuer.ScriptBatchStats) issuer.BatchStats { return s.Exchange }},
+		{"complete", func(s issuer.ScriptBatchStats) issuer.BatchStats { return s.Complete }},
+	} {
+		labels := prometheus.Labels{"op": op.name}
+		coalesced = append(coalesced, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "flashgate_script_batch_calls_total",
+			Help:        "Coalesced script calls this replica sent, by operation (enter, status, exchange, complete; a status call carrying exchanges counts under both).",
+			ConstLabels: labels,
+		}, func() float64 { return float64(op.get(is.ScriptBatchStats()).Calls) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "flashgate_script_batch_items_total",
+				Help:        "Items (users, tokens, admissions) those calls carried, by operation; divided by the calls: the mean batch.",
+				ConstLabels: labels,
+			}, func() float64 { return float64(op.get(is.ScriptBatchStats()).Items) }))
+	}
 	restored := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "flashgate_rooms_restored_total",
 		Help: "Rooms this replica recreated from their last known config after Redis lost them (each also logged at WARN).",
 	}, func() float64 { return float64(is.RoomsRestored()) })
 	cs := []prometheus.Collector{m.requests, m.latency, m.sseOpen, m.storeErrors, rc, rc.errors, rc.exported,
 		batches, batched, restored, m.scripts.dur, m.scripts.errs, m.ticks.dur, m.ticks.failures}
+	cs = append(cs, coalesced...)
 	if health != nil {
 		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "flashgate_redis_up",

@@ -458,6 +458,9 @@ func TestMetrics(t *testing.T) {
 		`flashgate_sse_streams_open 0`,
 		`flashgate_enter_script_calls_total 2`, // sequential enters: one call each
 		`flashgate_enter_script_users_total 2`,
+		`flashgate_script_batch_calls_total{op="enter"} 2`,
+		`flashgate_script_batch_items_total{op="enter"} 2`,
+		`flashgate_script_batch_calls_total{op="complete"} 0`,
 		`flashgate_room_waiting{room="` + room + `"} 1`,
 		`flashgate_room_live{room="` + room + `"} 1`,
 		`flashgate_room_capacity{room="` + room + `"} 1`,

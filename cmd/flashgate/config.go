@@ -17,6 +17,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/flashgate/flashgate/internal/logbuf"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/server"
 )
@@ -64,11 +65,12 @@ type serveConfig struct {
 	CompletionReplicas     int           `env:"COMPLETION_REPLICAS" envDefault:"0" help:"Sentinel/standalone with replicas: completions and revocations wait (Redis WAIT) for this many replica acknowledgements and fail closed (503) without them; 0 disables; not on Cluster"`
 	CompletionTimeout      time.Duration `env:"COMPLETION_TIMEOUT" envDefault:"200ms" help:"how long a completion waits for FLASHGATE_COMPLETION_REPLICAS acknowledgements"`
 	StatusSnapshot         time.Duration `env:"STATUS_SNAPSHOT" envDefault:"0s" help:"opt-in for very large lines: largest age of the per-replica room snapshot that answers status for users far behind the head (position_estimated; 500ms suits a line of 100,000s); 0: every status asks Redis (exact positions)"`
-	EnterBatch             int           `env:"ENTER_BATCH" envDefault:"32" help:"most users one enter script call carries (1 … 1000): concurrent enters for a room share a call (group commit); 1 turns coalescing off"`
+	EnterBatch             int           `env:"ENTER_BATCH" envDefault:"32" help:"most items one script call carries (1 … 1000): concurrent enters, statuses and exchanges, and completions for a room share a call of their kind (group commit); 1 turns coalescing off"`
 	RedisTimeout           time.Duration `env:"REDIS_TIMEOUT" envDefault:"1s" help:"the most one API request waits for Redis before answering 503 unavailable (a hung Redis costs a client at most this long; requests that use it all open the Redis breaker, after which they fail at once)"`
 	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests"`
 	LogLevel               string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
 	LogFormat              string        `env:"LOG_FORMAT" envDefault:"text" help:"text | json"`
+	LogFlush               time.Duration `env:"LOG_FLUSH" envDefault:"100ms" help:"log lines below WARN (the access log) are buffered and written together at most this often (one write instead of one per request; a crash loses at most this much of them); WARN and ERROR lines are written at once; 0: every line at once"`
 	JournalDSN             string        `env:"JOURNAL_DSN" help:"PostgreSQL URL of the journal (README \"Asking the journal\"), e.g. postgres://flashgate@db/flashgate: the admin routes /admin/rooms/{room}/journal and …/journal/report read it; unset: they answer 404 journal_off"`
 	AccessLog              bool          `env:"ACCESS_LOG" envDefault:"true" help:"true | false: one INFO log line per request (method, route template, room, status, duration_ms, request_id; never paths, query strings or tokens); admin changes are audit-logged either way"`
 	PprofAddr              string        `env:"PPROF_ADDR" help:"listen address of Go's profiler (net/http/pprof: /debug/pprof/…) on its own HTTP server, never the API's, e.g. 127.0.0.1:6060; a loopback address only unless FLASHGATE_INSECURE_PPROF is set; unset: off"`
@@ -147,6 +149,9 @@ func envNames(t reflect.Type, prefix string) map[string]string {
 func (c *serveConfig) validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
+	}
+	if c.LogFlush < 0 {
+		return fmt.Errorf("FLASHGATE_LOG_FLUSH must be >= 0, got %s", c.LogFlush)
 	}
 	switch c.LogFormat {
 	case "text", "json":
@@ -398,12 +403,27 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 func newLogger(w io.Writer, level, format string) *slog.Logger {
+	return slog.New(newHandler(w, level, format))
+}
+
+func newHandler(w io.Writer, level, format string) slog.Handler {
 	l, _ := parseLevel(level)
 	opts := &slog.HandlerOptions{Level: l}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.NewTextHandler(w, opts)
+}
+
+// newBufferedLogger is newLogger writing through a logbuf.Writer flushed
+// every flush and at every WARN or ERROR record (flush 0: newLogger, and
+// close does nothing). close flushes and stops the writer.
+func newBufferedLogger(w io.Writer, level, format string, flush time.Duration) (log *slog.Logger, close func()) {
+	if flush <= 0 {
+		return newLogger(w, level, format), func() {}
+	}
+	b := logbuf.New(w, 0, flush)
+	return slog.New(logbuf.FlushOn(newHandler(b, level, format), slog.LevelWarn, b.Flush)), func() { _ = b.Close() }
 }
 
 // envVar is one documented environment variable.

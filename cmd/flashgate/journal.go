@@ -109,7 +109,7 @@ func runJournalRun(ctx context.Context, args []string, stdout, stderr io.Writer)
 		stop: "stops it after the batch in flight",
 		env:  reflect.TypeOf(journalEnv{}),
 		load: func() (journalEnv, error) { return loadJournalEnv(nil) },
-		log:  func(c journalEnv) (string, string) { return c.Journal.LogLevel, c.Journal.LogFormat },
+		log:  func(c journalEnv) (string, string, time.Duration) { return c.Journal.LogLevel, c.Journal.LogFormat, 0 },
 		run:  journalRun,
 	}, args, stdout, stderr)
 }

@@ -92,6 +92,7 @@ func TestServeConfigDefaultsAndValidation(t *testing.T) {
 		"secret not b64":   {"FLASHGATE_WAITING_SECRET": "!!!"},
 		"bad log format":   {"FLASHGATE_LOG_FORMAT": "xml"},
 		"bad log level":    {"FLASHGATE_LOG_LEVEL": "loud"},
+		"negative flush":   {"FLASHGATE_LOG_FLUSH": "-1s"},
 		"bad duration":     {"FLASHGATE_SHUTDOWN_TIMEOUT": "soon"},
 		"bad session":      {"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_SESSION": "1h"},
 		"bad window":       {"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "10ms"},

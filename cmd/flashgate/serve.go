@@ -33,8 +33,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		stop:  "shuts it down gracefully",
 		env:   reflect.TypeOf(serveEnv{}),
 		load:  func() (serveEnv, error) { return loadServeEnv(nil) },
-		log:   func(c serveEnv) (string, string) { return c.Serve.LogLevel, c.Serve.LogFormat },
-		run:   serve,
+		log: func(c serveEnv) (string, string, time.Duration) {
+			return c.Serve.LogLevel, c.Serve.LogFormat, c.Serve.LogFlush
+		},
+		run: serve,
 	}, args, stdout, stderr)
 }
 
@@ -46,8 +48,9 @@ type envCommand[C any] struct {
 	name, about, stop string // "journal run"; one sentence; what SIGINT/SIGTERM does
 	env               reflect.Type
 	load              func() (C, error)
-	log               func(C) (level, format string)
-	run               func(context.Context, C, *slog.Logger) error
+	// log: the command's log level, format and flush interval (0: every line at once).
+	log func(C) (level, format string, flush time.Duration)
+	run func(context.Context, C, *slog.Logger) error
 }
 
 func runEnvCommand[C any](ctx context.Context, cmd envCommand[C], args []string, stdout, stderr io.Writer) int {
@@ -70,8 +73,9 @@ func runEnvCommand[C any](ctx context.Context, cmd envCommand[C], args []string,
 		fmt.Fprintf(stderr, "flashgate %s: %v\n", cmd.name, err)
 		return exitUsage
 	}
-	level, format := cmd.log(cfg)
-	log := newLogger(stderr, level, format)
+	level, format, flush := cmd.log(cfg)
+	log, closeLog := newBufferedLogger(stderr, level, format, flush)
+	defer closeLog()
 	if err := cmd.run(ctx, cfg, log); err != nil {
 		log.Error("flashgate "+cmd.name+" failed", "err", err)
 		return exitFailure
