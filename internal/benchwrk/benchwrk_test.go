@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -123,11 +127,14 @@ func TestSummarizeAndBudgets(t *testing.T) {
 		runAt(rowBare, 2, 2000, 0, 10), runAt(rowEnter, 2, 1100, 4, 22), runAt(rowStatus, 2, 1400, 1, 15), runAt(rowComplete, 2, 700, 8, 40),
 		runAt(rowBare, 3, 1000, 0, 10), runAt(rowEnter, 3, 650, 5, 21), runAt(rowStatus, 3, 800, 2, 15), runAt(rowComplete, 3, 300, 9, 40),
 	}
+	// bare + PING: the PING limit of enter and status (1000, 1600, 900 req/s).
+	runs = append(runs, runAt(rowPing, 1, 1000, 12, 30), runAt(rowPing, 2, 1600, 11, 31), runAt(rowPing, 3, 900, 13, 29),
+		runAt(rowStatusSnap, 1, 900, 0.5, 12), runAt(rowStatusSnap, 2, 1700, 0.4, 12), runAt(rowStatusSnap, 3, 700, 0.5, 12))
 	// A failed run is left out of the medians and counted.
 	bad := runAt(rowStatus, 3, 5000, 1, 1)
 	bad.Non2xx = bad.Requests
 	runs = append(runs, bad)
-	sums := summarize([]string{rowBare, rowEnter, rowStatus, rowComplete}, runs)
+	sums := summarize([]string{rowBare, rowPing, rowEnter, rowStatus, rowStatusSnap, rowComplete}, runs)
 	byRow := map[string]summary{}
 	for _, s := range sums {
 		byRow[s.Row] = s
@@ -147,6 +154,27 @@ func TestSummarizeAndBudgets(t *testing.T) {
 	assert.Equal(t, 1, s.Failed)
 	assert.InDelta(t, 70, s.Pct, 1e-9) // 70, 70, 80
 	assert.False(t, s.BudgetOK, "70 %% < 75 %%")
+	// % of the PING limit: enter 62, 68.75, 72.2…; status 70, 87.5, (failed run left out) 88.9….
+	assert.True(t, e.HasPing)
+	assert.InDelta(t, 68.75, e.PingPct, 1e-9)
+	assert.InDelta(t, 62, e.PingPctMin, 1e-9)
+	assert.InDelta(t, 650.0/9, e.PingPctMax, 1e-9)
+	assert.True(t, s.HasPing)
+	assert.InDelta(t, 87.5, s.PingPct, 1e-9)
+	// status (snapshot): its own status budget (90, 85, 70: 85 ≥ 75) and
+	// ratio to the PING limit (90, 106.25, 77.8…).
+	ss := byRow[rowStatusSnap]
+	assert.True(t, ss.HasBudget)
+	assert.InDelta(t, 85, ss.Pct, 1e-9)
+	assert.True(t, ss.BudgetOK, "85 %% ≥ 75 %%")
+	assert.InDelta(t, 90, ss.PingPct, 1e-9)
+	p := byRow[rowPing]
+	assert.InDelta(t, 90, p.Pct, 1e-9) // 100, 80, 90 % of bare
+	assert.InDelta(t, 12, p.RedisUs, 1e-6)
+	assert.InDelta(t, 30, p.ServerUs, 1e-6)
+	assert.False(t, p.HasBudget)
+	assert.False(t, p.HasPing, "the limit has no % of itself")
+	assert.False(t, byRow[rowComplete].HasPing, "complete is not compared with the PING limit")
 	c := byRow[rowComplete]
 	assert.InDelta(t, 32, c.Pct, 1e-9) // 32, 35, 30
 	assert.True(t, c.BudgetOK)
@@ -161,9 +189,25 @@ func TestSummarizeAndBudgets(t *testing.T) {
 	table := out.String()
 	assert.Contains(t, table, "≥ 60 % PASS")
 	assert.Contains(t, table, "≥ 75 % OVER (1 of 4 runs FAILED)")
+	assert.Contains(t, table, "≥ 75 % PASS", "the status budget on the snapshot row too")
+	assert.Contains(t, table, "% of the PING limit")
+	assert.Contains(t, table, "69 % (62–72 %)", "enter's % of the PING limit")
+	assert.Contains(t, table, "88 % (70–89 %)", "status's % of the PING limit")
+	for _, l := range strings.Split(table, "\n") {
+		if strings.HasPrefix(l, "| "+rowPing+" ") {
+			assert.Contains(t, l, "| 12.00 ", "bare + PING shows its Redis µs/req")
+			assert.Contains(t, l, "90 % (80–100 %)")
+		}
+		if strings.HasPrefix(l, "| "+rowBare+" ") {
+			assert.Equal(t, 0, strings.Count(l, "%)"), "no percentage on %q", l)
+		}
+		if strings.HasPrefix(l, "| "+rowComplete+" ") {
+			assert.Equal(t, 1, strings.Count(l, "%)"), "%% of bare only, no %% of the PING limit on %q", l)
+		}
+	}
 	assert.Contains(t, table, "62 % (55–65 %)")
 	assert.Contains(t, table, "Redis CPU per completion / per enter: 2.25× (budget ≤ 2×) OVER")
-	for _, l := range strings.Split(strings.TrimSpace(table), "\n")[:6] {
+	for _, l := range strings.Split(strings.TrimSpace(table), "\n")[:8] {
 		assert.True(t, strings.HasPrefix(l, "|") && strings.HasSuffix(l, "|"), "a Markdown table row: %q", l)
 	}
 }
@@ -176,6 +220,12 @@ func TestNoBareNoPercentage(t *testing.T) {
 	sums := summarize([]string{rowEnter}, []run{bare, runAt(rowEnter, 1, 900, 4, 20)})
 	assert.Equal(t, 0.0, sums[0].Pct)
 	assert.False(t, sums[0].BudgetOK)
+	// Likewise a failed bare + PING run: no % of the PING limit that round.
+	ping := runAt(rowPing, 1, 1000, 10, 30)
+	ping.Non2xx = ping.Requests
+	sums = summarize([]string{rowEnter}, []run{runAt(rowBare, 1, 1000, 0, 10), ping, runAt(rowEnter, 1, 900, 4, 20)})
+	assert.InDelta(t, 90, sums[0].Pct, 1e-9)
+	assert.False(t, sums[0].HasPing)
 }
 
 func TestRows(t *testing.T) {
@@ -186,13 +236,53 @@ func TestRows(t *testing.T) {
 		}
 		return ns
 	}
-	all := "enter,status,exchange,complete,jwks"
-	assert.Equal(t, []string{rowBare, rowEnter, rowEnterOff, rowStatus, rowExchange, rowExchangeOff, rowComplete, rowCompleteOff, rowJWKS},
-		names(options{journal: "both", kinds: all}))
-	assert.Equal(t, []string{rowBare, rowEnter, rowStatus, rowExchange, rowComplete, rowJWKS}, names(options{journal: "on", kinds: all}))
-	assert.Equal(t, []string{rowBare, rowEnterOff, rowStatus}, names(options{journal: "off", kinds: "enter,status"}))
-	for _, r := range (options{journal: "both", kinds: all}).rows() {
+	assert.Equal(t, []string{rowBare, rowPing, rowEnter, rowEnterOff, rowStatus, rowStatusSnap, rowExchange, rowExchangeOff, rowComplete, rowCompleteOff, rowJWKS},
+		names(options{journal: "both", kinds: allKinds}))
+	assert.Equal(t, []string{rowBare, rowPing, rowEnter, rowStatus, rowStatusSnap, rowExchange, rowComplete, rowJWKS}, names(options{journal: "on", kinds: allKinds}))
+	assert.Equal(t, []string{rowBare, rowPing, rowEnterOff, rowStatus}, names(options{journal: "off", kinds: "enter,status"}))
+	assert.Equal(t, []string{rowBare, rowPing, rowStatusSnap}, names(options{journal: "both", kinds: "status-snapshot"}))
+	var profiled []string
+	for _, r := range (options{journal: "both", kinds: allKinds}).rows() {
 		assert.Equal(t, strings.Contains(r.name, "journal off"), r.journal == "0", r.name)
+		assert.Equal(t, r.name == rowBare || r.name == rowPing, r.hello, r.name)
+		assert.Equal(t, r.name == rowStatusSnap, r.snapshot != "", r.name)
+		if r.profiled() {
+			profiled = append(profiled, r.kind)
+		}
+	}
+	assert.Equal(t, []string{"enter", "status", "status-snapshot", "exchange", "complete", "jwks"}, profiled,
+		"-profile: every flashgate row kind of a round once, named by kind")
+}
+
+// TestServeEnv: the status (snapshot) row's server gets
+// FLASHGATE_STATUS_SNAPSHOT in the format cmd/flashgate's config parses (a
+// Go duration), the others leave the default (exact statuses); the journal
+// bound likewise.
+func TestServeEnv(t *testing.T) {
+	b := &bencher{o: options{redisURL: "redis://x"}}
+	env := func(spec rowSpec) map[string]string {
+		m := map[string]string{}
+		for _, kv := range b.serveEnv("127.0.0.1:1", "127.0.0.1:2", spec) {
+			k, v, _ := strings.Cut(kv, "=")
+			m[k] = v
+		}
+		return m
+	}
+	for _, r := range (options{journal: "both", kinds: allKinds}).rows() {
+		if r.hello {
+			continue
+		}
+		e := env(r)
+		snap, ok := e["FLASHGATE_STATUS_SNAPSHOT"]
+		assert.Equal(t, r.name == rowStatusSnap, ok, r.name)
+		if ok {
+			d, err := time.ParseDuration(snap)
+			require.NoError(t, err)
+			assert.Equal(t, 500*time.Millisecond, d)
+		}
+		_, off := e["FLASHGATE_JOURNAL_MAXLEN"]
+		assert.Equal(t, r.journal == "0", off, r.name)
+		assert.Equal(t, "redis://x", e["REDIS_URL"])
 	}
 }
 
@@ -220,13 +310,58 @@ func TestValidate(t *testing.T) {
 		statusUsers: 10, exchangeUsers: 10, completeMin: 10, completeMax: 10, kinds: "enter,jwks"}
 	o := ok
 	require.NoError(t, o.validate())
+	o.kinds = allKinds
+	require.NoError(t, o.validate())
 	for name, f := range map[string]func(*options){
 		"no redis": func(o *options) { o.redisURL = "" }, "no binary": func(o *options) { o.bin += "-missing" },
 		"journal": func(o *options) { o.journal = "maybe" }, "rows": func(o *options) { o.kinds = "enter,checkout" },
 		"duration": func(o *options) { o.duration = time.Millisecond }, "conns": func(o *options) { o.conns = 1 },
+		"ping is not selectable": func(o *options) { o.kinds = "ping" }, "hello neither": func(o *options) { o.kinds = "hello" },
 	} {
 		o := ok
 		f(&o)
 		assert.Error(t, o.validate(), name)
 	}
+}
+
+// TestHelloPing: the bare server's GET /ping sends exactly one PING to Redis
+// per request (INFO commandstats of a private redis-server) and answers the
+// same JSON as GET /hello; with Redis gone it answers 503, which wrk counts.
+func TestHelloPing(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	app := helloApp(rdb)
+	get := func(path string) (int, string) {
+		resp, err := app.Test(httptest.NewRequest("GET", path, nil), -1)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	pings := func() string {
+		info, err := rdb.Info(context.Background(), "commandstats").Result()
+		require.NoError(t, err)
+		for _, l := range strings.Split(info, "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(l), ":"); ok && k == "cmdstat_ping" {
+				calls, _, _ := strings.Cut(v, ",")
+				return calls
+			}
+		}
+		return "calls=0"
+	}
+	code, hello := get("/hello")
+	require.Equal(t, 200, code)
+	assert.JSONEq(t, `{"room":"r","state":"WAITING","position":42}`, hello)
+	require.NoError(t, rdb.ConfigResetStat(context.Background()).Err())
+	for range 3 {
+		code, body := get("/ping")
+		require.Equal(t, 200, code)
+		assert.Equal(t, hello, body)
+	}
+	// The INFO call itself is not a PING: 3 requests, 3 PINGs.
+	assert.Equal(t, "calls=3", pings())
+	srv.Kill()
+	code, _ = get("/ping")
+	assert.Equal(t, 503, code)
 }

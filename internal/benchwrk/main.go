@@ -8,17 +8,24 @@
 //
 // Each round runs, in this order, each against a freshly started process and
 // a flushed Redis (the state setup and its run are never separated by a
-// flush): bare GET /hello; enter (a paused room, every request a new user);
+// flush): bare GET /hello; bare + PING (GET /ping of the same bare server:
+// one Redis PING, then the same JSON — the physical limit of every row that
+// needs a Redis round trip); enter (a paused room, every request a new user);
 // status (statusUsers users waiting in a paused room, wrk cycling through
-// their waiting tokens); exchange (exchangeUsers ACTIVE users, cycling: a
+// their waiting tokens); status (snapshot) (the same, the server started with
+// FLASHGATE_STATUS_SNAPSHOT=500ms, the opt-in); exchange (exchangeUsers ACTIVE users, cycling: a
 // repeated exchange re-mints); POST /v1/complete (a distinct admission token
 // per request, minted before the run); GET /.well-known/jwks.json. With
 // -journal both (the default) enter, exchange and complete also run against
-// a server with FLASHGATE_JOURNAL_MAXLEN=0 (journal off).
+// a server with FLASHGATE_JOURNAL_MAXLEN=0 (journal off). -profile DIR saves
+// a CPU profile of each flashgate row of the last round (journal-off rows
+// excepted) as DIR/<kind>.pprof: enter, status, status-snapshot, exchange,
+// complete, jwks.
 //
 // Per run it reports wrk's Requests/sec, the CPU time Redis (INFO cpu) and
 // the server process (/proc/<pid>/stat) spent per request, in µs, and wrk's
-// own CPU share; then a table of medians with issue 13's budgets. A run whose
+// own CPU share; then a table of medians with issue 13's budgets and, for
+// enter and status, the % of the same round's bare + PING. A run whose
 // non-2xx answers and socket errors exceed 0.1 % of its requests is reported
 // as FAILED. The exit status is 0 when every run measured (over budget
 // included: it is a measurement), 1 when a run failed, 2 on a usage error.
@@ -44,9 +51,11 @@ import (
 // The rows of the table, in the order of a round.
 const (
 	rowBare        = "bare /hello"
+	rowPing        = "bare + PING"
 	rowEnter       = "enter"
 	rowEnterOff    = "enter (journal off)"
 	rowStatus      = "status"
+	rowStatusSnap  = "status (snapshot)"
 	rowExchange    = "exchange"
 	rowExchangeOff = "exchange (journal off)"
 	rowComplete    = "complete"
@@ -94,12 +103,12 @@ func main() {
 	flag.StringVar(&o.journal, "journal", "both", "on | off | both: the journal (FLASHGATE_JOURNAL_MAXLEN default, or 0) for enter, exchange and complete")
 	flag.BoolVar(&o.accessLog, "access-log", true, "FLASHGATE_ACCESS_LOG of the server (on, the default, as in production; its output is discarded unless -server-log)")
 	flag.StringVar(&o.serverLog, "server-log", "", "append the server's log (access log included) to this file instead of discarding it")
-	flag.StringVar(&o.profile, "profile", "", "write CPU profiles of the last round's enter and status runs (FLASHGATE_PPROF_ADDR, /debug/pprof/profile) into this directory")
+	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of every flashgate row of the last round (journal-off rows excepted) as DIR/<kind>.pprof (FLASHGATE_PPROF_ADDR, /debug/pprof/profile)")
 	flag.IntVar(&o.statusUsers, "status-users", 10000, "users waiting in the status row's room")
 	flag.IntVar(&o.exchangeUsers, "exchange-users", 5000, "ACTIVE users the exchange row cycles through")
 	flag.IntVar(&o.completeMin, "complete-min", 20000, "fewest admission tokens minted for a complete run")
 	flag.IntVar(&o.completeMax, "complete-max", 300000, "most admission tokens minted for a complete run")
-	flag.StringVar(&o.kinds, "rows", "enter,status,exchange,complete,jwks", "comma-separated rows to run (enter, status, exchange, complete, jwks); bare /hello always runs")
+	flag.StringVar(&o.kinds, "rows", allKinds, "comma-separated rows to run ("+allKinds+"); bare /hello and bare + PING always run")
 	flag.Parse()
 	o.redisURL = os.Getenv("REDIS_URL")
 	if err := o.validate(); err != nil {
@@ -127,9 +136,9 @@ func (o *options) validate() error {
 	}
 	for _, k := range strings.Split(o.kinds, ",") {
 		switch strings.TrimSpace(k) {
-		case "enter", "status", "exchange", "complete", "jwks":
+		case "enter", "status", kindStatusSnap, "exchange", "complete", "jwks":
 		default:
-			return fmt.Errorf("-rows: unknown row %q (enter, status, exchange, complete, jwks)", k)
+			return fmt.Errorf("-rows: unknown row %q (%s)", k, allKinds)
 		}
 	}
 	abs, err := filepath.Abs(o.bin)
@@ -148,31 +157,53 @@ func (o *options) validate() error {
 	return nil
 }
 
+// allKinds are the row kinds -rows selects from (its default: all).
+const allKinds = "enter,status,status-snapshot,exchange,complete,jwks"
+
+// kindStatusSnap is the status row against a server with the status
+// snapshot on (statusSnapshot).
+const kindStatusSnap = "status-snapshot"
+
+// statusSnapshot is the FLASHGATE_STATUS_SNAPSHOT of the status (snapshot)
+// row: issuer.SuggestedStatusSnapshot, the value README "Estimated wait"
+// suggests for lines of 100,000s.
+const statusSnapshot = "500ms"
+
 // rowSpec is one row of a round: what to start and how to set it up.
 type rowSpec struct {
-	name    string
-	hello   bool   // the bare fiber server instead of flashgate serve
-	journal string // "" (the default bound) or "0" (FLASHGATE_JOURNAL_MAXLEN=0)
-	kind    string // enter, status, exchange, complete, jwks, hello
+	name     string
+	hello    bool   // the bare fiber server (GET /hello, /ping) instead of flashgate serve
+	journal  string // "" (the default bound) or "0" (FLASHGATE_JOURNAL_MAXLEN=0)
+	snapshot string // FLASHGATE_STATUS_SNAPSHOT ("": the default, exact statuses)
+	kind     string // hello, ping, enter, status, status-snapshot, exchange, complete, jwks
 }
+
+// profiled reports whether -profile takes a CPU profile of the row (in the
+// last round): every flashgate row but the journal-off duplicates.
+func (s rowSpec) profiled() bool { return !s.hello && s.journal == "" }
 
 // rows is the order of a round for -journal.
 func (o options) rows() []rowSpec {
 	on, off := o.journal != "off", o.journal != "on"
 	var rs []rowSpec
-	want := map[string]bool{"hello": true}
+	want := map[string]bool{"hello": true, "ping": true}
 	for _, k := range strings.Split(o.kinds, ",") {
 		want[strings.TrimSpace(k)] = true
 	}
 	add := func(name, kind, journal string, ok bool) {
 		if ok && want[kind] {
-			rs = append(rs, rowSpec{name: name, kind: kind, journal: journal, hello: kind == "hello"})
+			rs = append(rs, rowSpec{name: name, kind: kind, journal: journal, hello: kind == "hello" || kind == "ping"})
+			if kind == kindStatusSnap {
+				rs[len(rs)-1].snapshot = statusSnapshot
+			}
 		}
 	}
 	add(rowBare, "hello", "", true)
+	add(rowPing, "ping", "", true)
 	add(rowEnter, "enter", "", on)
 	add(rowEnterOff, "enter", "0", off)
 	add(rowStatus, "status", "", true)
+	add(rowStatusSnap, kindStatusSnap, "", true)
 	add(rowExchange, "exchange", "", on)
 	add(rowExchangeOff, "exchange", "0", off)
 	add(rowComplete, "complete", "", on)
@@ -227,7 +258,7 @@ func bench(ctx context.Context, o options) int {
 		names[i] = s.name
 	}
 	sums := summarize(names, runs)
-	fmt.Printf("\nmedians of %d rounds (wrk -t%d -c%d -d%s; %% of the same round's bare /hello req/s; CPU µs per request):\n\n",
+	fmt.Printf("\nmedians of %d rounds (wrk -t%d -c%d -d%s; %% of the same round's bare /hello and bare + PING req/s; CPU µs per request):\n\n",
 		o.rounds, o.threads, o.conns, o.duration)
 	printTable(os.Stdout, sums)
 	for _, r := range runs {

@@ -80,7 +80,8 @@ type server struct {
 func (s *server) pid() int { return s.cmd.Process.Pid }
 
 // start starts spec's server and waits until it answers (serve: /readyz
-// 200; hello: /hello 200), at most 30 s. Errors: the start's, a process
+// 200; hello: /hello 200), at most 30 s. The hello server gets the
+// driver's REDIS_URL (for GET /ping). Errors: the start's, a process
 // that exits or never answers.
 func (b *bencher) start(ctx context.Context, spec rowSpec) (*server, error) {
 	addr, err := freeAddr()
@@ -95,13 +96,14 @@ func (b *bencher) start(ctx context.Context, spec rowSpec) (*server, error) {
 			return nil, err
 		}
 		s.cmd = exec.Command(self, "hello", addr)
+		s.cmd.Env = append(os.Environ(), "REDIS_URL="+b.o.redisURL) // the last one wins
 		probe = s.base + "/hello"
 	} else {
 		if s.pprof, err = freeAddr(); err != nil {
 			return nil, err
 		}
 		s.cmd = exec.Command(b.o.bin, "serve")
-		s.cmd.Env = b.serveEnv(addr, s.pprof, spec.journal)
+		s.cmd.Env = b.serveEnv(addr, s.pprof, spec)
 	}
 	s.cmd.Dir = b.dir
 	if b.o.serverLog != "" {
@@ -148,8 +150,9 @@ func (b *bencher) stopServer(s *server) { b.procs.stop(s.cmd, s.done) }
 // FLASHGATE_* or REDIS_URL of its own, plus the bench settings (README
 // "Configuration"): the enter rate limits off, an admin token, a fixed
 // waiting secret (Redis is flushed between runs), the key ring in the temp
-// dir, the journal bound ("" keeps the default), the access log, pprof.
-func (b *bencher) serveEnv(addr, pprof, journal string) []string {
+// dir, spec's journal bound and status snapshot ("" keeps the default), the
+// access log, pprof.
+func (b *bencher) serveEnv(addr, pprof string, spec rowSpec) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "FLASHGATE_") && !strings.HasPrefix(kv, "REDIS_URL=") {
@@ -167,8 +170,11 @@ func (b *bencher) serveEnv(addr, pprof, journal string) []string {
 		fmt.Sprintf("FLASHGATE_ACCESS_LOG=%v", b.o.accessLog),
 		"FLASHGATE_PPROF_ADDR="+pprof,
 	)
-	if journal != "" {
-		env = append(env, "FLASHGATE_JOURNAL_MAXLEN="+journal)
+	if spec.journal != "" {
+		env = append(env, "FLASHGATE_JOURNAL_MAXLEN="+spec.journal)
+	}
+	if spec.snapshot != "" {
+		env = append(env, "FLASHGATE_STATUS_SNAPSHOT="+spec.snapshot)
 	}
 	return env
 }

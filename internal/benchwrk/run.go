@@ -41,7 +41,8 @@ type wrkJob struct {
 
 // measure runs one row of one round: flush Redis, start the server, set up
 // the row's state, run wrk with the CPU counters read around it, stop the
-// server. last: the last round (profiles are taken then).
+// server. last: the last round (profiles of spec.profiled() rows are taken
+// then).
 func (b *bencher) measure(ctx context.Context, spec rowSpec, round int, last bool, prev []run) run {
 	r := run{Row: spec.name, Round: round, Duration: b.o.duration}
 	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
@@ -60,7 +61,7 @@ func (b *bencher) measure(ctx context.Context, spec rowSpec, round int, last boo
 		return r
 	}
 	var prof sync.WaitGroup
-	if last && b.o.profile != "" && (spec.name == rowEnter || spec.name == rowStatus) {
+	if last && b.o.profile != "" && spec.profiled() {
 		prof.Add(1)
 		go func() { defer prof.Done(); b.fetchProfile(srv, spec.kind) }()
 	}
@@ -185,16 +186,18 @@ func (b *bencher) setup(ctx context.Context, spec rowSpec, srv *server, round in
 	switch spec.kind {
 	case "hello":
 		return wrkJob{url: srv.base + "/hello"}, nil
+	case "ping":
+		return wrkJob{url: srv.base + "/ping"}, nil
 	case "jwks":
 		return wrkJob{url: srv.base + "/.well-known/jwks.json"}, nil
 	case "enter":
-		if err := b.putRoom(srv, roomEnter, "paused", 100); err != nil {
+		if err := b.putRoom(srv, roomEnter, "paused", 100, fastRate); err != nil {
 			return wrkJob{}, err
 		}
 		return wrkJob{url: srv.base + "/v1/rooms/" + roomEnter + "/enter", script: "enter.lua",
 			args: []string{"r" + strconv.Itoa(round)}}, nil
-	case "status":
-		if err := b.putRoom(srv, roomStatus, "paused", 100); err != nil {
+	case "status", kindStatusSnap:
+		if err := b.putRoom(srv, roomStatus, "paused", 100, statusRate); err != nil {
 			return wrkJob{}, err
 		}
 		pairs, err := b.enterUsers(ctx, srv, roomStatus, b.o.statusUsers)
@@ -260,12 +263,28 @@ func (b *bencher) completeTokens(spec rowSpec, prev []run) int {
 	return min(max(n, b.o.completeMin), b.o.completeMax)
 }
 
+// Admission rates (per minute) of the rows' rooms.
+const (
+	// fastRate admits up to 10,000 per 100 ms tick (the batch): the
+	// exchange and complete rooms fill at once.
+	fastRate = 10_000_000
+	// statusRate is the status rooms' (paused: nobody is admitted): 100
+	// per second, so that the status snapshot's "near the head" band
+	// (issuer/snapshot.go nearHead: 2 × the admissions of the snapshot's
+	// age + 2 ticks, at least 50) is 140 entries and the snapshot answers
+	// the other 98.6 % of the 10,000 (at fastRate the band, 233,338, would
+	// hold the whole line and the snapshot row would measure the exact
+	// path). The exact script's cost does not depend on the rate.
+	statusRate = 6000
+)
+
 // putRoom creates room through the admin API: state "paused" or "open",
-// capacity users at once, admitting up to 10,000 per 100 ms tick, 15-minute (the longest)
-// sessions, no arrival window (README "HTTP API", PUT /admin/rooms/{room}).
-func (b *bencher) putRoom(srv *server, room, state string, capacity int) error {
-	body := fmt.Sprintf(`{"capacity":%d,"rate_per_minute":10000000,"session_seconds":900,"tick_ms":100,"batch":10000,"arrival_window_ms":0,"state":%q}`,
-		capacity, state)
+// capacity users at once, admitting ratePerMinute (at most 10,000 per 100 ms
+// tick), 15-minute (the longest) sessions, no arrival window (README "HTTP
+// API", PUT /admin/rooms/{room}).
+func (b *bencher) putRoom(srv *server, room, state string, capacity, ratePerMinute int) error {
+	body := fmt.Sprintf(`{"capacity":%d,"rate_per_minute":%d,"session_seconds":900,"tick_ms":100,"batch":10000,"arrival_window_ms":0,"state":%q}`,
+		capacity, ratePerMinute, state)
 	req, _ := http.NewRequest("PUT", srv.base+"/admin/rooms/"+room, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+b.admin)
 	req.Header.Set("Content-Type", "application/json")
@@ -276,7 +295,7 @@ func (b *bencher) putRoom(srv *server, room, state string, capacity int) error {
 // waits until every one is admitted (the admin stats' live count);
 // returns their (user, waiting token) pairs.
 func (b *bencher) activeUsers(ctx context.Context, srv *server, room string, n int) ([][2]string, error) {
-	if err := b.putRoom(srv, room, "open", n); err != nil {
+	if err := b.putRoom(srv, room, "open", n, fastRate); err != nil {
 		return nil, err
 	}
 	pairs, err := b.enterUsers(ctx, srv, room, n)
