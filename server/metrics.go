@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
@@ -89,7 +90,8 @@ func (m *metrics) route(route, method string) *routeMetrics {
 	return v.(*routeMetrics)
 }
 
-func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.Issuer, health RedisHealth) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.Issuer, health RedisHealth,
+	pool func() *redis.PoolStats) (*metrics, error) {
 	if reg == nil {
 		r := prometheus.NewRegistry()
 		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -167,6 +169,9 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 	cs := []prometheus.Collector{m.requests, m.latency, m.sseOpen, m.storeErrors, rc, rc.errors, rc.exported,
 		batches, batched, restored, m.scripts.dur, m.scripts.errs, m.ticks.dur, m.ticks.failures}
 	cs = append(cs, coalesced...)
+	if pool != nil {
+		cs = append(cs, poolCollectors(pool)...)
+	}
 	if health != nil {
 		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "flashgate_redis_up",
@@ -326,4 +331,30 @@ func methodLabel(m string) string {
 		}
 	}
 	return "OTHER"
+}
+
+// poolCollectors export the go-redis connection pool's stats (Options.RedisPool).
+func poolCollectors(pool func() *redis.PoolStats) []prometheus.Collector {
+	conns := func(state string, get func(*redis.PoolStats) uint32) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "flashgate_redis_pool_connections",
+			Help:        "Connections in the go-redis pool, by state: total (open) and idle.",
+			ConstLabels: prometheus.Labels{"state": state},
+		}, func() float64 { return float64(get(pool())) })
+	}
+	counter := func(name, help string, get func(*redis.PoolStats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return get(pool()) })
+	}
+	return []prometheus.Collector{
+		conns("total", func(p *redis.PoolStats) uint32 { return p.TotalConns }),
+		conns("idle", func(p *redis.PoolStats) uint32 { return p.IdleConns }),
+		counter("flashgate_redis_pool_misses_total", "Commands that found no idle connection in the go-redis pool (a connection was dialed or waited for).",
+			func(p *redis.PoolStats) float64 { return float64(p.Misses) }),
+		counter("flashgate_redis_pool_waits_total", "Commands that waited for a go-redis pool connection (the pool was at pool_size).",
+			func(p *redis.PoolStats) float64 { return float64(p.WaitCount) }),
+		counter("flashgate_redis_pool_wait_seconds_total", "Time commands spent waiting for a go-redis pool connection, in all.",
+			func(p *redis.PoolStats) float64 { return float64(p.WaitDurationNs) / 1e9 }),
+		counter("flashgate_redis_pool_timeouts_total", "Waits for a go-redis pool connection that gave up (pool_timeout): raise pool_size.",
+			func(p *redis.PoolStats) float64 { return float64(p.Timeouts) }),
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -109,4 +110,24 @@ func sampleCount(t *testing.T, h prometheus.Metric) uint64 {
 	var m dto.Metric
 	require.NoError(t, h.Write(&m))
 	return m.GetHistogram().GetSampleCount()
+}
+
+func TestRedisPoolMetrics(t *testing.T) {
+	stats := &redis.PoolStats{TotalConns: 3, IdleConns: 2, Misses: 4, WaitCount: 5, WaitDurationNs: 1_500_000_000, Timeouts: 1}
+	e := newEnv(t, withOptions(func(o *Options) { o.RedisPool = func() *redis.PoolStats { return stats } }))
+	r := e.do(req{method: "GET", path: "/metrics"})
+	require.Equal(t, 200, r.status)
+	for _, want := range []string{
+		`flashgate_redis_pool_connections{state="total"} 3`,
+		`flashgate_redis_pool_connections{state="idle"} 2`,
+		`flashgate_redis_pool_misses_total 4`,
+		`flashgate_redis_pool_waits_total 5`,
+		`flashgate_redis_pool_wait_seconds_total 1.5`,
+		`flashgate_redis_pool_timeouts_total 1`,
+	} {
+		assert.Contains(t, string(r.body), want)
+	}
+	// Without Options.RedisPool the series are absent.
+	r = newEnv(t).do(req{method: "GET", path: "/metrics"})
+	assert.NotContains(t, string(r.body), "flashgate_redis_pool_")
 }

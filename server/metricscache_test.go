@@ -16,7 +16,7 @@ import (
 // route and method), the cache keeps no alias of the route string it was
 // given, and statuses outside 100–599 still count.
 func TestObserveCachedChildren(t *testing.T) {
-	m, err := newMetrics(prometheus.NewRegistry(), nil, newEnv(t).is, nil)
+	m, err := newMetrics(prometheus.NewRegistry(), nil, newEnv(t).is, nil, nil)
 	require.NoError(t, err)
 	buf := []byte("/v1/rooms/:room/status")
 	route := string(buf)

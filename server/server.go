@@ -165,6 +165,15 @@ type Options struct {
 	// flashgate_redis_failures_total and flashgate_redis_rejected_total
 	// (flashgate serve passes the breaker of its Redis client).
 	RedisHealth RedisHealth
+	// RedisPool, when set, is read at each scrape and exported as
+	// flashgate_redis_pool_connections{state="total|idle"},
+	// flashgate_redis_pool_misses_total (connections dialed because none was
+	// idle), flashgate_redis_pool_waits_total and
+	// flashgate_redis_pool_wait_seconds_total (requests that waited for a
+	// connection, and how long in all) and flashgate_redis_pool_timeouts_total
+	// (waits that gave up: raise pool_size). flashgate serve passes its
+	// client's PoolStats.
+	RedisPool func() *redis.PoolStats
 	// Registerer receives the server's metrics. Nil: a private registry,
 	// with Go and process collectors, served on /metrics.
 	Registerer prometheus.Registerer
@@ -312,7 +321,7 @@ func New(opts Options) (*Server, error) {
 	if opts.AdminToken != "" {
 		s.admin, s.adminSum = true, sha256.Sum256([]byte(opts.AdminToken))
 	}
-	if s.m, err = newMetrics(opts.Registerer, opts.Gatherer, s.is, opts.RedisHealth); err != nil {
+	if s.m, err = newMetrics(opts.Registerer, opts.Gatherer, s.is, opts.RedisHealth, opts.RedisPool); err != nil {
 		return nil, err
 	}
 	s.is.ObserveTicks(s.m.ticks.observe)

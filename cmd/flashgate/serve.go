@@ -156,7 +156,7 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 		log.Warn("FLASHGATE_ADMIN_TOKEN is not set: the admin API is disabled")
 	}
 	opts := c.serverOptions()
-	opts.Issuer, opts.Keys, opts.Logger, opts.RedisHealth = is, ring, log, breaker
+	opts.Issuer, opts.Keys, opts.Logger, opts.RedisHealth, opts.RedisPool = is, ring, log, breaker, rdb.PoolStats
 	if c.Identity == server.IdentityVisitor {
 		if opts.VisitorKey, err = c.visitorKey(); err != nil {
 			return err

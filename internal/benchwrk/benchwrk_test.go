@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -364,4 +365,28 @@ func TestHelloPing(t *testing.T) {
 	srv.Kill()
 	code, _ = get("/ping")
 	assert.Equal(t, 503, code)
+}
+
+func TestServerStats(t *testing.T) {
+	expo := func(calls, items, waits float64) string {
+		return fmt.Sprintf(`# HELP flashgate_script_batch_calls_total x
+# TYPE flashgate_script_batch_calls_total counter
+flashgate_script_batch_calls_total{op="complete"} %g
+flashgate_script_batch_calls_total{op="enter"} 7
+flashgate_script_batch_items_total{op="complete"} %g
+flashgate_redis_pool_connections{state="idle"} 1
+flashgate_redis_pool_connections{state="total"} 6
+flashgate_redis_pool_waits_total %g
+flashgate_redis_pool_timeouts_total 0
+`, calls, items, waits)
+	}
+	before, err := parseStats(strings.NewReader(expo(10, 10, 2)))
+	require.NoError(t, err)
+	after, err := parseStats(strings.NewReader(expo(110, 410, 5)))
+	require.NoError(t, err)
+	rs := diffStats(before, after, "complete")
+	require.Equal(t, runStats{Batch: 4, Conns: 6, Waits: 3, Timeouts: 0, ok: true}, rs)
+	require.Equal(t, "  pool 6 conns, 3 waits, 0 timeouts; 4.0 items/call", rs.String())
+	require.Equal(t, 0.0, diffStats(before, after, "status").Batch, "no calls of the op: no batch")
+	require.Empty(t, runStats{}.String(), "no stats read: nothing printed")
 }

@@ -65,12 +65,16 @@ func (b *bencher) measure(ctx context.Context, spec rowSpec, round int, last boo
 		prof.Add(1)
 		go func() { defer prof.Done(); b.fetchProfile(srv, spec.kind) }()
 	}
+	st0, stErr := scrapeStats(srv.base) // hello, or a binary without the series: no stats line
 	redis0, err1 := b.redisCPU(ctx)
 	srv0, err2 := procCPU(srv.pid())
 	out, wrkCPU, err := b.wrk(ctx, job)
 	redis1, err3 := b.redisCPU(ctx)
 	srv1, err4 := procCPU(srv.pid())
 	prof.Wait()
+	if st1, err := scrapeStats(srv.base); stErr == nil && err == nil && !spec.hello {
+		r.Stats = diffStats(st0, st1, batchOp[spec.kind])
+	}
 	for _, e := range []error{err1, err2, err3, err4} {
 		if e != nil {
 			r.Err = fmt.Errorf("CPU counters: %w", e)

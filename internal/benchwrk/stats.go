@@ -21,7 +21,15 @@ type run struct {
 	Duration time.Duration
 	// Err is set when the run could not be measured at all.
 	Err error
+	// Stats: the server's coalescing and pool counters over the run
+	// (flashgate serve rows whose binary exports them).
+	Stats runStats
 }
+
+// batchOp is the coalesced operation (flashgate_script_batch_*{op}) of
+// each row kind.
+var batchOp = map[string]string{"enter": "enter", "status": "status", "status-snapshot": "status",
+	"exchange": "exchange", "complete": "complete"}
 
 // perReq is d ÷ the run's requests, in µs (0 without requests).
 func (r run) perReq(d time.Duration) float64 {
@@ -52,7 +60,7 @@ func (r run) String() string {
 	if r.ThreadsOut > 0 {
 		s += fmt.Sprintf("  (%d threads ran out of tokens: req/s is a lower bound)", r.ThreadsOut)
 	}
-	return s
+	return s + r.Stats.String()
 }
 
 // median is the median of xs (the mean of the middle two for an even

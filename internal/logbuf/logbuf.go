@@ -2,10 +2,9 @@
 // appended to an in-memory buffer and written to the underlying writer in
 // one write every flush interval, when the buffer fills, at every record
 // at or above a level (WARN by default: problems are never held back), and
-// at Close. Under load a write syscall per request line (the access log of
-// `flashgate serve`, on by default) costs the issuer about a tenth of its
-// CPU (README "Measurements"); buffered, the lines of one interval share one
-// write.
+// at Close. Under load the access log of `flashgate serve` (on by default),
+// a write syscall per request, was about a tenth of the issuer's CPU (README
+// "Measurements"); buffered, the lines of one interval share one write.
 //
 // What a crash can lose: the records of at most one interval (INFO and
 // below). A record is never split: each Write call (slog writes one record
