@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
