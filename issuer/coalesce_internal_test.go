@@ -46,44 +46,6 @@ func twins(t *testing.T, room string, cfg RoomConfig, now *atomic.Int64) (batche
 	return mk(), mk()
 }
 
-// dump is every key of rdb and its contents (a journal stream as its
-// events without their ids, which are times).
-func dump(t *testing.T, rdb *redis.Client) map[string]any {
-	t.Helper()
-	ctx := context.Background()
-	names, err := rdb.Keys(ctx, "*").Result()
-	require.NoError(t, err)
-	out := map[string]any{}
-	for _, k := range names {
-		typ, err := rdb.Type(ctx, k).Result()
-		require.NoError(t, err)
-		var v any
-		switch typ {
-		case "string":
-			v, err = rdb.Get(ctx, k).Result()
-		case "hash":
-			v, err = rdb.HGetAll(ctx, k).Result()
-		case "zset":
-			v, err = rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
-		case "set":
-			v, err = rdb.SMembers(ctx, k).Result()
-		case "stream":
-			var msgs []redis.XMessage
-			msgs, err = rdb.XRange(ctx, k, "-", "+").Result()
-			var events []map[string]any
-			for _, m := range msgs {
-				events = append(events, m.Values)
-			}
-			v = events
-		default:
-			t.Fatalf("dump: key %s has unexpected type %s", k, typ)
-		}
-		require.NoError(t, err)
-		out[k] = v
-	}
-	return out
-}
-
 // One complete script call for several admissions answers and writes
 // exactly what one call per admission, in the same order, does: a
 // duplicate is the first one's repeat, and every refusal (stale, unknown,
@@ -165,11 +127,11 @@ func TestCompleteBatchIsSequential(t *testing.T) {
 	assert.True(t, got[1].res.repeated, "the second completion of a jti in a batch is its repeat")
 	assert.Equal(t, got[0].res.at, got[1].res.at)
 	assert.True(t, got[11].res.repeated)
-	assert.Equal(t, dump(t, single.rdb), dump(t, batched.rdb), "Redis data: one call vs one call per admission")
+	assert.Equal(t, redistest.Dump(t, single.rdb, false), redistest.Dump(t, batched.rdb, false), "Redis data: one call vs one call per admission")
 
 	// A retry of the whole batch (a lost reply) answers each item as a retry
 	// of that item alone does (a completion: its repeat), and writes nothing.
-	before := dump(t, batched.rdb)
+	before := redistest.Dump(t, batched.rdb, false)
 	again, err := batched.is.completeItems(ctx, room, items)
 	require.NoError(t, err)
 	for i, it := range items {
@@ -181,7 +143,7 @@ func TestCompleteBatchIsSequential(t *testing.T) {
 			assert.Equal(t, got[i].res.at, again[i].res.at, "item %d", i)
 		}
 	}
-	after := dump(t, batched.rdb)
+	after := redistest.Dump(t, batched.rdb, false)
 	delete(before, roomKeys(room)[16]) // (the journal: the first run's events only, checked above)
 	delete(after, roomKeys(room)[16])
 	assert.Equal(t, before, after, "a repeated batch writes nothing")
@@ -235,7 +197,7 @@ func TestStatusBatchIsSequential(t *testing.T) {
 		"COMPLETED", "COMPLETED", "NOT_FOUND", "NOT_FOUND"}, states)
 	assert.Equal(t, []int64{1, 3, 2}, []int64{got[4].res.pos, got[5].res.pos, got[6].res.pos})
 	assert.True(t, got[4].res.hasETA)
-	assert.Equal(t, dump(t, single.rdb), dump(t, batched.rdb), "Redis data: one call vs one call per token")
+	assert.Equal(t, redistest.Dump(t, single.rdb, false), redistest.Dump(t, batched.rdb, false), "Redis data: one call vs one call per token")
 	n, err := batched.rdb.ZCard(ctx, roomKeys(room)[12]).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "a1's claim took it out of the unclaimed set")

@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
@@ -159,52 +158,10 @@ func eventually(t testing.TB, d time.Duration, what string, f func() bool) {
 	}
 }
 
-// snapshot is the whole content of a Redis database, type by type, in a
-// form that compares equal exactly when the data is equal (ZSETs with
-// scores, hashes as maps, sets sorted, streams as their distinct events).
+// snapshot is the whole content of a Redis database (redistest.Dump),
+// streams as their distinct events: delivered at least once.
 func snapshot(t testing.TB, rdb *redis.Client) map[string]any {
-	t.Helper()
-	ctx := context.Background()
-	names, err := rdb.Keys(ctx, "*").Result()
-	require.NoError(t, err)
-	out := make(map[string]any, len(names))
-	for _, k := range names {
-		typ, err := rdb.Type(ctx, k).Result()
-		require.NoError(t, err)
-		var v any
-		switch typ {
-		case "string":
-			v, err = rdb.Get(ctx, k).Result()
-		case "hash":
-			v, err = rdb.HGetAll(ctx, k).Result()
-		case "zset":
-			v, err = rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
-		case "set":
-			var m []string
-			m, err = rdb.SMembers(ctx, k).Result()
-			sort.Strings(m)
-			v = m
-		case "stream":
-			// A room's journal: delivered at least once (a repeated script may
-			// append an event again — a repeated exchange journals the claim
-			// again — which the journal's upserts absorb), so it compares as
-			// its distinct events in order, without the stream ids (times).
-			var msgs []redis.XMessage
-			msgs, err = rdb.XRange(ctx, k, "-", "+").Result()
-			var events []map[string]any
-			for _, m := range msgs {
-				if len(events) == 0 || !reflect.DeepEqual(events[len(events)-1], m.Values) {
-					events = append(events, m.Values)
-				}
-			}
-			v = events
-		default:
-			t.Fatalf("snapshot: key %s has unexpected type %s", k, typ)
-		}
-		require.NoError(t, err)
-		out[typ+" "+k] = v
-	}
-	return out
+	return redistest.Dump(t, rdb, true)
 }
 
 // info returns one field of INFO section (e.g. "commandstats",
