@@ -93,17 +93,8 @@ func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) 
 	if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
 		return nil, flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
 	}
-	var c completeReply
-	var err error
-	if is.cfg.EnterBatch == 1 {
-		var out []outcome[completeReply]
-		if out, err = is.completeItems(ctx, room, []completeItem{{user: user, jti: admissionID}}); err == nil {
-			c, err = out[0].res, out[0].err
-		}
-	} else {
-		// Copies: the queue outlives a caller that gave up (invariant 7).
-		c, err = is.roomBatch(room).complete.do(ctx, completeItem{user: strings.Clone(user), jti: strings.Clone(admissionID)})
-	}
+	c, err := is.roomBatch(room).complete.call(ctx, completeItem{user: user, jti: admissionID},
+		func(it completeItem) completeItem { return completeItem{strings.Clone(it.user), strings.Clone(it.jti)} })
 	if err != nil {
 		return nil, err
 	}

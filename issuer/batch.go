@@ -64,6 +64,22 @@ type pending[T, R any] struct {
 	err  error
 }
 
+// call returns item's result: through the queue (do, with clone(item):
+// the queue outlives a caller that gave up, and item's strings may alias
+// its buffers, invariant 7), or — with batches of one (Config.EnterBatch 1:
+// no coalescing) — in a call of its own, concurrent with the room's others.
+func (b *coalescer[T, R]) call(ctx context.Context, item T, clone func(T) T) (R, error) {
+	if b.max == 1 {
+		out, err := b.send(ctx, []T{item})
+		if err != nil {
+			var zero R
+			return zero, err
+		}
+		return out[0].res, out[0].err
+	}
+	return b.do(ctx, clone(item))
+}
+
 // do queues item and returns its result once its batch has run, or ctx's
 // error (as flashgate.ErrUnavailable) if ctx ends first — the batch may
 // still carry the item out, exactly as when a reply is lost; a retry then

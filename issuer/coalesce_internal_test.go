@@ -365,3 +365,37 @@ func codeOf(err error) flashgate.Code {
 	}
 	return ""
 }
+
+// With batches of one (EnterBatch 1: no coalescing) every call goes alone
+// and at once: a call in flight for the room holds nobody back.
+func TestBatchOfOneBypassesTheQueue(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a queued call would wait this out
+	defer cancel()
+	is, _, room := batchIssuer(t, 1, RoomConfig{Capacity: 10, RatePerMinute: 6000})
+	rb := is.roomBatch(room)
+	for _, mu := range []*sync.Mutex{&rb.enter.mu, &rb.status.mu, &rb.complete.mu} {
+		mu.Lock()
+	}
+	rb.enter.busy, rb.status.busy, rb.complete.busy = true, true, true // as if calls were in flight
+	for _, mu := range []*sync.Mutex{&rb.enter.mu, &rb.status.mu, &rb.complete.mu} {
+		mu.Unlock()
+	}
+	e, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	require.Equal(t, flashgate.StateActive, e.State)
+	st, err := is.Status(ctx, room, "alice", e.WaitingToken)
+	require.NoError(t, err)
+	assert.Equal(t, flashgate.StateActive, st.State)
+	ref, err := is.checkWaiting(room, "alice", e.WaitingToken)
+	require.NoError(t, err)
+	claimed, err := is.statusOrClaim(ctx, room, "alice", e.WaitingToken, ref, true) // Exchange's claim
+	require.NoError(t, err)
+	c, err := is.Complete(ctx, room, "alice", claimed.AdmissionID)
+	require.NoError(t, err)
+	assert.False(t, c.Repeated)
+	one := BatchStats{Calls: 1, Items: 1}
+	assert.Equal(t, ScriptBatchStats{Enter: one, Status: one, Exchange: one, Complete: one}, is.ScriptBatchStats())
+	for _, q := range []int{len(rb.enter.queue), len(rb.status.queue), len(rb.complete.queue)} {
+		assert.Zero(t, q, "nothing queued")
+	}
+}

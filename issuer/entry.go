@@ -208,18 +208,7 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 	if err := is.needSecret(); err != nil {
 		return nil, err
 	}
-	var r scriptEntry
-	var err error
-	if is.cfg.EnterBatch == 1 {
-		var rs []scriptEntry
-		if rs, err = is.enterUsers(ctx, room, user); err == nil {
-			r = rs[0]
-		}
-	} else {
-		// The queue keeps a copy: a caller that gave up has returned, and its
-		// string may alias a reused buffer.
-		r, err = is.roomBatch(room).enter.do(ctx, strings.Clone(user))
-	}
+	r, err := is.roomBatch(room).enter.call(ctx, user, strings.Clone)
 	if err != nil {
 		return nil, err
 	}
@@ -305,18 +294,11 @@ type statusItem struct {
 // of its own); claim also claims an ACTIVE admission within its arrival
 // window (Exchange), in the same script.
 func (is *Issuer) statusOrClaim(ctx context.Context, room, user, tok string, ref waitingRef, claim bool) (*Entry, error) {
-	var r scriptEntry
-	var err error
-	if is.cfg.EnterBatch == 1 {
-		var out []outcome[scriptEntry]
-		if out, err = is.statusItems(ctx, room, []statusItem{{user: user, seq: ref.seq, epoch: ref.epoch, claim: claim}}); err == nil {
-			r, err = out[0].res, out[0].err
-		}
-	} else {
-		// Copies: the queue outlives a caller that gave up (invariant 7).
-		r, err = is.roomBatch(room).status.do(ctx, statusItem{user: strings.Clone(user), seq: ref.seq,
-			epoch: strings.Clone(ref.epoch), claim: claim})
-	}
+	r, err := is.roomBatch(room).status.call(ctx, statusItem{user: user, seq: ref.seq, epoch: ref.epoch, claim: claim},
+		func(it statusItem) statusItem {
+			it.user, it.epoch = strings.Clone(it.user), strings.Clone(it.epoch)
+			return it
+		})
 	if err != nil {
 		if errors.Is(err, flashgate.ErrUnknownRoom) && is.knows(room) {
 			return is.notFound(room, user, tok, ref.seq), nil
