@@ -1,10 +1,11 @@
 // Package logbuf buffers a process's log output: log records are
 // appended to an in-memory buffer and written to the underlying writer in
-// one write every flush interval, when the buffer fills, at every record
-// at or above a level (WARN by default: problems are never held back), and
-// at Close. Under load the access log of `flashgate serve` (on by default),
-// a write syscall per request, was about a tenth of the issuer's CPU (README
-// "Measurements"); buffered, the lines of one interval share one write.
+// one write every flush interval, when the buffer fills, after every record
+// at or above a level (FlushOn; flashgate serve uses WARN, so problems are
+// never held back), and at Close. Under load the access log of `flashgate
+// serve` (on by default) made a write syscall per request, 1–3 % of the
+// issuer's CPU (README "Measurements"); buffered, the lines of one interval
+// share one write.
 //
 // What a crash can lose: the records of at most one interval (INFO and
 // below). A record is never split: each Write call (slog writes one record
