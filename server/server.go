@@ -467,10 +467,11 @@ func (s *Server) observe(c *fiber.Ctx) error {
 			_ = c.SendStatus(fiber.StatusInternalServerError)
 		}
 	}
-	d, status, method := time.Since(start), c.Response().StatusCode(), methodLabel(c.Method())
+	end := time.Now()
+	d, status, method := end.Sub(start), c.Response().StatusCode(), methodLabel(c.Method())
 	s.m.observe(route, method, status, d)
 	if s.accessLogOn {
-		s.accessLog(c, method, route, status, d)
+		s.accessLog(c, end, method, route, status, d)
 	}
 	if s.admin && audited(method, route) {
 		s.audit(c, method, route, status)
