@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -334,9 +335,26 @@ func TestDecodeBatchMalformed(t *testing.T) {
 	assert.Equal(t, completeReply{at: time.UnixMilli(5)}, got[0].res)
 	assert.ErrorIs(t, got[1].err, flashgate.ErrNotFound)
 
-	st := []any{"WAITING", int64(1), int64(1), int64(1), "", int64(0), int64(60), "open"}
-	for name, r := range map[string][]any{"short": {st}, "long": {st, st, st}, "not a reply": {st, "x"},
-		"short reply": {st, st[:7]}} {
+	head := []any{int64(3), int64(60), "open", []any{}}
+	waiting := []any{"WAITING", int64(1), int64(1), "public", int64(0)}
+	active := []any{"ACTIVE", int64(2), "e-2", int64(9), int64(0), ""}
+	flat := func(parts ...[]any) []any { return slices.Concat(parts...) }
+	got2, err := decodeStatusBatch(flat(head, waiting, active), 2)
+	require.NoError(t, err)
+	assert.Equal(t, flashgate.StateWaiting, got2[0].res.state)
+	assert.Equal(t, int64(3), got2[0].res.total)
+	assert.False(t, got2[0].res.hasETA, "no figures in the head")
+	assert.Equal(t, "e-2", got2[1].res.jti)
+	for name, r := range map[string][]any{
+		"short":         flat(head, waiting),
+		"long":          flat(head, waiting, active, active),
+		"no head":       flat(waiting, active),
+		"cut waiting":   flat(head, active, waiting[:4]),
+		"cut other":     flat(head, waiting, active[:5]),
+		"no state":      flat(head, waiting, []any{int64(7), int64(2), "e-2", int64(9), int64(0), ""}),
+		"lone state":    flat(head, waiting, []any{"ACTIVE"}),
+		"no room state": flat([]any{int64(3), int64(60), "", []any{}}, waiting, active),
+	} {
 		_, err := decodeStatusBatch(r, 2)
 		assert.ErrorIs(t, err, flashgate.ErrInternal, name)
 	}

@@ -56,6 +56,22 @@ func decodeFigures(v any, rate int64) (f etaFigures, ok bool) {
 	return f, true
 }
 
+// forPosition returns the figures of the entry at pos (0: in the pre-queue)
+// from a call's shared figures f, with expiry, the position's eta_expiry
+// answer (ms). The measured history (admits, ends, window) is kept only when
+// pos waits for capacity (pos > 0 and j = pos − capacity + live > 0): the
+// one case estimate reads it, and the one case in which a script call for
+// that entry alone measures it (eta_expiry calls eta_measure). A batch
+// measures once for everyone in it, so without this an entry's figures
+// would depend on its neighbours in the batch.
+func (f etaFigures) forPosition(pos, expiry int64) etaFigures {
+	f.expiry = expiry
+	if pos <= 0 || pos-f.capacity+f.live <= 0 {
+		f.admits, f.ends, f.window = 0, 0, 0
+	}
+	return f
+}
+
 // estimate is the wait of the entry at position pos (1-based), in ms from
 // f.now, for an open room (README "Estimated wait"):
 //

@@ -112,3 +112,26 @@ func TestPollAfterFollowsTheSoonest(t *testing.T) {
 	}
 	assert.Equal(t, time.Duration(-1), full.soonest(RoomPaused, 3), "paused by the operator: unknown")
 }
+
+// forPosition keeps the measured history only for a position that waits
+// for capacity (what a call for that entry alone measures), and sets the
+// position's expiry.
+func TestFiguresForPosition(t *testing.T) {
+	f := etaFigures{capacity: 2, live: 1, admits: 7, ends: 5, window: 1000, session: 10000}
+	for _, c := range []struct {
+		pos     int64
+		history bool
+	}{{0, false}, {1, false}, {2, true}, {30, true}} {
+		got := f.forPosition(c.pos, 42)
+		assert.Equal(t, int64(42), got.expiry, "pos %d", c.pos)
+		assert.Equal(t, f.session, got.session, "pos %d", c.pos)
+		if c.history {
+			assert.Equal(t, [3]int64{7, 5, 1000}, [3]int64{got.admits, got.ends, got.window}, "pos %d", c.pos)
+		} else {
+			assert.Equal(t, [3]int64{}, [3]int64{got.admits, got.ends, got.window}, "pos %d", c.pos)
+		}
+	}
+	over := etaFigures{capacity: 2, live: 5, window: 1000} // capacity lowered below live
+	assert.Zero(t, over.forPosition(0, 0).window, "the pre-queue never measures")
+	assert.Equal(t, int64(1000), over.forPosition(1, 0).window)
+}

@@ -314,45 +314,57 @@ func (e scriptEntry) admission() (id flashgate.AdmissionID, ok bool) {
 }
 
 // decodeStatusBatch decodes the status script's reply for n tokens
-// (lua/status.lua): one reply per token, in order, each decodeStatus's. A
+// (lua/status.lua), one flat list: {total_waiting, rate, room_state, eta
+// figures (decodeFigures; {} when nobody in the call waits, or the room is
+// closed), then per token, in order, "WAITING", seq, position, lane,
+// expiry_ms, or state, seq, jti, at_ms, banned_until_ms, reason (every other
+// state)}; position 0 of a WAITING entry: in the pre-queue (preQueue). A
 // reply of any other shape is a flashgate.CodeInternal error.
 func decodeStatusBatch(r []any, n int) ([]outcome[scriptEntry], error) {
-	if len(r) != n {
+	bad := func() ([]outcome[scriptEntry], error) {
 		return nil, flashgate.Errorf(flashgate.CodeInternal, "status script: malformed reply for %d tokens: %v", n, r)
 	}
-	out := make([]outcome[scriptEntry], n)
-	for i, x := range r {
-		v, _ := x.([]any)
-		if len(v) < 8 {
-			return nil, flashgate.Errorf(flashgate.CodeInternal, "status script: malformed reply for token %d: %v", i+1, x)
+	if len(r) < 4 {
+		return bad()
+	}
+	head := scriptEntry{total: asInt(r[0]), rate: asInt(r[1]), roomState: RoomState(asString(r[2]))}
+	if head.roomState == "" {
+		return bad()
+	}
+	eta, hasETA := decodeFigures(r[3], head.rate)
+	out := make([]outcome[scriptEntry], 0, n)
+	for i := 4; i < len(r); {
+		if i+2 > len(r) {
+			return bad()
 		}
-		out[i].res = decodeStatus(v)
+		e := head
+		e.state, e.seq = flashgate.State(asString(r[i])), asInt(r[i+1])
+		switch {
+		case e.state == flashgate.StateWaiting:
+			if i+5 > len(r) {
+				return bad()
+			}
+			e.pos, e.lane = asInt(r[i+2]), asString(r[i+3])
+			e.preQueue = e.pos == 0
+			if hasETA {
+				e.eta, e.hasETA = eta.forPosition(e.pos, asInt(r[i+4])), true
+			}
+			i += 5
+		case e.state != "":
+			if i+6 > len(r) {
+				return bad()
+			}
+			e.jti, e.at, e.bannedUntil, e.reason = asString(r[i+2]), asInt(r[i+3]), asInt(r[i+4]), asString(r[i+5])
+			i += 6
+		default:
+			return bad()
+		}
+		out = append(out, outcome[scriptEntry]{res: e})
+	}
+	if len(out) != n {
+		return bad()
 	}
 	return out, nil
-}
-
-// decodeStatus decodes one token's reply of the status script (lua/status.lua):
-// {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason, lane,
-// eta figures and the position's expiry (WAITING; decodeFigures)}; position 0 of a WAITING
-// entry: in the pre-queue (preQueue).
-func decodeStatus(r []any) scriptEntry {
-	e := scriptEntry{state: flashgate.State(asString(r[0])), seq: asInt(r[1]), pos: asInt(r[2]),
-		total: asInt(r[3]), jti: asString(r[4]), at: asInt(r[5]), rate: asInt(r[6]),
-		roomState: RoomState(asString(r[7]))}
-	e.preQueue = e.state == flashgate.StateWaiting && e.pos == 0
-	if len(r) > 8 {
-		e.bannedUntil = asInt(r[8])
-	}
-	if len(r) > 9 {
-		e.reason = asString(r[9])
-	}
-	if len(r) > 10 {
-		e.lane = asString(r[10])
-	}
-	if len(r) > 11 {
-		e.eta, e.hasETA = decodeFigures(r[11], e.rate)
-	}
-	return e
 }
 
 // decodeEnter decodes the enter script's reply for n users (lua/enter.lua):
@@ -388,8 +400,7 @@ func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 			if tag == 4 {
 				e.lane = flashgate.LanePriority
 			}
-			e.eta, e.hasETA = eta, true
-			e.eta.expiry = asInt(r[i+4])
+			e.eta, e.hasETA = eta.forPosition(e.pos, asInt(r[i+4])), true
 			i += 5
 		case 2:
 			if i+5 > len(r) {

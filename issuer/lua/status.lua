@@ -12,17 +12,20 @@
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 
--- Reply: {'ERROR', code} for the whole call (unknown_room), else one reply per token, in ARGV
--- order, each {state, seq, position, total_waiting, jti, at_ms, rate, room_state, banned_until_ms, reason, lane,
---         eta};
+-- Reply: {'ERROR', code} for the whole call (unknown_room), else one flat list (like enter's: every
+-- element of a reply is converted, so what is the same for the whole call is sent once):
+--   total_waiting, rate, room_state, eta (the room's figures, eta_figures, when someone in the
+--   call waits in a room not closed, else {}),
+--   then per token, in ARGV order:
+--     'WAITING', seq, position, lane, expiry_ms                   (expiry: eta_expiry, 0: none)
+--     or state, seq, jti, at_ms, banned_until_ms, reason          (every other state)
+-- (issuer/scripts.go decodeStatusBatch).
 -- position is 0 for a WAITING entry in the pre-queue of a shuffle room, its place not drawn yet;
+-- lane is 'priority' or 'public';
 -- at_ms is the admission's expiry for ACTIVE/EXPIRED (the claim deadline for an
 -- admission not claimed in time) and the end time for COMPLETED/REVOKED;
 -- banned_until_ms is the end of the user's ban (REVOKED only; 0: none); reason is
--- 'not_claimed' or 'session_ended' for EXPIRED, the room's close reason for CLOSED, else '';
--- lane is 'priority' or 'public' for WAITING, else ''; eta is, for WAITING, the room's figures
--- (eta_figures) followed by the position's expiry (eta_expiry), else {} (issuer/scripts.go
--- decodeStatus, decodeStatusBatch).
+-- 'not_claimed' or 'session_ended' for EXPIRED, the room's close reason for CLOSED, else ''.
 -- total_waiting counts both lanes; a public entry's position counts the whole priority lane
 -- ahead of it.
 -- CLOSED (README "The end of a sale"): an entry of a line that closing ended
@@ -39,41 +42,43 @@ local function clock()
 end
 local fig -- the room's estimate figures, read once (eta_figures)
 
-local function status(user, seq, epoch, claim)
-  local function result(state, pos, jti, at, ban, reason, lane, eta)
-    return { state, seq, pos, total, jti, at, cfg.rate, cfg.state, ban or 0, reason or '',
-      lane or '', eta or {} }
+local out = { total, cfg.rate, cfg.state, false } -- [4] = the figures, set at the end
+
+-- result appends the reply of a token that does not wait; waiting the reply of one WAITING at pos
+-- (0: in the pre-queue, place not drawn yet) in lane, with the position's expiry (the room's
+-- figures are read once per call: a few O(log n) reads, two, four more when capacity binds; one
+-- more per position waiting for capacity; no write).
+local function result(seq, state, jti, at, ban, reason)
+  out[#out + 1] = state; out[#out + 1] = seq; out[#out + 1] = jti; out[#out + 1] = at
+  out[#out + 1] = ban or 0; out[#out + 1] = reason or ''
+end
+local function waiting(seq, pos, lane)
+  local expiry = 0
+  if cfg.state ~= 'closed' then
+    fig = fig or eta_figures(cfg, clock())
+    if pos > 0 then expiry = eta_expiry(fig, pos) end
   end
+  out[#out + 1] = 'WAITING'; out[#out + 1] = seq; out[#out + 1] = pos; out[#out + 1] = lane
+  out[#out + 1] = expiry
+end
+
+local function status(user, seq, epoch, claim)
   -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
-  if epoch ~= cfg.epoch then return result('NOT_FOUND', 0, '', 0) end
+  if epoch ~= cfg.epoch then return result(seq, 'NOT_FOUND', '', 0) end
 
   local s = redis.call('ZSCORE', K_WAITING, user)
-  -- waiting answers WAITING at pos (0: in the pre-queue, place not drawn yet) in lane, with
-  -- the estimate's figures (a few O(log n) reads: two, four more when capacity binds, once per
-  -- call; one more per position waiting for capacity; no write).
-  local function waiting(pos, lane)
-    local eta = {}
-    if cfg.state ~= 'closed' then
-      fig = fig or eta_figures(cfg, clock())
-      local expiry = 0
-      if pos > 0 then expiry = eta_expiry(fig, pos) end
-      for i = 1, 11 do eta[i] = fig[i] end
-      eta[12] = expiry
-    end
-    return result('WAITING', pos, '', 0, 0, '', lane, eta)
-  end
   if s and seq_of_score(cfg, s) == seq then -- the hot path
     local why = closed_line(cfg, seq)
-    if why then return result('CLOSED', 0, '', cfg.ended, 0, why) end
-    if in_prequeue(cfg, seq) then return waiting(0, 'public') end -- place not drawn yet
-    return waiting(npri + redis.call('ZRANK', K_WAITING, user) + 1, 'public')
+    if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
+    if in_prequeue(cfg, seq) then return waiting(seq, 0, 'public') end -- place not drawn yet
+    return waiting(seq, npri + redis.call('ZRANK', K_WAITING, user) + 1, 'public')
   end
   if npri > 0 then
     local p = redis.call('ZSCORE', K_PRIORITY, user)
     if p and tonumber(p) == seq then -- (the priority lane is never drawn: its scores are seqs)
       local why = closed_line(cfg, seq)
-      if why then return result('CLOSED', 0, '', cfg.ended, 0, why) end
-      return waiting(redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
+      if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
+      return waiting(seq, redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
     end
   end
   local now = clock()
@@ -82,8 +87,8 @@ local function status(user, seq, epoch, claim)
     local e = redis.call('ZSCORE', K_ACTIVE, j)
     if e then
       local d = unclaimed_by(j)
-      if d and d <= now then return result('EXPIRED', 0, j, d, 0, 'not_claimed') end
-      if tonumber(e) <= now then return result('EXPIRED', 0, j, tonumber(e), 0, 'session_ended') end
+      if d and d <= now then return result(seq, 'EXPIRED', j, d, 0, 'not_claimed') end
+      if tonumber(e) <= now then return result(seq, 'EXPIRED', j, tonumber(e), 0, 'session_ended') end
       if claim then
         if d then
           redis.call('ZREM', K_UNCLAIMED, j)
@@ -91,7 +96,7 @@ local function status(user, seq, epoch, claim)
         end
         journal_entry(cfg, 'exchanged', seq, now, user, '', j)
       end
-      return result('ACTIVE', 0, j, tonumber(e))
+      return result(seq, 'ACTIVE', j, tonumber(e))
     end
   end
   -- The index names this entry's admission only while it is the user's
@@ -99,21 +104,21 @@ local function status(user, seq, epoch, claim)
   local mine = ''
   if j and seq_of(cfg, j) == seq then mine = j end
   local kind, at = ended(cfg, seq)
-  if kind == 'C' then return result('COMPLETED', 0, mine, at) end
+  if kind == 'C' then return result(seq, 'COMPLETED', mine, at) end
   if kind == 'R' then
     local b = tonumber(redis.call('ZSCORE', K_BANS, user) or '0')
     if b <= now then b = 0 end
-    return result('REVOKED', 0, mine, at, b)
+    return result(seq, 'REVOKED', mine, at, b)
   end
-  if kind == 'E' then return result('EXPIRED', 0, mine, at, 0, 'session_ended') end
-  if kind == 'N' then return result('EXPIRED', 0, mine, at, 0, 'not_claimed') end
+  if kind == 'E' then return result(seq, 'EXPIRED', mine, at, 0, 'session_ended') end
+  if kind == 'N' then return result(seq, 'EXPIRED', mine, at, 0, 'not_claimed') end
   -- Drained from a closed line (a left entry whose record was trimmed reads so too).
   if not kind and seq <= cfg.closed_seq then
-    return result('CLOSED', 0, '', cfg.ended, 0, cfg.close_reason ~= '' and cfg.close_reason or 'closed')
+    return result(seq, 'CLOSED', '', cfg.ended, 0, cfg.close_reason ~= '' and cfg.close_reason or 'closed')
   end
-  return result('NOT_FOUND', 0, '', 0)
+  return result(seq, 'NOT_FOUND', '', 0)
 end
 
-local out = {}
-for i = 3, #ARGV - 3, 4 do out[#out + 1] = status(ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3] == '1') end
+for i = 3, #ARGV - 3, 4 do status(ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3] == '1') end
+out[4] = fig or {}
 return out
