@@ -3,13 +3,10 @@ package keys_test
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/keys"
+	"github.com/flashgate/flashgate/internal/ringtest"
 	"github.com/flashgate/flashgate/keys/edcache"
 )
 
@@ -28,28 +25,12 @@ import (
 //     (the same machine load for all three), reporting valid/verify and
 //     invalid/verify.
 func BenchmarkPreparedVerify(b *testing.B) {
-	now := time.Unix(1763680060, 0)
-	ring, err := keys.Generate(now)
+	t := ringtest.NewToken(b, time.Unix(1763680060, 0))
+	pk, err := t.Ring.PreparedKey(context.Background(), t.Kid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	tok, err := ring.Sign(flashgate.NewClaims("https://issuer.example", "orders", "user-12345", "sku-1",
-		"1234.56.1763680000000", now.Add(-time.Minute), now.Add(4*time.Minute)).JSON())
-	if err != nil {
-		b.Fatal(err)
-	}
-	pk, err := ring.PreparedKey(context.Background(), ring.ActiveKeyID())
-	if err != nil {
-		b.Fatal(err)
-	}
-	pub := pk.PublicKey()
-	dot := strings.LastIndexByte(tok, '.')
-	msg := []byte(tok[:dot])
-	raw, err := base64.RawURLEncoding.DecodeString(tok[dot+1:])
-	if err != nil {
-		b.Fatal(err)
-	}
-	sig := [ed25519.SignatureSize]byte(raw)
+	pub, msg, sig := pk.PublicKey(), t.Input, t.Sig
 	bad := sig
 	bad[0] ^= 1
 	key := edcache.New(pub)

@@ -3,13 +3,10 @@ package edcache_test
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/keys"
+	"github.com/flashgate/flashgate/internal/ringtest"
 	"github.com/flashgate/flashgate/keys/edcache"
 	"github.com/flashgate/flashgate/verifier"
 )
@@ -29,32 +26,18 @@ import (
 // speedup of the signature check) and each one's ns/op.
 func BenchmarkVerifyPreparedVsEd25519(b *testing.B) {
 	now := time.Unix(1763680060, 0)
-	ring, err := keys.Generate(now)
-	if err != nil {
-		b.Fatal(err)
-	}
-	kid := ring.ActiveKeyID()
-	tok, err := ring.Sign(flashgate.NewClaims("https://issuer.example", "orders", "user-12345", "sku-1",
-		"1234.56.1763680000000", now.Add(-time.Minute), now.Add(4*time.Minute)).JSON())
-	if err != nil {
-		b.Fatal(err)
-	}
+	t := ringtest.NewToken(b, now)
+	ring, kid, tok, input, sig := t.Ring, t.Kid, t.Raw, t.Input, t.Sig[:]
 	pub, err := ring.PublicKey(context.Background(), kid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := verifier.Config{Issuer: "https://issuer.example", Audience: "orders", Now: func() time.Time { return now }}
+	cfg := verifier.Config{Issuer: ringtest.Issuer, Audience: ringtest.Audience, Now: func() time.Time { return now }}
 	prepared, err := verifier.New(ring, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	plain, err := verifier.New(verifier.NewStaticKeys(map[string]ed25519.PublicKey{kid: pub}), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	dot := strings.LastIndexByte(tok, '.')
-	input := []byte(tok[:dot])
-	sig, err := base64.RawURLEncoding.DecodeString(tok[dot+1:])
 	if err != nil {
 		b.Fatal(err)
 	}
