@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/flashgate/flashgate/internal/ctxtime"
 )
 
 // This file holds the storm's buyers: HTTP clients that enter, poll,
@@ -180,7 +182,7 @@ func (s *storm) ask(ctx context.Context, b *buyer, v *visit, op, method, path, b
 			b.replica = (b.replica + 1) % len(s.bases)
 		}
 		wait += time.Duration(b.rng.IntN(50)) * time.Millisecond
-		if !sleepCtx(ctx, wait) {
+		if !ctxtime.Sleep(ctx, wait) {
 			return nil
 		}
 		if b.rng.IntN(4) == 0 {
@@ -196,7 +198,7 @@ func (s *storm) ask(ctx context.Context, b *buyer, v *visit, op, method, path, b
 // retried until it is settled or drain ends, so the checks know how every
 // completion ended.
 func (s *storm) shop(ctx, drain context.Context, b *buyer, start time.Time) {
-	if !sleepCtx(ctx, time.Until(start.Add(b.arrive))) {
+	if !ctxtime.Sleep(ctx, time.Until(start.Add(b.arrive))) {
 		b.done = "storm ended before arrival"
 		return
 	}
@@ -211,7 +213,7 @@ func (s *storm) shop(ctx, drain context.Context, b *buyer, start time.Time) {
 		}
 		if c.status != http.StatusOK || c.r.WaitingToken == "" {
 			// Refused (a 500 …): try again, as a browser's user would.
-			if !sleepCtx(ctx, retryCap) {
+			if !ctxtime.Sleep(ctx, retryCap) {
 				b.done = "storm ended after a refused enter"
 				return
 			}
@@ -226,7 +228,7 @@ func (s *storm) shop(ctx, drain context.Context, b *buyer, start time.Time) {
 			if e.PollAfterMs != nil {
 				poll = min(max(time.Duration(*e.PollAfterMs)*time.Millisecond/pollScale, pollMin), pollMax)
 			}
-			if !sleepCtx(ctx, poll) {
+			if !ctxtime.Sleep(ctx, poll) {
 				b.done = "storm ended while waiting"
 				return
 			}
@@ -260,7 +262,7 @@ func (s *storm) shop(ctx, drain context.Context, b *buyer, start time.Time) {
 			b.done = "abandoned (admission left to expire)"
 			return
 		}
-		if !sleepCtx(ctx, b.think) {
+		if !ctxtime.Sleep(ctx, b.think) {
 			b.done = "storm ended while shopping"
 			return
 		}
@@ -285,7 +287,7 @@ func (s *storm) shop(ctx, drain context.Context, b *buyer, start time.Time) {
 			if b.bought == 2 {
 				b.done = "bought twice"
 			}
-			if b.bought == 1 && b.returns && sleepCtx(ctx, b.think) {
+			if b.bought == 1 && b.returns && ctxtime.Sleep(ctx, b.think) {
 				continue // back for another one: a new entry at the end of the line
 			}
 			return
@@ -308,18 +310,4 @@ func (s *storm) completeOnce(ctx context.Context, b *buyer, v *visit, path, toke
 		b.complete[v.tokenJTI]++
 	}
 	return c
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate/internal/ctxtime"
 	"github.com/flashgate/flashgate/internal/redistest"
 )
 
@@ -100,7 +101,7 @@ func stormFaults() []stormFault {
 	killRestart := func(f *faultEnv) {
 		f.note("SIGKILL redis-server")
 		f.redis.Kill()
-		sleepCtx(f.ctx, 500*time.Millisecond)
+		ctxtime.Sleep(f.ctx, 500*time.Millisecond)
 		f.restartAt = time.Now()
 		if err := f.redis.Restart(); err != nil {
 			f.note("restart failed: %v", err)
@@ -135,7 +136,7 @@ func stormFaults() []stormFault {
 			r := f.replicas[1]
 			f.note("SIGKILL %s", r.name)
 			r.kill()
-			sleepCtx(f.ctx, 2*time.Second)
+			ctxtime.Sleep(f.ctx, 2*time.Second)
 			if err := r.start(); err != nil {
 				f.note("%s restart failed: %v", r.name, err)
 				return
@@ -151,14 +152,14 @@ func stormFaults() []stormFault {
 			f.note("SIGSTOP redis-server (pid %d)", pid)
 			_ = syscall.Kill(pid, syscall.SIGSTOP)
 			defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
-			sleepCtx(context.Background(), 5*time.Second)
+			ctxtime.Sleep(context.Background(), 5*time.Second)
 			_ = syscall.Kill(pid, syscall.SIGCONT)
 			f.note("SIGCONT redis-server")
 		}},
 		{name: "script-flush", inject: func(f *faultEnv) {
 			n := 0
 			f.note("SCRIPT FLUSH every 100 ms from now")
-			for time.Until(f.end) > 2*time.Second && sleepCtx(f.ctx, 100*time.Millisecond) {
+			for time.Until(f.end) > 2*time.Second && ctxtime.Sleep(f.ctx, 100*time.Millisecond) {
 				if f.rdb.ScriptFlush(f.ctx).Err() == nil {
 					n++
 				}
@@ -177,7 +178,7 @@ func stormFaults() []stormFault {
 				return
 			}
 			f.note("maxmemory %d bytes (used_memory %d; policy noeviction: writes refused)", limit, used)
-			sleepCtx(f.ctx, 3*time.Second)
+			ctxtime.Sleep(f.ctx, 3*time.Second)
 			if err := f.rdb.ConfigSet(context.Background(), "maxmemory", "0").Err(); err != nil {
 				f.note("restoring maxmemory: %v", err)
 				return
@@ -323,7 +324,7 @@ func runStorm(t *testing.T, cfg stormConfig, bin, keysFile string, f stormFault,
 		if at == 0 {
 			at = 1.0 / 3
 		}
-		if f.inject != nil && sleepCtx(ctx, time.Until(start.Add(time.Duration(float64(cfg.duration)*at)))) {
+		if f.inject != nil && ctxtime.Sleep(ctx, time.Until(start.Add(time.Duration(float64(cfg.duration)*at)))) {
 			f.inject(fe)
 		}
 	}()

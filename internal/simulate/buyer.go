@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/ctxtime"
 )
 
 // buyer is one simulated user and what the servers told them.
@@ -171,7 +172,7 @@ func (s *sim) callBody(ctx context.Context, method, u string, user, bearer strin
 		if err != nil {
 			retried = true
 		}
-		if !sleep(ctx, backoff) {
+		if !ctxtime.Sleep(ctx, backoff) {
 			return nil, retried, ctx.Err()
 		}
 		backoff = min(2*backoff, 2*time.Second)
@@ -208,23 +209,9 @@ func (s *sim) do(ctx context.Context, method, u, user, bearer string, reqBody []
 	return resp.StatusCode, body, nil
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // buy is one buyer's whole visit.
 func (s *sim) buy(ctx context.Context, b *buyer, start time.Time) {
-	if !sleep(ctx, time.Until(start.Add(b.arriveAfter))) {
+	if !ctxtime.Sleep(ctx, time.Until(start.Add(b.arriveAfter))) {
 		s.failBuyer(b, "run ended before arrival")
 		return
 	}
@@ -292,7 +279,7 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 				poll = time.Duration(*e.PollAfterMs) * time.Millisecond
 			}
 			poll = max(time.Duration(float64(poll)*s.o.PollScale), 10*time.Millisecond)
-			if !sleep(ctx, poll) {
+			if !ctxtime.Sleep(ctx, poll) {
 				s.waiting.Add(-1)
 				return "", errors.New("run ended while waiting")
 			}
@@ -351,7 +338,7 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 	if b.role == roleAbandon {
 		return "", nil // walks away: the admission expires
 	}
-	if !sleep(ctx, b.think) {
+	if !ctxtime.Sleep(ctx, b.think) {
 		return "", errors.New("run ended while shopping")
 	}
 

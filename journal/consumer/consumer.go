@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashgate/flashgate/internal/ctxtime"
 	"github.com/flashgate/flashgate/journal"
 )
 
@@ -183,7 +184,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		busy := c.Round(ctx)
 		if !busy {
-			sleep(ctx, c.cfg.Idle)
+			ctxtime.Sleep(ctx, c.cfg.Idle)
 		}
 	}
 	return nil
@@ -579,16 +580,4 @@ func idMillis(id string) (int64, bool) {
 	ms, _, _ := strings.Cut(id, "-")
 	n, err := strconv.ParseInt(ms, 10, 64)
 	return n, err == nil && id != ""
-}
-
-// sleep waits d or until ctx is done; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
