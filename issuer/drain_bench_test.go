@@ -35,21 +35,6 @@ func fillLine(t testing.TB, rdb *redis.Client, room string, n int) {
 	}
 }
 
-// slowCalls returns the execution times (µs, Redis's SLOWLOG) of the
-// EVALSHA calls of the script with hash sha since the last SLOWLOG RESET.
-func slowCalls(t testing.TB, rdb *redis.Client, sha string) []int64 {
-	t.Helper()
-	logs, err := rdb.SlowLogGet(context.Background(), -1).Result()
-	require.NoError(t, err)
-	var out []int64
-	for _, l := range logs {
-		if len(l.Args) > 1 && (l.Args[0] == "evalsha" || l.Args[0] == "EVALSHA") && l.Args[1] == sha {
-			out = append(out, l.Duration.Microseconds())
-		}
-	}
-	return out
-}
-
 func pct(v []int64, p float64) int64 {
 	if len(v) == 0 {
 		return 0

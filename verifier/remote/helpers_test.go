@@ -110,12 +110,6 @@ func (s *jwksServer) setStatus(status int) {
 	s.mu.Unlock()
 }
 
-func (s *jwksServer) setContentType(ct string) {
-	s.mu.Lock()
-	s.contentType = ct
-	s.mu.Unlock()
-}
-
 func (s *jwksServer) setHeader(name, value string) {
 	s.mu.Lock()
 	if s.header == nil {
