@@ -116,3 +116,56 @@ func TestPreparedKeyDecides(t *testing.T) {
 	_, err = vn.Verify(ctx, c.Token, c.Expect())
 	require.ErrorIs(t, err, verifier.ErrBadSignature)
 }
+
+// InsecureClaims gives steps 9–13's outcome without the signature's verdict
+// (claims even of a forged token; a claim error where Verify would say
+// ErrBadSignature), and Pending.Verify gives exactly Verify's answer.
+func TestPendingInsecureClaimsAndVerify(t *testing.T) {
+	set := buildSet(t)
+	c := set.Base(t)
+	ctx := context.Background()
+	f := &fakePrepared{keys: set.Keys(t), verify: func(ed25519.PublicKey, []byte, [64]byte) bool { return false }}
+	late := set.Config(c)
+	late.Now = func() time.Time { return time.Unix(c.Now+86400, 0) }
+	for _, tc := range []struct {
+		name      string
+		cfg       verifier.Config
+		forged    bool
+		claimsErr error
+		verifyErr error
+	}{
+		{"valid", set.Config(c), false, nil, nil},
+		{"forged", set.Config(c), true, nil, verifier.ErrBadSignature},
+		{"expired", late, false, verifier.ErrExpired, verifier.ErrExpired},
+		{"forged and expired", late, true, verifier.ErrExpired, verifier.ErrBadSignature},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.forged {
+				f.verify = func(ed25519.PublicKey, []byte, [64]byte) bool { return false }
+			} else {
+				f.verify = nil
+			}
+			v, err := verifier.New(f, tc.cfg)
+			require.NoError(t, err)
+			p, err := v.Prepare(ctx, c.Token, c.Expect())
+			require.NoError(t, err)
+			tok, err := p.InsecureClaims()
+			if tc.claimsErr != nil {
+				require.ErrorIs(t, err, tc.claimsErr)
+			} else {
+				require.NoError(t, err)
+				require.Equal(t, c.WantClaims.ID, tok.ID)
+			}
+			tok, err = p.Verify()
+			_, want := v.Verify(ctx, c.Token, c.Expect())
+			if tc.verifyErr != nil {
+				require.ErrorIs(t, err, tc.verifyErr)
+				require.ErrorIs(t, want, tc.verifyErr)
+			} else {
+				require.NoError(t, err)
+				require.NoError(t, want)
+				require.Equal(t, c.WantClaims.ID, tok.ID)
+			}
+		})
+	}
+}

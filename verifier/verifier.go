@@ -108,6 +108,13 @@ func (v *Verifier) Verify(ctx context.Context, raw string, want Expect) (*Token,
 	if err != nil {
 		return nil, err
 	}
+	return p.Verify()
+}
+
+// Verify finishes p with the signature check Verifier.Verify makes (the
+// PreparedKey's Verify for a PreparedKeySet, else crypto/ed25519's): Verify's
+// answer for the token Prepare was given.
+func (p *Pending) Verify() (*Token, error) {
 	if p.prep != nil {
 		return p.Finish(p.prep.Verify(bytesOf(p.input), p.sig))
 	}
@@ -154,6 +161,16 @@ func (p *Pending) Finish(signatureValid bool) (*Token, error) {
 	}
 	return p.tok, p.err
 }
+
+// InsecureClaims returns the outcome of steps 9–13 — the token's claims, or
+// the first claim error — WITHOUT the signature's verdict: the claims are
+// not authenticated, and anyone can write a token that has them. Use them
+// only to look up a record that authenticates the token by other means,
+// such as the issuer's note of the exact token it minted
+// (issuer.CompleteMinted); otherwise call Finish with an actual Ed25519
+// verification. A claim error here may still be Verify's ErrBadSignature
+// (the signature takes precedence): only Finish gives Verify's answer.
+func (p *Pending) InsecureClaims() (*Token, error) { return p.tok, p.err }
 
 // Prepare runs Verify's steps 1–7 and the shape checks of step 8 and
 // returns their first failure, exactly as Verify would. Otherwise it
