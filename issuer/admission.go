@@ -2,6 +2,10 @@ package issuer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -72,7 +76,93 @@ func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string)
 	if a.Token, err = is.cfg.Signer.Sign(payload); err != nil {
 		return nil, &flashgate.Error{Code: flashgate.CodeInternal, Message: "sign admission token", Err: err}
 	}
+	is.noteMinted(room, a)
 	return a, nil
+}
+
+// MintedDigest is the digest of an admission token that Exchange notes in
+// Redis when it mints the token and CompleteMinted compares: the lowercase
+// hex of the first 16 bytes of the SHA-256 of the compact token (32
+// characters). 128 bits: finding another token with a noted digest (a second
+// preimage) takes about 2^128 hashes.
+func MintedDigest(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:16])
+}
+
+// mintedNoteTimeout bounds a background minted note (noteMinted): a
+// note that does not land by then is dropped.
+const mintedNoteTimeout = 2 * time.Second
+
+// mintedItem is one minted token's note: its key's jti, its digest, and
+// how long it lives (ms: until the token's exp).
+type mintedItem struct {
+	jti, digest string
+	ttlMs       int64
+}
+
+// noteMinted notes a's digest (MintedDigest) under its minted key, which
+// expires with the token (by the issuer's clock), from a goroutine: the exchange does not wait, and
+// concurrent notes of a room go to Redis together (its minted coalescer, one
+// lua/minted.lua call per batch). A note that is lost — Redis unavailable,
+// the process stopping, a completion faster than the note — costs nothing
+// but the signature check of that token's completion (CompleteMinted's
+// ErrNotMinted); lost notes are counted (MintedNotesLost).
+func (is *Issuer) noteMinted(room string, a *Admission) {
+	// A TTL, not Redis's clock: exp is on the issuer's (Config.Now).
+	ttl := a.ExpiresAt.Sub(is.now()).Milliseconds()
+	if ttl <= 0 {
+		return // expired already: completing it is refused anyway
+	}
+	it := mintedItem{jti: a.ID, digest: MintedDigest(a.Token), ttlMs: ttl}
+	c := is.roomBatch(room).minted
+	is.minting.Add(1)
+	go func() {
+		defer is.minting.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), mintedNoteTimeout)
+		defer cancel()
+		// a.ID and a.Token are the issuer's own strings (script reply, signer):
+		// nothing to copy.
+		if _, err := c.call(ctx, it, func(x mintedItem) mintedItem { return x }); err != nil {
+			is.mintedLost.Add(1)
+		}
+	}()
+}
+
+// WaitMinted waits until the minted notes in flight (see CompleteMinted)
+// have landed or been dropped, or until ctx ends (then ctx's error): at a
+// graceful shutdown, so the tokens minted last are known as minted too.
+func (is *Issuer) WaitMinted(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		is.minting.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// MintedNotesLost is the number of minted notes (see CompleteMinted) that
+// did not reach Redis since New: the completions of those tokens check
+// their signatures instead.
+func (is *Issuer) MintedNotesLost() int64 { return is.mintedLost.Load() }
+
+// mintedItems writes items' notes (lua/minted.lua): one call for the batch.
+func (is *Issuer) mintedItems(ctx context.Context, room string, items []mintedItem) ([]outcome[struct{}], error) {
+	keys := make([]string, len(items))
+	args := make([]any, 0, 2*len(items))
+	for i, it := range items {
+		keys[i] = mintedKey(room, it.jti)
+		args = append(args, it.digest, it.ttlMs)
+	}
+	if err := mintedScript.Run(ctx, is.cfg.Redis, keys, args...).Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	return make([]outcome[struct{}], len(items)), nil
 }
 
 // Complete consumes an admission atomically: still active and unexpired →
@@ -84,6 +174,49 @@ func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string)
 // Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrExpired, flashgate.ErrRevoked,
 // flashgate.ErrNotFound (unknown, left), flashgate.ErrOwnerMismatch, flashgate.ErrUnavailable.
 func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) (*flashgate.Completion, error) {
+	return is.complete(ctx, room, user, admissionID, "")
+}
+
+// CompleteMinted is Complete for an admission token whose signature the
+// caller has not checked, in place of that check: token is the compact
+// token, and room, user and admissionID its claims, which passed every other
+// check of verifier.Verify (verifier.Pending.InsecureClaims). The admission is
+// completed only when token is byte for byte the one Exchange minted for it
+// (its MintedDigest equals the note Exchange left in Redis, compared in the
+// same script that completes): such a token is authentic, since only the
+// issuer writes notes, and only of tokens it signed. For any other token —
+// forged, altered, minted before the note landed or by a replica that does
+// not note — it returns ErrNotMinted having read and changed nothing; the
+// caller then verifies the signature and calls Complete. This spares
+// /v1/complete the Ed25519 arithmetic for the tokens this issuer minted
+// (README "Completing an order").
+//
+// Errors: the admission's answers of Complete once the token is known as
+// minted (flashgate.ErrNotFound, flashgate.ErrExpired, flashgate.ErrRevoked,
+// flashgate.ErrOwnerMismatch); anything else is ErrNotMinted, wrapping the
+// cause when there is one (a malformed claim, flashgate.ErrUnknownRoom,
+// flashgate.ErrUnavailable, …): the token was not shown authentic, so the
+// caller's signature check decides first, exactly as without this path.
+func (is *Issuer) CompleteMinted(ctx context.Context, room, user, admissionID, token string) (*flashgate.Completion, error) {
+	if checkRoom(room) != nil || checkUser(user) != nil {
+		return nil, ErrNotMinted
+	}
+	if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
+		return nil, ErrNotMinted
+	}
+	c, err := is.complete(ctx, room, user, admissionID, MintedDigest(token))
+	if err == nil || errors.Is(err, ErrNotMinted) {
+		return c, err
+	}
+	switch flashgate.ErrorCode(err) {
+	case flashgate.CodeNotFound, flashgate.CodeExpired, flashgate.CodeRevoked, flashgate.CodeOwnerMismatch:
+		return nil, err // the script's answer for this admission, given after the digest matched
+	}
+	return nil, fmt.Errorf("%w (%w)", ErrNotMinted, err) // the whole call failed: nothing is known
+}
+
+// complete is Complete (digest "") and CompleteMinted.
+func (is *Issuer) complete(ctx context.Context, room, user, admissionID, digest string) (*flashgate.Completion, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
@@ -93,8 +226,10 @@ func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) 
 	if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
 		return nil, flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
 	}
-	c, err := is.roomBatch(room).complete.call(ctx, completeItem{user: user, jti: admissionID},
-		func(it completeItem) completeItem { return completeItem{strings.Clone(it.user), strings.Clone(it.jti)} })
+	c, err := is.roomBatch(room).complete.call(ctx, completeItem{user: user, jti: admissionID, digest: digest},
+		func(it completeItem) completeItem {
+			return completeItem{strings.Clone(it.user), strings.Clone(it.jti), it.digest} // digest: ours
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -102,8 +237,9 @@ func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) 
 }
 
 // completeItem is one admission in a complete script call: the token's
-// sub and jti.
-type completeItem struct{ user, jti string }
+// sub and jti, and its MintedDigest when its signature was not checked
+// (CompleteMinted; "" for Complete).
+type completeItem struct{ user, jti, digest string }
 
 // completeItems runs the complete script for items, in that order (one
 // call, followed by WAIT under CompletionReplicas: runReplicated), and
@@ -112,12 +248,14 @@ type completeItem struct{ user, jti string }
 // flashgate.ErrRoomLost, flashgate.ErrUnavailable (Redis, or too few
 // replicas acknowledged the write).
 func (is *Issuer) completeItems(ctx context.Context, room string, items []completeItem) ([]outcome[completeReply], error) {
-	args := make([]any, 0, 2*len(items))
+	args := make([]any, 0, 3*len(items))
+	keys := roomKeys(room)
 	for _, it := range items {
-		args = append(args, it.user, it.jti)
+		args = append(args, it.user, it.jti, it.digest)
+		keys = append(keys, mintedKey(room, it.jti))
 	}
 	is.batchStats.complete.add(len(items))
-	r, err := is.runReplicated(ctx, completeScript, room, args...)
+	r, err := is.runReplicatedKeys(ctx, completeScript, room, keys, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -95,20 +95,25 @@ func TestCompleteBatchIsSequential(t *testing.T) {
 		require.NoError(t, err)
 	}
 	now.Add(1000)
+	for _, w := range []twin{batched, single} { // the notes of minted tokens (noteMinted)
+		_, err := w.is.mintedItems(ctx, room, []mintedItem{{j["carol"], "d-carol", 60_000}, {j["bob"], "d-bob", 60_000}})
+		require.NoError(t, err)
+	}
 
 	items := []completeItem{
-		{"alice", j["alice"]},
-		{"alice", j["alice"]},               // a repeat within the batch
-		{"bob", j["carol"]},                 // another user's admission
-		{"bob", "zz.1.1.1"},                 // an earlier epoch's
-		{"bob", "e0.999.999.1700000000000"}, // unknown
-		{"lapsed", old["lapsed"]},
-		{"unclaimed", old["unclaimed"]},
-		{"unclaimed", old["unclaimed"]}, // refused again: expired
-		{"left", j["left"]},
-		{"bob", j["bob"]},
-		{"carol", j["carol"]},
-		{"bob", j["bob"]},
+		{"alice", j["alice"], ""},
+		{"alice", j["alice"], ""},               // a repeat within the batch
+		{"bob", j["carol"], ""},                 // another user's admission
+		{"bob", "zz.1.1.1", ""},                 // an earlier epoch's
+		{"bob", "e0.999.999.1700000000000", ""}, // unknown
+		{"lapsed", old["lapsed"], ""},
+		{"unclaimed", old["unclaimed"], ""},
+		{"unclaimed", old["unclaimed"], ""}, // refused again: expired
+		{"left", j["left"], ""},
+		{"bob", j["bob"], "not-bobs-token"}, // a digest that is not the note: nothing happens
+		{"bob", j["bob"], ""},
+		{"carol", j["carol"], "d-carol"}, // the note's digest: completes
+		{"bob", j["bob"], ""},
 	}
 	got, err := batched.is.completeItems(ctx, room, items)
 	require.NoError(t, err)
@@ -123,11 +128,15 @@ func TestCompleteBatchIsSequential(t *testing.T) {
 		codes[i] = codeOf(o.err)
 	}
 	assert.Equal(t, []flashgate.Code{"", "", flashgate.CodeOwnerMismatch, flashgate.CodeNotFound, flashgate.CodeNotFound,
-		flashgate.CodeExpired, flashgate.CodeExpired, flashgate.CodeExpired, flashgate.CodeNotFound, "", "", ""}, codes)
+		flashgate.CodeExpired, flashgate.CodeExpired, flashgate.CodeExpired, flashgate.CodeNotFound, "", "", "", ""}, codes)
 	assert.False(t, got[0].res.repeated)
 	assert.True(t, got[1].res.repeated, "the second completion of a jti in a batch is its repeat")
 	assert.Equal(t, got[0].res.at, got[1].res.at)
-	assert.True(t, got[11].res.repeated)
+	assert.ErrorIs(t, got[9].err, ErrNotMinted)
+	assert.False(t, got[10].res.repeated, "the refused digest changed nothing: bob's first completion")
+	assert.NoError(t, got[11].err)
+	assert.False(t, got[11].res.repeated, "carol, completed by her token's note")
+	assert.True(t, got[12].res.repeated)
 	assert.Equal(t, redistest.Dump(t, single.rdb, false), redistest.Dump(t, batched.rdb, false), "Redis data: one call vs one call per admission")
 
 	// A retry of the whole batch (a lost reply) answers each item as a retry
@@ -170,7 +179,7 @@ func TestStatusBatchIsSequential(t *testing.T) {
 	require.Equal(t, flashgate.StateActive, es[0].state)
 	require.Equal(t, flashgate.StateWaiting, es[4].state)
 	for _, w := range []twin{batched, single} { // a2 completes
-		_, err := w.is.completeItems(ctx, room, []completeItem{{"a2", es[1].jti}})
+		_, err := w.is.completeItems(ctx, room, []completeItem{{"a2", es[1].jti, ""}})
 		require.NoError(t, err)
 	}
 	now.Add(1000)

@@ -154,6 +154,10 @@ type Issuer struct {
 	// batchStats count the coalesced script calls per kind and the items
 	// they carried (ScriptBatchStats, EnterBatchStats).
 	batchStats struct{ enter, status, exchange, complete batchKind }
+	// minting counts the minted notes in flight (noteMinted), mintedLost
+	// those that did not land.
+	minting    sync.WaitGroup
+	mintedLost atomic.Int64
 	// idle holds the rooms Run is ticking slowly (nothing to do), as
 	// *atomic.Bool: Enter wakes one (wake).
 	idle sync.Map

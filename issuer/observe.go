@@ -21,7 +21,7 @@ func init() {
 		"active": activeScript, "revoke": revokeScript, "tick": tickScript, "stats": statsScript,
 		"snapshot": snapshotScript, "ban": banScript, "unban": unbanScript, "bans": bansScript,
 		"configure": configureScript, "drain": drainScript, "autoroom": autoRoomScript,
-		"invite": inviteScript, "exporter": exporterScript, "restore": restoreScript,
+		"invite": inviteScript, "exporter": exporterScript, "restore": restoreScript, "minted": mintedScript,
 	} {
 		scriptNames[s.Hash()] = name
 	}

@@ -52,6 +52,9 @@ var (
 	inviteScript   = loadScript("invite")
 	auditScript    = loadScript("audit")
 	restoreScript  = loadScript("restore")
+	// mintedScript is not a room's either: its keys are the minted keys
+	// (mintedKey) of the tokens it notes.
+	mintedScript = redis.NewScript(mustRead("lua/minted.lua"))
 )
 
 func mustRead(name string) string {
@@ -104,6 +107,10 @@ func roomKeys(room string) []string {
 // activeKey is the key of a room's active ZSET (roomKeys(room)[2]).
 func activeKey(room string) string { return "fg:{" + room + "}:active" }
 
+// mintedKey is the key holding the digest of the admission token minted for
+// admission jti of room (lua/minted.lua, read by lua/complete.lua).
+func mintedKey(room, jti string) string { return "fg:{" + room + "}:minted:" + jti }
+
 // unavailable maps a failed Redis call: an OOM refusal (used memory over
 // maxmemory; Redis refuses a script whose first write would allocate, and
 // deny-oom commands) to flashgate.ErrStoreFull, a script's RESTORING
@@ -134,8 +141,14 @@ func (is *Issuer) run(ctx context.Context, s *redis.Script, room string, args ..
 
 // runPolicy is run with policy as the create-room argument (ARGV[2]).
 func (is *Issuer) runPolicy(ctx context.Context, s *redis.Script, room, policy string, args ...any) ([]any, error) {
+	return is.runKeys(ctx, s, room, roomKeys(room), policy, args...)
+}
+
+// runKeys is runPolicy with keys given: the room's (roomKeys), then any
+// the script takes beyond them (complete.lua's minted keys).
+func (is *Issuer) runKeys(ctx context.Context, s *redis.Script, room string, keys []string, policy string, args ...any) ([]any, error) {
 	argv := append([]any{is.nowArg(), policy}, args...)
-	res, err := s.Run(ctx, is.cfg.Redis, roomKeys(room), argv...).Slice()
+	res, err := s.Run(ctx, is.cfg.Redis, keys, argv...).Slice()
 	res, err = reply(res, err, room)
 	return res, is.lostRoom(err, room)
 }
@@ -171,12 +184,16 @@ func reply(res []any, err error, room string) ([]any, error) {
 // runReplicated is run followed, on the same connection, by WAIT for
 // CompletionReplicas replicas (when configured).
 func (is *Issuer) runReplicated(ctx context.Context, s *redis.Script, room string, args ...any) ([]any, error) {
+	return is.runReplicatedKeys(ctx, s, room, roomKeys(room), args...)
+}
+
+// runReplicatedKeys is runReplicated with keys given (runKeys).
+func (is *Issuer) runReplicatedKeys(ctx context.Context, s *redis.Script, room string, keys []string, args ...any) ([]any, error) {
 	n := is.cfg.CompletionReplicas
 	if n <= 0 {
-		return is.run(ctx, s, room, args...)
+		return is.runKeys(ctx, s, room, keys, is.createArg(s, room), args...)
 	}
 	argv := append([]any{is.nowArg(), is.createArg(s, room)}, args...)
-	keys := roomKeys(room)
 	// exec pipelines the script (EVALSHA, or EVAL after NOSCRIPT) and WAIT,
 	// since WAIT only counts the writes of its own connection.
 	exec := func(eval func(redis.Scripter) *redis.Cmd) ([]any, int64, error) {
@@ -269,6 +286,8 @@ func scriptError(code, room string) error {
 		return flashgate.Errorf(flashgate.CodeCompleted, "admission already completed")
 	case "owner_mismatch":
 		return flashgate.Errorf(flashgate.CodeOwnerMismatch, "admission belongs to another user")
+	case "not_minted":
+		return ErrNotMinted
 	case "invite_used":
 		return flashgate.Errorf(flashgate.CodeInviteUsed, "the invite was already used (it is single use)")
 	case "invite_expired":

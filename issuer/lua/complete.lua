@@ -1,22 +1,29 @@
--- complete: ARGV[3], ARGV[4] = user (token sub), jti of the first admission; ARGV[5], ARGV[6]
--- those of the second, and so on (one script call per batch of concurrent completions for the
--- room, issuer/batch.go). Each pair is completed exactly as if it had run alone, in ARGV order:
--- two completions of one jti in a batch are a completion and its repeat.
+-- complete: ARGV[3], ARGV[4], ARGV[5] = user (token sub), jti and minted digest of the first
+-- admission; ARGV[6..8] those of the second, and so on (one script call per batch of concurrent
+-- completions for the room, issuer/batch.go); KEYS[17 + i] = the i-th admission's minted key
+-- (fg:{room}:minted:<jti>). Each admission is completed exactly as if it had run alone, in ARGV
+-- order: two completions of one jti in a batch are a completion and its repeat.
+-- The minted digest: '' when the caller verified the admission token's signature; otherwise the
+-- token's digest (issuer.MintedDigest), and the admission is completed only when it equals the
+-- minted key's (lua/minted.lua, written when the issuer minted that very token): a token byte for
+-- byte as minted is authentic. Any other answers {'ERROR', 'not_minted'} before anything is read
+-- or written (the caller then verifies the signature and asks again with '').
 -- Atomic check-and-consume, per admission: still active and not expired -> consume, drop the
 -- user index (the user may queue again). A repeated completion returns the first result
--- (idempotent under retries, of one pair or of the whole call); expired, revoked, left or
+-- (idempotent under retries, of one admission or of the whole call); expired, revoked, left or
 -- unknown admissions are refused (invariant 4), and so is an admission id of an earlier epoch
 -- ('stale', invariant 6).
--- Returns {'ERROR', code} for the whole call (unknown_room), else one reply per pair, in ARGV
+-- Returns {'ERROR', code} for the whole call (unknown_room), else one reply per admission, in ARGV
 -- order: {'COMPLETED', at_ms, repeated} or {'ERROR', code} (issuer/scripts.go decodeComplete).
 --
--- Cost: per pair ZSCORE active (a live admission has no ended record: every script that writes
--- one drops the admission in the same step, so only an admission no longer active needs the
--- ended lookup, up to five ZSCOREs, to tell a repeat from a refusal), HGET users, ZSCORE
--- unclaimed (only while the room has unclaimed admissions: one ZCARD per call) and the journal's
--- XADD; per call, whatever the batch, the writes of all pairs it ends: one ZREM active, one ZREM
--- unclaimed (those never claimed), one HDEL users, one ZADD ended, one HINCRBY per counter.
--- Those writes come after the reads, so the pairs later in the batch read the earlier ones'
+-- Cost: per admission GET minted (with a digest), ZSCORE active (a live admission has no ended
+-- record: every script that writes one drops the admission in the same step, so only an admission
+-- no longer active needs the ended lookup, up to five ZSCOREs, to tell a repeat from a refusal),
+-- HGET users, ZSCORE unclaimed (only while the room has unclaimed admissions: one ZCARD per call)
+-- and the journal's XADD; per call, whatever the batch, the writes of all admissions it ends: one
+-- ZREM active, one ZREM unclaimed (those never claimed), one HDEL users, one ZADD ended, one
+-- HINCRBY per counter.
+-- Those writes come after the reads, so the admissions later in the batch read the earlier ones'
 -- effects from this script's own tables (gone: admissions ended in this call). Frees first
 -- (ZREM, HDEL), then writes (keep_clock, ZADD, XADD, HINCRBY), as over maxmemory Redis lets a
 -- script's later allocating writes through once its first write has freed.
@@ -30,7 +37,8 @@ local ends = {}                 -- in order: {kind, seq, user, jti}
 local drop_j, drop_u, drop_n = {}, {}, {} -- ZREM active, HDEL users, ZREM unclaimed
 local completed, expired = 0, 0
 
-local function complete(user, jti)
+local function complete(user, jti, digest, minted)
+  if digest ~= '' and redis.call('GET', minted) ~= digest then return { 'ERROR', 'not_minted' } end
   local seq = seq_of(cfg, jti)
   if not seq then return { 'ERROR', 'stale' } end
   local g = gone[jti]
@@ -66,7 +74,7 @@ local function complete(user, jti)
 end
 
 local out = {}
-for i = 3, #ARGV - 1, 2 do out[#out + 1] = complete(ARGV[i], ARGV[i + 1]) end
+for i = 3, #ARGV - 2, 3 do out[#out + 1] = complete(ARGV[i], ARGV[i + 1], ARGV[i + 2], KEYS[17 + i / 3]) end
 if #ends > 0 then
   redis.call('ZREM', K_ACTIVE, unpack(drop_j))
   if #drop_n > 0 then redis.call('ZREM', K_UNCLAIMED, unpack(drop_n)) end
