@@ -48,10 +48,13 @@ func snapshot(t testing.TB, rdb *redis.Client) map[string]string {
 }
 
 // unchanged runs f and asserts that the keyspace is the same afterwards.
+// The notes of tokens minted earlier (written in the background) land first.
 func (e *env) unchanged(what string, f func()) {
 	e.t.Helper()
+	require.NoError(e.t, e.is.WaitMinted(context.Background()))
 	before := snapshot(e.t, e.rdb)
 	f()
+	require.NoError(e.t, e.is.WaitMinted(context.Background()))
 	require.Equal(e.t, before, snapshot(e.t, e.rdb), "%s changed Redis", what)
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"io"
 	"maps"
 	"net/http"
@@ -103,6 +104,9 @@ func FuzzHandlers(f *testing.F) {
 				req.Header.Set(k, v)
 			}
 		}
+		if err := e.is.WaitMinted(context.Background()); err != nil { // earlier exchanges' notes land first
+			t.Fatal(err)
+		}
 		before := snapshot(t, e.rdb)
 		res, err := app.Test(req, 10_000)
 		if err != nil {
@@ -114,6 +118,9 @@ func FuzzHandlers(f *testing.F) {
 			t.Fatalf("%s %q: undocumented status %d", method, path, res.StatusCode)
 		}
 		if res.StatusCode >= 400 && res.StatusCode < 500 {
+			if err := e.is.WaitMinted(context.Background()); err != nil {
+				t.Fatal(err)
+			}
 			if after := snapshot(t, e.rdb); !maps.Equal(before, after) {
 				t.Fatalf("%s %q (user %q, %q, body %q): %d but Redis changed:\nbefore %v\nafter  %v",
 					method, path, user, ctype, body, res.StatusCode, before, after)

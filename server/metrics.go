@@ -42,7 +42,10 @@ type metrics struct {
 	scripts     *scriptMetrics
 	ticks       *tickMetrics
 	rooms       *roomCollector
-	handler     fiber.Handler
+	// mintedChecks and signatureChecks count /v1/complete's admission
+	// tokens by how they were authenticated (Server.completeToken).
+	mintedChecks, signatureChecks prometheus.Counter
+	handler                       fiber.Handler
 	// routes caches each route's children of requests and latency
 	// (routeKey → *routeMetrics), so a request costs neither label hashing
 	// nor the vectors' locked lookups (observe).
@@ -162,12 +165,23 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 				ConstLabels: labels,
 			}, func() float64 { return float64(op.get(is.ScriptBatchStats()).Items) }))
 	}
+	checks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flashgate_complete_token_checks_total",
+		Help: "Admission tokens /v1/complete authenticated, by check: minted (byte for byte a token this issuer minted, " +
+			"by its note in Redis: no Ed25519 arithmetic) or signature (Ed25519: tokens minted before their note landed, " +
+			"by a replica that does not note, and every forged one).",
+	}, []string{"check"})
+	m.mintedChecks, m.signatureChecks = checks.WithLabelValues("minted"), checks.WithLabelValues("signature")
+	notesLost := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "flashgate_minted_notes_lost_total",
+		Help: "Notes of minted admission tokens that did not reach Redis (their completions check the signature instead).",
+	}, func() float64 { return float64(is.MintedNotesLost()) })
 	restored := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "flashgate_rooms_restored_total",
 		Help: "Rooms this replica recreated from their last known config after Redis lost them (each also logged at WARN).",
 	}, func() float64 { return float64(is.RoomsRestored()) })
 	cs := []prometheus.Collector{m.requests, m.latency, m.sseOpen, m.storeErrors, rc, rc.errors, rc.exported,
-		batches, batched, restored, m.scripts.dur, m.scripts.errs, m.ticks.dur, m.ticks.failures}
+		batches, batched, restored, checks, notesLost, m.scripts.dur, m.scripts.errs, m.ticks.dur, m.ticks.failures}
 	cs = append(cs, coalesced...)
 	if pool != nil {
 		cs = append(cs, poolCollectors(pool)...)

@@ -380,10 +380,15 @@ func (s *Server) App() *fiber.App { return s.app }
 func (s *Server) Listen(ln net.Listener) error { return s.app.Listener(ln) }
 
 // Shutdown stops accepting connections, ends open event streams and waits
-// for in-flight requests to finish, or for ctx to end.
+// for in-flight requests to finish, then for the notes of the admission
+// tokens they minted (issuer.WaitMinted), or for ctx to end.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopping) })
-	return s.app.ShutdownWithContext(ctx)
+	err := s.app.ShutdownWithContext(ctx)
+	if werr := s.is.WaitMinted(ctx); err == nil {
+		err = werr
+	}
+	return err
 }
 
 // routes registers every route; enterLimits (the rate limiters) run on

@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/verifier"
@@ -536,4 +538,61 @@ func TestCompleteChecksTheIssuersClaims(t *testing.T) {
 		bearer: x.json(t)["admission_token"].(string)})
 	require.Equal(t, 200, r.status, "body: %s", r.body)
 	assert.Equal(t, "COMPLETED", r.json(t)["state"])
+}
+
+// /v1/complete takes a token this issuer minted by its note (no Ed25519
+// arithmetic) and any other valid token by its signature, with the same
+// answers: a token signed by the ring but never exchanged completes too; an
+// altered minted token is refused as forged (bad_signature), also while
+// Redis is gone (not 503: the signature decides first). Counted by check.
+func TestCompleteByMintedNote(t *testing.T) {
+	rs := redistest.Start(t)
+	e := newEnv(t, withRedis(rs.Client(t)))
+	room := e.room(issuer.RoomConfig{})
+	checks := func() (minted, signature float64) {
+		return testutil.ToFloat64(e.srv.m.mintedChecks), testutil.ToFloat64(e.srv.m.signatureChecks)
+	}
+	complete := func(token string) resp {
+		return e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: token})
+	}
+
+	x := e.admitted(room, "alice")
+	require.NoError(t, e.is.WaitMinted(context.Background()))
+	forged := x.AdmissionToken[:len(x.AdmissionToken)-2] + "AA"
+	if forged == x.AdmissionToken {
+		forged = x.AdmissionToken[:len(x.AdmissionToken)-2] + "BA"
+	}
+	p := complete(forged).problem(t, 401, "invalid_admission_token")
+	assert.Equal(t, "bad_signature", p["reason"])
+	m, s := checks()
+	assert.Equal(t, [2]float64{0, 0}, [2]float64{m, s}, "a refused token counts under neither")
+
+	r := complete(x.AdmissionToken)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	m, s = checks()
+	assert.Equal(t, [2]float64{1, 0}, [2]float64{m, s}, "the minted token: by its note")
+	r = complete(x.AdmissionToken)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Contains(t, string(r.body), `"repeated":true`)
+
+	// Bob's admission, its token signed by the ring directly (as a replica that
+	// does not note, or before the note lands): by its signature.
+	b, err := e.is.Enter(context.Background(), room, "bob")
+	require.NoError(t, err)
+	require.Equal(t, flashgate.StateActive, b.State)
+	now := time.Now().Unix()
+	tok, err := e.ring.Sign([]byte(`{"iss":"flashgate","aud":"orders","sub":"bob","product":"` + room +
+		`","jti":"` + b.AdmissionID + `","iat":` + strconv.FormatInt(now, 10) + `,"exp":` + strconv.FormatInt(now+60, 10) + `}`))
+	require.NoError(t, err)
+	r = complete(tok)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	m, s = checks()
+	assert.Equal(t, [2]float64{2, 1}, [2]float64{m, s})
+	assert.Contains(t, string(e.do(req{method: "GET", path: "/metrics"}).body), `flashgate_complete_token_checks_total{check="minted"} 2`)
+
+	// Redis gone: a forged token is still refused as forged.
+	rs.Kill()
+	p = complete(forged).problem(t, 401, "invalid_admission_token")
+	assert.Equal(t, "bad_signature", p["reason"])
+	complete(tok).problem(t, 503, "unavailable")
 }
