@@ -10,7 +10,13 @@
 // a flushed Redis (the state setup and its run are never separated by a
 // flush): bare GET /hello; bare + PING (GET /ping of the same bare server:
 // one Redis PING, then the same JSON — the physical limit of every row that
-// needs a Redis round trip); enter (a paused room, every request a new user);
+// needs an unbatched Redis round trip); bare + batched PING (POST /batched of
+// the same bare server: concurrent requests share one PING per batch through
+// a leader-handoff group commit like flashgate's — the limit of every row
+// flashgate batches); bare + batched enter writes (POST /batched-enter: the
+// same batching, each batch one script doing the least Redis work an enter
+// does — the arrival counter, one ZADD, one journal XADD per user — the
+// limit of the enter row); enter (a paused room, every request a new user);
 // status (statusUsers users waiting in a paused room, wrk cycling through
 // their waiting tokens); status (snapshot) (the same, the server started with
 // FLASHGATE_STATUS_SNAPSHOT=500ms, the opt-in); exchange (exchangeUsers ACTIVE users, cycling: a
@@ -24,8 +30,10 @@
 //
 // Per run it reports wrk's Requests/sec, the CPU time Redis (INFO cpu) and
 // the server process (/proc/<pid>/stat) spent per request, in µs, and wrk's
-// own CPU share; then a table of medians with issue 13's budgets and, for
-// enter and status, the % of the same round's bare + PING. A run whose
+// own CPU share; then a table of medians with issue 13's budgets, the % of
+// the same round's bare + PING (enter and status), of its bare + batched
+// PING (every row that needs Redis) and, for enter, of its bare + batched
+// enter writes, and a legend of the rows. A run whose
 // non-2xx answers and socket errors exceed 0.1 % of its requests is reported
 // as FAILED. The exit status is 0 when every run measured (over budget
 // included: it is a measurement), 1 when a run failed, 2 on a usage error.
@@ -52,6 +60,8 @@ import (
 const (
 	rowBare        = "bare /hello"
 	rowPing        = "bare + PING"
+	rowBatchPing   = "bare + batched PING"
+	rowBatchEnter  = "bare + batched enter writes"
 	rowEnter       = "enter"
 	rowEnterOff    = "enter (journal off)"
 	rowStatus      = "status"
@@ -108,7 +118,7 @@ func main() {
 	flag.IntVar(&o.exchangeUsers, "exchange-users", 5000, "ACTIVE users the exchange row cycles through")
 	flag.IntVar(&o.completeMin, "complete-min", 20000, "fewest admission tokens minted for a complete run")
 	flag.IntVar(&o.completeMax, "complete-max", 300000, "most admission tokens minted for a complete run")
-	flag.StringVar(&o.kinds, "rows", allKinds, "comma-separated rows to run ("+allKinds+"); bare /hello and bare + PING always run")
+	flag.StringVar(&o.kinds, "rows", allKinds, "comma-separated rows to run ("+allKinds+"); bare /hello, bare + PING, bare + batched PING and bare + batched enter writes always run")
 	flag.Parse()
 	o.redisURL = os.Getenv("REDIS_URL")
 	if err := o.validate(); err != nil {
@@ -164,6 +174,15 @@ const allKinds = "enter,status,status-snapshot,exchange,complete,jwks"
 // snapshot on (statusSnapshot).
 const kindStatusSnap = "status-snapshot"
 
+// The row kinds of the bare server's batched routes (always run).
+const (
+	kindBatchPing  = "batched-ping"
+	kindBatchEnter = "batched-enter"
+)
+
+// helloKinds are the row kinds the bare server (serveHello) answers.
+var helloKinds = map[string]bool{"hello": true, "ping": true, kindBatchPing: true, kindBatchEnter: true}
+
 // statusSnapshot is the FLASHGATE_STATUS_SNAPSHOT of the status (snapshot)
 // row: issuer.SuggestedStatusSnapshot, the value README "Estimated wait"
 // suggests for lines of 100,000s.
@@ -172,10 +191,10 @@ const statusSnapshot = "500ms"
 // rowSpec is one row of a round: what to start and how to set it up.
 type rowSpec struct {
 	name     string
-	hello    bool   // the bare fiber server (GET /hello, /ping) instead of flashgate serve
+	hello    bool   // the bare fiber server (serveHello) instead of flashgate serve
 	journal  string // "" (the default bound) or "0" (FLASHGATE_JOURNAL_MAXLEN=0)
 	snapshot string // FLASHGATE_STATUS_SNAPSHOT ("": the default, exact statuses)
-	kind     string // hello, ping, enter, status, status-snapshot, exchange, complete, jwks
+	kind     string // hello, ping, batched-ping, batched-enter, enter, status, status-snapshot, exchange, complete, jwks
 }
 
 // profiled reports whether -profile takes a CPU profile of the row (in the
@@ -186,13 +205,13 @@ func (s rowSpec) profiled() bool { return !s.hello && s.journal == "" }
 func (o options) rows() []rowSpec {
 	on, off := o.journal != "off", o.journal != "on"
 	var rs []rowSpec
-	want := map[string]bool{"hello": true, "ping": true}
+	want := map[string]bool{"hello": true, "ping": true, kindBatchPing: true, kindBatchEnter: true}
 	for _, k := range strings.Split(o.kinds, ",") {
 		want[strings.TrimSpace(k)] = true
 	}
 	add := func(name, kind, journal string, ok bool) {
 		if ok && want[kind] {
-			rs = append(rs, rowSpec{name: name, kind: kind, journal: journal, hello: kind == "hello" || kind == "ping"})
+			rs = append(rs, rowSpec{name: name, kind: kind, journal: journal, hello: helloKinds[kind]})
 			if kind == kindStatusSnap {
 				rs[len(rs)-1].snapshot = statusSnapshot
 			}
@@ -200,6 +219,8 @@ func (o options) rows() []rowSpec {
 	}
 	add(rowBare, "hello", "", true)
 	add(rowPing, "ping", "", true)
+	add(rowBatchPing, kindBatchPing, "", true)
+	add(rowBatchEnter, kindBatchEnter, "", true)
 	add(rowEnter, "enter", "", on)
 	add(rowEnterOff, "enter", "0", off)
 	add(rowStatus, "status", "", true)

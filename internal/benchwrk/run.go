@@ -192,6 +192,14 @@ func (b *bencher) setup(ctx context.Context, spec rowSpec, srv *server, round in
 		return wrkJob{url: srv.base + "/hello"}, nil
 	case "ping":
 		return wrkJob{url: srv.base + "/ping"}, nil
+	case kindBatchPing, kindBatchEnter:
+		// New users per request, as in the enter row (lua/enter.lua);
+		// measure's FLUSHALL has emptied the batched-enter keys.
+		path := "/batched"
+		if spec.kind == kindBatchEnter {
+			path = "/batched-enter"
+		}
+		return wrkJob{url: srv.base + path, script: "enter.lua", args: []string{"r" + strconv.Itoa(round)}}, nil
 	case "jwks":
 		return wrkJob{url: srv.base + "/.well-known/jwks.json"}, nil
 	case "enter":
