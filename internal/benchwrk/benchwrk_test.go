@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,11 +132,16 @@ func TestSummarizeAndBudgets(t *testing.T) {
 	// bare + PING: the PING limit of enter and status (1000, 1600, 900 req/s).
 	runs = append(runs, runAt(rowPing, 1, 1000, 12, 30), runAt(rowPing, 2, 1600, 11, 31), runAt(rowPing, 3, 900, 13, 29),
 		runAt(rowStatusSnap, 1, 900, 0.5, 12), runAt(rowStatusSnap, 2, 1700, 0.4, 12), runAt(rowStatusSnap, 3, 700, 0.5, 12))
+	// The batched limits: bare + batched PING (800, 1500, 700 req/s) for
+	// every row that needs Redis, bare + batched enter writes (500, 1000,
+	// 600) for enter.
+	runs = append(runs, runAt(rowBatchPing, 1, 800, 2, 14), runAt(rowBatchPing, 2, 1500, 2, 14), runAt(rowBatchPing, 3, 700, 2, 14),
+		runAt(rowBatchEnter, 1, 500, 9, 16), runAt(rowBatchEnter, 2, 1000, 8, 16), runAt(rowBatchEnter, 3, 600, 9, 16))
 	// A failed run is left out of the medians and counted.
 	bad := runAt(rowStatus, 3, 5000, 1, 1)
 	bad.Non2xx = bad.Requests
 	runs = append(runs, bad)
-	sums := summarize([]string{rowBare, rowPing, rowEnter, rowStatus, rowStatusSnap, rowComplete}, runs)
+	sums := summarize([]string{rowBare, rowPing, rowBatchPing, rowBatchEnter, rowEnter, rowStatus, rowStatusSnap, rowComplete}, runs)
 	byRow := map[string]summary{}
 	for _, s := range sums {
 		byRow[s.Row] = s
@@ -176,6 +182,26 @@ func TestSummarizeAndBudgets(t *testing.T) {
 	assert.False(t, p.HasBudget)
 	assert.False(t, p.HasPing, "the limit has no % of itself")
 	assert.False(t, byRow[rowComplete].HasPing, "complete is not compared with the PING limit")
+	// % of the batched limit: enter 77.5, 73.3…, 92.9…; status 87.5,
+	// 93.3…, (failed run left out) 114.3…; complete 40, 46.7…, 42.9….
+	assert.True(t, e.HasBatch)
+	assert.InDelta(t, 77.5, e.BatchPct, 1e-9)
+	assert.InDelta(t, 1100.0/15, e.BatchPctMin, 1e-9)
+	assert.InDelta(t, 650.0/7, e.BatchPctMax, 1e-9)
+	assert.InDelta(t, 1400.0/15, s.BatchPct, 1e-9)
+	assert.InDelta(t, 300.0/7, byRow[rowComplete].BatchPct, 1e-9)
+	// % of the batched enter writes: enter only, 124, 110, 108.3….
+	assert.True(t, e.HasWrites)
+	assert.InDelta(t, 110, e.WritesPct, 1e-9)
+	assert.InDelta(t, 650.0/6, e.WritesPctMin, 1e-9)
+	assert.InDelta(t, 124, e.WritesPctMax, 1e-9)
+	assert.False(t, s.HasWrites, "status is not compared with the enter writes")
+	for _, r := range []string{rowBare, rowPing, rowBatchPing, rowBatchEnter} {
+		assert.False(t, byRow[r].HasBatch || byRow[r].HasWrites || byRow[r].HasBudget, "a limit row has no limit: %s", r)
+	}
+	bp := byRow[rowBatchPing]
+	assert.InDelta(t, 75, bp.Pct, 1e-9) // 80, 75, 70 % of bare
+	assert.InDelta(t, 2, bp.RedisUs, 1e-6)
 	c := byRow[rowComplete]
 	assert.InDelta(t, 32, c.Pct, 1e-9) // 32, 35, 30
 	assert.True(t, c.BudgetOK)
@@ -203,12 +229,31 @@ func TestSummarizeAndBudgets(t *testing.T) {
 			assert.Equal(t, 0, strings.Count(l, "%)"), "no percentage on %q", l)
 		}
 		if strings.HasPrefix(l, "| "+rowComplete+" ") {
-			assert.Equal(t, 1, strings.Count(l, "%)"), "%% of bare only, no %% of the PING limit on %q", l)
+			assert.Equal(t, 2, strings.Count(l, "%)"), "%% of bare and of the batched limit, no %% of the PING limit on %q", l)
+			assert.Contains(t, l, "43 % (40–47 %)")
+		}
+		if strings.HasPrefix(l, "| "+rowEnter+" ") {
+			assert.Equal(t, 4, strings.Count(l, "%)"), "bare, PING, batched, enter writes on %q", l)
+			b, w := strings.Index(l, "| 78 % (73–93 %) "), strings.Index(l, "| 110 % (108–124 %) ")
+			assert.True(t, b > 0 && w > b, "the batched limit, then the enter writes: %q", l)
+		}
+		if strings.HasPrefix(l, "| "+rowBatchEnter+" ") {
+			assert.Contains(t, l, "| 9.00 ", "the limit rows show their Redis µs/req")
+			assert.Equal(t, 1, strings.Count(l, "%)"), "%% of bare only on %q", l)
 		}
 	}
+	assert.Contains(t, table, "% of the batched limit (median, min–max)")
+	assert.Contains(t, table, "% of the batched enter writes (median, min–max)")
+	// The legend: every row of the table once, with its description.
+	_, legend, ok := strings.Cut(table, "\nrows:")
+	require.True(t, ok, "a legend under the table")
+	for _, s := range sums {
+		assert.Equal(t, 1, strings.Count(legend, fmt.Sprintf("\n  %-28s %s\n", s.Row, rowLegend[s.Row])), s.Row)
+	}
+	assert.Contains(t, legend, "columns:")
 	assert.Contains(t, table, "62 % (55–65 %)")
 	assert.Contains(t, table, "Redis CPU per completion / per enter: 2.25× (budget ≤ 2×) OVER")
-	for _, l := range strings.Split(strings.TrimSpace(table), "\n")[:8] {
+	for _, l := range strings.Split(strings.TrimSpace(table), "\n")[:10] {
 		assert.True(t, strings.HasPrefix(l, "|") && strings.HasSuffix(l, "|"), "a Markdown table row: %q", l)
 	}
 }
@@ -227,6 +272,15 @@ func TestNoBareNoPercentage(t *testing.T) {
 	sums = summarize([]string{rowEnter}, []run{runAt(rowBare, 1, 1000, 0, 10), ping, runAt(rowEnter, 1, 900, 4, 20)})
 	assert.InDelta(t, 90, sums[0].Pct, 1e-9)
 	assert.False(t, sums[0].HasPing)
+	// And a failed batched limit run: no % of it that round, the other
+	// limit still counts.
+	batch := runAt(rowBatchPing, 1, 800, 2, 14)
+	batch.Err = os.ErrNotExist
+	sums = summarize([]string{rowEnter}, []run{runAt(rowBare, 1, 1000, 0, 10), batch, runAt(rowBatchEnter, 1, 600, 9, 16),
+		runAt(rowEnter, 1, 450, 4, 20)})
+	assert.False(t, sums[0].HasBatch)
+	assert.True(t, sums[0].HasWrites)
+	assert.InDelta(t, 75, sums[0].WritesPct, 1e-9)
 }
 
 func TestRows(t *testing.T) {
@@ -237,15 +291,17 @@ func TestRows(t *testing.T) {
 		}
 		return ns
 	}
-	assert.Equal(t, []string{rowBare, rowPing, rowEnter, rowEnterOff, rowStatus, rowStatusSnap, rowExchange, rowExchangeOff, rowComplete, rowCompleteOff, rowJWKS},
+	limits := []string{rowBare, rowPing, rowBatchPing, rowBatchEnter} // always, first
+	assert.Equal(t, append(limits, rowEnter, rowEnterOff, rowStatus, rowStatusSnap, rowExchange, rowExchangeOff, rowComplete, rowCompleteOff, rowJWKS),
 		names(options{journal: "both", kinds: allKinds}))
-	assert.Equal(t, []string{rowBare, rowPing, rowEnter, rowStatus, rowStatusSnap, rowExchange, rowComplete, rowJWKS}, names(options{journal: "on", kinds: allKinds}))
-	assert.Equal(t, []string{rowBare, rowPing, rowEnterOff, rowStatus}, names(options{journal: "off", kinds: "enter,status"}))
-	assert.Equal(t, []string{rowBare, rowPing, rowStatusSnap}, names(options{journal: "both", kinds: "status-snapshot"}))
+	assert.Equal(t, append(limits, rowEnter, rowStatus, rowStatusSnap, rowExchange, rowComplete, rowJWKS), names(options{journal: "on", kinds: allKinds}))
+	assert.Equal(t, append(limits, rowEnterOff, rowStatus), names(options{journal: "off", kinds: "enter,status"}))
+	assert.Equal(t, append(limits, rowStatusSnap), names(options{journal: "both", kinds: "status-snapshot"}))
 	var profiled []string
 	for _, r := range (options{journal: "both", kinds: allKinds}).rows() {
 		assert.Equal(t, strings.Contains(r.name, "journal off"), r.journal == "0", r.name)
-		assert.Equal(t, r.name == rowBare || r.name == rowPing, r.hello, r.name)
+		assert.Equal(t, r.name == rowBare || r.name == rowPing || r.name == rowBatchPing || r.name == rowBatchEnter, r.hello, r.name)
+		assert.NotEmpty(t, rowLegend[r.name], "every row has a legend line: %s", r.name)
 		assert.Equal(t, r.name == rowStatusSnap, r.snapshot != "", r.name)
 		if r.profiled() {
 			profiled = append(profiled, r.kind)
@@ -389,4 +445,119 @@ flashgate_redis_pool_timeouts_total 0
 	require.Equal(t, "  pool 6 conns, 3 waits, 0 timeouts; 4.0 items/call", rs.String())
 	require.Equal(t, 0.0, diffStats(before, after, "status").Batch, "no calls of the op: no batch")
 	require.Empty(t, runStats{}.String(), "no stats read: nothing printed")
+}
+
+// TestHelloBatched: POST /batched and /batched-enter answer every
+// concurrent request 200 with GET /hello's JSON; requests that arrive while
+// a batch is in flight share the next call (the first call held until 20
+// more have queued: two calls for 21 requests, Redis seeing one PING or one
+// script run per call); the batched-enter script leaves exactly the distinct
+// users in the line with arrival numbers 1…n, the counter at n and n journal
+// entries with journal_entry's fields; a request without X-User-ID is a 400;
+// with Redis gone both answer 503.
+func TestHelloBatched(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	app, bs := helloRoutes(rdb)
+	post := func(path, user string) (int, string) {
+		req := httptest.NewRequest("POST", path, nil)
+		if user != "" {
+			req.Header.Set("X-User-ID", user)
+		}
+		resp, err := app.Test(req, -1)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	calls := func(cmd string) int {
+		info, err := rdb.Info(ctx, "commandstats").Result()
+		require.NoError(t, err)
+		for _, l := range strings.Split(info, "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(l), ":"); ok && k == "cmdstat_"+cmd {
+				var n int
+				_, err := fmt.Sscanf(v, "calls=%d", &n)
+				require.NoError(t, err)
+				return n
+			}
+		}
+		return 0
+	}
+	const n = 21
+	for _, tc := range []struct {
+		path, cmd string
+		g         *groupCommit
+	}{{"/batched", "ping", bs.ping}, {"/batched-enter", "evalsha", bs.enter}} {
+		t.Run(tc.path, func(t *testing.T) {
+			bf := newBlockFirst()
+			tc.g.send = bf.wrap(tc.g.send)
+			require.NoError(t, batchedEnterScript.Load(ctx, rdb).Err())
+			require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+			codes, bodies := make([]int, n), make([]string, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() { defer wg.Done(); codes[i], bodies[i] = post(tc.path, fmt.Sprintf("user-%d", i)) }()
+				if i == 0 {
+					<-bf.entered
+				}
+			}
+			waitQueued(tc.g, n-1)
+			close(bf.release)
+			wg.Wait()
+			for i := range n {
+				assert.Equal(t, 200, codes[i])
+				assert.JSONEq(t, `{"room":"r","state":"WAITING","position":42}`, bodies[i])
+			}
+			require.Len(t, bf.batches, 2, "one call for the first request, one for the 20 that queued meanwhile")
+			assert.Len(t, bf.batches[1], n-1)
+			assert.EqualValues(t, 2, tc.g.calls.Load())
+			// One Redis call per batch (the script loaded beforehand: no
+			// NOSCRIPT retry as EVAL).
+			assert.Equal(t, 2, calls(tc.cmd))
+			assert.Equal(t, 0, calls("eval"))
+		})
+	}
+
+	// The batched-enter script's writes: distinct users, numbers 1…n in
+	// batch order (user-0 alone first), n journal entries.
+	line, err := rdb.ZRangeWithScores(ctx, benchEnterKeys[1], 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, line, n)
+	users := map[string]bool{}
+	for i, z := range line {
+		assert.Equal(t, float64(i+1), z.Score, "arrival numbers 1…n without gaps")
+		users[z.Member.(string)] = true
+	}
+	assert.Len(t, users, n)
+	for i := range n {
+		assert.True(t, users[fmt.Sprintf("user-%d", i)], "user-%d in the line", i)
+	}
+	assert.Equal(t, "user-0", line[0].Member, "the first batch's user is number 1")
+	seq, err := rdb.Get(ctx, benchEnterKeys[0]).Int()
+	require.NoError(t, err)
+	assert.Equal(t, n, seq)
+	journal, err := rdb.XRange(ctx, benchEnterKeys[2], "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, journal, n)
+	for i, e := range journal {
+		assert.Equal(t, "entered", e.Values["kind"])
+		assert.Equal(t, fmt.Sprint(i+1), e.Values["seq"])
+		assert.Equal(t, "public", e.Values["lane"])
+		assert.Len(t, e.Values, 8, "journal_entry's fields: kind epoch seq user lane at admission reason")
+		for _, f := range []string{"epoch", "user", "at", "admission", "reason"} {
+			assert.Contains(t, e.Values, f)
+		}
+	}
+	assert.Equal(t, "user-0", journal[0].Values["user"])
+
+	code, _ := post("/batched-enter", "")
+	assert.Equal(t, 400, code, "no X-User-ID")
+	srv.Kill()
+	for _, path := range []string{"/batched", "/batched-enter"} {
+		code, _ := post(path, "late")
+		assert.Equal(t, 503, code, path)
+	}
 }

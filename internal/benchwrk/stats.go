@@ -304,6 +304,9 @@ func printTable(w io.Writer, sums []summary) {
 	}
 	tw.Flush()
 	io.WriteString(w, pipeTable(buf.String()))
+	if r, ok := redisRatio(sums); r > 0 {
+		fmt.Fprintf(w, "Redis CPU per completion / per enter: %.2f× (budget ≤ %d×) %s\n", r, redisCompleteFactor, verdict(ok))
+	}
 	io.WriteString(w, "\nrows:\n")
 	for _, s := range sums {
 		if d, ok := rowLegend[s.Row]; ok {
@@ -311,17 +314,15 @@ func printTable(w io.Writer, sums []summary) {
 		}
 	}
 	io.WriteString(w, tableNotes)
-	if r, ok := redisRatio(sums); r > 0 {
-		fmt.Fprintf(w, "Redis CPU per completion / per enter: %.2f× (budget ≤ %d×) %s\n", r, redisCompleteFactor, verdict(ok))
-	}
 }
 
 // tableNotes explains printTable's limit columns (after the row legend).
 const tableNotes = `columns: each % divides a row's req/s by the same round's limit row (median over the rounds, min–max);
   the PING limit = bare + PING (enter, status), the batched limit = bare + batched PING (every row that needs Redis:
   flashgate batches concurrent requests of a room into one script call), the batched enter writes = bare + batched
-  enter writes (enter). No row can beat its limit: a budget (issue 13, % of bare) above its limit row's own % of bare
-  is out of reach of any server with the same batching and the same Redis writes.
+  enter writes (enter). A row that needs what its limit does cannot beat it (the snapshot row's far-behind statuses
+  need no Redis): a budget (issue 13, % of bare) above the limit row's own % of bare is out of reach of any server
+  with the same batching and the same Redis writes.
 `
 
 func failedNote(s summary) string {
