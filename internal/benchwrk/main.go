@@ -279,7 +279,7 @@ func bench(ctx context.Context, o options) int {
 		names[i] = s.name
 	}
 	sums := summarize(names, runs)
-	fmt.Printf("\nmedians of %d rounds (wrk -t%d -c%d -d%s; %% of the same round's bare /hello and bare + PING req/s; CPU µs per request):\n\n",
+	fmt.Printf("\nmedians of %d rounds (wrk -t%d -c%d -d%s; %% of the same round's bare /hello and limit rows' req/s, see the legend; CPU µs per request):\n\n",
 		o.rounds, o.threads, o.conns, o.duration)
 	printTable(os.Stdout, sums)
 	for _, r := range runs {

@@ -46,9 +46,9 @@ func (r run) ok() bool { return r.Err == nil && !r.failed() }
 // String is the run's line in the per-round listing.
 func (r run) String() string {
 	if r.Err != nil {
-		return fmt.Sprintf("round %d  %-22s FAILED: %v", r.Round, r.Row, r.Err)
+		return fmt.Sprintf("round %d  %-27s FAILED: %v", r.Round, r.Row, r.Err)
 	}
-	s := fmt.Sprintf("round %d  %-22s %9.0f req/s  %8d requests  Redis %6.2f µs/req  server %6.2f µs/req  wrk %3.0f %% of a core",
+	s := fmt.Sprintf("round %d  %-27s %9.0f req/s  %8d requests  Redis %6.2f µs/req  server %6.2f µs/req  wrk %3.0f %% of a core",
 		r.Round, r.Row, r.PerSec, r.Requests, r.perReq(r.RedisCPU), r.perReq(r.ServerCPU),
 		100*float64(r.WrkCPU)/float64(max(r.Duration, 1)))
 	if r.Non2xx+r.SocketErrors > 0 {
