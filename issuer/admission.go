@@ -90,9 +90,25 @@ func MintedDigest(token string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// mintedNoteTimeout bounds a background minted note (noteMinted): a
-// note that does not land by then is dropped.
+// mintedNoteTimeout bounds one write of minted notes (writeMintedNotes):
+// notes that do not land by then are dropped.
 const mintedNoteTimeout = 2 * time.Second
+
+// Minted notes queue for the writer (noteMinted, writeMintedNotes).
+const (
+	// maxQueuedNotes bounds the notes waiting for the writer; a note that
+	// finds the queue full is dropped (counted as lost).
+	maxQueuedNotes = 8192
+	// maxNotesPerWrite bounds the notes one write takes from the queue.
+	maxNotesPerWrite = 512
+	// noteWriterIdle is how long the writer waits for a note before it
+	// stops (the next note starts it again).
+	noteWriterIdle = time.Second
+	// noteLinger is how long the writer lets notes gather after the first
+	// of a write: the exchanges of a busy room then share a call (and its
+	// round trip) instead of paying one each. Nobody waits for it.
+	noteLinger = 2 * time.Millisecond
+)
 
 // mintedItem is one minted token's note: its key's jti, its digest, and
 // how long it lives (ms: until the token's exp).
@@ -101,32 +117,112 @@ type mintedItem struct {
 	ttlMs       int64
 }
 
-// noteMinted notes a's digest (MintedDigest) under its minted key, which
-// expires with the token (by the issuer's clock), from a goroutine: the exchange does not wait, and
-// concurrent notes of a room go to Redis together (its minted coalescer, one
-// lua/minted.lua call per batch). A note that is lost — Redis unavailable,
-// the process stopping, a completion faster than the note — costs nothing
-// but the signature check of that token's completion (CompleteMinted's
-// ErrNotMinted); lost notes are counted (MintedNotesLost).
+// mintedNote is a mintedItem queued for the writer, with its room (the
+// room's coalescers' copy: never a caller's buffer).
+type mintedNote struct {
+	room string
+	item mintedItem
+}
+
+// noteMinted queues a's note — its digest (MintedDigest) under its minted
+// key, expiring with the token by the issuer's clock — for the writer
+// (writeMintedNotes), and starts the writer when it is not running. The
+// exchange does not wait: queuing is a channel send. A note that is lost —
+// the queue full, Redis unavailable, the process stopping, a completion
+// faster than the note — costs nothing but the signature check of that
+// token's completion (CompleteMinted's ErrNotMinted); lost notes are
+// counted (MintedNotesLost).
 func (is *Issuer) noteMinted(room string, a *Admission) {
 	// A TTL, not Redis's clock: exp is on the issuer's (Config.Now).
 	ttl := a.ExpiresAt.Sub(is.now()).Milliseconds()
 	if ttl <= 0 {
 		return // expired already: completing it is refused anyway
 	}
-	it := mintedItem{jti: a.ID, digest: MintedDigest(a.Token), ttlMs: ttl}
-	c := is.roomBatch(room).minted
+	// a.ID and a.Token are the issuer's own strings (script reply, signer).
+	n := mintedNote{room: is.roomBatch(room).room, item: mintedItem{jti: a.ID, digest: MintedDigest(a.Token), ttlMs: ttl}}
 	is.minting.Add(1)
-	go func() {
-		defer is.minting.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), mintedNoteTimeout)
-		defer cancel()
-		// a.ID and a.Token are the issuer's own strings (script reply, signer):
-		// nothing to copy.
-		if _, err := c.call(ctx, it, func(x mintedItem) mintedItem { return x }); err != nil {
-			is.mintedLost.Add(1)
+	select {
+	case is.notes <- n:
+	default:
+		is.mintedLost.Add(1)
+		is.minting.Done()
+		return
+	}
+	if is.noteWriter.CompareAndSwap(false, true) {
+		go is.writeMintedNotes()
+	}
+}
+
+// writeMintedNotes is the writer of minted notes: it takes what is queued
+// (up to maxNotesPerWrite notes, after waiting for the first and then
+// noteLinger), writes each
+// room's notes in one lua/minted.lua call, and goes on until no note came
+// for noteWriterIdle. One writer runs at a time (noteWriter), so the notes
+// of a burst of exchanges share calls without a goroutine or a wake-up per
+// note.
+func (is *Issuer) writeMintedNotes() {
+	idle := time.NewTimer(noteWriterIdle)
+	defer idle.Stop()
+	batch := make([]mintedNote, 0, maxNotesPerWrite)
+	for {
+		select {
+		case n := <-is.notes:
+			batch = append(batch[:0], n)
+			time.Sleep(noteLinger)
+		case <-idle.C:
+			is.noteWriter.Store(false)
+			// A note queued after the last receive saw the writer running:
+			// take it over unless a new writer already has.
+			if len(is.notes) == 0 || !is.noteWriter.CompareAndSwap(false, true) {
+				return
+			}
+			idle.Reset(noteWriterIdle)
+			continue
 		}
-	}()
+	drain:
+		for len(batch) < maxNotesPerWrite {
+			select {
+			case n := <-is.notes:
+				batch = append(batch, n)
+			default:
+				break drain
+			}
+		}
+		is.writeNotes(batch)
+		if !idle.Stop() {
+			select {
+			case <-idle.C:
+			default:
+			}
+		}
+		idle.Reset(noteWriterIdle)
+	}
+}
+
+// writeNotes writes batch, one call per room (in the order of each room's
+// first note), counting the notes of failed calls as lost.
+func (is *Issuer) writeNotes(batch []mintedNote) {
+	ctx, cancel := context.WithTimeout(context.Background(), mintedNoteTimeout)
+	defer cancel()
+	for len(batch) > 0 {
+		room := batch[0].room
+		items := make([]mintedItem, 0, len(batch))
+		rest := batch[:0]
+		for _, n := range batch {
+			if n.room == room {
+				items = append(items, n.item)
+			} else {
+				rest = append(rest, n)
+			}
+		}
+		if err := is.mintedItems(ctx, room, items); err != nil {
+			is.mintedLost.Add(int64(len(items)))
+		}
+		for range items {
+			is.minting.Done()
+		}
+		batch = rest
+	}
 }
 
 // WaitMinted waits until the minted notes in flight (see CompleteMinted)
@@ -151,8 +247,9 @@ func (is *Issuer) WaitMinted(ctx context.Context) error {
 // their signatures instead.
 func (is *Issuer) MintedNotesLost() int64 { return is.mintedLost.Load() }
 
-// mintedItems writes items' notes (lua/minted.lua): one call for the batch.
-func (is *Issuer) mintedItems(ctx context.Context, room string, items []mintedItem) ([]outcome[struct{}], error) {
+// mintedItems writes items' notes, all of room (lua/minted.lua): one call.
+// Errors: flashgate.ErrUnavailable, flashgate.ErrStoreFull.
+func (is *Issuer) mintedItems(ctx context.Context, room string, items []mintedItem) error {
 	keys := make([]string, len(items))
 	args := make([]any, 0, 2*len(items))
 	for i, it := range items {
@@ -160,9 +257,9 @@ func (is *Issuer) mintedItems(ctx context.Context, room string, items []mintedIt
 		args = append(args, it.digest, it.ttlMs)
 	}
 	if err := mintedScript.Run(ctx, is.cfg.Redis, keys, args...).Err(); err != nil {
-		return nil, unavailable(err)
+		return unavailable(err)
 	}
-	return make([]outcome[struct{}], len(items)), nil
+	return nil
 }
 
 // Complete consumes an admission atomically: still active and unexpired →
@@ -189,7 +286,7 @@ func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) 
 // not note — it returns ErrNotMinted having read and changed nothing; the
 // caller then verifies the signature and calls Complete. This spares
 // /v1/complete the Ed25519 arithmetic for the tokens this issuer minted
-// (README "Completing an order").
+// (README "Security model").
 //
 // Errors: the admission's answers of Complete once the token is known as
 // minted (flashgate.ErrNotFound, flashgate.ErrExpired, flashgate.ErrRevoked,

@@ -219,14 +219,12 @@ func latestDeadline[T, R any](calls []*pending[T, R]) (time.Time, bool) {
 }
 
 // roomBatchers are one room's coalescers, one per script: enter, status
-// (status and exchange items share its calls), complete and minted (the
-// notes of the tokens Exchange mints).
+// (status and exchange items share its calls) and complete.
 type roomBatchers struct {
 	room     string // a copy (invariant 7)
 	enter    *coalescer[string, scriptEntry]
 	status   *coalescer[statusItem, scriptEntry]
 	complete *coalescer[completeItem, completeReply]
-	minted   *coalescer[mintedItem, struct{}]
 }
 
 // roomBatch returns room's coalescers. New ones keep a copy of room (as
@@ -259,9 +257,6 @@ func (is *Issuer) roomBatch(room string) *roomBatchers {
 		}},
 		complete: &coalescer[completeItem, completeReply]{max: n, send: func(ctx context.Context, items []completeItem) ([]outcome[completeReply], error) {
 			return is.completeItems(ctx, room, items)
-		}},
-		minted: &coalescer[mintedItem, struct{}]{max: n, send: func(ctx context.Context, items []mintedItem) ([]outcome[struct{}], error) {
-			return is.mintedItems(ctx, room, items)
 		}},
 	})
 	return b.(*roomBatchers)

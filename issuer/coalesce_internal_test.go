@@ -96,7 +96,7 @@ func TestCompleteBatchIsSequential(t *testing.T) {
 	}
 	now.Add(1000)
 	for _, w := range []twin{batched, single} { // the notes of minted tokens (noteMinted)
-		_, err := w.is.mintedItems(ctx, room, []mintedItem{{j["carol"], "d-carol", 60_000}, {j["bob"], "d-bob", 60_000}})
+		err := w.is.mintedItems(ctx, room, []mintedItem{{j["carol"], "d-carol", 60_000}, {j["bob"], "d-bob", 60_000}})
 		require.NoError(t, err)
 	}
 

@@ -154,8 +154,11 @@ type Issuer struct {
 	// batchStats count the coalesced script calls per kind and the items
 	// they carried (ScriptBatchStats, EnterBatchStats).
 	batchStats struct{ enter, status, exchange, complete batchKind }
-	// minting counts the minted notes in flight (noteMinted), mintedLost
-	// those that did not land.
+	// notes queues the minted notes for their writer (noteMinted), which
+	// runs while noteWriter is set; minting counts the notes queued or being
+	// written, mintedLost those that did not land.
+	notes      chan mintedNote
+	noteWriter atomic.Bool
 	minting    sync.WaitGroup
 	mintedLost atomic.Int64
 	// idle holds the rooms Run is ticking slowly (nothing to do), as
@@ -301,7 +304,7 @@ func New(cfg Config) (*Issuer, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	is := &Issuer{cfg: cfg, log: cfg.Logger, wakeups: make(chan string, 1024)}
+	is := &Issuer{cfg: cfg, log: cfg.Logger, wakeups: make(chan string, 1024), notes: make(chan mintedNote, maxQueuedNotes)}
 	if cfg.WaitingSecret != nil {
 		is.secrets.Store(newSecretSet(cfg.WaitingSecret))
 	}

@@ -67,7 +67,7 @@ type serveConfig struct {
 	StatusSnapshot         time.Duration `env:"STATUS_SNAPSHOT" envDefault:"0s" help:"opt-in for very large lines: largest age of the per-replica room snapshot that answers status for users far behind the head (position_estimated; 500ms suits a line of 100,000s); 0: every status asks Redis (exact positions)"`
 	EnterBatch             int           `env:"ENTER_BATCH" envDefault:"32" help:"most items one script call carries (1 … 1000): concurrent enters, statuses and exchanges, and completions for a room share a call of their kind (group commit); 1 turns coalescing off"`
 	RedisTimeout           time.Duration `env:"REDIS_TIMEOUT" envDefault:"1s" help:"the most one API request waits for Redis before answering 503 unavailable (a hung Redis costs a client at most this long; requests that use it all open the Redis breaker, after which they fail at once)"`
-	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests"`
+	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests (then for the minted notes of the tokens they minted)"`
 	LogLevel               string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
 	LogFormat              string        `env:"LOG_FORMAT" envDefault:"text" help:"text | json"`
 	LogFlush               time.Duration `env:"LOG_FLUSH" envDefault:"100ms" help:"log lines below WARN (the access log) are buffered and written together at most this often (one write instead of one per request; a crash loses at most this much of them); WARN and ERROR lines are written at once; 0: every line at once"`
