@@ -46,6 +46,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -205,7 +206,7 @@ func (s rowSpec) profiled() bool { return !s.hello && s.journal == "" }
 func (o options) rows() []rowSpec {
 	on, off := o.journal != "off", o.journal != "on"
 	var rs []rowSpec
-	want := map[string]bool{"hello": true, "ping": true, kindBatchPing: true, kindBatchEnter: true}
+	want := maps.Clone(helloKinds) // the bare server's rows always run
 	for _, k := range strings.Split(o.kinds, ",") {
 		want[strings.TrimSpace(k)] = true
 	}
