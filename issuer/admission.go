@@ -295,9 +295,9 @@ func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) 
 // flashgate.ErrUnavailable, …): the token was not shown authentic, so the
 // caller's signature check decides first, exactly as without this path.
 func (is *Issuer) CompleteMinted(ctx context.Context, room, user, admissionID, token string) (*flashgate.Completion, error) {
-	if checkRoom(room) != nil || checkUser(user) != nil {
-		return nil, ErrNotMinted
-	}
+	// complete refuses a malformed jti as not_found, which reads like the
+	// script's answer for an admission: refused here first, as not minted.
+	// A malformed room or user comes back as ErrInvalidInput, no answer.
 	if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
 		return nil, ErrNotMinted
 	}
