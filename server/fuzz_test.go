@@ -80,6 +80,7 @@ func FuzzHandlers(f *testing.F) {
 		{"PUT", "/admin/rooms/" + room, "", "Bearer " + adminToken, "application/json", `{"capacity":0}`},
 		{"PUT", "/admin/rooms/" + room, "", "Bearer " + adminToken, "application/json", `null`},
 		{"POST", "/admin/rooms/" + room + "/close", "", "Bearer " + adminToken, "application/json", `{"x":1}`},
+		{"POST", "/" + strings.Repeat("\x92", 600), "a{", "", "application/json", `{}`}, // a request line over 4 KiB: 431
 	} {
 		f.Add(s[0], s[1], s[2], s[3], s[4], s[5])
 	}
@@ -109,6 +110,12 @@ func FuzzHandlers(f *testing.F) {
 		}
 		before := snapshot(t, e.rdb)
 		res, err := app.Test(req, 10_000)
+		if err != nil && strings.Contains(err.Error(), "small read buffer") {
+			// A request line and headers over fiber's ReadBufferSize (4 KiB): on
+			// a connection fasthttp answers 431 before any handler runs; app.Test
+			// returns its error instead.
+			return
+		}
 		if err != nil {
 			t.Fatalf("%s %q: %v", method, path, err)
 		}
