@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate/internal/workerdtest"
 	"github.com/flashgate/flashgate/keys"
 )
 
@@ -28,6 +29,42 @@ type pathCase struct {
 	Want    string `json:"want"` // verify, refuse, no-product, pass
 	Product string `json:"product"`
 	Forward string `json:"forward"`
+}
+
+// loadPathCases reads testdata/paths.json.
+func loadPathCases(t testing.TB) []pathCase {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", "paths.json"))
+	require.NoError(t, err)
+	var table struct {
+		Prefix string     `json:"prefix"`
+		Cases  []pathCase `json:"cases"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &table))
+	require.Equal(t, "/products/", table.Prefix, "the harnesses' FLASHGATE_PRODUCT_PREFIX")
+	require.NotEmpty(t, table.Cases)
+	return table.Cases
+}
+
+// pathRing returns a fresh key ring and its public JWK Set.
+func pathRing(t testing.TB) (*keys.Ring, []byte) {
+	t.Helper()
+	ring, err := keys.Generate(time.Now())
+	require.NoError(t, err)
+	jwks, err := ring.PublicJWKS()
+	require.NoError(t, err)
+	return ring, jwks
+}
+
+// token returns a valid admission token for the row's product, else for
+// sku-2 (the product the bypass spellings aim at).
+func (c pathCase) token(t testing.TB, ring *keys.Ring) string {
+	product := c.Product
+	if product == "" {
+		product = "sku-2"
+	}
+	now := time.Now()
+	return sign(t, ring, "alice", product, "jti-"+product, now, now.Add(5*time.Minute))
 }
 
 // muxVisit is what the ServeMux origin saw of one request.
@@ -129,19 +166,8 @@ var originStatuses = []int{http.StatusOK, http.StatusMovedPermanently, http.Stat
 func TestWorkerPathSpellings(t *testing.T) {
 	bin := workerdBinary(t)
 	wasm := wasmModule(t)
-	raw, err := os.ReadFile(filepath.Join("testdata", "paths.json"))
-	require.NoError(t, err)
-	var table struct {
-		Prefix string     `json:"prefix"`
-		Cases  []pathCase `json:"cases"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &table))
-	require.Equal(t, "/products/", table.Prefix, "config.capnp.tmpl's FLASHGATE_PRODUCT_PREFIX")
-
-	ring, err := keys.Generate(time.Now())
-	require.NoError(t, err)
-	jwks, err := ring.PublicJWKS()
-	require.NoError(t, err)
+	cases := loadPathCases(t)
+	ring, jwks := pathRing(t)
 	issuerSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(jwks)
@@ -151,15 +177,10 @@ func TestWorkerPathSpellings(t *testing.T) {
 	base := startWorkerd(t, bin, wasm, strings.TrimPrefix(issuerSrv.URL, "http://"),
 		strings.TrimPrefix(o.srv.URL, "http://"), "auto")
 
-	now := time.Now()
 	n := 0
-	for _, c := range table.Cases {
+	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			product := c.Product
-			if product == "" {
-				product = "sku-2"
-			}
-			token := sign(t, ring, "alice", product, "jti-"+product, now, now.Add(5*time.Minute))
+			token := c.token(t, ring)
 			for _, withToken := range []bool{false, true} {
 				n++
 				id := fmt.Sprintf("r%d", n)
@@ -209,5 +230,82 @@ func TestWorkerPathSpellings(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWorkerPathSpellingsOriginURL runs the same spellings through worker.js
+// in workerd without an ORIGIN binding, forwarding to FLASHGATE_ORIGIN_URL
+// with the global fetch (testdata/paths_harness.js stubs it): a verified
+// request goes to the origin URL with the normalised path, a refused or
+// productless one goes nowhere, an unprotected one goes unverified.
+func TestWorkerPathSpellingsOriginURL(t *testing.T) {
+	bin := workerdBinary(t)
+	wasm := wasmModule(t)
+	cases := loadPathCases(t)
+	ring, jwks := pathRing(t)
+
+	dir := t.TempDir()
+	workerdtest.CopyFile(t, filepath.Join("testdata", "paths_harness.js"), filepath.Join(dir, "paths_harness.js"))
+	workerdtest.CopyFile(t, "worker.js", filepath.Join(dir, "worker.js"))
+	workerdtest.CopyFile(t, wasm, filepath.Join(dir, "flashgate-verifier.wasm"))
+	workerdtest.Package(t, dir)
+	wln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := workerdtest.Launch(t, bin, dir, filepath.Join("testdata", "paths.capnp.tmpl"), map[string]string{}, wln, "/")
+
+	type request struct {
+		Path  string `json:"path"`
+		Token string `json:"token"`
+	}
+	var reqs []request
+	for _, c := range cases {
+		reqs = append(reqs, request{c.Path, ""}, request{c.Path, c.token(t, ring)})
+	}
+	in, err := json.Marshal(map[string]any{"jwks": string(jwks), "requests": reqs})
+	require.NoError(t, err)
+	resp, err := http.Post(base+"/", "application/json", strings.NewReader(string(in)))
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	var out []struct {
+		Status  int    `json:"status"`
+		Reason  string `json:"reason"`
+		Fetched string `json:"fetched"`
+		Product string `json:"product"`
+	}
+	require.NoError(t, json.Unmarshal(body, &out))
+	require.Len(t, out, len(reqs))
+
+	const originURL = "http://origin.test/base"
+	for i, r := range out {
+		c := cases[i/2]
+		withToken := i%2 == 1
+		what := fmt.Sprintf("%s: %s (token %v): %+v", c.Name, c.Path, withToken, r)
+		switch {
+		case c.Want == "verify" && withToken:
+			require.Equal(t, http.StatusOK, r.Status, what)
+			require.Equal(t, originURL+c.Forward, r.Fetched, "the origin must get the normalised path: %s", what)
+			require.Equal(t, c.Product, r.Product, what)
+		case c.Want == "verify":
+			require.Equal(t, http.StatusUnauthorized, r.Status, what)
+			require.Equal(t, "missing", r.Reason, what)
+			require.Empty(t, r.Fetched, what)
+		case c.Want == "refuse":
+			require.Equal(t, http.StatusBadRequest, r.Status, what)
+			require.Equal(t, "ambiguous_path", r.Reason, what)
+			require.Empty(t, r.Fetched, what)
+		case c.Want == "no-product":
+			require.Equal(t, http.StatusNotFound, r.Status, what)
+			require.Equal(t, "unknown_route", r.Reason, what)
+			require.Empty(t, r.Fetched, what)
+		case c.Want == "pass":
+			require.Equal(t, http.StatusOK, r.Status, what)
+			require.True(t, strings.HasPrefix(r.Fetched, originURL+"/"), what)
+			require.Empty(t, r.Product, what)
+		default:
+			t.Fatalf("unknown want %q", c.Want)
+		}
 	}
 }
