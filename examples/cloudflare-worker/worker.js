@@ -128,9 +128,9 @@ function readConfig(env) {
 //     segments removed (§5.2.4). This is the path that is verified and, for a
 //     protected path, forwarded.
 //   - loose: what the laxest origins make of it — every escape decoded (up to
-//     three times: double encoding), overlong UTF-8 decoded (%C0%AF = "/"),
-//     ";params" cut off each segment (servlet containers), then "//" and dot
-//     segments again.
+//     three times: double encoding; IIS's %uXXXX too), overlong UTF-8
+//     decoded (%C0%AF = "/"), ";params" cut off each segment (servlet
+//     containers), then "//" and dot segments again.
 // The prefix is compared ASCII case-insensitively in both. A path protected
 // in either reading must be protected in both, name the same product in both
 // and hold nothing still ambiguous (an escape of an escaped "/", "\" or ".",
@@ -245,7 +245,10 @@ function decodeAll(path) {
 // loosePath returns the loose reading of a canonical path.
 function loosePath(path) {
   let p = path;
-  for (let n = 0; n < 3 && p.includes("%"); n++) p = decodeAll(p);
+  for (let n = 0; n < 3 && p.includes("%"); n++) {
+    // %uXXXX too: IIS decodes it.
+    p = decodeAll(p.replace(/%u([0-9A-Fa-f]{4})/g, (_, h) => String.fromCharCode(parseInt(h, 16))));
+  }
   p = p.replace(/\\/g, "/").split("/").map((s) => s.split(";")[0]).join("/");
   return removeDots(p);
 }
