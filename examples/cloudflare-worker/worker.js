@@ -174,6 +174,7 @@ function utf8(bytes, strict) {
 // removeDots removes dot segments (RFC 3986 §5.2.4) and empty segments from
 // an absolute path; a path ending in "/", ".", or ".." keeps its final "/".
 function removeDots(path) {
+  if (!path.includes("//") && !path.includes("/.")) return path;
   const segs = path.split("/");
   const out = [];
   let trailing = false;
@@ -267,6 +268,12 @@ function segmentAfterPrefix(path, cfg) {
 // for a protected one (product "" when the path names none; path is the
 // canonical path to verify and forward), or {ambiguous: why}.
 function classify(pathname, cfg) {
+  if (!/[%\\;]/.test(pathname)) {
+    // Nothing to decode or cut: both readings are the dot-free path.
+    const path = removeDots(pathname.startsWith("/") ? pathname : "/" + pathname);
+    const product = segmentAfterPrefix(path, cfg);
+    return product === null ? { product } : { product, path };
+  }
   const canon = canonicalPath(pathname);
   const seg = segmentAfterPrefix(canon.path, cfg);
   const loose = segmentAfterPrefix(loosePath(canon.path), cfg);
