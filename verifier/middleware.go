@@ -18,6 +18,11 @@ type MiddlewareOptions struct {
 	// Cookie names the cookie holding the token; "" means DefaultCookie.
 	Cookie string
 	// Product returns the product the request is for; nil means Config.Product.
+	// Take it from the router's own match (r.PathValue with a ServeMux
+	// pattern), not by parsing r.URL.Path or RawPath: then the product
+	// verified is the one the handler serves, however the path was spelled
+	// (%70roducts, ..%2f, //; see examples/cloudflare-worker/README.md "Paths"
+	// for an edge that must match prefixes itself).
 	Product func(*http.Request) string
 	// User returns the user the request is for; nil means the user is not checked.
 	User func(*http.Request) string

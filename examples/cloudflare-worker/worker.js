@@ -101,8 +101,10 @@ function readConfig(env) {
     originURL: str("FLASHGATE_ORIGIN_URL", ""),
     waitingRoomURL: str("FLASHGATE_WAITING_ROOM_URL", ""),
   };
+  if (!cfg.prefix.startsWith("/")) cfg.prefix = "/" + cfg.prefix;
   if (!cfg.prefix.endsWith("/")) cfg.prefix += "/";
-  cfg.prefixLower = cfg.prefix.toLowerCase();
+  // The prefix's segments, lower-cased: "/products/" → ["products"].
+  cfg.prefixSegs = cfg.prefix.toLowerCase().split("/").slice(1, -1);
   if (!cfg.jwksURL) throw new ConfigError("FLASHGATE_JWKS_URL is not set");
   if (!CRYPTO_MODES.includes(cfg.crypto)) {
     throw new ConfigError(`FLASHGATE_CRYPTO must be auto, host or pure, not ${JSON.stringify(cfg.crypto)}`);
@@ -117,19 +119,176 @@ function readConfig(env) {
 // ---------------------------------------------------------------------------
 // Request plumbing.
 
-// productOf returns the product of a protected path, "" for a protected path
-// without one, or null for an unprotected path. Matching is deliberately
-// wider than most origins route (repeated slashes collapsed, %2F decoded,
-// ASCII case ignored) so that no spelling of a protected path slips through.
-function productOf(pathname, cfg) {
-  const norm = pathname.replace(/%2f/gi, "/").replace(/\/{2,}/g, "/");
-  if (!norm.toLowerCase().startsWith(cfg.prefixLower)) return null;
-  const seg = norm.slice(cfg.prefix.length).split("/")[0];
-  try {
-    return decodeURIComponent(seg);
-  } catch {
-    return "";
+// Path spellings (README.md "Paths").
+//
+// classify reads a request's path twice:
+//   - canonical: RFC 3986 §6.2.2 normalisation (percent-encoded unreserved
+//     characters decoded, the hex of every other escape upper-cased), with
+//     %2F, %5C and "\" read as "/", empty segments ("//") collapsed and dot
+//     segments removed (§5.2.4). This is the path that is verified and, for a
+//     protected path, forwarded.
+//   - loose: what the laxest origins make of it — every escape decoded (up to
+//     three times: double encoding; IIS's %uXXXX too), overlong UTF-8
+//     decoded (%C0%AF = "/"), ";params" cut off each segment (servlet
+//     containers), then "//" and dot segments again.
+// The prefix is compared ASCII case-insensitively in both. A path protected
+// in either reading must be protected in both, name the same product in both
+// and hold nothing still ambiguous (an escape of an escaped "/", "\" or ".",
+// invalid or overlong UTF-8, a "%" without two hex digits); otherwise it is
+// refused (400 ambiguous_path) before the origin. A path unprotected in both
+// readings is forwarded unchanged: no origin that decodes it at most three
+// times, strips params or ignores case routes it under the prefix.
+
+const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
+const HEX2 = /^[0-9A-Fa-f]{2}$/;
+
+// utf8 decodes bytes; strict returns null for anything not well-formed
+// UTF-8 (overlong forms, surrogates, beyond U+10FFFF, truncated), lax
+// decodes overlong forms to their code point and anything else to U+FFFD.
+function utf8(bytes, strict) {
+  let out = "";
+  for (let i = 0; i < bytes.length; ) {
+    const b = bytes[i];
+    const n = b < 0x80 ? 0 : b >= 0xc0 && b < 0xe0 ? 1 : b >= 0xe0 && b < 0xf0 ? 2 : b >= 0xf0 && b < 0xf8 ? 3 : -1;
+    let cp = n === 0 ? b : n === 1 ? b & 0x1f : n === 2 ? b & 0x0f : b & 0x07;
+    let ok = n >= 0 && i + n < bytes.length;
+    for (let k = 1; ok && k <= n; k++) {
+      const c = bytes[i + k];
+      if ((c & 0xc0) !== 0x80) ok = false;
+      else cp = (cp << 6) | (c & 0x3f);
+    }
+    if (ok && (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))) ok = false;
+    if (ok && strict && cp < [0, 0x80, 0x800, 0x10000][n]) ok = false; // overlong
+    if (!ok) {
+      if (strict) return null;
+      out += "\ufffd";
+      i++;
+      continue;
+    }
+    out += String.fromCodePoint(cp);
+    i += n + 1;
   }
+  return out;
+}
+
+// removeDots removes dot segments (RFC 3986 §5.2.4) and empty segments from
+// an absolute path; a path ending in "/", ".", or ".." keeps its final "/".
+function removeDots(path) {
+  if (!path.includes("//") && !path.includes("/.")) return path;
+  const segs = path.split("/");
+  const out = [];
+  let trailing = false;
+  for (let i = 1; i < segs.length; i++) {
+    const s = segs[i];
+    const last = i === segs.length - 1;
+    if (s === "." || s === ".." || s === "") {
+      if (s === "..") out.pop();
+      trailing = last;
+      continue;
+    }
+    out.push(s);
+    trailing = false;
+  }
+  return "/" + out.join("/") + (trailing && out.length > 0 ? "/" : "");
+}
+
+// canonicalPath returns the canonical reading of path and what is still
+// ambiguous in it ("" when nothing).
+function canonicalPath(path) {
+  let out = "";
+  let ambiguous = "";
+  let high = []; // a run of escaped bytes >= 0x80, checked as UTF-8
+  const endRun = () => {
+    if (high.length > 0 && utf8(high, true) === null) ambiguous ||= "invalid or overlong UTF-8";
+    high = [];
+  };
+  for (let i = 0; i < path.length; i++) {
+    const ch = path[i];
+    if (ch !== "%") {
+      endRun();
+      out += ch === "\\" ? "/" : ch;
+      continue;
+    }
+    const hex = path.slice(i + 1, i + 3);
+    if (!HEX2.test(hex)) {
+      endRun();
+      ambiguous ||= "a % without two hex digits";
+      out += ch;
+      continue;
+    }
+    i += 2;
+    const b = parseInt(hex, 16);
+    if (b >= 0x80) {
+      high.push(b);
+      out += "%" + hex.toUpperCase();
+      continue;
+    }
+    endRun();
+    const c = String.fromCharCode(b);
+    if (UNRESERVED.test(c)) out += c;
+    else if (c === "/" || c === "\\") out += "/";
+    else out += "%" + hex.toUpperCase();
+  }
+  endRun();
+  if (/%25(2F|5C|2E)/i.test(out)) ambiguous ||= "a double-encoded /, \\ or .";
+  return { path: removeDots(out.startsWith("/") ? out : "/" + out), ambiguous };
+}
+
+// decodeAll decodes every escape of path (lax UTF-8).
+function decodeAll(path) {
+  return path.replace(/(%[0-9A-Fa-f]{2})+/g, (run) => {
+    const bytes = [];
+    for (let i = 0; i < run.length; i += 3) bytes.push(parseInt(run.slice(i + 1, i + 3), 16));
+    return utf8(bytes, false);
+  });
+}
+
+// loosePath returns the loose reading of a canonical path.
+function loosePath(path) {
+  let p = path;
+  for (let n = 0; n < 3 && p.includes("%"); n++) {
+    // %uXXXX too: IIS decodes it.
+    p = decodeAll(p.replace(/%u([0-9A-Fa-f]{4})/g, (_, h) => String.fromCharCode(parseInt(h, 16))));
+  }
+  p = p.replace(/\\/g, "/").split("/").map((s) => s.split(";")[0]).join("/");
+  return removeDots(p);
+}
+
+// segmentAfterPrefix returns the (still encoded) segment after the prefix,
+// "" when there is none, or null when path is not under the prefix.
+function segmentAfterPrefix(path, cfg) {
+  const segs = path.split("/");
+  const n = cfg.prefixSegs.length;
+  if (segs.length < n + 2) return null;
+  for (let i = 0; i < n; i++) if (segs[i + 1].toLowerCase() !== cfg.prefixSegs[i]) return null;
+  return segs[n + 1];
+}
+
+// classify returns {product: null} for an unprotected path, {product, path}
+// for a protected one (product "" when the path names none; path is the
+// canonical path to verify and forward), or {ambiguous: why}.
+function classify(pathname, cfg) {
+  if (!/[%\\;]/.test(pathname)) {
+    // Nothing to decode or cut: both readings are the dot-free path.
+    const path = removeDots(pathname.startsWith("/") ? pathname : "/" + pathname);
+    const product = segmentAfterPrefix(path, cfg);
+    return product === null ? { product } : { product, path };
+  }
+  const canon = canonicalPath(pathname);
+  const seg = segmentAfterPrefix(canon.path, cfg);
+  const loose = segmentAfterPrefix(loosePath(canon.path), cfg);
+  if (seg === null && loose === null) return { product: null };
+  if (canon.ambiguous) return { ambiguous: canon.ambiguous };
+  let product = null;
+  try {
+    if (seg !== null) product = decodeURIComponent(seg);
+  } catch {
+    // unreachable: canonicalPath flagged invalid escapes
+  }
+  if (product !== loose) {
+    return { ambiguous: "servlet-style ;params, double encoding or overlong UTF-8 make it another path" };
+  }
+  return { product, path: canon.path };
 }
 
 function tokenOf(request) {
@@ -157,9 +316,16 @@ function wantsJSON(request) {
 
 // forward sends the request to the origin after deleting every X-Flashgate-*
 // header the client sent and setting the verified ones (claims may be null).
-async function forward(request, env, cfg, url, claims) {
+// path is the canonical path of a protected request (what was verified is
+// what the origin routes), or null to forward the path unchanged.
+async function forward(request, env, cfg, url, path, claims) {
   let target = request.url;
-  if (!env.ORIGIN && cfg.originURL) target = cfg.originURL.replace(/\/+$/, "") + url.pathname + url.search;
+  if (path !== null) {
+    const u = new URL(request.url);
+    u.pathname = path;
+    target = u.toString();
+  }
+  if (!env.ORIGIN && cfg.originURL) target = cfg.originURL.replace(/\/+$/, "") + (path ?? url.pathname) + url.search;
   const out = new Request(target, request);
   const drop = [];
   for (const name of out.headers.keys()) if (name.toLowerCase().startsWith(HEADER_PREFIX)) drop.push(name);
@@ -223,8 +389,13 @@ function tagged(res, crypto) {
 async function handle(request, env) {
   const cfg = configFor(env);
   const url = new URL(request.url);
-  const product = productOf(url.pathname, cfg);
-  if (product === null) return forward(request, env, cfg, url, null); // unprotected
+  const route = classify(url.pathname, cfg);
+  if (route.ambiguous) {
+    return problem(400, "ambiguous-path", "Ambiguous path", "ambiguous_path",
+      `the path is read differently by different servers (${route.ambiguous}); ask for ${cfg.prefix}<product>/… plainly`);
+  }
+  const product = route.product;
+  if (product === null) return forward(request, env, cfg, url, null, null); // unprotected
   if (product === "") {
     return problem(404, "unknown-route", "No product in the path", "unknown_route",
       `protected paths are ${cfg.prefix}<product>/…`);
@@ -242,7 +413,7 @@ async function handle(request, env) {
   const r = await verifier.verify(token, { product, now: Date.now() });
   let res;
   if (r.valid) {
-    res = await forward(request, env, cfg, url, r.claims);
+    res = await forward(request, env, cfg, url, route.path, r.claims);
   } else if (r.reason === "keys_unavailable") {
     console.error("flashgate: JWKS unavailable:", String(verifier.keysError ?? r.message));
     res = refuse(request, cfg, product, r.reason, "the issuer's key set could not be fetched");
