@@ -57,6 +57,9 @@ const (
 	BodyTimeout = 10 * time.Second
 	// DefaultRedisTimeout is the default Options.RedisTimeout.
 	DefaultRedisTimeout = time.Second
+	// DefaultConcurrency is what a zero Options.Concurrency means: fiber's
+	// (and fasthttp's) default, 256 × 1024 connections served at once.
+	DefaultConcurrency = fiber.DefaultConcurrency
 )
 
 // Options configures a Server.
@@ -140,7 +143,7 @@ type Options struct {
 	MaxConnsPerIP int
 	// Concurrency is fasthttp's Server.Concurrency: the most connections
 	// served at once (every open event stream holds one); more are answered
-	// 503 by fasthttp and closed. 0: fiber's default, 256 × 1024.
+	// 503 by fasthttp and closed. 0: DefaultConcurrency.
 	Concurrency int
 	// NoMetricsRoute leaves /metrics off the app (it answers 404): serve
 	// Server.MetricsHandler on a listener of its own instead.
