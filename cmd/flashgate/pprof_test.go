@@ -77,24 +77,14 @@ func TestServePprof(t *testing.T) {
 	prof := fmt.Sprintf("http://127.0.0.1:%d", pport)
 	api, stop, stderr := startServe(t, map[string]string{"FLASHGATE_PPROF_ADDR": fmt.Sprintf("127.0.0.1:%d", pport)})
 
-	code, body, err := httpGet(prof + "/debug/pprof/")
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusOK, code)
-	assert.Contains(t, body, "goroutine")
-	code, body, err = httpGet(prof + "/debug/pprof/goroutine?debug=1")
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusOK, code)
-	assert.Contains(t, body, "goroutine profile:")
-	code, _, err = httpGet(api + "/debug/pprof/")
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusNotFound, code, "the public API does not serve the profiler")
-	code, _, err = httpGet(prof + "/healthz")
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusNotFound, code, "the profiler's server serves nothing of the API")
+	wantGet(t, prof+"/debug/pprof/", http.StatusOK, "goroutine")
+	wantGet(t, prof+"/debug/pprof/goroutine?debug=1", http.StatusOK, "goroutine profile:")
+	wantGet(t, api+"/debug/pprof/", http.StatusNotFound) // the public API does not serve the profiler
+	wantGet(t, prof+"/healthz", http.StatusNotFound)     // the profiler's server serves nothing of the API
 	assert.Contains(t, stderr.String(), "pprof profiler listening")
 
 	assert.Equal(t, exitOK, stop(), stderr.String())
-	_, _, err = httpGet(prof + "/debug/pprof/")
+	_, _, err := httpGet(prof + "/debug/pprof/")
 	assert.Error(t, err, "the profiler's listener is closed at shutdown")
 }
 
@@ -106,31 +96,32 @@ func TestServeMetricsAddr(t *testing.T) {
 		mport := redistest.FreePort(t)
 		mon := fmt.Sprintf("http://127.0.0.1:%d", mport)
 		api, stop, stderr := startServe(t, map[string]string{"FLASHGATE_METRICS_ADDR": fmt.Sprintf("127.0.0.1:%d", mport)})
-		code, body, err := httpGet(mon + "/metrics")
-		require.NoError(t, err)
-		assert.Equal(t, http.StatusOK, code)
-		assert.Contains(t, body, "flashgate_sse_streams_limited_total")
-		assert.Contains(t, body, "flashgate_http_requests_total")
-		code, _, err = httpGet(api + "/metrics")
-		require.NoError(t, err)
-		assert.Equal(t, http.StatusNotFound, code, "the public API no longer serves the metrics")
-		code, _, err = httpGet(mon + "/healthz")
-		require.NoError(t, err)
-		assert.Equal(t, http.StatusNotFound, code, "the metrics server serves nothing of the API")
+		wantGet(t, mon+"/metrics", http.StatusOK, "flashgate_sse_streams_limited_total", "flashgate_http_requests_total")
+		wantGet(t, api+"/metrics", http.StatusNotFound) // the public API no longer serves the metrics
+		wantGet(t, mon+"/healthz", http.StatusNotFound) // the metrics server serves nothing of the API
 		assert.Equal(t, exitOK, stop(), stderr.String())
 		assert.Contains(t, stderr.String(), "metrics listening on their own address")
-		_, _, err = httpGet(mon + "/metrics")
+		_, _, err := httpGet(mon + "/metrics")
 		assert.Error(t, err, "the metrics listener is closed at shutdown")
 	})
 	t.Run("unset", func(t *testing.T) {
 		api, stop, stderr := startServe(t, nil)
-		code, body, err := httpGet(api + "/metrics")
-		require.NoError(t, err)
-		assert.Equal(t, http.StatusOK, code, "unset: on the API's listener")
-		assert.Contains(t, body, "flashgate_sse_streams_limited_total")
+		wantGet(t, api+"/metrics", http.StatusOK, "flashgate_sse_streams_limited_total")
 		assert.Equal(t, exitOK, stop(), stderr.String())
 		assert.Contains(t, stderr.String(), "/metrics is served on the API's listener")
 	})
+}
+
+// wantGet GETs url and asserts the status and that the body contains each
+// of contains.
+func wantGet(t *testing.T, url string, status int, contains ...string) {
+	t.Helper()
+	code, body, err := httpGet(url)
+	require.NoError(t, err, url)
+	assert.Equal(t, status, code, url)
+	for _, c := range contains {
+		assert.Contains(t, body, c, url)
+	}
 }
 
 // startServe runs `flashgate serve` on a redis-server of its own and a free
