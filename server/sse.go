@@ -60,7 +60,11 @@ func (s *Server) events(c *fiber.Ctx) error {
 	}
 	// Only a verified (room, user, token) takes a place, so a bad token
 	// cannot end the user's streams.
-	slot, evicted, ok := s.streams.acquire(room, u, strings.Clone(c.IP()))
+	addr := ""
+	if s.streams.perAddr > 0 {
+		addr = strings.Clone(c.IP()) // kept past the request
+	}
+	slot, evicted, ok := s.streams.acquire(room, u, addr)
 	if !ok {
 		s.m.sseLimited(sseAddressLimit)
 		p := problemFor(problem.RateLimited, "too many open event streams from this client address "+
