@@ -72,7 +72,7 @@
 //	GET    /wait/assets/wait.js, wait.css    -                 200 the page's script and styles (public, max-age=300, ETag)
 //	GET    /healthz                          -                 200 while the process runs
 //	GET    /readyz                           -                 200 when Redis answers and takes writes and keys are loaded, else 503
-//	GET    /metrics                          -                 200 Prometheus text format
+//	GET    /metrics                          -                 200 Prometheus text format (not with Options.NoMetricsRoute)
 //
 // Entry members (snake_case, empty ones omitted): room, state, waiting_token,
 // arrival, admission_id, admission, admitted_at_ms, expires_at_ms,
@@ -114,7 +114,11 @@
 // Each event carries "retry: <poll_after_ms>". EventSource reconnects after
 // a stream ends, so clients close it when they see a final state. A failure
 // mid-stream is sent as an "event: problem" whose data is the problem
-// document, and ends the stream.
+// document, and ends the stream. Per replica, a (room, user) holds at most
+// Options.StreamsPerUser streams: one more ends the oldest with a final
+// "event: replaced" (retry 30 s, ReplacedRetry); a client address holds at
+// most Options.StreamsPerAddress: one more is refused 429 rate_limited.
+// Both count in flashgate_sse_streams_limited_total{reason}.
 //
 // # Errors
 //
@@ -159,7 +163,7 @@
 //	invite_expired           410     enter with an invite past its expiry (the room's clock)
 //	body_too_large           413     body over Options.BodyLimit (default 16 KiB)
 //	unsupported_media_type   415     a body with a Content-Type other than application/json, or compressed (Content-Encoding)
-//	rate_limited             429     enter over Options.EnterPerUser / EnterPerAddress (+ Retry-After)
+//	rate_limited             429     enter over Options.EnterPerUser / EnterPerAddress, events over StreamsPerAddress (+ Retry-After)
 //	headers_too_large        431     request headers over fasthttp's buffer
 //	unavailable              503     Redis (or the key set) unavailable; retry
 //	store_full               503     Redis over maxmemory refuses a new entry; retry (Retry-After: 5)

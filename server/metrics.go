@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,9 +36,12 @@ const maxRoomsScraped = 1000
 const ExporterLease = 2 * time.Minute
 
 type metrics struct {
-	requests    *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	sseOpen     prometheus.Gauge
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	sseOpen  prometheus.Gauge
+	// sseLimits counts event streams the stream limits ended or refused, by
+	// reason (sseReplaced, sseAddressLimit).
+	sseLimits   *prometheus.CounterVec
 	storeErrors *prometheus.CounterVec
 	scripts     *scriptMetrics
 	ticks       *tickMetrics
@@ -46,6 +50,7 @@ type metrics struct {
 	// tokens by how they were authenticated (Server.completeToken).
 	mintedChecks, signatureChecks prometheus.Counter
 	handler                       fiber.Handler
+	http                          http.Handler // what handler adapts
 	// routes caches each route's children of requests and latency
 	// (routeKey → *routeMetrics), so a request costs neither label hashing
 	// nor the vectors' locked lookups (observe).
@@ -121,6 +126,11 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 			Name: "flashgate_sse_streams_open",
 			Help: "Open server-sent event streams.",
 		}),
+		sseLimits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashgate_sse_streams_limited_total",
+			Help: "Event streams ended or refused by the stream limits, by reason: replaced (a newer stream of the same " +
+				"room and user ended it, FLASHGATE_STREAMS_PER_USER), address_limit (refused 429, FLASHGATE_STREAMS_PER_ADDRESS).",
+		}, []string{"reason"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_store_errors_total",
 			Help: "Requests and event-stream polls refused because of the queue store, by problem code: " +
@@ -180,7 +190,10 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 		Name: "flashgate_rooms_restored_total",
 		Help: "Rooms this replica recreated from their last known config after Redis lost them (each also logged at WARN).",
 	}, func() float64 { return float64(is.RoomsRestored()) })
-	cs := []prometheus.Collector{m.requests, m.latency, m.sseOpen, m.storeErrors, rc, rc.errors, rc.exported,
+	for _, r := range []string{sseReplaced, sseAddressLimit} {
+		m.sseLimits.WithLabelValues(r) // both series from the start
+	}
+	cs := []prometheus.Collector{m.requests, m.latency, m.sseOpen, m.sseLimits, m.storeErrors, rc, rc.errors, rc.exported,
 		batches, batched, restored, checks, notesLost, m.scripts.dur, m.scripts.errs, m.ticks.dur, m.ticks.failures}
 	cs = append(cs, coalesced...)
 	if pool != nil {
@@ -208,11 +221,19 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.I
 			return nil, err
 		}
 	}
-	m.handler = adaptor.HTTPHandler(promhttp.HandlerFor(gat, promhttp.HandlerOpts{
-		ErrorHandling: promhttp.ContinueOnError,
-	}))
+	m.http = promhttp.HandlerFor(gat, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	m.handler = adaptor.HTTPHandler(m.http)
 	return m, nil
 }
+
+// Reasons of flashgate_sse_streams_limited_total.
+const (
+	sseReplaced     = "replaced"
+	sseAddressLimit = "address_limit"
+)
+
+// sseLimited counts an event stream the stream limits ended or refused.
+func (m *metrics) sseLimited(reason string) { m.sseLimits.WithLabelValues(reason).Inc() }
 
 // storeError counts a refusal because of the queue store (code unavailable
 // or store_full); other codes are not counted here.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -130,4 +131,17 @@ func TestRedisPoolMetrics(t *testing.T) {
 	// Without Options.RedisPool the series are absent.
 	r = newEnv(t).do(req{method: "GET", path: "/metrics"})
 	assert.NotContains(t, string(r.body), "flashgate_redis_pool_")
+}
+
+// TestNoMetricsRoute: Options.NoMetricsRoute takes /metrics off the app,
+// and MetricsHandler serves what it served.
+func TestNoMetricsRoute(t *testing.T) {
+	on := newEnv(t)
+	require.Equal(t, 200, on.do(req{method: "GET", path: "/metrics"}).status)
+	e := newEnv(t, withOptions(func(o *Options) { o.NoMetricsRoute = true }))
+	e.do(req{method: "GET", path: "/metrics"}).problem(t, 404, "unknown_route")
+	rec := httptest.NewRecorder()
+	e.srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	require.Equal(t, 200, rec.Code)
+	require.Contains(t, rec.Body.String(), "flashgate_sse_streams_limited_total{reason=\"replaced\"} 0")
 }

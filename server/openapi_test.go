@@ -210,7 +210,7 @@ func checkSchema(t testing.TB, doc *openapi3.T, name string, data []byte) {
 // event type names in the document (x-flashgate-events).
 func checkEvents(t testing.TB, doc *openapi3.T, body []byte) {
 	t.Helper()
-	schemas := map[string]string{"status": "Entry", "problem": "Problem"}
+	schemas := map[string]string{"status": "Entry", "problem": "Problem", "replaced": "StreamReplaced"}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	event := ""
 	for sc.Scan() {

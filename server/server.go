@@ -14,6 +14,7 @@ import (
 	"maps"
 	"mime"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -56,6 +57,9 @@ const (
 	BodyTimeout = 10 * time.Second
 	// DefaultRedisTimeout is the default Options.RedisTimeout.
 	DefaultRedisTimeout = time.Second
+	// DefaultConcurrency is what a zero Options.Concurrency means: fiber's
+	// (and fasthttp's) default, 256 × 1024 connections served at once.
+	DefaultConcurrency = fiber.DefaultConcurrency
 )
 
 // Options configures a Server.
@@ -121,6 +125,29 @@ type Options struct {
 	// EnterWindow is the fixed window of both enter limits, in whole seconds
 	// (rounded up); default 10 s.
 	EnterWindow time.Duration
+	// StreamsPerUser is how many event streams (GET
+	// /v1/rooms/{room}/events) one user may hold open in one room on this
+	// replica; opening one more ends the oldest with a final "replaced"
+	// event (sse.go). 0 disables it (flashgate serve sets
+	// DefaultStreamsPerUser).
+	StreamsPerUser int
+	// StreamsPerAddress is how many event streams one client address (see
+	// ProxyHeader) may hold open on this replica; one more is refused 429
+	// rate_limited. 0 disables it (flashgate serve sets
+	// DefaultStreamsPerAddress when FLASHGATE_PROXY_HEADER is set).
+	StreamsPerAddress int
+	// MaxConnsPerIP is fasthttp's Server.MaxConnsPerIP: the most concurrent
+	// connections from one TCP peer address (never ProxyHeader's address:
+	// behind a proxy, that peer is the proxy); more are closed at accept.
+	// 0: no limit.
+	MaxConnsPerIP int
+	// Concurrency is fasthttp's Server.Concurrency: the most connections
+	// served at once (every open event stream holds one); more are answered
+	// 503 by fasthttp and closed. 0: DefaultConcurrency.
+	Concurrency int
+	// NoMetricsRoute leaves /metrics off the app (it answers 404): serve
+	// Server.MetricsHandler on a listener of its own instead.
+	NoMetricsRoute bool
 	// ProxyHeader names the header carrying the client address, set by a
 	// proxy in front of flashgate (e.g. "X-Real-IP", "CF-Connecting-IP",
 	// "X-Forwarded-For"). It is believed only when the immediate peer is one
@@ -219,6 +246,10 @@ type Server struct {
 	cors     *cors // nil: CORS off
 	// journal is Options.Journal (nil: the journal routes answer journal_off).
 	journal Journal
+	// streams limits open event streams (Options.StreamsPerUser, StreamsPerAddress).
+	streams *streamLimits
+	// metricsRoute: /metrics is served on the app (not Options.NoMetricsRoute).
+	metricsRoute bool
 
 	// notReady is the reason of the last /readyz answer ("" = ready), to log
 	// changes only.
@@ -260,6 +291,9 @@ func (o Options) Validate() error {
 	}
 	if o.EnterPerUser < 0 || o.EnterPerAddress < 0 {
 		return errors.New("server: Options.EnterPerUser and EnterPerAddress must be >= 0 (0 disables)")
+	}
+	if o.StreamsPerUser < 0 || o.StreamsPerAddress < 0 || o.MaxConnsPerIP < 0 || o.Concurrency < 0 {
+		return errors.New("server: Options.StreamsPerUser, StreamsPerAddress, MaxConnsPerIP and Concurrency must be >= 0 (0: no limit or the default)")
 	}
 	if o.EnterWindow < 0 {
 		return errors.New("server: Options.EnterWindow must be >= 0")
@@ -314,7 +348,8 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{is: opts.Issuer, keys: opts.Keys, verify: v, log: opts.Logger,
 		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout, now: time.Now,
-		accessLogOn: opts.AccessLog, journal: opts.Journal}
+		accessLogOn: opts.AccessLog, journal: opts.Journal, streams: newStreamLimits(opts.StreamsPerUser, opts.StreamsPerAddress),
+		metricsRoute: !opts.NoMetricsRoute}
 	if opts.Identity == IdentityVisitor {
 		s.visitors = &visitors{key: bytes.Clone(opts.VisitorKey), secure: !opts.InsecureCookies, domain: opts.CookieDomain}
 	}
@@ -358,7 +393,9 @@ func New(opts Options) (*Server, error) {
 		EnableTrustedProxyCheck: proxyHdr != "",
 		TrustedProxies:          proxies,
 		EnableIPValidation:      proxyHdr != "",
+		Concurrency:             opts.Concurrency,
 	})
+	s.app.Server().MaxConnsPerIP = opts.MaxConnsPerIP
 	s.app.Server().HeaderReceived = func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
 		return fasthttp.RequestConfig{ReadTimeout: BodyTimeout}
 	}
@@ -372,6 +409,10 @@ func New(opts Options) (*Server, error) {
 // client the Issuer uses (client.AddHook), after any circuit breaker's, so
 // that commands failed fast are not timed.
 func (s *Server) RedisHook() redis.Hook { return s.m.scripts }
+
+// MetricsHandler serves what /metrics serves (Options.Gatherer), for a
+// listener of its own (Options.NoMetricsRoute).
+func (s *Server) MetricsHandler() http.Handler { return s.m.http }
 
 // App returns the fiber app, for tests (app.Test) and custom listeners.
 func (s *Server) App() *fiber.App { return s.app }
@@ -402,7 +443,9 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 	// even when a middleware refuses the request (metrics labels).
 	a.Get("/healthz", s.healthz)
 	a.Get("/readyz", s.readyz)
-	a.Get("/metrics", s.m.handler)
+	if s.metricsRoute {
+		a.Get("/metrics", s.m.handler)
+	}
 	a.Get("/.well-known/jwks.json", s.jwks)
 	a.Get("/openapi.json", s.openapi)
 	a.Get("/flashgate-client.js", s.clientJS)

@@ -8,12 +8,14 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/problem"
 )
 
 // SSEHeartbeat is how often an event stream that has sent nothing for that
@@ -39,6 +41,11 @@ const SSEHeartbeat = 15 * time.Second
 //
 // EventSource reconnects when a stream ends: clients should close it when
 // they see a final state. Each event carries "retry:" = poll_after_ms.
+//
+// Limits (streamlimit.go, per replica): a (room, user) holds at most
+// Options.StreamsPerUser open streams, and a new one ends the oldest with a
+// final "replaced" event (retry: ReplacedRetry); a client address holds at
+// most Options.StreamsPerAddress, and one more is refused 429 rate_limited.
 func (s *Server) events(c *fiber.Ctx) error {
 	u, err := s.user(c)
 	if err != nil {
@@ -51,6 +58,23 @@ func (s *Server) events(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	// Only a verified (room, user, token) takes a place, so a bad token
+	// cannot end the user's streams.
+	addr := ""
+	if s.streams.perAddr > 0 {
+		addr = strings.Clone(c.IP()) // kept past the request
+	}
+	slot, evicted, ok := s.streams.acquire(room, u, addr)
+	if !ok {
+		s.m.sseLimited(sseAddressLimit)
+		p := problemFor(problem.RateLimited, "too many open event streams from this client address "+
+			"(at most "+strconv.Itoa(s.streams.perAddr)+" per replica); poll status instead")
+		p.kind.RetryAfter = int(ReplacedRetry / time.Second)
+		return p
+	}
+	if evicted {
+		s.m.sseLimited(sseReplaced)
+	}
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	conn := c.Context().Conn()
@@ -61,7 +85,7 @@ func (s *Server) events(c *fiber.Ctx) error {
 		// read side until fasthttp closes it after the stream.
 		c.Context().SetConnectionClose()
 	}
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) { s.stream(w, conn, room, u, tok, e) })
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) { s.stream(w, conn, slot, room, u, tok, e) })
 	return nil
 }
 
@@ -72,7 +96,11 @@ func (s *Server) heartbeat() time.Duration {
 	return SSEHeartbeat
 }
 
-func (s *Server) stream(w *bufio.Writer, conn net.Conn, room, user, tok string, e *issuer.Entry) {
+// stream runs in fasthttp's body-stream goroutine, which starts as soon as
+// the handler sets it (fasthttp.NewStreamReader), so slot is always
+// released.
+func (s *Server) stream(w *bufio.Writer, conn net.Conn, slot *streamSlot, room, user, tok string, e *issuer.Entry) {
+	defer s.streams.release(slot)
 	s.m.sseOpen.Inc()
 	defer s.m.sseOpen.Dec()
 	var gone <-chan struct{}
@@ -111,6 +139,11 @@ func (s *Server) stream(w *bufio.Writer, conn net.Conn, room, user, tok string, 
 				return
 			case <-end.C:
 				return
+			case <-slot.replaced:
+				_ = writeEvent(w, "replaced", replacedEvent{Reason: "replaced", MaxStreams: s.streams.perUser,
+					Detail: "a newer event stream of this user in this room replaced this one; " +
+						"poll status, or reconnect after retry ms (which replaces the oldest in turn)"}, ReplacedRetry)
+				return
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -128,6 +161,13 @@ func (s *Server) stream(w *bufio.Writer, conn net.Conn, room, user, tok string, 
 		}
 		e = nx
 	}
+}
+
+// replacedEvent is the data of the final "replaced" event.
+type replacedEvent struct {
+	Reason     string `json:"reason"`      // "replaced"
+	MaxStreams int    `json:"max_streams"` // Options.StreamsPerUser
+	Detail     string `json:"detail"`
 }
 
 // watchable reports whether conn is a real network connection whose read

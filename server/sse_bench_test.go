@@ -33,7 +33,9 @@ import (
 //     once a second (the floor of poll_after: polls/s = streams);
 //     redis-scripts/s: the script calls among them;
 //   - latency-ms-p50/max: from an admission (Tick returned) to the
-//     admitted users' ACTIVE events.
+//     admitted users' ACTIVE events;
+//   - goroutines/stream: the server's goroutines per open stream (the
+//     clients' readers subtracted).
 //
 // Each size runs once under `make bench` (a run, timed whole as ns/op, takes
 // longer than BENCHTIME: the Redis window alone is 5 s). FLASHGATE_SSE_STREAMS sets the
@@ -184,7 +186,7 @@ func benchSSE(b *testing.B, n int) {
 	}
 	wg.Wait()
 
-	before, rss0 := liveBytes(), rssBytes()
+	before, rss0, g0 := liveBytes(), rssBytes(), runtime.NumGoroutine()
 	active := make([]atomic.Int64, n) // unix ns of the ACTIVE event
 	opened := make(chan struct{}, n)
 	conns := make([]net.Conn, n)
@@ -225,7 +227,7 @@ func benchSSE(b *testing.B, n int) {
 			b.Fatalf("streams did not all start (gauge %v)", gaugeValue(e.srv.m.sseOpen))
 		}
 	}
-	after, rss1 := liveBytes(), rssBytes()
+	after, rss1, g1 := liveBytes(), rssBytes(), runtime.NumGoroutine()
 	if g := gaugeValue(e.srv.m.sseOpen); g != float64(n) {
 		b.Fatalf("gauge %v, want %d", g, n)
 	}
@@ -285,4 +287,5 @@ func benchSSE(b *testing.B, n int) {
 	b.ReportMetric(lat[len(lat)/2], "latency-ms-p50")
 	b.ReportMetric(lat[len(lat)-1], "latency-ms-max")
 	b.ReportMetric(float64(ctrl)/float64(n), "client-B/conn")
+	b.ReportMetric(float64(g1-g0-n)/float64(n), "goroutines/stream") // less each client's reader
 }

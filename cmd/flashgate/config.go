@@ -73,6 +73,12 @@ type serveConfig struct {
 	LogFlush               time.Duration `env:"LOG_FLUSH" envDefault:"100ms" help:"log lines below WARN (the access log) are buffered and written together at most this often (one write instead of one per request; a crash loses at most this much of them); WARN and ERROR lines are written at once; 0: every line at once"`
 	JournalDSN             string        `env:"JOURNAL_DSN" help:"PostgreSQL URL of the journal (README \"Asking the journal\"), e.g. postgres://flashgate@db/flashgate: the admin routes /admin/rooms/{room}/journal and …/journal/report read it; unset: they answer 404 journal_off"`
 	AccessLog              bool          `env:"ACCESS_LOG" envDefault:"true" help:"true | false: one INFO log line per request (method, route template, room, status, duration_ms, request_id; never paths, query strings or tokens); admin changes are audit-logged either way"`
+	StreamsPerUser         int           `env:"STREAMS_PER_USER" envDefault:"2" help:"open event streams (/v1/rooms/{room}/events) per user per room on this replica; one more ends the oldest (final event: replaced); 0 disables"`
+	StreamsPerAddress      int           `env:"STREAMS_PER_ADDRESS" envDefault:"100" help:"open event streams per client address on this replica; one more is refused 429 (the client polls instead); 0 disables; applied only with FLASHGATE_PROXY_HEADER set, since otherwise every request has your gateway's address"`
+	MaxConnsPerIP          int           `env:"MAX_CONNS_PER_IP" envDefault:"0" help:"most concurrent connections from one TCP peer address (fasthttp MaxConnsPerIP; more get a plain-text 429 and are closed); the peer, never FLASHGATE_PROXY_HEADER's address: behind a gateway it limits the gateway, so set it only where clients connect directly; 0: no limit"`
+	Concurrency            int           `env:"CONCURRENCY" envDefault:"262144" help:"most connections served at once (fasthttp Concurrency; every open event stream holds one); more get a plain-text 503 and are closed"`
+	MetricsAddr            string        `env:"METRICS_ADDR" help:"listen address of /metrics on its own HTTP server, which the API then no longer serves, e.g. 127.0.0.1:9090; a loopback address only unless FLASHGATE_INSECURE_METRICS is set; unset: /metrics is on the API's public listener (room names and sales figures: block it at your gateway)"`
+	InsecureMetrics        bool          `env:"INSECURE_METRICS" envDefault:"false" help:"allow FLASHGATE_METRICS_ADDR on a non-loopback address (e.g. :9090 for a Prometheus on another host; the metrics name every room and its sales: firewall the port)"`
 	PprofAddr              string        `env:"PPROF_ADDR" help:"listen address of Go's profiler (net/http/pprof: /debug/pprof/…) on its own HTTP server, never the API's, e.g. 127.0.0.1:6060; a loopback address only unless FLASHGATE_INSECURE_PPROF is set; unset: off"`
 	InsecurePprof          bool          `env:"INSECURE_PPROF" envDefault:"false" help:"allow FLASHGATE_PPROF_ADDR on a non-loopback address (profiles expose memory contents, command line and code: put an authenticating proxy or a firewall in front)"`
 }
@@ -212,31 +218,51 @@ func (c *serveConfig) validate() error {
 	if err := c.validatePprof(); err != nil {
 		return err
 	}
+	if err := c.validateMetrics(); err != nil {
+		return err
+	}
 	return c.validateLimits()
 }
 
-// validatePprof checks FLASHGATE_PPROF_ADDR: empty (off), or host:port whose
-// host is a loopback IP address or "localhost" — unless
-// FLASHGATE_INSECURE_PPROF is set, which allows any host (an empty host
-// means every interface). The profiler answers anyone who reaches it, and
+// validatePprof checks FLASHGATE_PPROF_ADDR (privateAddr's rules, switch
+// FLASHGATE_INSECURE_PPROF): the profiler answers anyone who reaches it, and
 // what it serves (heap contents, goroutine stacks, the command line) must
 // not leave the machine by accident.
 func (c *serveConfig) validatePprof() error {
-	if c.PprofAddr == "" {
+	return privateAddr("FLASHGATE_PPROF_ADDR", c.PprofAddr, "127.0.0.1:6060", "FLASHGATE_INSECURE_PPROF", c.InsecurePprof,
+		"the profiler exposes memory contents and answers anyone")
+}
+
+// validateMetrics checks FLASHGATE_METRICS_ADDR (privateAddr's rules,
+// switch FLASHGATE_INSECURE_METRICS): the metrics name every room and its
+// sales.
+func (c *serveConfig) validateMetrics() error {
+	return privateAddr("FLASHGATE_METRICS_ADDR", c.MetricsAddr, "127.0.0.1:9090", "FLASHGATE_INSECURE_METRICS", c.InsecureMetrics,
+		"the metrics list every room and its sales and answer anyone")
+}
+
+// privateAddr checks the listen address addr of variable name: empty
+// (off), or host:port (example) whose host is a loopback IP address or
+// "localhost" — unless the insecure switch (variable insecureName) is set,
+// which allows any host (an empty host means every interface). why says
+// what would leak.
+func privateAddr(name, addr, example, insecureName string, insecure bool, why string) error {
+	if addr == "" {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(c.PprofAddr)
+	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("FLASHGATE_PPROF_ADDR must be host:port, e.g. 127.0.0.1:6060: %w", err)
+		return fmt.Errorf("%s must be host:port, e.g. %s: %w", name, example, err)
 	}
-	if c.InsecurePprof {
+	if insecure {
 		return nil
 	}
 	if ip, err := netip.ParseAddr(host); (err == nil && ip.IsLoopback()) || host == "localhost" {
 		return nil
 	}
-	return fmt.Errorf("FLASHGATE_PPROF_ADDR %q is not a loopback address (e.g. 127.0.0.1:6060, [::1]:6060, localhost:6060): "+
-		"the profiler exposes memory contents and answers anyone; set FLASHGATE_INSECURE_PPROF=true to serve it there anyway", c.PprofAddr)
+	_, port, _ := net.SplitHostPort(example)
+	return fmt.Errorf("%s %q is not a loopback address (e.g. %s, [::1]:%s, localhost:%s): "+
+		"%s; set %s=true to serve it there anyway", name, addr, example, port, port, why, insecureName)
 }
 
 // validateOrigins checks FLASHGATE_RETURN_ORIGINS and FLASHGATE_CORS_ORIGINS
@@ -268,6 +294,15 @@ func (c *serveConfig) validateLimits() error {
 	}
 	if c.ProxyHeader == "" && len(c.TrustedProxies) > 0 {
 		return fmt.Errorf("FLASHGATE_TRUSTED_PROXIES has no effect without FLASHGATE_PROXY_HEADER")
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"FLASHGATE_STREAMS_PER_USER", c.StreamsPerUser}, {"FLASHGATE_STREAMS_PER_ADDRESS", c.StreamsPerAddress},
+		{"FLASHGATE_MAX_CONNS_PER_IP", c.MaxConnsPerIP}, {"FLASHGATE_CONCURRENCY", c.Concurrency}} {
+		if v.n < 0 {
+			return fmt.Errorf("%s must be >= 0 (0: no limit, or fasthttp's default), got %d", v.name, v.n)
+		}
 	}
 	opts := c.serverOptions()
 	opts.EnterPerAddress = c.EnterPerAddress // as set, even where it is not applied
@@ -308,7 +343,8 @@ func (c *serveConfig) serverOptions() server.Options {
 		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisTimeout: c.RedisTimeout,
 		Identity: c.Identity, CookieDomain: c.CookieDomain, InsecureCookies: c.InsecureCookies,
 		ReturnOrigins: c.ReturnOrigins, CORSOrigins: c.CORSOrigins, PageDir: c.PageDir,
-		AccessLog: c.AccessLog}
+		AccessLog: c.AccessLog, StreamsPerUser: c.StreamsPerUser, StreamsPerAddress: c.streamsPerAddress(),
+		MaxConnsPerIP: c.MaxConnsPerIP, Concurrency: c.Concurrency, NoMetricsRoute: c.MetricsAddr != ""}
 }
 
 // validateIdentity checks FLASHGATE_IDENTITY, FLASHGATE_VISITOR_KEY and
@@ -354,6 +390,15 @@ func (c *serveConfig) enterPerAddress() int {
 		return 0
 	}
 	return c.EnterPerAddress
+}
+
+// streamsPerAddress is the per-address stream limit in effect: off
+// without a proxy header, as enterPerAddress.
+func (c *serveConfig) streamsPerAddress() int {
+	if c.ProxyHeader == "" {
+		return 0
+	}
+	return c.StreamsPerAddress
 }
 
 // defaultRoom is the policy for rooms created on first enter, or nil (off).

@@ -30,6 +30,9 @@ func TestServeEnvDefaultsArePackageDefaults(t *testing.T) {
 		"EnterPerUser":           strconv.Itoa(server.DefaultEnterPerUser),
 		"EnterPerAddress":        strconv.Itoa(server.DefaultEnterPerAddress),
 		"EnterWindow":            server.DefaultEnterWindow.String(),
+		"StreamsPerUser":         strconv.Itoa(server.DefaultStreamsPerUser),
+		"StreamsPerAddress":      strconv.Itoa(server.DefaultStreamsPerAddress),
+		"Concurrency":            strconv.Itoa(server.DefaultConcurrency),
 		"CompletionTimeout":      issuer.DefaultCompletionTimeout.String(),
 		"StatusSnapshot":         time.Duration(0).String(), // off: issuer.Config.StatusSnapshot's zero, exact positions
 		"EnterBatch":             strconv.Itoa(issuer.DefaultEnterBatch),

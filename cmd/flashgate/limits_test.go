@@ -78,3 +78,37 @@ func TestServeHelpListsEnterLimits(t *testing.T) {
 		assert.Contains(t, r.stdout, v)
 	}
 }
+
+// TestServeStreamLimitConfig: the event-stream and connection limits, their
+// defaults (the per-address one only with a proxy header, as enter's), and
+// the server options they become; a negative value is refused by name.
+func TestServeStreamLimitConfig(t *testing.T) {
+	c, err := loadServeEnv(map[string]string{})
+	require.NoError(t, err)
+	o := c.Serve.serverOptions()
+	assert.Equal(t, server.DefaultStreamsPerUser, o.StreamsPerUser)
+	assert.Zero(t, o.StreamsPerAddress, "no proxy header: every request has the gateway's address")
+	assert.Zero(t, o.MaxConnsPerIP)
+	assert.Equal(t, server.DefaultConcurrency, o.Concurrency)
+	assert.False(t, o.NoMetricsRoute)
+
+	c, err = loadServeEnv(map[string]string{
+		"FLASHGATE_STREAMS_PER_USER": "3", "FLASHGATE_STREAMS_PER_ADDRESS": "40", "FLASHGATE_MAX_CONNS_PER_IP": "20",
+		"FLASHGATE_CONCURRENCY": "5000", "FLASHGATE_PROXY_HEADER": "X-Real-IP", "FLASHGATE_TRUSTED_PROXIES": "10.0.0.1",
+		"FLASHGATE_METRICS_ADDR": "127.0.0.1:9090",
+	})
+	require.NoError(t, err)
+	o = c.Serve.serverOptions()
+	assert.Equal(t, 3, o.StreamsPerUser)
+	assert.Equal(t, 40, o.StreamsPerAddress)
+	assert.Equal(t, 20, o.MaxConnsPerIP)
+	assert.Equal(t, 5000, o.Concurrency)
+	assert.True(t, o.NoMetricsRoute)
+
+	for _, v := range []string{"FLASHGATE_STREAMS_PER_USER", "FLASHGATE_STREAMS_PER_ADDRESS", "FLASHGATE_MAX_CONNS_PER_IP", "FLASHGATE_CONCURRENCY"} {
+		_, err := loadServeEnv(map[string]string{v: "-1"})
+		if assert.Error(t, err, v) {
+			assert.Contains(t, err.Error(), v)
+		}
+	}
+}

@@ -188,6 +188,8 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 		return err
 	}
 	rdb.AddHook(srv.RedisHook()) // script latency and errors, after the breaker's hook
+	log.Info("event stream limits (in memory, per replica)", "per_user_and_room", c.StreamsPerUser,
+		"per_address", c.streamsPerAddress(), "max_conns_per_ip", c.MaxConnsPerIP, "concurrency", c.Concurrency)
 	log.Info("enter rate limits (in memory, per replica)", "per_user", c.EnterPerUser,
 		"per_address", c.enterPerAddress(), "window", c.EnterWindow, "proxy_header", c.ProxyHeader,
 		"trusted_proxies", c.TrustedProxies)
@@ -206,6 +208,17 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 			return err
 		}
 		defer stopPprof()
+	}
+	if c.MetricsAddr != "" {
+		stopMetrics, err := serveMetrics(c.MetricsAddr, srv.MetricsHandler(), log)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		defer stopMetrics()
+	} else {
+		log.Info("/metrics is served on the API's listener: it names every room and its sales; " +
+			"block it at your gateway or set FLASHGATE_METRICS_ADDR to serve it on its own")
 	}
 
 	served := make(chan error, 1)
@@ -255,27 +268,44 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 // returns the function that closes it (at shutdown; a profile being taken
 // is cut short). The error is the listener's.
 func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("FLASHGATE_PPROF_ADDR: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return serveAside("FLASHGATE_PPROF_ADDR", "pprof", addr, mux, log, slog.LevelWarn,
+		"pprof profiler listening: profiles expose memory contents, keep this address private", "/debug/pprof/")
+}
+
+// serveMetrics serves /metrics (h: server.Server.MetricsHandler) on addr
+// (FLASHGATE_METRICS_ADDR, checked by serveConfig.validateMetrics) on an
+// http.Server of its own, as servePprof.
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	return serveAside("FLASHGATE_METRICS_ADDR", "metrics", addr, mux, log, slog.LevelInfo,
+		"metrics listening on their own address (not the API's)", "/metrics")
+}
+
+// serveAside serves h on addr (the value of variable name) on an
+// http.Server of its own, logs listening at level, and returns the
+// function that closes it. The error is the listener's.
+func serveAside(name, what, addr string, h http.Handler, log *slog.Logger, level slog.Level, listening, paths string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("pprof server stopped", "err", err)
+			log.Warn(what+" server stopped", "err", err)
 		}
 	}()
-	log.Warn("pprof profiler listening: profiles expose memory contents, keep this address private",
-		"addr", ln.Addr().String(), "paths", "/debug/pprof/")
+	log.Log(context.Background(), level, listening, "addr", ln.Addr().String(), "paths", paths)
 	return func() {
 		_ = hs.Close()
-		log.Info("shutdown: pprof server closed")
+		log.Info("shutdown: " + what + " server closed")
 	}, nil
 }
 

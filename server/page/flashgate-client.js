@@ -263,8 +263,11 @@ export function createClient(opts = {}) {
           continue;
         }
         // The stream broke: one poll tells why (and keeps the line moving);
-        // a stream that never delivered an event is given up for polling.
-        if (!r.delivered) streaming = false;
+        // a stream that never delivered an event is given up for polling,
+        // and so is one a newer stream of this user replaced (another tab
+        // over the server's per-user limit): reconnecting would replace that
+        // one in turn.
+        if (!r.delivered || r.replaced) streaming = false;
       }
       try {
         const e = await once("GET", `${roomPath(room)}/status`, waitingToken);
@@ -279,8 +282,8 @@ export function createClient(opts = {}) {
 
   /**
    * stream runs one EventSource connection until a final entry, a problem
-   * event, an error or the signal.
-   * @returns {Promise<{final?: Entry, problem?: Problem, delivered: boolean}>}
+   * or replaced event, an error or the signal.
+   * @returns {Promise<{final?: Entry, problem?: Problem, delivered: boolean, replaced?: boolean}>}
    */
   function stream(url, seen, signal) {
     return new Promise((resolve, reject) => {
@@ -317,6 +320,7 @@ export function createClient(opts = {}) {
         }
         done({ problem: p, delivered });
       });
+      es.addEventListener("replaced", () => done({ delivered, replaced: true }));
       es.addEventListener("error", () => done({ delivered }));
     });
   }

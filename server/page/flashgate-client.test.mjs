@@ -222,6 +222,20 @@ test("a failing EventSource falls back to polling", async () => {
   assert.deepEqual(sleeps, [1200]);
 });
 
+test("a replaced stream (another tab over the per-user limit) falls back to polling", async () => {
+  FakeEventSource.all = [];
+  const { client, sleeps } = setup([[200, waiting(2, 1500)], [200, active]], { EventSource: FakeEventSource });
+  const p = client.updates("r", "t", () => {});
+  await tick();
+  const es = FakeEventSource.all[0];
+  es.emit("status", waiting(3));
+  es.emit("replaced", { reason: "replaced", max_streams: 2, detail: "x" });
+  assert.equal((await p).state, "ACTIVE");
+  assert.ok(es.closed);
+  assert.equal(FakeEventSource.all.length, 1, "no new stream that would replace the other tab's");
+  assert.deepEqual(sleeps, [1500]);
+});
+
 test("a problem event (503) keeps the entry and reconnects with backoff", async () => {
   FakeEventSource.all = [];
   const { client, sleeps } = setup([], { EventSource: FakeEventSource });
