@@ -47,7 +47,7 @@ const (
 	MaxEnterPoW = 26
 	// RecommendedEnterPoW is the difficulty README recommends (FLASHGATE_ENTER_POW):
 	// about 1 s on a 4×-throttled Chromium (README "Abuse limits").
-	RecommendedEnterPoW = 17
+	RecommendedEnterPoW = 15
 	// PoWCookie is the pass of a visitor that has solved a challenge:
 	// base64url(16-byte truncated HMAC-SHA256 of its visitor id), with the
 	// attributes of VisitorCookie.

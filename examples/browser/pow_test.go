@@ -1,0 +1,95 @@
+package browser_test
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/server"
+)
+
+// TestBrowserEnterPoW: with FLASHGATE_ENTER_POW at the recommended
+// difficulty, a visitor's waiting page shows "Checking your browser…",
+// solves the proof of work in Chromium (WebCrypto SHA-256) on a CPU
+// throttled 4× (a phone-class CPU) and joins the line, with the
+// flashgate_pow pass set; a reload then keeps the place without solving
+// again. Each solve's time is logged (data-pow-ms); FLASHGATE_POW_RUNS
+// (default 3) fresh visitors are measured, FLASHGATE_POW_THROTTLE (default
+// 4) sets the slowdown.
+func TestBrowserEnterPoW(t *testing.T) {
+	runs, rate := 3, 4.0
+	if v := os.Getenv("FLASHGATE_POW_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err)
+		runs = n
+	}
+	if v := os.Getenv("FLASHGATE_POW_THROTTLE"); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		require.NoError(t, err)
+		rate = r
+	}
+	start := time.Now()
+	shots := screenshotDir(t)
+	br := launchBrowser(t)
+	bin := buildFlashgate(t)
+	rs := redistest.Start(t)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	is := startIssuer(t, bin, map[string]string{
+		"REDIS_URL":                  "redis://" + rs.Addr + "/0",
+		"FLASHGATE_KEYS_FILE":        filepath.Join(t.TempDir(), "keys.json"),
+		"FLASHGATE_ADMIN_TOKEN":      adminToken,
+		"FLASHGATE_IDENTITY":         "visitor",
+		"FLASHGATE_VISITOR_KEY":      base64.StdEncoding.EncodeToString(key),
+		"FLASHGATE_INSECURE_COOKIES": "true",
+		"FLASHGATE_ENTER_POW":        strconv.Itoa(server.RecommendedEnterPoW),
+		"FLASHGATE_LOG_LEVEL":        "warn",
+	})
+	room := redistest.Room("pow")
+	// Paused: every visitor below waits in line, one place each.
+	admin(t, is.base, "PUT", "/admin/rooms/"+room, `{"capacity":1,"rate_per_minute":60,"state":"paused"}`)
+	page := is.base + "/wait/" + room
+
+	var took []int
+	for i := range runs {
+		ctx, tab := "visitor"+strconv.Itoa(i), "tab"+strconv.Itoa(i)
+		br.newContext(ctx, true)
+		br.newPage(ctx, tab)
+		br.throttle(tab, rate)
+		status, _ := br.goTo(tab, page)
+		require.Equal(t, 200, status)
+		v := waitFor(t, br, tab, "in line after the proof of work", 90*time.Second, func(v view) bool {
+			return v.state() == "paused" && v.PoWMs != nil
+		})
+		require.Equal(t, strconv.Itoa(i+1), v.position(), "each visitor is one place")
+		ms, err := strconv.Atoi(*v.PoWMs)
+		require.NoError(t, err)
+		took = append(took, ms)
+		c := br.cookies(ctx)
+		require.Contains(t, c, server.PoWCookie, "the pass is set")
+		require.True(t, c[server.PoWCookie].HTTPOnly)
+		if i == 0 {
+			br.screenshot(tab, filepath.Join(shots, "pow-01-in-line.png"))
+			// A reload keeps the place and solves nothing (the page enters at once).
+			_, _ = br.goTo(tab, page)
+			v = waitFor(t, br, tab, "in line after reload", 10*time.Second, func(v view) bool { return v.state() == "paused" })
+			require.Nil(t, v.PoWMs, "no proof of work again")
+			require.Equal(t, "1", v.position())
+		}
+	}
+	slices.Sort(took)
+	sum := 0
+	for _, ms := range took {
+		sum += ms
+	}
+	t.Logf("%s: proof of work at %d bits, CPU throttled %g×: %d solves, ms sorted %v, mean %d ms",
+		time.Since(start).Round(time.Millisecond), server.RecommendedEnterPoW, rate, len(took), took, sum/len(took))
+}
