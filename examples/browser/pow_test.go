@@ -3,10 +3,16 @@ package browser_test
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,4 +98,66 @@ func TestBrowserEnterPoW(t *testing.T) {
 	}
 	t.Logf("%s: proof of work at %d bits, CPU throttled %g×: %d solves, ms sorted %v, mean %d ms",
 		time.Since(start).Round(time.Millisecond), server.RecommendedEnterPoW, rate, len(took), took, sum/len(took))
+}
+
+// TestALTCHACompat holds flashgate's proof of work to ALTCHA's own library
+// (altcha-lib 1.4.1, the classic format its widget solves; altcha_compat.mjs):
+// a challenge from GET /v1/challenge solved by altcha-lib enters, and a
+// solution of flashgate-client.js's solvePoW passes altcha-lib's
+// verifySolution (a wrong number does not).
+func TestALTCHACompat(t *testing.T) {
+	bin := buildFlashgate(t)
+	rs := redistest.Start(t)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	is := startIssuer(t, bin, map[string]string{
+		"REDIS_URL":                  "redis://" + rs.Addr + "/0",
+		"FLASHGATE_KEYS_FILE":        filepath.Join(t.TempDir(), "keys.json"),
+		"FLASHGATE_ADMIN_TOKEN":      adminToken,
+		"FLASHGATE_IDENTITY":         "visitor",
+		"FLASHGATE_VISITOR_KEY":      base64.StdEncoding.EncodeToString(key),
+		"FLASHGATE_INSECURE_COOKIES": "true",
+		"FLASHGATE_ENTER_POW":        "10",
+		"FLASHGATE_LOG_LEVEL":        "warn",
+	})
+	room := redistest.Room("altcha")
+	admin(t, is.base, "PUT", "/admin/rooms/"+room, `{"capacity":5,"state":"open"}`)
+
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	hc := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	res, err := hc.Get(is.base + "/v1/challenge")
+	require.NoError(t, err)
+	ch, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, 200, res.StatusCode, "%s", ch)
+
+	node := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("node", append([]string{"altcha_compat.mjs"}, args...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		require.NoError(t, err, "node altcha_compat.mjs %s (run npm ci in examples/browser):\n%s", args[0], stderr.String())
+		return strings.TrimSpace(string(out))
+	}
+	payload := node("solve", string(ch))
+	body, _ := json.Marshal(map[string]string{"pow": payload})
+	res, err = hc.Post(is.base+"/v1/rooms/"+room+"/enter", "application/json", strings.NewReader(string(body)))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, 200, res.StatusCode, "altcha-lib's solution refused: %s", b)
+	var e map[string]any
+	require.NoError(t, json.Unmarshal(b, &e))
+	require.Equal(t, "ACTIVE", e["state"])
+
+	var v struct {
+		OK           bool   `json:"ok"`
+		WrongRefused bool   `json:"wrongRefused"`
+		Salt         string `json:"salt"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(node("verify-client")), &v))
+	require.True(t, v.OK, "altcha-lib refuses solvePoW's solution (salt %s)", v.Salt)
+	require.True(t, v.WrongRefused)
 }
