@@ -42,12 +42,14 @@ const (
 	// PoWChallengeTTL is how long a challenge can be solved and sent, from
 	// its issue (the salt's expires parameter, Unix seconds).
 	PoWChallengeTTL = 10 * time.Minute
-	// MaxEnterPoW is the largest Options.EnterPoW, in bits: 2^26 SHA-256
-	// is a minute of a phone's time.
+	// MaxEnterPoW is the largest Options.EnterPoW, in bits: a ceiling
+	// against typos (2^25 SHA-256 on average is hours of a phone's time
+	// with WebCrypto).
 	MaxEnterPoW = 26
 	// RecommendedEnterPoW is the difficulty README recommends (FLASHGATE_ENTER_POW):
-	// about 1 s on a 4×-throttled Chromium (README "Abuse limits").
-	RecommendedEnterPoW = 15
+	// 2^13 SHA-256 on average, about 1.2–1.6 s in Chromium throttled 4–6× on a
+	// loaded machine (README "Abuse limits", TestBrowserEnterPoW).
+	RecommendedEnterPoW = 14
 	// PoWCookie is the pass of a visitor that has solved a challenge:
 	// base64url(16-byte truncated HMAC-SHA256 of its visitor id), with the
 	// attributes of VisitorCookie.

@@ -74,6 +74,7 @@ async function view(page) {
       ahead: text("ahead"),
       heading: text("heading"),
       powMs: fg?.dataset.powMs ?? null,
+      powHashes: fg?.dataset.powHashes ?? null,
       body: document.body?.innerText.slice(0, 2000) ?? "",
     };
   });

@@ -43,7 +43,8 @@ type view struct {
 	Position *string `json:"position"`
 	Ahead    *string `json:"ahead"`
 	Heading  *string `json:"heading"`
-	PoWMs    *string `json:"powMs"` // data-pow-ms: the proof of work's solve time (ms), once solved
+	PoWMs    *string `json:"powMs"`     // data-pow-ms: the proof of work's solve time (ms), once solved
+	PoWHash  *string `json:"powHashes"` // data-pow-hashes: how many SHA-256 it tried
 	Body     string  `json:"body"`
 }
 

@@ -29,9 +29,15 @@ import (
 // flashgate_pow pass set; a reload then keeps the place without solving
 // again. Each solve's time is logged (data-pow-ms); FLASHGATE_POW_RUNS
 // (default 3) fresh visitors are measured, FLASHGATE_POW_THROTTLE (default
-// 4) sets the slowdown.
+// 4) sets the slowdown and FLASHGATE_POW_BITS (default
+// server.RecommendedEnterPoW) the difficulty.
 func TestBrowserEnterPoW(t *testing.T) {
-	runs, rate := 3, 4.0
+	runs, rate, bits := 3, 4.0, server.RecommendedEnterPoW
+	if v := os.Getenv("FLASHGATE_POW_BITS"); v != "" {
+		b, err := strconv.Atoi(v)
+		require.NoError(t, err)
+		bits = b
+	}
 	if v := os.Getenv("FLASHGATE_POW_RUNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		require.NoError(t, err)
@@ -45,26 +51,14 @@ func TestBrowserEnterPoW(t *testing.T) {
 	start := time.Now()
 	shots := screenshotDir(t)
 	br := launchBrowser(t)
-	bin := buildFlashgate(t)
-	rs := redistest.Start(t)
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	is := startIssuer(t, bin, map[string]string{
-		"REDIS_URL":                  "redis://" + rs.Addr + "/0",
-		"FLASHGATE_KEYS_FILE":        filepath.Join(t.TempDir(), "keys.json"),
-		"FLASHGATE_ADMIN_TOKEN":      adminToken,
-		"FLASHGATE_IDENTITY":         "visitor",
-		"FLASHGATE_VISITOR_KEY":      base64.StdEncoding.EncodeToString(key),
-		"FLASHGATE_INSECURE_COOKIES": "true",
-		"FLASHGATE_ENTER_POW":        strconv.Itoa(server.RecommendedEnterPoW),
-		"FLASHGATE_LOG_LEVEL":        "warn",
-	})
+	is := startPoWIssuer(t, bits)
 	room := redistest.Room("pow")
 	// Paused: every visitor below waits in line, one place each.
 	admin(t, is.base, "PUT", "/admin/rooms/"+room, `{"capacity":1,"rate_per_minute":60,"state":"paused"}`)
 	page := is.base + "/wait/" + room
 
 	var took []int
+	tried := 0
 	for i := range runs {
 		ctx, tab := "visitor"+strconv.Itoa(i), "tab"+strconv.Itoa(i)
 		br.newContext(ctx, true)
@@ -79,6 +73,9 @@ func TestBrowserEnterPoW(t *testing.T) {
 		ms, err := strconv.Atoi(*v.PoWMs)
 		require.NoError(t, err)
 		took = append(took, ms)
+		hashes, err := strconv.Atoi(deref(v.PoWHash))
+		require.NoError(t, err)
+		tried += hashes
 		c := br.cookies(ctx)
 		require.Contains(t, c, server.PoWCookie, "the pass is set")
 		require.True(t, c[server.PoWCookie].HTTPOnly)
@@ -96,8 +93,33 @@ func TestBrowserEnterPoW(t *testing.T) {
 	for _, ms := range took {
 		sum += ms
 	}
-	t.Logf("%s: proof of work at %d bits, CPU throttled %g×: %d solves, ms sorted %v, mean %d ms",
-		time.Since(start).Round(time.Millisecond), server.RecommendedEnterPoW, rate, len(took), took, sum/len(took))
+	// The solve time is random (the number is uniform in [0, 2^bits]): the
+	// hash rate over all runs gives the expected time with less noise.
+	rateHz := float64(tried) / (float64(sum) / 1000)
+	t.Logf("%s: proof of work at %d bits, CPU throttled %g×: %d solves, ms sorted %v, mean %d ms; "+
+		"%.0f SHA-256/s, so 2^(bits−1) takes %.2f s on average (bits 13…17: %.2f %.2f %.2f %.2f %.2f s)",
+		time.Since(start).Round(time.Millisecond), bits, rate, len(took), took, sum/len(took), rateHz,
+		float64(int(1)<<(bits-1))/rateHz, 4096/rateHz, 8192/rateHz, 16384/rateHz, 32768/rateHz, 65536/rateHz)
+}
+
+// startPoWIssuer starts `flashgate serve` in visitor mode over plain http
+// (a secure context on 127.0.0.1) with FLASHGATE_ENTER_POW = bits.
+func startPoWIssuer(t *testing.T, bits int) *issuerProc {
+	t.Helper()
+	bin := buildFlashgate(t)
+	rs := redistest.Start(t)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return startIssuer(t, bin, map[string]string{
+		"REDIS_URL":                  "redis://" + rs.Addr + "/0",
+		"FLASHGATE_KEYS_FILE":        filepath.Join(t.TempDir(), "keys.json"),
+		"FLASHGATE_ADMIN_TOKEN":      adminToken,
+		"FLASHGATE_IDENTITY":         "visitor",
+		"FLASHGATE_VISITOR_KEY":      base64.StdEncoding.EncodeToString(key),
+		"FLASHGATE_INSECURE_COOKIES": "true",
+		"FLASHGATE_ENTER_POW":        strconv.Itoa(bits),
+		"FLASHGATE_LOG_LEVEL":        "warn",
+	})
 }
 
 // TestALTCHACompat holds flashgate's proof of work to ALTCHA's own library
@@ -106,20 +128,7 @@ func TestBrowserEnterPoW(t *testing.T) {
 // solution of flashgate-client.js's solvePoW passes altcha-lib's
 // verifySolution (a wrong number does not).
 func TestALTCHACompat(t *testing.T) {
-	bin := buildFlashgate(t)
-	rs := redistest.Start(t)
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	is := startIssuer(t, bin, map[string]string{
-		"REDIS_URL":                  "redis://" + rs.Addr + "/0",
-		"FLASHGATE_KEYS_FILE":        filepath.Join(t.TempDir(), "keys.json"),
-		"FLASHGATE_ADMIN_TOKEN":      adminToken,
-		"FLASHGATE_IDENTITY":         "visitor",
-		"FLASHGATE_VISITOR_KEY":      base64.StdEncoding.EncodeToString(key),
-		"FLASHGATE_INSECURE_COOKIES": "true",
-		"FLASHGATE_ENTER_POW":        "10",
-		"FLASHGATE_LOG_LEVEL":        "warn",
-	})
+	is := startPoWIssuer(t, 10)
 	room := redistest.Room("altcha")
 	admin(t, is.base, "PUT", "/admin/rooms/"+room, `{"capacity":5,"state":"open"}`)
 

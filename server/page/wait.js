@@ -170,13 +170,14 @@ async function follow() {
     if (!token) {
       // The server could not enter (503: retried after Retry-After), or the
       // first enter needs a proof of work (state checking): the client
-      // solves it and enters; data-pow-ms tells how long it took.
+      // solves it and enters; data-pow-ms and data-pow-hashes tell how long
+      // it took and how many SHA-256 it tried.
       const invite = d.state === "checking" ? new URLSearchParams(location.search).get("invite") ?? undefined : undefined;
       const e = await client.enter(room, {
         invite,
         onPoW: (ev) => {
           if (ev.state === "solving") show("checking");
-          else d.powMs = String(ev.took);
+          else [d.powMs, d.powHashes] = [String(ev.took), String(ev.number + 1)];
         },
       });
       render(e);
