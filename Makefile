@@ -64,8 +64,8 @@ js-pack: js
 worker-deps:
 	cd $(WORKER) && npm ci --no-audit --no-fund --loglevel=error
 
-## browser-deps: Debian's Chromium and playwright-core (npm, pinned by package-lock.json) for
-## the browser end-to-end test (examples/browser)
+## browser-deps: Debian's Chromium, playwright-core and altcha-lib (npm, pinned by package-lock.json) for
+## the browser end-to-end tests (examples/browser; altcha-lib checks the proof of work against ALTCHA's own)
 browser-deps:
 	scripts/install-chromium.sh
 	cd $(BROWSER) && npm ci --no-audit --no-fund --loglevel=error

@@ -43,6 +43,21 @@ type Details struct {
 	Position int64 `json:"position,omitempty"`
 	// BannedUntilMs is when the ban of a banned enter ends (ms since 1970).
 	BannedUntilMs int64 `json:"banned_until_ms,omitempty"`
+	// Challenge is the proof-of-work challenge of a pow_required answer.
+	Challenge *PoWChallenge `json:"challenge,omitempty"`
+}
+
+// PoWChallenge is an ALTCHA challenge (https://altcha.org, the widget's
+// "challengeurl" answer): find the integer n in [0, MaxNumber] with
+// hex(SHA-256(Salt + decimal n)) == Challenge; Signature is
+// hex(HMAC-SHA256(server key, Challenge)). The solution is the base64 of
+// the JSON {algorithm, challenge, number, salt, signature}.
+type PoWChallenge struct {
+	Algorithm string `json:"algorithm"`
+	Challenge string `json:"challenge"`
+	MaxNumber int64  `json:"maxnumber"`
+	Salt      string `json:"salt"`
+	Signature string `json:"signature"`
 }
 
 // ContentType is the media type of a Details document (RFC 9457 §3).

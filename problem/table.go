@@ -20,6 +20,7 @@ const (
 	NotReady          = "not_ready"
 	RateLimited       = "rate_limited"
 	CORSOriginRefused = "cors_origin_refused" // a CORS preflight from an Origin not in the server's list
+	PoWRequired       = "pow_required"        // an enter without a valid proof of work (visitor mode, FLASHGATE_ENTER_POW)
 )
 
 // The domain codes (flashgate.Code values), spelled here so this package
@@ -116,6 +117,10 @@ func init() {
 	row(NotReady, http.StatusServiceUnavailable, "Not ready")
 	row(RateLimited, http.StatusTooManyRequests, "Too many requests")
 	row(CORSOriginRefused, http.StatusForbidden, "Cross-origin request refused")
+	// 428 Precondition Required (RFC 6585 §3): the request lacks what the
+	// server requires before it acts; the document carries the challenge to
+	// solve (Details.Challenge), and the same request with the solution succeeds.
+	row(PoWRequired, http.StatusPreconditionRequired, "Proof of work required")
 }
 
 // Lookup returns the row of code; an unknown code gets the "internal" row

@@ -39,12 +39,16 @@
 //
 // A bot can mint visitors at will (every cookie-less request is a new
 // one), so the per-user limit does not bound it: run visitor mode with
-// Options.EnterPerAddress, behind ProxyHeader and TrustedProxies.
+// Options.EnterPerAddress, behind ProxyHeader and TrustedProxies. On top,
+// Options.EnterPoW makes a visitor's first enter carry a proof of work
+// (pow.go): 428 pow_required with an ALTCHA challenge, then the same enter
+// with {"pow": solution}, after which the PoWCookie pass spares the rest.
 //
 // # Endpoints
 //
 //	method path                              auth              success
 //	POST   /v1/rooms/{room}/enter            user header       200 Entry (Retry-After when WAITING)
+//	GET    /v1/challenge                     user (visitor)    200 PoW challenge (ALTCHA JSON) with Options.EnterPoW; else 404
 //	GET    /v1/rooms/{room}/status           user + waiting    200 Entry (Retry-After when WAITING)
 //	GET    /v1/rooms/{room}/events           user + waiting    200 text/event-stream of "status" events
 //	POST   /v1/rooms/{room}/leave            user + waiting    204

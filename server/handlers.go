@@ -160,9 +160,13 @@ type enterRequest struct {
 	// Invite, when present, enters with an invite (issuer.EnterWithInvite):
 	// the priority lane, or a bypass admission.
 	Invite *string `json:"invite"`
+	// PoW is the solution of a pow_required challenge (an ALTCHA payload):
+	// a visitor's first enter needs it when Options.EnterPoW is on.
+	PoW *string `json:"pow"`
 }
 
-// POST /v1/rooms/:room/enter, with no body, {} or {"invite": "<invite token>"}
+// POST /v1/rooms/:room/enter, with no body, {} or {"invite": "<invite token>"},
+// and "pow": "<solution>" where a proof of work is required (pow.go).
 func (s *Server) enter(c *fiber.Ctx) error {
 	u, err := s.user(c)
 	if err != nil {
@@ -173,6 +177,9 @@ func (s *Server) enter(c *fiber.Ctx) error {
 		if err := decodeJSON(body, &req); err != nil {
 			return err
 		}
+	}
+	if err := s.powGate(c, u, req.PoW); err != nil {
+		return err
 	}
 	var e *issuer.Entry
 	if req.Invite != nil {

@@ -67,6 +67,7 @@ const (
 	pageUnknown      = "unknown"      // no such room
 	pageReconnecting = "reconnecting" // the queue is unavailable for a moment: the place is kept
 	pageError        = "error"        // anything else
+	pageChecking     = "checking"     // the proof of work before the first enter (wait.js solves it, then enters)
 )
 
 // PageView is what the waiting page's template gets (an Options.PageDir
@@ -74,7 +75,7 @@ const (
 // built-in page/wait.html for wait.js to drive it.
 type PageView struct {
 	Room  string
-	State string // waiting, paused, opens, active, closed, ended, unknown, reconnecting, error
+	State string // waiting, paused, opens, active, closed, ended, unknown, reconnecting, error, checking
 	// Heading and Message describe the state in words.
 	Heading, Message string
 	// HasPlace: Position, Ahead, TotalWaiting and Wait are set (WAITING).
@@ -210,12 +211,20 @@ func (v *PageView) problem(s *Server, c *fiber.Ctx, p *Problem) *PageView {
 }
 
 // GET /wait/:room: the waiting page. It enters the visitor (enter is
-// idempotent: a reload keeps the place) and renders the answer.
+// idempotent: a reload keeps the place) and renders the answer; a visitor
+// that still owes the proof of work (Options.EnterPoW) gets the page in
+// state "checking" instead, and wait.js solves it and enters.
 func (s *Server) page(c *fiber.Ctx) error {
 	v := s.pageBase(c)
 	u, err := s.user(c)
 	if err != nil {
 		return err
+	}
+	if !s.powPassed(c, u) {
+		// The first enter needs a proof of work: wait.js solves it and enters.
+		v.State, v.Heading = pageChecking, "Checking your browser…"
+		v.Message = "This takes a second or two, then you join the line. Keep this page open."
+		return s.renderPage(c, v)
 	}
 	var e *issuer.Entry
 	if inv := query(c, "invite"); inv != "" {

@@ -91,6 +91,12 @@ type Options struct {
 	// InsecureCookies drops the Secure attribute of the visitor and
 	// admission cookies: for plain-http localhost development only.
 	InsecureCookies bool
+	// EnterPoW, in visitor mode, is the difficulty in bits (0 = off, at
+	// most MaxEnterPoW) of the proof of work a visitor's first enter must
+	// carry (pow.go): 2^(EnterPoW−1) SHA-256 on average for the client, one
+	// SHA-256 and one HMAC for the server. Its key is derived from
+	// VisitorKey, so replicas agree.
+	EnterPoW int
 	// BodyLimit is the largest request body in bytes (default 16 KiB).
 	BodyLimit int
 	// HeaderTimeout is the longest a client may take to send a request's
@@ -238,6 +244,8 @@ type Server struct {
 	accessLogOn bool
 	// visitors is set in visitor mode (Options.Identity).
 	visitors *visitors
+	// pow is set when Options.EnterPoW is on (visitor mode).
+	pow *pow
 	// now is the clock of the admission cookie's Max-Age (tests replace it).
 	now     func() time.Time
 	returns *ReturnPolicy
@@ -278,7 +286,8 @@ type Server struct {
 // enter limits or window, a ProxyHeader without TrustedProxies, a trusted
 // proxy that is not an IP address or CIDR range, an Identity other than
 // "header" or "visitor", a VisitorKey under 32 bytes in visitor mode, a
-// CookieDomain with characters no domain has. Zero values pass (defaults:
+// CookieDomain with characters no domain has, an EnterPoW outside 0 …
+// MaxEnterPoW or without visitor mode. Zero values pass (defaults:
 // UserHeader, BodyLimit, HeaderTimeout, RedisTimeout, EnterWindow; a zero
 // or negative BodyLimit or HeaderTimeout also means its default, and a
 // negative RedisTimeout means no bound), a ReturnOrigins or CORSOrigins
@@ -305,6 +314,9 @@ func (o Options) Validate() error {
 		return err
 	}
 	if _, err := loadPage(o.PageDir); err != nil {
+		return err
+	}
+	if err := o.validatePoW(); err != nil {
 		return err
 	}
 	return o.validateIdentity()
@@ -352,6 +364,7 @@ func New(opts Options) (*Server, error) {
 		metricsRoute: !opts.NoMetricsRoute}
 	if opts.Identity == IdentityVisitor {
 		s.visitors = &visitors{key: bytes.Clone(opts.VisitorKey), secure: !opts.InsecureCookies, domain: opts.CookieDomain}
+		s.pow = newPoW(opts.VisitorKey, opts.EnterPoW)
 	}
 	if opts.AdminToken != "" {
 		s.admin, s.adminSum = true, sha256.Sum256([]byte(opts.AdminToken))
@@ -462,6 +475,7 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 	}
 	with := func(hs ...fiber.Handler) []fiber.Handler { return append(slices.Clone(v1), hs...) }
 	a.Post("/v1/rooms/:room/enter", with(append(slices.Clone(enterLimits), requireJSON, s.enter)...)...)
+	a.Get("/v1/challenge", with(s.powChallenge)...)
 	a.Get("/v1/rooms/:room/status", with(s.status)...)
 	a.Get("/v1/rooms/:room/events", with(s.events)...)
 	a.Post("/v1/rooms/:room/leave", with(requireJSON, noMembers, s.leave)...)

@@ -106,11 +106,18 @@ func (s *Server) visitor(c *fiber.Ctx) string {
 	if !ok {
 		var value string
 		id, value = s.visitors.mint()
-		c.Cookie(&fiber.Cookie{Name: VisitorCookie, Value: value, Path: "/",
-			MaxAge: int(VisitorMaxAge / time.Second), Secure: s.visitors.secure, HTTPOnly: true,
-			SameSite: fiber.CookieSameSiteLaxMode})
+		s.setVisitorCookie(c, VisitorCookie, value)
 	}
 	return VisitorPrefix + id
+}
+
+// setVisitorCookie sets a cookie of the visitor's (VisitorCookie,
+// PoWCookie): Path=/, VisitorMaxAge, HttpOnly, SameSite=Lax, Secure unless
+// Options.InsecureCookies, host-only.
+func (s *Server) setVisitorCookie(c *fiber.Ctx, name, value string) {
+	c.Cookie(&fiber.Cookie{Name: name, Value: value, Path: "/",
+		MaxAge: int(VisitorMaxAge / time.Second), Secure: s.visitors.secure, HTTPOnly: true,
+		SameSite: fiber.CookieSameSiteLaxMode})
 }
 
 // limitUser is the key of the per-user enter limit, "" to skip it: the

@@ -40,6 +40,7 @@ type serveConfig struct {
 	Identity               string        `env:"IDENTITY" envDefault:"header" help:"header | visitor: trust FLASHGATE_USER_HEADER from your gateway, or identify browsers by a signed HttpOnly visitor cookie (the user header is then ignored, and exchange also sets the flashgate_admission cookie)"`
 	VisitorKey             string        `env:"VISITOR_KEY" help:"base64 HMAC key of visitor cookies, at least 32 bytes, the same on every replica; unset: derived from the waiting-token secret"`
 	CookieDomain           string        `env:"COOKIE_DOMAIN" help:"Domain attribute of the flashgate_admission cookie (visitor mode), e.g. shop.example; unset: host-only"`
+	EnterPoW               int           `env:"ENTER_POW" envDefault:"0" help:"visitor mode: difficulty in bits of the proof of work (SHA-256, ALTCHA format) a visitor's first enter must carry, solved by the waiting page and flashgate-client.js; 14 ≈ 1–2 s on a phone-class CPU (README: Abuse limits); 0 = off; at most 26"`
 	InsecureCookies        bool          `env:"INSECURE_COOKIES" envDefault:"false" help:"drop the Secure attribute of the visitor and admission cookies: plain-http localhost development only"`
 	WaitingSecret          string        `env:"WAITING_SECRET" help:"base64 HMAC key for waiting tokens, at least 32 bytes, the same on every replica; unset: created once and shared through Redis"`
 	DefaultRoom            string        `env:"DEFAULT_ROOM" envDefault:"off" help:"off | open | paused: create unknown rooms on first enter with the defaults below"`
@@ -307,6 +308,7 @@ func (c *serveConfig) validateLimits() error {
 	opts := c.serverOptions()
 	opts.EnterPerAddress = c.EnterPerAddress // as set, even where it is not applied
 	opts.Identity = server.IdentityHeader    // validateIdentity's; the key comes later
+	opts.EnterPoW = 0                        // validateIdentity's too (it needs visitor mode)
 	if err := opts.Validate(); err != nil {
 		return fmt.Errorf("FLASHGATE_ENTER_PER_*, FLASHGATE_PROXY_HEADER, FLASHGATE_TRUSTED_PROXIES: %w", err)
 	}
@@ -341,14 +343,14 @@ func (c *serveConfig) serverOptions() server.Options {
 	return server.Options{AdminToken: c.AdminToken, UserHeader: c.UserHeader,
 		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
 		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisTimeout: c.RedisTimeout,
-		Identity: c.Identity, CookieDomain: c.CookieDomain, InsecureCookies: c.InsecureCookies,
+		Identity: c.Identity, CookieDomain: c.CookieDomain, InsecureCookies: c.InsecureCookies, EnterPoW: c.EnterPoW,
 		ReturnOrigins: c.ReturnOrigins, CORSOrigins: c.CORSOrigins, PageDir: c.PageDir,
 		AccessLog: c.AccessLog, StreamsPerUser: c.StreamsPerUser, StreamsPerAddress: c.streamsPerAddress(),
 		MaxConnsPerIP: c.MaxConnsPerIP, Concurrency: c.Concurrency, NoMetricsRoute: c.MetricsAddr != ""}
 }
 
-// validateIdentity checks FLASHGATE_IDENTITY, FLASHGATE_VISITOR_KEY and
-// FLASHGATE_COOKIE_DOMAIN.
+// validateIdentity checks FLASHGATE_IDENTITY, FLASHGATE_VISITOR_KEY,
+// FLASHGATE_COOKIE_DOMAIN and FLASHGATE_ENTER_POW.
 func (c *serveConfig) validateIdentity() error {
 	switch c.Identity {
 	case server.IdentityHeader, server.IdentityVisitor:
@@ -360,6 +362,12 @@ func (c *serveConfig) validateIdentity() error {
 	}
 	if err := (server.Options{CookieDomain: c.CookieDomain}).Validate(); err != nil {
 		return fmt.Errorf("FLASHGATE_COOKIE_DOMAIN: %w", err)
+	}
+	if c.EnterPoW < 0 || c.EnterPoW > server.MaxEnterPoW {
+		return fmt.Errorf("FLASHGATE_ENTER_POW must be 0 (off) … %d bits, got %d", server.MaxEnterPoW, c.EnterPoW)
+	}
+	if c.EnterPoW > 0 && c.Identity != server.IdentityVisitor {
+		return fmt.Errorf("FLASHGATE_ENTER_POW needs FLASHGATE_IDENTITY=visitor (in header mode your gateway authenticates users)")
 	}
 	return nil
 }

@@ -57,6 +57,26 @@ func TestServeIdentityConfig(t *testing.T) {
 	assert.ErrorContains(t, err, "header or visitor")
 }
 
+// TestServeEnterPoWConfig: FLASHGATE_ENTER_POW reaches the server's
+// options in visitor mode; out of range or in header mode it is refused.
+func TestServeEnterPoWConfig(t *testing.T) {
+	c, err := loadServeEnv(map[string]string{})
+	require.NoError(t, err)
+	assert.Zero(t, c.Serve.serverOptions().EnterPoW, "off by default")
+	c, err = loadServeEnv(map[string]string{"FLASHGATE_IDENTITY": "visitor", "FLASHGATE_ENTER_POW": "15"})
+	require.NoError(t, err)
+	assert.Equal(t, 15, c.Serve.serverOptions().EnterPoW)
+	for name, env := range map[string]map[string]string{
+		"header mode":  {"FLASHGATE_ENTER_POW": "15"},
+		"negative":     {"FLASHGATE_IDENTITY": "visitor", "FLASHGATE_ENTER_POW": "-1"},
+		"too hard":     {"FLASHGATE_IDENTITY": "visitor", "FLASHGATE_ENTER_POW": "27"},
+		"not a number": {"FLASHGATE_IDENTITY": "visitor", "FLASHGATE_ENTER_POW": "on"},
+	} {
+		_, err := loadServeEnv(env)
+		assert.ErrorContains(t, err, "ENTER_POW", name)
+	}
+}
+
 func TestDeriveVisitorKey(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	m := hmac.New(sha256.New, secret)
@@ -71,7 +91,7 @@ func TestDeriveVisitorKey(t *testing.T) {
 func TestServeHelpListsIdentity(t *testing.T) {
 	r := runCLI(t, "", "serve", "-h")
 	assert.Equal(t, exitOK, r.code)
-	for _, v := range []string{"FLASHGATE_IDENTITY", "FLASHGATE_VISITOR_KEY", "FLASHGATE_COOKIE_DOMAIN", "FLASHGATE_INSECURE_COOKIES"} {
+	for _, v := range []string{"FLASHGATE_IDENTITY", "FLASHGATE_VISITOR_KEY", "FLASHGATE_COOKIE_DOMAIN", "FLASHGATE_INSECURE_COOKIES", "FLASHGATE_ENTER_POW"} {
 		assert.Contains(t, r.stdout, v)
 	}
 }

@@ -166,7 +166,7 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 		}
 		log.Info("visitor identity: browsers are identified by a signed cookie; the user header is ignored",
 			"visitor_key", map[bool]string{true: "derived from the waiting-token secret", false: "FLASHGATE_VISITOR_KEY"}[c.VisitorKey == ""],
-			"cookie_domain", c.CookieDomain, "per_address_limit", c.enterPerAddress())
+			"cookie_domain", c.CookieDomain, "per_address_limit", c.enterPerAddress(), "enter_pow_bits", c.EnterPoW)
 		if c.enterPerAddress() == 0 {
 			log.Warn("visitor identity without a per-address enter limit: anyone can mint visitors at will; " +
 				"set FLASHGATE_PROXY_HEADER and FLASHGATE_TRUSTED_PROXIES (and FLASHGATE_ENTER_PER_ADDRESS)")

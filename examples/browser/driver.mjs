@@ -73,6 +73,8 @@ async function view(page) {
       position: text("position"),
       ahead: text("ahead"),
       heading: text("heading"),
+      powMs: fg?.dataset.powMs ?? null,
+      powHashes: fg?.dataset.powHashes ?? null,
       body: document.body?.innerText.slice(0, 2000) ?? "",
     };
   });
@@ -147,6 +149,14 @@ const ops = {
   },
   async addCookies({ ctx, cookies }) {
     await contexts.get(ctx).addCookies(cookies);
+    return {};
+  },
+  // throttle slows the page's CPU rate× (CDP Emulation.setCPUThrottlingRate;
+  // 1 = none): a phone-class CPU for the proof-of-work measurement.
+  async throttle({ page, rate }) {
+    const p = pageOf(page);
+    const cdp = await p.ctx.newCDPSession(p.page);
+    await cdp.send("Emulation.setCPUThrottlingRate", { rate });
     return {};
   },
   async closePage({ page }) {

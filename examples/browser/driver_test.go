@@ -43,6 +43,8 @@ type view struct {
 	Position *string `json:"position"`
 	Ahead    *string `json:"ahead"`
 	Heading  *string `json:"heading"`
+	PoWMs    *string `json:"powMs"`     // data-pow-ms: the proof of work's solve time (ms), once solved
+	PoWHash  *string `json:"powHashes"` // data-pow-hashes: how many SHA-256 it tried
 	Body     string  `json:"body"`
 }
 
@@ -275,6 +277,12 @@ func (b *browser) cookies(ctx string) map[string]cookie {
 		m[c.Name] = c
 	}
 	return m
+}
+
+// throttle slows page's CPU rate× (CDP Emulation.setCPUThrottlingRate).
+func (b *browser) throttle(page string, rate float64) {
+	b.t.Helper()
+	b.must(nil, "throttle", map[string]any{"page": page, "rate": rate})
 }
 
 func (b *browser) addCookie(ctx string, c cookie) {

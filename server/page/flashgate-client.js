@@ -10,7 +10,10 @@
 // Every request is sent with credentials: "include" (the visitor and
 // admission cookies). 429 and 503 answers are retried after Retry-After
 // (±20 % jitter); other errors are thrown as FlashgateError, which carries
-// the RFC 9457 problem document.
+// the RFC 9457 problem document. An enter answered 428 pow_required (visitor
+// mode with FLASHGATE_ENTER_POW) is solved here with WebCrypto SHA-256
+// (solvePoW) and sent again with the solution: enter resolves as usual,
+// only later (opts.onPoW reports the work).
 
 /**
  * The Entry JSON of enter, status and the "status" events.
@@ -61,6 +64,24 @@
  * @property {string} code e.g. "room_closed", "unavailable"; "network" when no answer came
  * @property {string} [reason]
  * @property {number} [position]
+ * @property {PoWChallenge} [challenge] the challenge of a pow_required answer
+ */
+
+/**
+ * An ALTCHA challenge (pow_required's challenge, GET /v1/challenge): the
+ * integer n in [0, maxnumber] with hex(SHA-256(salt + n)) === challenge.
+ * @typedef {object} PoWChallenge
+ * @property {"SHA-256"} algorithm
+ * @property {string} challenge
+ * @property {number} maxnumber
+ * @property {string} salt
+ * @property {string} signature
+ */
+
+/**
+ * What enter's onPoW hears: "solving" before the work starts, "solved" with
+ * the milliseconds it took.
+ * @typedef {{state: "solving", challenge: PoWChallenge} | {state: "solved", took: number, number: number}} PoWEvent
  */
 
 /** The default wait between polls when an entry carries no poll_after_ms. */
@@ -103,12 +124,13 @@ export class FlashgateError extends Error {
  * @property {() => number} [random] jitter source in [0, 1) (tests)
  * @property {((url: string) => boolean)|null} [sendBeacon] navigator.sendBeacon (default: the browser's; null: none)
  * @property {EventTarget} [window] where pagehide is heard (default globalThis)
+ * @property {(ch: PoWChallenge, opts?: {signal?: AbortSignal}) => Promise<string>} [solvePoW] the proof-of-work solver (default solvePoW; e.g. ALTCHA's own)
  * @property {any} [BroadcastChannel] BroadcastChannel constructor (default globalThis.BroadcastChannel; null: none)
  */
 
 /**
  * @typedef {object} Client
- * @property {(room: string, opts?: {invite?: string}) => Promise<Entry>} enter with opts.invite, enters with an invite token (the priority lane, or a bypass admission)
+ * @property {(room: string, opts?: {invite?: string, onPoW?: (ev: PoWEvent) => void, signal?: AbortSignal}) => Promise<Entry>} enter with opts.invite, enters with an invite token (the priority lane, or a bypass admission); a pow_required answer is solved and the enter sent again with the solution (opts.onPoW hears the work, e.g. to show "checking your browser…")
  * @property {(room: string, waitingToken: string) => Promise<Entry>} status
  * @property {(room: string, waitingToken: string, onEntry: (e: Entry) => void, opts?: UpdateOptions) => Promise<Entry>} updates
  * @property {(room: string, waitingToken: string) => Promise<Admission>} exchange
@@ -158,6 +180,62 @@ function defaultSleep(ms, signal) {
     };
     signal?.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/** The largest maxnumber solvePoW takes on (2^26, flashgate's MaxEnterPoW). */
+export const MAX_POW_NUMBER = 2 ** 26;
+
+/**
+ * solvePoW solves an ALTCHA SHA-256 challenge with WebCrypto: it hashes
+ * salt + n for n = 0, 1, … (batches of concurrent digests) until the hash is
+ * the challenge, maxnumber / 2 hashes on average. Resolves with the
+ * solution, the payload the server (or any ALTCHA verifier) takes: base64 of
+ * the JSON {algorithm, challenge, number, salt, signature, took}. Rejects
+ * with a FlashgateError (code pow_unsolvable) when no n up to maxnumber
+ * fits, the algorithm is not SHA-256 or WebCrypto is missing (an insecure
+ * http: origin other than localhost), or with the signal's reason.
+ * @param {PoWChallenge} ch
+ * @param {{signal?: AbortSignal, batch?: number}} [opts]
+ * @returns {Promise<string>}
+ */
+export async function solvePoW(ch, { signal, batch = 256 } = {}) {
+  const fail = (detail) =>
+    new FlashgateError({ type: "about:blank", title: "Proof of work not solvable", status: 0, code: "pow_unsolvable", detail });
+  const subtle = globalThis.crypto?.subtle;
+  if (!subtle) throw fail("WebCrypto is not available (a secure context is required)");
+  if (ch?.algorithm !== "SHA-256" || !/^[0-9a-f]{64}$/.test(ch.challenge ?? "") || typeof ch.salt !== "string") {
+    throw fail("not a SHA-256 ALTCHA challenge");
+  }
+  const max = Math.min(Number(ch.maxnumber), MAX_POW_NUMBER);
+  const want = new Uint8Array(32);
+  for (let i = 0; i < 32; i++) want[i] = parseInt(ch.challenge.slice(2 * i, 2 * i + 2), 16);
+  const prefix = new TextEncoder().encode(ch.salt);
+  const start = Date.now();
+  for (let base = 0; base <= max; base += batch) {
+    signal?.throwIfAborted();
+    const end = Math.min(base + batch, max + 1);
+    const sums = [];
+    for (let n = base; n < end; n++) {
+      // digest copies its input at the call: each message is its own buffer anyway.
+      const digits = String(n);
+      const msg = new Uint8Array(prefix.length + digits.length);
+      msg.set(prefix);
+      for (let i = 0; i < digits.length; i++) msg[prefix.length + i] = digits.charCodeAt(i);
+      sums.push(subtle.digest("SHA-256", msg));
+    }
+    const got = await Promise.all(sums);
+    for (let i = 0; i < got.length; i++) {
+      const h = new Uint8Array(got[i]);
+      let j = 0;
+      while (j < 32 && h[j] === want[j]) j++;
+      if (j === 32) {
+        const number = base + i;
+        const { algorithm, challenge, salt, signature } = ch;
+        return btoa(JSON.stringify({ algorithm, challenge, number, salt, signature, took: Date.now() - start }));
+      }
+    }
+  }
+  throw fail(`no number up to ${max} solves the challenge`);
 }
 
 /** @param {number} failures */
@@ -386,9 +464,38 @@ export function createClient(opts = {}) {
     };
   }
 
+  const solve = opts.solvePoW ?? solvePoW;
+
+  /**
+   * enter posts the enter; a pow_required answer (visitor mode with
+   * FLASHGATE_ENTER_POW) is solved and the enter sent again with the
+   * solution, at most twice (a challenge that expired while it was solved
+   * is answered with a fresh one).
+   * @type {Client["enter"]}
+   */
+  async function enter(room, { invite, onPoW, signal } = {}) {
+    const url = `${roomPath(room)}/enter`;
+    let body = invite === undefined ? undefined : { invite };
+    for (let tries = 0; ; tries++) {
+      try {
+        return await request("POST", url, undefined, body);
+      } catch (err) {
+        const ch = err instanceof FlashgateError && err.code === "pow_required" ? err.problem.challenge : undefined;
+        if (!ch || tries >= 2) throw err;
+        onPoW?.({ state: "solving", challenge: ch });
+        const pow = await solve(ch, { signal });
+        let took = 0, number = -1;
+        try {
+          ({ took, number } = JSON.parse(atob(pow)));
+        } catch {}
+        onPoW?.({ state: "solved", took, number });
+        body = { ...(invite === undefined ? {} : { invite }), pow };
+      }
+    }
+  }
+
   return {
-    enter: (room, { invite } = {}) =>
-      request("POST", `${roomPath(room)}/enter`, undefined, invite === undefined ? undefined : { invite }),
+    enter,
     status: (room, waitingToken) => request("GET", `${roomPath(room)}/status`, waitingToken),
     updates,
     exchange: (room, waitingToken) => request("POST", `${roomPath(room)}/exchange`, waitingToken),

@@ -1,7 +1,8 @@
 // Unit tests of flashgate-client.js: node --test server/page/*.test.mjs
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { createClient, FlashgateError, jitter, retryAfterMs } from "./flashgate-client.js";
+import { createHash } from "node:crypto";
+import { createClient, FlashgateError, jitter, retryAfterMs, solvePoW } from "./flashgate-client.js";
 
 /** fakeFetch answers from a queue of [status, body, headers] and records the requests. */
 function fakeFetch(answers) {
@@ -337,4 +338,70 @@ test("leaveOnPagehide: only the last page of the room sharing the place leaves",
   assert.equal(sent.length, 1, "the last tab leaves");
   a.stop();
   b.stop();
+});
+
+// The ALTCHA vector of server/pow_test.go (computed with Python's hashlib):
+// hex(SHA-256(salt + "31337")).
+const VEC = {
+  algorithm: "SHA-256",
+  challenge: "eaad41b71a8aa7776862be7e28226fba16dab7ada2f5a2298a99638d93a95223",
+  maxnumber: 40000,
+  salt: "46a8ba5ee6b85c3d5e3b1b2a?expires=1893456000&v=abc&",
+  signature: "583933859abca5a610ed42ff74e29792809b08c848854b630f3b0478b5ee3ffc",
+};
+
+/** challengeFor is a challenge whose number is n (signature not checked here). */
+function challengeFor(n, maxnumber = 64) {
+  const salt = "0123456789abcdef01234567?expires=1893456000&v=x&";
+  const challenge = createHash("sha256").update(salt + n).digest("hex");
+  return { algorithm: "SHA-256", challenge, maxnumber, salt, signature: "ab".repeat(32) };
+}
+
+test("solvePoW finds the number of an ALTCHA challenge and answers the widget's payload", async () => {
+  const payload = await solvePoW(VEC);
+  const p = JSON.parse(atob(payload));
+  assert.equal(p.number, 31337);
+  assert.deepEqual(
+    { algorithm: p.algorithm, challenge: p.challenge, salt: p.salt, signature: p.signature },
+    { algorithm: VEC.algorithm, challenge: VEC.challenge, salt: VEC.salt, signature: VEC.signature },
+  );
+  assert.equal(typeof p.took, "number");
+  assert.equal(JSON.parse(atob(await solvePoW(challengeFor(0, 0)))).number, 0, "n = 0 = maxnumber");
+});
+
+test("solvePoW refuses what it cannot solve", async () => {
+  await assert.rejects(solvePoW({ ...VEC, maxnumber: 30000 }), (e) => e instanceof FlashgateError && e.code === "pow_unsolvable");
+  await assert.rejects(solvePoW({ ...VEC, algorithm: "SHA-1" }), (e) => e.code === "pow_unsolvable");
+  await assert.rejects(solvePoW({ ...VEC, challenge: "zz" }), (e) => e.code === "pow_unsolvable");
+  const ac = new AbortController();
+  ac.abort(new Error("stop"));
+  await assert.rejects(solvePoW(VEC, { signal: ac.signal }), /stop/);
+});
+
+test("enter solves a pow_required answer and sends the enter again with the solution", async () => {
+  const ch = challengeFor(41);
+  const { client, fetch } = setup([[428, { ...problem(428, "pow_required"), challenge: ch }], [200, waiting(3)]]);
+  const events = [];
+  const e = await client.enter("r", { invite: "h.p.s", onPoW: (ev) => events.push(ev.state) });
+  assert.equal(e.position, 3);
+  assert.equal(fetch.calls.length, 2);
+  assert.deepEqual(JSON.parse(fetch.calls[0].body), { invite: "h.p.s" });
+  const body = JSON.parse(fetch.calls[1].body);
+  assert.equal(body.invite, "h.p.s");
+  const sol = JSON.parse(atob(body.pow));
+  assert.equal(sol.number, 41);
+  assert.equal(sol.challenge, ch.challenge);
+  assert.equal(sol.signature, ch.signature);
+  assert.deepEqual(events, ["solving", "solved"]);
+});
+
+test("enter gives up after two solutions refused, and throws other answers as before", async () => {
+  const refused = () => [428, { ...problem(428, "pow_required"), challenge: challengeFor(1) }];
+  const { client, fetch } = setup([refused(), refused(), refused()]);
+  await assert.rejects(client.enter("r"), (e) => e instanceof FlashgateError && e.code === "pow_required" && e.status === 428);
+  assert.equal(fetch.calls.length, 3);
+  // A custom solver (e.g. ALTCHA's) is used when given.
+  const { client: c2, fetch: f2 } = setup([refused(), [200, waiting(1)]], { solvePoW: async () => "custom" });
+  await c2.enter("r");
+  assert.deepEqual(JSON.parse(f2.calls[1].body), { pow: "custom" });
 });

@@ -29,6 +29,7 @@ const TEXT = {
   reconnecting: ["Reconnecting…", "The waiting room is busy for a moment. Your place in line is kept."],
   error: ["Something went wrong", "The waiting room could not answer. Reload the page to try again."],
   unknown: ["No such waiting room", "Check the link you followed."],
+  checking: ["Checking your browser…", "This takes a second or two, then you join the line. Keep this page open."],
 };
 
 // The pre-queue of a shuffle room: places are drawn when the sale opens (page.go has the same words).
@@ -167,7 +168,18 @@ $("continue").addEventListener("submit", (ev) => {
 async function follow() {
   try {
     if (!token) {
-      const e = await client.enter(room); // the server could not (503): retried after Retry-After
+      // The server could not enter (503: retried after Retry-After), or the
+      // first enter needs a proof of work (state checking): the client
+      // solves it and enters; data-pow-ms and data-pow-hashes tell how long
+      // it took and how many SHA-256 it tried.
+      const invite = d.state === "checking" ? new URLSearchParams(location.search).get("invite") ?? undefined : undefined;
+      const e = await client.enter(room, {
+        invite,
+        onPoW: (ev) => {
+          if (ev.state === "solving") show("checking");
+          else [d.powMs, d.powHashes] = [String(ev.took), String(ev.number + 1)];
+        },
+      });
       render(e);
       if (e.state === "ACTIVE") return proceed();
       if (e.state !== "WAITING") return;
@@ -188,4 +200,4 @@ if (d.position) place({ position: Number(d.position), ahead: Number($("ahead").t
 else if (d.preQueue) unplaced();
 if (d.state === "opens") countdown();
 if (d.state === "active") proceed();
-else if (["waiting", "paused", "opens", "reconnecting"].includes(d.state)) follow();
+else if (["waiting", "paused", "opens", "reconnecting", "checking"].includes(d.state)) follow();
