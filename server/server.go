@@ -428,6 +428,7 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 	// The waiting page: errors render as the page (pageGuard), and entering
 	// through it counts against the enter limits.
 	a.Get("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enterLimits), s.page)...)...)
+	a.Post("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enterLimits), s.pageInvite)...)...)
 	a.Post("/wait/:room/continue", api, s.pageGuard, s.pageContinue)
 	a.Get("/wait/:room/brand.css", api, s.brandStyle)
 	a.Get("/wait", api, s.pageGuard, s.pageByQuery)
