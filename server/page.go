@@ -221,6 +221,9 @@ func (v *PageView) problem(s *Server, c *fiber.Ctx, p *Problem) *PageView {
 	default:
 		v.State, v.Heading, v.Message = pageError, "Something went wrong", "The waiting room could not answer ("+p.Code+"). Reload the page to try again."
 	}
+	if v.State == pageUnknown { // final (wait.js follows nothing): no trace of the path's text
+		v.Room, v.ContinueAction, v.InviteAction = "", "", ""
+	}
 	return v
 }
 

@@ -260,3 +260,26 @@ func TestPageByQuery(t *testing.T) {
 	assert.Equal(t, 400, r.status)
 	assert.Equal(t, "text/html; charset=utf-8", r.header.Get("Content-Type"))
 }
+
+// TestPageUnknownRoomEchoesNothing: /wait/<any text> of a room that does
+// not exist answers 404 with a generic title and no trace of the text
+// (issue 23 §6: a link could put any words in the tab's title); a room
+// that exists is named.
+func TestPageUnknownRoomEchoesNothing(t *testing.T) {
+	e := pageEnv(t)
+	for _, text := range []string{"CALL-0800-SUPPORT-NOW", "Your%20account%20is%20locked"} {
+		r := e.do(req{method: "GET", path: "/wait/" + text})
+		assert.Contains(t, []int{400, 404}, r.status, text)
+		assertPageHeaders(t, r)
+		assert.Equal(t, "unknown", dataAttr(t, r.body, "state"))
+		assert.Contains(t, string(r.body), "<title>No such waiting room</title>", text)
+		assert.Equal(t, "", dataAttr(t, r.body, "name"))
+		assert.NotContains(t, string(r.body), text)
+		assert.NotContains(t, string(r.body), "account is locked")
+	}
+	assert.Equal(t, 404, e.do(req{method: "GET", path: "/wait/CALL-0800-SUPPORT-NOW"}).status)
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	r := e.page(room, "", "")
+	assert.Contains(t, string(r.body), "<title>It’s your turn · "+room+"</title>")
+	assert.Equal(t, room, dataAttr(t, r.body, "name"))
+}
