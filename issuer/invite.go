@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -280,11 +279,9 @@ func (is *Issuer) EnterWithInvite(ctx context.Context, room, user, invite string
 	args := []any{user, c.Lane, once, strconv.FormatInt(c.Exp*1000, 10)}
 	policy := is.createArg(inviteScript, room)
 	r, err := is.runPolicy(ctx, inviteScript, room, policy, args...)
-	if err != nil && policy == "" && is.autoLimited() && errors.Is(err, flashgate.ErrUnknownRoom) && !errors.Is(err, errRoomDeleted) {
-		// An auto room, as enterUsers creates one: its slot first.
-		if err := is.reserveAutoRoom(ctx, room); err != nil {
-			return nil, err
-		}
+	if again, rerr := is.autoRoomAgain(ctx, room, policy, err); rerr != nil { // an auto room, as enterUsers creates one
+		return nil, rerr
+	} else if again {
 		r, err = is.runPolicy(ctx, inviteScript, room, is.defaultPolicy(), args...)
 	}
 	if err != nil {
