@@ -173,7 +173,8 @@ func (s *Server) pageBase(c *fiber.Ctx) *PageView {
 func (v *PageView) problem(s *Server, c *fiber.Ctx, p *Problem) *PageView {
 	s.m.storeError(p.Code)
 	if logged(p) {
-		s.log.Warn("waiting page: request failed", "room", v.Room, "status", p.Status, "err", p.cause)
+		s.log.Log(c.UserContext(), logLevel(p.Status), "waiting page: request failed", "room", clipLog(v.Room),
+			"status", p.Status, "err", logErr(p))
 	}
 	c.Status(p.Status)
 	v.Code = p.Code
