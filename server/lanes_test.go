@@ -138,7 +138,7 @@ func TestPageInvite(t *testing.T) {
 		form := url.Values{"invite": {invite}, "return": {shop + "/vip"}}
 		var hdr map[string]string
 		if cookie != "" {
-			hdr = withCookie(VisitorCookie, cookie)
+			hdr = withCookie(VisitorHostCookie, cookie)
 		}
 		return e.do(req{method: "POST", path: "/wait/" + room, body: form.Encode(),
 			ctype: "application/x-www-form-urlencoded", hdr: hdr})

@@ -33,7 +33,7 @@ func (e *env) page(room, ret, cookie string) resp {
 	}
 	var hdr map[string]string
 	if cookie != "" {
-		hdr = withCookie(VisitorCookie, cookie)
+		hdr = withCookie(VisitorHostCookie, cookie)
 	}
 	return e.do(req{method: "GET", path: path, hdr: hdr})
 }
@@ -89,7 +89,7 @@ func TestPageWaiting(t *testing.T) {
 	again := e.page(room, "", v)
 	assert.Equal(t, tok, dataAttr(t, again.body, "token"))
 	assert.Equal(t, "1", dataAttr(t, again.body, "position"))
-	assert.Empty(t, again.cookies()[VisitorCookie], "a valid visitor keeps its cookie")
+	assert.Empty(t, again.cookies()[VisitorHostCookie], "a valid visitor keeps its cookie")
 }
 
 func TestPageActiveReturn(t *testing.T) {
@@ -121,7 +121,7 @@ func TestPageActiveReturn(t *testing.T) {
 	clk.Advance(1500 * time.Millisecond)
 	form := url.Values{"waiting_token": {dataAttr(t, r.body, "token")}, "return": {shop + "/cart?x=1"}}
 	c := e.do(req{method: "POST", path: "/wait/" + room + "/continue", body: form.Encode(),
-		ctype: "application/x-www-form-urlencoded", hdr: withCookie(VisitorCookie, v)})
+		ctype: "application/x-www-form-urlencoded", hdr: withCookie(VisitorHostCookie, v)})
 	require.Equal(t, 303, c.status, "%s", c.body)
 	assert.Equal(t, shop+"/cart?x=1", c.header.Get("Location"))
 	require.NotNil(t, c.cookies()[AdmissionCookie])

@@ -316,7 +316,8 @@ func New(opts Options) (*Server, error) {
 		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout, now: time.Now,
 		accessLogOn: opts.AccessLog, journal: opts.Journal}
 	if opts.Identity == IdentityVisitor {
-		s.visitors = &visitors{key: bytes.Clone(opts.VisitorKey), secure: !opts.InsecureCookies, domain: opts.CookieDomain}
+		s.visitors = &visitors{key: bytes.Clone(opts.VisitorKey), secure: !opts.InsecureCookies, domain: opts.CookieDomain,
+			name: visitorCookieName(!opts.InsecureCookies, opts.CookieDomain)}
 	}
 	if opts.AdminToken != "" {
 		s.admin, s.adminSum = true, sha256.Sum256([]byte(opts.AdminToken))
