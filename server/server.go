@@ -133,9 +133,12 @@ type Options struct {
 	// TrustedProxies are the IP addresses and CIDR ranges of the proxies
 	// whose ProxyHeader is believed. Required with ProxyHeader.
 	TrustedProxies []string
-	// Logger receives request failures (5xx, with their method and path,
-	// copies it may keep; not the queue store's outages and refusals, which
-	// are counted) and readiness changes; nil means slog.Default().
+	// Logger receives request failures (5xx at ERROR, 503 at WARN, with
+	// their method and path, copies it may keep; not the queue store's
+	// outages and refusals, which are counted; refusals with a cause — a
+	// refused admission token — at DEBUG; client-sized values cut to 256
+	// bytes), the admin audit lines and readiness changes; nil means
+	// slog.Default().
 	Logger *slog.Logger
 	// AccessLog writes one INFO line ("request") per answered request:
 	// method, route template, room, status, duration_ms, request_id
