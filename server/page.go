@@ -280,7 +280,7 @@ func (s *Server) page(c *fiber.Ctx) error {
 func (s *Server) invited(c *fiber.Ctx, v *PageView, invite string) *PageView {
 	v.State, v.Invite = pageInvited, invite
 	v.Heading = "You’re invited"
-	v.Message = "This invitation gives you a place in the priority line. It is used when you press the button, so open the link only where you will wait."
+	v.Message = "This invitation takes you ahead of the public line. It is used when you press the button: press it where you will wait."
 	if cfg, err := s.is.Room(c.UserContext(), v.Room); err == nil {
 		v.Name = v.Room
 		v.brand(cfg)
