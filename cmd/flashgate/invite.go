@@ -45,7 +45,7 @@ func runInvite(args []string, stdout, stderr io.Writer) int {
 	ttl := fset.Duration("ttl", issuer.DefaultInviteTTL, "validity from now (at most 720h)")
 	expires := fset.String("expires", "", "expiry as an RFC 3339 time (instead of -ttl)")
 	reusable := fset.Bool("reusable", false, "each invite admits any number of holders until it expires (default: one place per invite)")
-	fset.Bool("single-use", true, "deprecated: invites are single use unless -reusable")
+	once := fset.Bool("single-use", true, "deprecated: invites are single use unless -reusable")
 	count := fset.Int("count", 1, "how many invites (1 … 1000)")
 	asJSON := fset.Bool("json", false, "print the invites as JSON")
 	if code, ok := parseFlags(fset, args, stdout, stderr); !ok {
@@ -53,6 +53,10 @@ func runInvite(args []string, stdout, stderr io.Writer) int {
 	}
 	if code, ok := noArgs(fset, stderr); !ok {
 		return code
+	}
+	if !*once || (*reusable && flagSet(fset, "single-use")) {
+		fmt.Fprint(stderr, "flashgate invite: invites are single use by default; -reusable signs reusable ones (-single-use is no longer needed)\n\n"+inviteUsage)
+		return exitUsage
 	}
 	if *room == "" {
 		fmt.Fprint(stderr, "flashgate invite: -room is required\n\n"+inviteUsage)
@@ -91,6 +95,12 @@ func runInvite(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, v.Token)
 	}
 	return exitOK
+}
+
+// flagSet reports whether the command line set the flag called name.
+func flagSet(fset *flag.FlagSet, name string) (set bool) {
+	fset.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func envOr(name, def string) string {

@@ -49,6 +49,11 @@ func TestInviteCLI(t *testing.T) {
 	assert.False(t, re.Invites[0].SingleUse)
 	r = runCLI(t, "", "invite", "-file", file, "-room", "sale", "-single-use")
 	assert.Equal(t, exitOK, r.code, "-single-use (now the default) is still accepted: %s", r.stderr)
+	for _, args := range [][]string{{"-single-use=false"}, {"-single-use", "-reusable"}} {
+		r = runCLI(t, "", append([]string{"invite", "-file", file, "-room", "sale"}, args...)...)
+		assert.Equal(t, exitUsage, r.code, "%v", args)
+		assert.Contains(t, r.stderr, "-reusable", "%v", args)
+	}
 
 	ring, err := keys.Load(file)
 	require.NoError(t, err)
