@@ -167,4 +167,10 @@ func TestPageInvite(t *testing.T) {
 	assert.Equal(t, 403, r.status)
 	assert.Contains(t, string(r.body), "This invitation cannot be used")
 	assert.Equal(t, 403, post("", "").status)
+
+	// An invite link to a name no room can have: the unknown page, no form.
+	r = e.do(req{method: "GET", path: "/wait/Not%20a%20room?invite=" + url.QueryEscape(inv[0].Token)})
+	assert.Equal(t, 400, r.status)
+	assert.Equal(t, "unknown", dataAttr(t, r.body, "state"))
+	assert.NotContains(t, string(r.body), "Not a room")
 }

@@ -236,6 +236,9 @@ func (v *PageView) problem(s *Server, c *fiber.Ctx, p *Problem) *PageView {
 func (s *Server) page(c *fiber.Ctx) error {
 	v := s.pageBase(c)
 	if inv := query(c, "invite"); inv != "" {
+		if !issuer.ValidID(v.Room) { // no room by that name can exist: the unknown page
+			return problemFor(string(flashgate.CodeInvalidInput), "malformed room id")
+		}
 		return s.renderPage(c, s.invited(c, v, inv))
 	}
 	u, err := s.user(c)

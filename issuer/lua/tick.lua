@@ -180,7 +180,7 @@ if cfg.auto and cfg.state ~= 'closed' and idle > 0 and waiting == 0 and live == 
     keep_clock(cfg, now) -- the idle time starts now
   elseif now - cfg.clock >= idle then
     redis.call('HSET', K_CONFIG, 'state', 'closed', 'deleted_ms', num(now))
-    if not redis.call('HGET', K_STATS, 'completed') then redis.call('HSET', K_CONFIG, 'freed', '1') end
+    if (tonumber(redis.call('HGET', K_STATS, 'completed')) or 0) == 0 then redis.call('HSET', K_CONFIG, 'freed', '1') end
     cfg.state, cfg.configured, cfg.deleted = 'closed', 'closed', now
     note_end(cfg, now, 'deleted', ARGV[6])
   end
