@@ -2,13 +2,10 @@ package issuer
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/flashgate/flashgate"
 )
 
 // coalescer coalesces concurrent calls of one kind for one room into one
@@ -306,18 +303,16 @@ func (is *Issuer) EnterBatchStats() (calls, users int64) {
 //
 // With limited auto rooms (Config.MaxAutoRooms) an unknown room is created
 // only once its slot is reserved: the first call may not create it
-// (createArg), and on unknown_room the slot is reserved (reserveAutoRoom,
-// another Cluster slot than the room's, so not in the script) and the call
-// repeated with the default policy. Errors: those of the script, and
+// (createArg), and on unknown_room the slot is reserved (autoRoomAgain)
+// and the call repeated with the default policy. Errors: those of the script, and
 // flashgate.ErrRoomLimit.
 func (is *Issuer) enterUsers(ctx context.Context, room string, users ...any) ([]scriptEntry, error) {
 	is.batchStats.enter.add(len(users))
 	policy := is.createArg(enterScript, room)
 	r, err := is.runPolicy(ctx, enterScript, room, policy, users...)
-	if err != nil && policy == "" && is.autoLimited() && errors.Is(err, flashgate.ErrUnknownRoom) && !errors.Is(err, errRoomDeleted) {
-		if err := is.reserveAutoRoom(ctx, room); err != nil {
-			return nil, err
-		}
+	if again, rerr := is.autoRoomAgain(ctx, room, policy, err); rerr != nil {
+		return nil, rerr
+	} else if again {
 		is.batchStats.enter.add(len(users))
 		r, err = is.runPolicy(ctx, enterScript, room, is.defaultPolicy(), users...)
 	}

@@ -130,7 +130,7 @@ func BenchmarkWaitingUserMemory(b *testing.B) {
 						var err error
 						if i%20 == 0 {
 							var inv []issuer.Invite
-							if inv, err = is.Invites(room, issuer.InviteOptions{User: user, SingleUse: true}); err == nil {
+							if inv, err = is.Invites(room, issuer.InviteOptions{User: user}); err == nil {
 								_, err = is.EnterWithInvite(ctx, room, user, inv[0].Token)
 							}
 						} else {

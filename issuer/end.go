@@ -78,6 +78,27 @@ func (is *Issuer) reserveAutoRoom(ctx context.Context, room string) error {
 		room, is.cfg.MaxAutoRooms)
 }
 
+// autoRoomAgain reports whether an enter (or an invite's) that passed policy
+// as the create-room argument and failed with err is to be called again with
+// the default policy: auto rooms are on (Config.DefaultRoom), the call
+// passed none (auto rooms are limited, or this replica knew the room as
+// ended) and the room is unknown — never created, expired after its end, or
+// freed (an auto room deleted idle with nothing sold, lua/tick.lua), not a
+// deleted room kept for its retention. When auto rooms are limited it first
+// reserves the room's slot (reserveAutoRoom, another Cluster slot than the
+// room's, so not in the script). Errors: those of reserveAutoRoom.
+func (is *Issuer) autoRoomAgain(ctx context.Context, room, policy string, err error) (bool, error) {
+	if err == nil || policy != "" || is.policy == "" || !errors.Is(err, flashgate.ErrUnknownRoom) || errors.Is(err, errRoomDeleted) {
+		return false, nil
+	}
+	if is.autoLimited() {
+		if err := is.reserveAutoRoom(ctx, room); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
 // sweepAutoRooms frees the slots of fg:autorooms whose room has no config
 // any more (older than autoRoomGrace) and returns how many it freed.
 func (is *Issuer) sweepAutoRooms(ctx context.Context) int {

@@ -17,6 +17,7 @@ import (
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/keys"
 )
 
 // callCounter counts the EVALSHA calls of one script and records the first
@@ -475,10 +476,112 @@ func TestAutoRoomsAreLimitedAcrossReplicas(t *testing.T) {
 	_, err = a.Enter(ctx, "auto-new", "x")
 	require.NoError(t, err, "a new auto room takes the slot")
 	_, err = a.Enter(ctx, one, "y")
-	assert.ErrorIs(t, err, flashgate.ErrUnknownRoom, "the deleted room's name is taken until its keys expire")
+	assert.ErrorIs(t, err, flashgate.ErrRoomLimit, "its name is free (nothing sold), but a new room needs a slot")
 	held, err = a.AutoRooms(ctx)
 	require.NoError(t, err)
 	assert.Len(t, held, 5)
+}
+
+// TestIdleAutoRoomFreesItsName: an auto room deleted idle with nothing sold
+// frees its name at once (issue 23 §5: a name squatted early is not lost for
+// the retention): an enter, on either replica, creates the room anew — a new
+// epoch, open, the journal kept — within the auto rooms' cap. A room that
+// sold something keeps its name for the retention, as DELETE does.
+func TestIdleAutoRoomFreesItsName(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	clk := newClock()
+	ring, err := keys.Generate(clk.Now())
+	require.NoError(t, err)
+	opts := func(c *issuer.Config) {
+		c.DefaultRoom = &issuer.RoomConfig{Capacity: 10, RatePerMinute: 6000}
+		c.MaxAutoRooms = 5
+		c.AutoRoomIdle = time.Minute
+		c.Signer = ring // signs invites too
+	}
+	a, b := newIssuer(t, rdb, clk, opts), newIssuer(t, rdb, clk, opts)
+	squat, sold := redistest.Room("squat"), redistest.Room("sold")
+	first := map[string]*issuer.Entry{}
+	for _, r := range []string{squat, sold} {
+		e, err := a.Enter(ctx, r, "early")
+		require.NoError(t, err)
+		require.Equal(t, flashgate.StateActive, e.State)
+		first[r] = e
+	}
+	adm, err := a.Exchange(ctx, sold, "early", first[sold].WaitingToken)
+	require.NoError(t, err)
+	_, err = a.Complete(ctx, sold, "early", adm.ID)
+	require.NoError(t, err)
+	old, err := a.Stats(ctx, squat)
+	require.NoError(t, err)
+
+	// Idle: the admissions lapse, then a minute of nothing; b ticks too (it
+	// then knows the rooms as deleted).
+	clk.Advance(issuer.DefaultSessionDuration + time.Second)
+	for _, r := range []string{squat, sold} {
+		_, err := a.Tick(ctx, r)
+		require.NoError(t, err)
+	}
+	clk.Advance(time.Minute)
+	for _, r := range []string{squat, sold} {
+		res, err := a.Tick(ctx, r)
+		require.NoError(t, err)
+		require.True(t, res.Deleted, r)
+		_, err = b.Tick(ctx, r)
+		require.NoError(t, err)
+	}
+	held, err := a.AutoRooms(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, held)
+
+	_, err = b.Enter(ctx, sold, "late")
+	assert.ErrorIs(t, err, flashgate.ErrUnknownRoom, "sold something: the name is kept for the retention")
+
+	again, err := b.Enter(ctx, squat, "late")
+	require.NoError(t, err, "nothing sold: the name is free at once")
+	assert.True(t, again.Created)
+	assert.Equal(t, flashgate.StateActive, again.State)
+	cfg, err := a.Room(ctx, squat)
+	require.NoError(t, err)
+	assert.Equal(t, issuer.RoomOpen, cfg.State)
+	assert.True(t, cfg.DeletedAt.IsZero())
+	assert.Empty(t, cfg.CloseReason)
+	assert.True(t, cfg.Auto)
+	now, err := a.Stats(ctx, squat)
+	require.NoError(t, err)
+	assert.NotEqual(t, old.Epoch, now.Epoch, "a new room: a new epoch")
+	assert.EqualValues(t, 1, now.Entered, "its counters start again")
+	held, err = a.AutoRooms(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{squat}, held, "it holds a slot again")
+	ttl, err := rdb.PTTL(ctx, issuer.RoomKeys(squat)[16]).Result()
+	require.NoError(t, err)
+	assert.Less(t, ttl, time.Duration(0), "the journal is kept, without the old room's expiry")
+	n, err := rdb.XLen(ctx, issuer.RoomKeys(squat)[16]).Result()
+	require.NoError(t, err)
+	assert.Greater(t, n, int64(2), "the old room's events, then the new room's")
+	st, err := a.Status(ctx, squat, "early", first[squat].WaitingToken)
+	if err == nil {
+		assert.NotEqual(t, flashgate.StateActive, st.State, "the old room's token holds nothing in the new one")
+	}
+	res, err := a.Tick(ctx, squat) // a knew the room as deleted: it ticks the new one
+	require.NoError(t, err)
+	assert.False(t, res.Deleted)
+	assert.EqualValues(t, 1, res.Active)
+
+	// Invites create a freed room too.
+	clk.Advance(issuer.DefaultSessionDuration + time.Second)
+	_, err = a.Tick(ctx, squat)
+	require.NoError(t, err)
+	clk.Advance(time.Minute)
+	res, err = a.Tick(ctx, squat)
+	require.NoError(t, err)
+	require.True(t, res.Deleted)
+	inv, err := a.Invites(squat, issuer.InviteOptions{})
+	require.NoError(t, err)
+	e, err := a.EnterWithInvite(ctx, squat, "vip", inv[0].Token)
+	require.NoError(t, err)
+	assert.True(t, e.Created)
 }
 
 // TestSoldOutUnderConcurrency: two replicas take enters and tick at once

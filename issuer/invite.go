@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -51,10 +50,12 @@ type InviteOptions struct {
 	// TTL is the invites' validity from now when ExpiresAt is zero; zero
 	// means DefaultInviteTTL (24 h). At most MaxInviteTTL either way.
 	TTL time.Duration
-	// SingleUse lets each invite be used once in its room: the first enter
-	// with it takes a place; a later one, by anyone holding no place from it,
-	// is refused with flashgate.ErrInviteUsed.
-	SingleUse bool
+	// Reusable lets each invite be used by any number of enters until it
+	// expires. The default (false) is single use: the first enter with it
+	// takes a place in its room; a later one, by anyone holding no place
+	// from it, is refused with flashgate.ErrInviteUsed — so one leaked or
+	// forwarded link moves one holder into the lane, not a crowd.
+	Reusable bool
 	// Count is how many invites to sign (each with its own id); zero means 1,
 	// at most MaxInvites.
 	Count int
@@ -121,9 +122,9 @@ func NewInvites(k InviteKeys, iss, room string, o InviteOptions, now time.Time) 
 		var id [16]byte
 		_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go 1.24)
 		inv := Invite{ID: base64.RawURLEncoding.EncodeToString(id[:]), Room: room, Lane: o.Lane, User: o.User,
-			SingleUse: o.SingleUse, IssuedAt: iat, ExpiresAt: exp}
+			SingleUse: !o.Reusable, IssuedAt: iat, ExpiresAt: exp}
 		c := flashgate.InviteClaims{Iss: iss, Aud: flashgate.InviteAudience, Sub: o.User, Product: room, Lane: o.Lane,
-			Jti: inv.ID, Once: o.SingleUse, Iat: iat.Unix(), Exp: exp.Unix()}
+			Jti: inv.ID, Once: !o.Reusable, Iat: iat.Unix(), Exp: exp.Unix()}
 		var err error
 		if inv.Token, err = k.SignInvite(c.JSON()); err != nil {
 			return nil, &flashgate.Error{Code: flashgate.CodeInternal, Message: "sign invite", Err: err}
@@ -278,11 +279,9 @@ func (is *Issuer) EnterWithInvite(ctx context.Context, room, user, invite string
 	args := []any{user, c.Lane, once, strconv.FormatInt(c.Exp*1000, 10)}
 	policy := is.createArg(inviteScript, room)
 	r, err := is.runPolicy(ctx, inviteScript, room, policy, args...)
-	if err != nil && policy == "" && is.autoLimited() && errors.Is(err, flashgate.ErrUnknownRoom) && !errors.Is(err, errRoomDeleted) {
-		// An auto room, as enterUsers creates one: its slot first.
-		if err := is.reserveAutoRoom(ctx, room); err != nil {
-			return nil, err
-		}
+	if again, rerr := is.autoRoomAgain(ctx, room, policy, err); rerr != nil { // an auto room, as enterUsers creates one
+		return nil, rerr
+	} else if again {
 		r, err = is.runPolicy(ctx, inviteScript, room, is.defaultPolicy(), args...)
 	}
 	if err != nil {

@@ -156,7 +156,7 @@ func TestLanesFIFO(t *testing.T) {
 	for i := range 40 {
 		u := "u" + strconv.Itoa(i)
 		if i%3 == 1 {
-			enterInvite(t, is, room, u, invite(t, is, room, issuer.InviteOptions{User: u, SingleUse: true}))
+			enterInvite(t, is, room, u, invite(t, is, room, issuer.InviteOptions{User: u}))
 			lane[u] = flashgate.LanePriority
 		} else {
 			_, err := is.Enter(ctx, room, u)
@@ -257,7 +257,7 @@ func TestInviteMovesAPublicEntry(t *testing.T) {
 	c, err := is.Enter(ctx, room, "c")
 	require.NoError(t, err)
 	require.EqualValues(t, 3, c.Position)
-	tok := invite(t, is, room, issuer.InviteOptions{SingleUse: true, User: "c"})
+	tok := invite(t, is, room, issuer.InviteOptions{User: "c"})
 	moved := enterInvite(t, is, room, "c", tok)
 	assert.EqualValues(t, 1, moved.Position)
 	assert.EqualValues(t, 3, moved.TotalWaiting, "moved, not copied")
@@ -289,13 +289,35 @@ func TestInviteMovesAPublicEntry(t *testing.T) {
 	assert.ErrorIs(t, err, flashgate.ErrBanned, "an invite does not lift a ban")
 }
 
+// TestInviteSingleUseByDefault: an invite signed with no options is single
+// use (a leaked link moves one holder, not a crowd, issue 23 §4): its claims
+// say once, and a second holder is refused invite_used; Reusable says
+// otherwise.
+func TestInviteSingleUseByDefault(t *testing.T) {
+	ctx := context.Background()
+	is, _, room, _, _ := laneSetup(t, issuer.RoomConfig{Capacity: 1, State: issuer.RoomPaused})
+	inv, err := is.Invites(room, issuer.InviteOptions{})
+	require.NoError(t, err)
+	require.Len(t, inv, 1)
+	assert.True(t, inv[0].SingleUse)
+	enterInvite(t, is, room, "first", inv[0].Token)
+	_, err = is.EnterWithInvite(ctx, room, "second", inv[0].Token)
+	assert.ErrorIs(t, err, flashgate.ErrInviteUsed)
+
+	re, err := is.Invites(room, issuer.InviteOptions{Reusable: true})
+	require.NoError(t, err)
+	assert.False(t, re[0].SingleUse)
+	enterInvite(t, is, room, "r1", re[0].Token)
+	enterInvite(t, is, room, "r2", re[0].Token)
+}
+
 // TestInviteSingleUseConcurrent: many users race with one single-use
 // invite: exactly one gets a place, every other is refused invite_used.
 func TestInviteSingleUseConcurrent(t *testing.T) {
 	ctx := context.Background()
 	is, clk, room, rdb, ring := laneSetup(t, issuer.RoomConfig{Capacity: 1, State: issuer.RoomPaused})
 	other := newIssuer(t, rdb, clk, func(c *issuer.Config) { c.Signer = ring })
-	tok := invite(t, is, room, issuer.InviteOptions{SingleUse: true})
+	tok := invite(t, is, room, issuer.InviteOptions{})
 	var ok, used atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 40 {
@@ -321,7 +343,7 @@ func TestInviteSingleUseConcurrent(t *testing.T) {
 	assert.EqualValues(t, 1, st.Priority)
 
 	// A reusable invite takes a place for each holder.
-	multi := invite(t, is, room, issuer.InviteOptions{})
+	multi := invite(t, is, room, issuer.InviteOptions{Reusable: true})
 	for i := range 3 {
 		enterInvite(t, is, room, "m"+strconv.Itoa(i), multi)
 	}
@@ -401,7 +423,7 @@ func TestInviteRefusals(t *testing.T) {
 		_, err := is.Invites(room, o)
 		assert.ErrorIs(t, err, flashgate.ErrInvalidInput, "%+v", o)
 	}
-	many, err := is.Invites(room, issuer.InviteOptions{Count: 5, SingleUse: true})
+	many, err := is.Invites(room, issuer.InviteOptions{Count: 5})
 	require.NoError(t, err)
 	ids := map[string]bool{}
 	for _, inv := range many {
@@ -537,7 +559,7 @@ func TestLanesInvariantsUnderConcurrency(t *testing.T) {
 				return
 			}
 			u := "v" + strconv.Itoa(i)
-			o := issuer.InviteOptions{SingleUse: true, User: u}
+			o := issuer.InviteOptions{User: u}
 			if i%3 == 0 {
 				o.Lane = flashgate.LaneBypass
 			}

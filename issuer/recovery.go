@@ -179,9 +179,16 @@ func (is *Issuer) forget(room string) {
 }
 
 // noteCreated is called when an enter created room: from its last known
-// config (a restore after a data loss), or from the default policy.
+// config (a restore after a data loss), or from the default policy (a new
+// auto room, also one reusing the name of an ended one).
 func (is *Issuer) noteCreated(ctx context.Context, room string) error {
 	v, ok := is.known.Load(room)
+	if ok && (!v.(*knownRoom).cfg.EndedAt.IsZero() || !v.(*knownRoom).cfg.DeletedAt.IsZero()) {
+		// A room this replica knew as ended (freed, or its keys expired): a
+		// new room of the same name, never a restore.
+		is.snaps.forget(room)
+		ok = false
+	}
 	if !ok {
 		if is.cfg.DefaultRoom != nil {
 			c := is.cfg.DefaultRoom.WithDefaults()

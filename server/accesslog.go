@@ -62,7 +62,7 @@ func (s *Server) accessLog(c *fiber.Ctx, at time.Time, method, route string, sta
 	r.AddAttrs(
 		slog.String("method", method),
 		slog.String("route", route),
-		slog.String("room", strings.Clone(roomParam(c, route))),
+		slog.String("room", clipLog(strings.Clone(roomParam(c, route)))),
 		slog.Int("status", status),
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 	)
@@ -122,7 +122,9 @@ func TokenFingerprint(token string) string {
 // (TokenFingerprint of the presented bearer token), method, route, room,
 // user (the /ban/:user parameter, when the route has it), fields (the
 // request body's JSON members, minus secretMember ones, as one JSON
-// object string; "" without a body), status, outcome ("ok" for 2xx,
+// object string; "" without a body; clipped to maxLogField bytes unless
+// the outcome is ok — a refused request, unauthenticated ones included,
+// changed nothing; room and user too), status, outcome ("ok" for 2xx,
 // "refused" for 4xx, "failed" for 5xx), request_id when sent. The time is
 // the record's own.
 func (s *Server) audit(c *fiber.Ctx, method, route string, status int) {
@@ -135,19 +137,23 @@ func (s *Server) audit(c *fiber.Ctx, method, route string, status int) {
 		outcome = "refused"
 	}
 	room, fields, fp := strings.Clone(roomParam(c, route)), auditFields(c.Request().Body()), TokenFingerprint(tok)
+	logged := fields
+	if outcome != "ok" { // changed nothing, and may be anyone's (no token): clipped
+		logged = clipLog(fields)
+	}
 	attrs := []slog.Attr{
 		slog.String("remote", c.IP()),
 		slog.String("token_fp", fp),
 		slog.String("method", method),
 		slog.String("route", route),
-		slog.String("room", room),
+		slog.String("room", clipLog(room)),
 	}
 	user := ""
 	if strings.Contains(route, ":user") {
 		user = strings.Clone(c.Params("user"))
-		attrs = append(attrs, slog.String("user", user))
+		attrs = append(attrs, slog.String("user", clipLog(user)))
 	}
-	attrs = append(attrs, slog.String("fields", fields),
+	attrs = append(attrs, slog.String("fields", logged),
 		slog.Int("status", status), slog.String("outcome", outcome))
 	if id := requestID(c); id != "" {
 		attrs = append(attrs, slog.String("request_id", id))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -150,4 +151,46 @@ func TestAdminAudit(t *testing.T) {
 	for _, a := range audits {
 		assert.NotContains(t, a["actor"], adminToken)
 	}
+}
+
+// TestRefusalsLogQuietlyAndShort (issue 23 §6): a refused admission token
+// at /v1/complete is logged at DEBUG, not ERROR (only 5xx are errors); an
+// unauthenticated admin request's body, and a path's room, are clipped to
+// maxLogField bytes in the log lines, so no client writes a 16 KB line.
+func TestRefusalsLogQuietlyAndShort(t *testing.T) {
+	var l jsonLog
+	e := newEnv(t, withOptions(func(o *Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(&l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		o.AccessLog = true
+	}))
+	room := e.room(issuer.RoomConfig{State: issuer.RoomOpen})
+	e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: "junk.junk.junk"}).problem(t, 401, "invalid_admission_token")
+	failed := l.records(t, "request failed")
+	require.Len(t, failed, 1, l.String())
+	assert.Equal(t, "DEBUG", failed[0]["level"])
+	assert.EqualValues(t, 401, failed[0]["status"])
+
+	big := strings.Repeat("A", DefaultBodyLimit-100)
+	r := e.do(req{method: "POST", path: "/admin/rooms/" + room + "/ban", bearer: "wrong-token", body: `{"user":"` + big + `"}`})
+	require.Equal(t, 401, r.status, "%s", r.body)
+	long := strings.Repeat("r", 3000)
+	e.do(req{method: "GET", path: "/wait/" + long})
+	audit := l.records(t, "admin audit")
+	require.Len(t, audit, 1)
+	assert.Contains(t, audit[0]["fields"], `{"user":"AAAA`)
+	assert.Contains(t, audit[0]["fields"], fmt.Sprintf("…(%d bytes)", len(big)+11))
+	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
+		assert.Less(t, len(line), 1024, "a log line: %.200s…", line)
+	}
+	assert.NotContains(t, l.String(), big[:maxLogField+1])
+	assert.NotContains(t, l.String(), long[:maxLogField+1])
+
+	// An authorised change's fields are whole (the admin is trusted; the journal has them too).
+	r = e.do(req{method: "POST", path: "/admin/rooms/" + room + "/ban", bearer: adminToken,
+		body: `{"user":"` + strings.Repeat("m", 60) + `","duration_ms":60000,"reason":"` + strings.Repeat("b", 200) + `"}`})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	audit = l.records(t, "admin audit")
+	require.Len(t, audit, 2)
+	assert.Greater(t, len(audit[1]["fields"].(string)), maxLogField)
+	assert.Contains(t, audit[1]["fields"], strings.Repeat("b", 200))
 }

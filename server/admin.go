@@ -466,8 +466,13 @@ type invitesRequest struct {
 	User      string `json:"user"`
 	TTLMs     *int64 `json:"ttl_ms"`
 	ExpiresAt string `json:"expires_at"`
-	SingleUse bool   `json:"single_use"`
-	Count     int    `json:"count"`
+	// Reusable: each invite admits any number of holders until it expires;
+	// the default is single use.
+	Reusable bool `json:"reusable"`
+	// SingleUse is the former switch (single use is now the default): true
+	// is accepted, false refused (it no longer means "reusable").
+	SingleUse *bool `json:"single_use"`
+	Count     int   `json:"count"`
 }
 
 // InviteJSON is a signed invite as the admin API returns it.
@@ -496,7 +501,11 @@ func (s *Server) adminInvites(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	o := issuer.InviteOptions{Lane: req.Lane, User: req.User, SingleUse: req.SingleUse, Count: req.Count}
+	if req.SingleUse != nil && (!*req.SingleUse || req.Reusable) {
+		return problemFor(string(flashgate.CodeInvalidInput),
+			`invites are single use by default; "reusable": true signs reusable ones ("single_use" is no longer needed)`)
+	}
+	o := issuer.InviteOptions{Lane: req.Lane, User: req.User, Reusable: req.Reusable, Count: req.Count}
 	if req.TTLMs != nil && req.ExpiresAt != "" {
 		return problemFor(string(flashgate.CodeInvalidInput), "give ttl_ms or expires_at, not both")
 	}

@@ -51,5 +51,17 @@ const jsType = "text/javascript; charset=utf-8"
 
 var clientAsset = newAsset(clientJS, jsType)
 
-// GET /flashgate-client.js: the browser client.
-func (s *Server) clientJS(c *fiber.Ctx) error { return clientAsset.serve(c) }
+// GET /flashgate-client.js: the browser client, readable from any origin
+// (Access-Control-Allow-Origin: *). A page on another origin imports it
+// as an ES module (README "The browser client"), and a module script is
+// always fetched in CORS mode: without the header the browser refuses it.
+// The file is public and the same for everyone (no credentials are
+// allowed or needed: a module import sends none by default), so * reveals
+// nothing a plain GET would not — and, unlike echoing the configured
+// origins, needs no Vary: Origin on a cached asset. What the client may
+// then do cross-origin is still FLASHGATE_CORS_ORIGINS's to decide: the
+// /v1 API answers only the listed origins.
+func (s *Server) clientJS(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderAccessControlAllowOrigin, "*")
+	return clientAsset.serve(c)
+}

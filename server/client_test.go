@@ -36,3 +36,27 @@ func TestClientServed(t *testing.T) {
 	assert.Equal(t, 304, r.status)
 	assert.Empty(t, r.body)
 }
+
+// TestClientCrossOriginImport (issue 23 §6): the README's cross-origin
+// `import … from "https://queue…/flashgate-client.js"` is a CORS-mode fetch
+// without credentials: the client answers Access-Control-Allow-Origin: *
+// (never with credentials allowed), with or without configured origins, a
+// 304 too; the waiting page's own script stays same-origin.
+func TestClientCrossOriginImport(t *testing.T) {
+	for name, e := range map[string]*env{
+		"no CORS origins": newEnv(t),
+		"CORS origins":    newEnv(t, withOptions(func(o *Options) { o.CORSOrigins = []string{"https://shop.example"} })),
+	} {
+		for _, origin := range []string{"https://shop.example", "https://elsewhere.example"} {
+			r := e.do(req{method: "GET", path: "/flashgate-client.js", hdr: map[string]string{"Origin": origin}})
+			require.Equal(t, 200, r.status, name)
+			assert.Equal(t, "*", r.header.Get("Access-Control-Allow-Origin"), "%s %s", name, origin)
+			assert.Empty(t, r.header.Get("Access-Control-Allow-Credentials"), name)
+			r = e.do(req{method: "GET", path: "/flashgate-client.js", hdr: map[string]string{"Origin": origin, "If-None-Match": r.header.Get("ETag")}})
+			assert.Equal(t, 304, r.status)
+			assert.Equal(t, "*", r.header.Get("Access-Control-Allow-Origin"), "a revalidation keeps it readable")
+		}
+		r := e.do(req{method: "GET", path: "/wait/assets/wait.js", hdr: map[string]string{"Origin": "https://elsewhere.example"}})
+		assert.Empty(t, r.header.Get("Access-Control-Allow-Origin"), "the page's own script is not for other origins")
+	}
+}

@@ -68,14 +68,19 @@ const (
 	pageReconnecting = "reconnecting" // the queue is unavailable for a moment: the place is kept
 	pageError        = "error"        // anything else
 	pageChecking     = "checking"     // the proof of work before the first enter (wait.js solves it, then enters)
+	pageInvited      = "invited"      // an invite link opened: confirm to use it (nothing entered yet)
 )
 
 // PageView is what the waiting page's template gets (an Options.PageDir
 // template included). Keep the element ids and data- attributes of the
 // built-in page/wait.html for wait.js to drive it.
 type PageView struct {
-	Room  string
-	State string // waiting, paused, opens, active, closed, ended, unknown, reconnecting, error, checking
+	// Room is the room id of the request's path, for the data- attributes
+	// and form targets: it may name no room (any text a link holds). Name is
+	// what the page shows as the room's name: Room once the room is known to
+	// exist, else "" (the page never echoes a path as a title).
+	Room, Name string
+	State      string // waiting, paused, opens, active, closed, ended, unknown, reconnecting, error, checking, invited
 	// Heading and Message describe the state in words.
 	Heading, Message string
 	// HasPlace: Position, Ahead, TotalWaiting and Wait are set (WAITING).
@@ -102,6 +107,11 @@ type PageView struct {
 	// Script, Style and Client are the asset paths; ContinueAction the
 	// form's target (POST /wait/{room}/continue).
 	Script, Style, Client, ContinueAction string
+	// Invite is the invite token of an invite link (state invited), and
+	// InviteAction the target of the form that uses it (POST /wait/{room}):
+	// opening the link enters nobody, so a link scanner or a prefetch does
+	// not use the invite up; the visitor's button does.
+	Invite, InviteAction string
 	// The room's branding (issuer.RoomConfig, the admin API): RoomTitle
 	// (page_title, "" for none), RoomMessage (page_message, one item a
 	// line, nil for none) and BrandStyle, the path of the room's
@@ -151,7 +161,7 @@ func (s *Server) pageGuard(c *fiber.Ctx) error {
 func (s *Server) pageBase(c *fiber.Ctx) *PageView {
 	room := param(c, "room")
 	v := &PageView{Room: room, Script: pageScriptPath, Style: pageStylePath, Client: clientPath,
-		ContinueAction: "/wait/" + url.PathEscape(room) + "/continue"}
+		ContinueAction: "/wait/" + url.PathEscape(room) + "/continue", InviteAction: "/wait/" + url.PathEscape(room)}
 	v.Return, _ = s.ReturnURL(query(c, "return"))
 	if v.Return == "" {
 		v.Return, _ = s.ReturnURL(strings.Clone(c.FormValue("return")))
@@ -164,10 +174,16 @@ func (s *Server) pageBase(c *fiber.Ctx) *PageView {
 func (v *PageView) problem(s *Server, c *fiber.Ctx, p *Problem) *PageView {
 	s.m.storeError(p.Code)
 	if logged(p) {
-		s.log.Warn("waiting page: request failed", "room", v.Room, "status", p.Status, "err", p.cause)
+		s.log.Log(c.UserContext(), logLevel(p.Status), "waiting page: request failed", "room", clipLog(v.Room),
+			"status", p.Status, "err", logErr(p))
 	}
 	c.Status(p.Status)
 	v.Code = p.Code
+	switch p.Code { // refusals a room's own script answered: the room exists
+	case string(flashgate.CodeRoomClosed), string(flashgate.CodeNotAdmitted), string(flashgate.CodeBanned),
+		string(flashgate.CodeInviteExpired), string(flashgate.CodeInviteUsed):
+		v.Name = v.Room
+	}
 	switch p.Code {
 	case string(flashgate.CodeRoomClosed):
 		v.State, v.Heading, v.Message = pageClosed, "Sold out", "This sale is closed: it is sold out or has ended."
@@ -178,9 +194,9 @@ func (v *PageView) problem(s *Server, c *fiber.Ctx, p *Problem) *PageView {
 		}
 	case string(flashgate.CodeRoomLimit):
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(p.kind.RetryAfter))
-		v.State, v.Heading, v.Message = pageUnknown, "No such waiting room", "There is no waiting room called “"+v.Room+"”, and none can be opened now. Check the link you followed."
+		v.State, v.Heading, v.Message = pageUnknown, "No such waiting room", "There is no such waiting room, and none can be opened now. Check the link you followed."
 	case string(flashgate.CodeUnknownRoom), string(flashgate.CodeInvalidInput):
-		v.State, v.Heading, v.Message = pageUnknown, "No such waiting room", "There is no waiting room called “"+v.Room+"”. Check the link you followed."
+		v.State, v.Heading, v.Message = pageUnknown, "No such waiting room", "There is no such waiting room. Check the link you followed."
 	case string(flashgate.CodeUnavailable), string(flashgate.CodeStoreFull), problem.RateLimited:
 		secs := max(1, p.kind.RetryAfter)
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
@@ -207,15 +223,27 @@ func (v *PageView) problem(s *Server, c *fiber.Ctx, p *Problem) *PageView {
 	default:
 		v.State, v.Heading, v.Message = pageError, "Something went wrong", "The waiting room could not answer ("+p.Code+"). Reload the page to try again."
 	}
+	if v.State == pageUnknown { // final (wait.js follows nothing): no trace of the path's text
+		v.Room, v.ContinueAction, v.InviteAction = "", "", ""
+	}
 	return v
 }
 
 // GET /wait/:room: the waiting page. It enters the visitor (enter is
 // idempotent: a reload keeps the place) and renders the answer; a visitor
 // that still owes the proof of work (Options.EnterPoW) gets the page in
-// state "checking" instead, and wait.js solves it and enters.
+// state "checking" instead, and wait.js solves it and enters. With
+// ?invite= it enters nobody and renders the invite's confirmation (state
+// invited): GET and HEAD are what link scanners, chat unfurlers and
+// prefetch send, so only the page's POST (pageInvite) uses an invite.
 func (s *Server) page(c *fiber.Ctx) error {
 	v := s.pageBase(c)
+	if inv := query(c, "invite"); inv != "" {
+		if !issuer.ValidID(v.Room) { // no room by that name can exist: the unknown page
+			return problemFor(string(flashgate.CodeInvalidInput), "malformed room id")
+		}
+		return s.renderPage(c, s.invited(c, v, inv))
+	}
 	u, err := s.user(c)
 	if err != nil {
 		return err
@@ -226,15 +254,11 @@ func (s *Server) page(c *fiber.Ctx) error {
 		v.Message = "This takes a second or two, then you join the line. Keep this page open."
 		return s.renderPage(c, v)
 	}
-	var e *issuer.Entry
-	if inv := query(c, "invite"); inv != "" {
-		e, err = s.is.EnterWithInvite(c.UserContext(), v.Room, u, inv) // a reload answers the same entry
-	} else {
-		e, err = s.is.Enter(c.UserContext(), v.Room, u)
-	}
+	e, err := s.is.Enter(c.UserContext(), v.Room, u)
 	if err != nil {
 		return s.bannedProblem(err)
 	}
+	v.Name = v.Room
 	v.entry(e)
 	// The room's config: its branding, and the event window. A failed read
 	// only costs the branding (and the countdown): the entry stands.
@@ -260,6 +284,46 @@ func (s *Server) page(c *fiber.Ctx) error {
 		}
 	}
 	return s.renderPage(c, v)
+}
+
+// invited fills v as an invite link's confirmation page: a form that posts
+// the invite (pageInvite). The room's name and branding show when it exists
+// (an auto room may not yet: the POST creates it).
+func (s *Server) invited(c *fiber.Ctx, v *PageView, invite string) *PageView {
+	v.State, v.Invite = pageInvited, invite
+	v.Heading = "You’re invited"
+	v.Message = "This invitation takes you ahead of the public line. It is used when you press the button: press it where you will wait."
+	if cfg, err := s.is.Room(c.UserContext(), v.Room); err == nil {
+		v.Name = v.Room
+		v.brand(cfg)
+	}
+	return v
+}
+
+// POST /wait/:room: the invite confirmation's button. Enters the visitor
+// with the form's invite (issuer.EnterWithInvite: a repeated post answers
+// the same entry) and sends the browser (303) to the waiting page without
+// the invite, the return URL kept: the page's enter answers the entry the
+// invite gave. Refusals render as the page (invite_used, …).
+func (s *Server) pageInvite(c *fiber.Ctx) error {
+	v := s.pageBase(c)
+	u, err := s.user(c)
+	if err != nil {
+		return err
+	}
+	inv := strings.Clone(c.FormValue("invite"))
+	if inv == "" {
+		return problemFor(string(flashgate.CodeInviteInvalid), "the form carries no invite")
+	}
+	if _, err := s.is.EnterWithInvite(c.UserContext(), v.Room, u, inv); err != nil {
+		return s.bannedProblem(err)
+	}
+	to := v.InviteAction
+	if v.Return != "" {
+		to += "?return=" + url.QueryEscape(v.Return)
+	}
+	pageHeaders(c, v.Return)
+	return c.Redirect(to, fiber.StatusSeeOther)
 }
 
 // brand fills v's branding from the room's config.

@@ -33,7 +33,7 @@ func (e *env) page(room, ret, cookie string) resp {
 	}
 	var hdr map[string]string
 	if cookie != "" {
-		hdr = withCookie(VisitorCookie, cookie)
+		hdr = withCookie(VisitorHostCookie, cookie)
 	}
 	return e.do(req{method: "GET", path: path, hdr: hdr})
 }
@@ -89,7 +89,7 @@ func TestPageWaiting(t *testing.T) {
 	again := e.page(room, "", v)
 	assert.Equal(t, tok, dataAttr(t, again.body, "token"))
 	assert.Equal(t, "1", dataAttr(t, again.body, "position"))
-	assert.Empty(t, again.cookies()[VisitorCookie], "a valid visitor keeps its cookie")
+	assert.Empty(t, again.cookies()[VisitorHostCookie], "a valid visitor keeps its cookie")
 }
 
 func TestPageActiveReturn(t *testing.T) {
@@ -121,7 +121,7 @@ func TestPageActiveReturn(t *testing.T) {
 	clk.Advance(1500 * time.Millisecond)
 	form := url.Values{"waiting_token": {dataAttr(t, r.body, "token")}, "return": {shop + "/cart?x=1"}}
 	c := e.do(req{method: "POST", path: "/wait/" + room + "/continue", body: form.Encode(),
-		ctype: "application/x-www-form-urlencoded", hdr: withCookie(VisitorCookie, v)})
+		ctype: "application/x-www-form-urlencoded", hdr: withCookie(VisitorHostCookie, v)})
 	require.Equal(t, 303, c.status, "%s", c.body)
 	assert.Equal(t, shop+"/cart?x=1", c.header.Get("Location"))
 	require.NotNil(t, c.cookies()[AdmissionCookie])
@@ -259,4 +259,27 @@ func TestPageByQuery(t *testing.T) {
 	r = e.do(req{method: "GET", path: "/wait?room=%3Cx%3E"})
 	assert.Equal(t, 400, r.status)
 	assert.Equal(t, "text/html; charset=utf-8", r.header.Get("Content-Type"))
+}
+
+// TestPageUnknownRoomEchoesNothing: /wait/<any text> of a room that does
+// not exist answers 404 with a generic title and no trace of the text
+// (issue 23 §6: a link could put any words in the tab's title); a room
+// that exists is named.
+func TestPageUnknownRoomEchoesNothing(t *testing.T) {
+	e := pageEnv(t)
+	for _, text := range []string{"CALL-0800-SUPPORT-NOW", "Your%20account%20is%20locked"} {
+		r := e.do(req{method: "GET", path: "/wait/" + text})
+		assert.Contains(t, []int{400, 404}, r.status, text)
+		assertPageHeaders(t, r)
+		assert.Equal(t, "unknown", dataAttr(t, r.body, "state"))
+		assert.Contains(t, string(r.body), "<title>No such waiting room</title>", text)
+		assert.Equal(t, "", dataAttr(t, r.body, "name"))
+		assert.NotContains(t, string(r.body), text)
+		assert.NotContains(t, string(r.body), "account is locked")
+	}
+	assert.Equal(t, 404, e.do(req{method: "GET", path: "/wait/CALL-0800-SUPPORT-NOW"}).status)
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	r := e.page(room, "", "")
+	assert.Contains(t, string(r.body), "<title>It’s your turn · "+room+"</title>")
+	assert.Equal(t, room, dataAttr(t, r.body, "name"))
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -90,13 +91,9 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	p := toProblem(err)
 	s.m.storeError(p.Code)
 	if logged(p) {
-		lvl := slog.LevelError
-		if p.Status == fiber.StatusServiceUnavailable {
-			lvl = slog.LevelWarn
-		}
 		// A handler may keep the record past the request: copies (invariant 7).
-		s.log.Log(c.UserContext(), lvl, "request failed", "method", methodLabel(c.Method()),
-			"path", strings.Clone(c.Path()), "status", p.Status, "err", p.cause)
+		s.log.Log(c.UserContext(), logLevel(p.Status), "request failed", "method", methodLabel(c.Method()),
+			"path", clipLog(strings.Clone(c.Path())), "status", p.Status, "err", logErr(p))
 	}
 	if p.Instance == "" {
 		p.Instance = c.Path()
@@ -110,6 +107,48 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Status(p.Status)
 	return c.JSON(&p.Details, problem.ContentType)
+}
+
+// logLevel is the level of a logged failure answered with status: ERROR for
+// a 5xx (WARN for 503: the queue store, for a moment), DEBUG for a refusal
+// (4xx: a refused token, a forged invite — the client's fault, as many a
+// second as anyone sends; counted by the metrics, not an operator's alarm).
+func logLevel(status int) slog.Level {
+	switch {
+	case status == fiber.StatusServiceUnavailable:
+		return slog.LevelWarn
+	case status >= 500:
+		return slog.LevelError
+	}
+	return slog.LevelDebug
+}
+
+// logErr is p's cause as logged: a refusal's (4xx) error text is clipped
+// (clipLog), since it may quote what the client sent; a 5xx's is whole.
+func logErr(p *Problem) any {
+	if p.Status >= 500 {
+		return p.cause
+	}
+	return clipLog(p.cause.Error())
+}
+
+// maxLogField bounds a logged value a client chooses (a path, a route
+// parameter, a refused request's body, an error quoting either), in bytes:
+// a longer one is cut (clipLog), so no request writes a log line much
+// longer than the fields the server itself picks.
+const maxLogField = 256
+
+// clipLog returns s cut to maxLogField bytes (on a UTF-8 boundary) and
+// marked with its full length, or s when short enough.
+func clipLog(s string) string {
+	if len(s) <= maxLogField {
+		return s
+	}
+	cut := maxLogField
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // logged reports whether p's cause is logged: every internal error, but not

@@ -166,9 +166,12 @@ type Options struct {
 	// TrustedProxies are the IP addresses and CIDR ranges of the proxies
 	// whose ProxyHeader is believed. Required with ProxyHeader.
 	TrustedProxies []string
-	// Logger receives request failures (5xx, with their method and path,
-	// copies it may keep; not the queue store's outages and refusals, which
-	// are counted) and readiness changes; nil means slog.Default().
+	// Logger receives request failures (5xx at ERROR, 503 at WARN, with
+	// their method and path, copies it may keep; not the queue store's
+	// outages and refusals, which are counted; refusals with a cause — a
+	// refused admission token — at DEBUG; client-sized values cut to 256
+	// bytes), the admin audit lines and readiness changes; nil means
+	// slog.Default().
 	Logger *slog.Logger
 	// AccessLog writes one INFO line ("request") per answered request:
 	// method, route template, room, status, duration_ms, request_id
@@ -363,7 +366,8 @@ func New(opts Options) (*Server, error) {
 		accessLogOn: opts.AccessLog, journal: opts.Journal, streams: newStreamLimits(opts.StreamsPerUser, opts.StreamsPerAddress),
 		metricsRoute: !opts.NoMetricsRoute}
 	if opts.Identity == IdentityVisitor {
-		s.visitors = &visitors{key: bytes.Clone(opts.VisitorKey), secure: !opts.InsecureCookies, domain: opts.CookieDomain}
+		s.visitors = &visitors{key: bytes.Clone(opts.VisitorKey), secure: !opts.InsecureCookies, domain: opts.CookieDomain,
+			name: visitorCookieName(!opts.InsecureCookies, opts.CookieDomain)}
 		s.pow = newPoW(opts.VisitorKey, opts.EnterPoW)
 	}
 	if opts.AdminToken != "" {
@@ -485,6 +489,7 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 	// The waiting page: errors render as the page (pageGuard), and entering
 	// through it counts against the enter limits.
 	a.Get("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enterLimits), s.page)...)...)
+	a.Post("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enterLimits), s.pageInvite)...)...)
 	a.Post("/wait/:room/continue", api, s.pageGuard, s.pageContinue)
 	a.Get("/wait/:room/brand.css", api, s.brandStyle)
 	a.Get("/wait", api, s.pageGuard, s.pageByQuery)

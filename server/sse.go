@@ -153,7 +153,7 @@ func (s *Server) stream(w *bufio.Writer, conn net.Conn, slot *streamSlot, room, 
 			p := toProblem(err)
 			s.m.storeError(p.Code)
 			if logged(p) {
-				s.log.Warn("event stream: status failed", "room", room, "err", p.cause)
+				s.log.Warn("event stream: status failed", "room", clipLog(room), "err", p.cause)
 			}
 			p.Instance = "/v1/rooms/" + room + "/events"
 			_ = writeEvent(w, "problem", p, 0)

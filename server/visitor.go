@@ -30,8 +30,16 @@ const (
 const (
 	// VisitorCookie holds a visitor's id and its MAC: base64url(16 random
 	// bytes) "." base64url(16-byte truncated HMAC-SHA256 under
-	// Options.VisitorKey).
+	// Options.VisitorKey). Its name when the cookies are not Secure
+	// (Options.InsecureCookies) or Options.CookieDomain is set; otherwise
+	// the cookie is VisitorHostCookie, and a VisitorCookie an earlier
+	// release set is still read (and moved to the new name) for one release.
 	VisitorCookie = "flashgate_visitor"
+	// VisitorHostCookie is the visitor cookie's name when it is Secure and
+	// no Options.CookieDomain is set: the __Host- prefix makes browsers
+	// refuse it unless Secure, Path=/ and without Domain, so neither a
+	// sibling subdomain nor a plain-http page can set (fixate) it.
+	VisitorHostCookie = "__Host-" + VisitorCookie
 	// AdmissionCookie receives the admission token on a successful exchange;
 	// it is the cookie verifier.Middleware reads.
 	AdmissionCookie = verifier.DefaultCookie
@@ -60,6 +68,28 @@ type visitors struct {
 	key    []byte
 	secure bool   // Secure attribute (off only with Options.InsecureCookies)
 	domain string // Domain of the admission cookie ("" = host-only)
+	name   string // the visitor cookie's name (visitorCookieName)
+}
+
+// visitorCookieName is the visitor cookie's name: VisitorHostCookie when it
+// is Secure and no cookie domain is set, else VisitorCookie.
+func visitorCookieName(secure bool, domain string) string {
+	if secure && domain == "" {
+		return VisitorHostCookie
+	}
+	return VisitorCookie
+}
+
+// fromRequest returns the id of the request's valid visitor cookie, and
+// whether it came under the former name (VisitorCookie, where the cookie is
+// now VisitorHostCookie: to be moved).
+func (v *visitors) fromRequest(c *fiber.Ctx) (id string, ok, former bool) {
+	// check keeps nothing of the value (the id is re-encoded): no copy.
+	if id, ok = v.check(c.Cookies(v.name)); ok || v.name == VisitorCookie {
+		return id, ok, false
+	}
+	id, ok = v.check(c.Cookies(VisitorCookie))
+	return id, ok, ok
 }
 
 func (v *visitors) tag(id []byte) []byte {
@@ -101,12 +131,21 @@ func cookie(c *fiber.Ctx, name string) string { return strings.Clone(c.Cookies(n
 
 // visitor returns the user id of the request's visitor: "v_" + the id of a
 // valid visitor cookie, or of a fresh one, which it sets on the response.
+// A visitor cookie of the former name (an earlier release's) keeps its id:
+// it is set again under the current name, and the former one expired.
 func (s *Server) visitor(c *fiber.Ctx) string {
-	id, ok := s.visitors.check(cookie(c, VisitorCookie))
-	if !ok {
-		var value string
+	id, ok, former := s.visitors.fromRequest(c)
+	var value string
+	switch {
+	case !ok:
 		id, value = s.visitors.mint()
-		s.setVisitorCookie(c, VisitorCookie, value)
+	case former:
+		value = cookie(c, VisitorCookie)
+		c.Cookie(&fiber.Cookie{Name: VisitorCookie, Path: "/", Expires: time.Unix(0, 0), Secure: s.visitors.secure,
+			HTTPOnly: true, SameSite: fiber.CookieSameSiteLaxMode})
+	}
+	if value != "" {
+		s.setVisitorCookie(c, s.visitors.name, value)
 	}
 	return VisitorPrefix + id
 }
@@ -130,7 +169,7 @@ func (s *Server) limitUser(c *fiber.Ctx) string {
 		}
 		return ""
 	}
-	if id, ok := s.visitors.check(c.Cookies(VisitorCookie)); ok {
+	if id, ok, _ := s.visitors.fromRequest(c); ok {
 		return VisitorPrefix + id
 	}
 	return ""

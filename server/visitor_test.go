@@ -42,8 +42,14 @@ var visitorValue = regexp.MustCompile(`^[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{22}$`)
 // visitorCookie asserts a fresh visitor cookie on r and returns its value.
 func visitorCookie(t *testing.T, r resp, secure bool) string {
 	t.Helper()
-	c := r.cookies()[VisitorCookie]
-	require.NotNil(t, c, "no %s cookie: %v", VisitorCookie, r.header["Set-Cookie"])
+	return visitorCookieAs(t, r, visitorCookieName(secure, ""), secure)
+}
+
+// visitorCookieAs is visitorCookie for the cookie called name.
+func visitorCookieAs(t *testing.T, r resp, name string, secure bool) string {
+	t.Helper()
+	c := r.cookies()[name]
+	require.NotNil(t, c, "no %s cookie: %v", name, r.header["Set-Cookie"])
 	assert.Regexp(t, visitorValue, c.Value)
 	assert.Equal(t, "/", c.Path)
 	assert.Empty(t, c.Domain)
@@ -86,14 +92,14 @@ func TestVisitorIdentity(t *testing.T) {
 	assert.Equal(t, []string{u1}, e.waitingUsers(room))
 
 	// A second tab of the same browser: same place, no new cookie.
-	r = e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorCookie, v1)})
+	r = e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorHostCookie, v1)})
 	require.Equal(t, 200, r.status, "%s", r.body)
 	assert.Empty(t, r.header.Values("Set-Cookie"))
 	tab2 := r.json(t)
 	assert.Equal(t, tab1["waiting_token"], tab2["waiting_token"])
 	assert.Equal(t, tab1["position"], tab2["position"])
 	tok := tab1["waiting_token"].(string)
-	r = e.do(req{method: "GET", path: "/v1/rooms/" + room + "/status", bearer: tok, hdr: withCookie(VisitorCookie, v1)})
+	r = e.do(req{method: "GET", path: "/v1/rooms/" + room + "/status", bearer: tok, hdr: withCookie(VisitorHostCookie, v1)})
 	require.Equal(t, 200, r.status, "%s", r.body)
 	assert.EqualValues(t, 1, r.json(t)["position"])
 
@@ -124,7 +130,7 @@ func TestVisitorIdentity(t *testing.T) {
 		"oversized":    v1 + strings.Repeat("A", 3000),
 		"no separator": strings.Replace(v1, ".", "A", 1),
 	} {
-		r := e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorCookie, bad)})
+		r := e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorHostCookie, bad)})
 		require.Equal(t, 200, r.status, "%s: %s", name, r.body)
 		fresh := visitorCookie(t, r, true)
 		assert.NotEqual(t, bad, fresh, name)
@@ -164,17 +170,65 @@ func TestVisitorCheckRejectsNonCanonicalIDs(t *testing.T) {
 	}
 }
 
+// TestVisitorCookieHostPrefix (issue 23 §6): Secure and host-only, the
+// visitor cookie is __Host-flashgate_visitor (browsers refuse one a sibling
+// subdomain or a plain-http page sets); a visitor holding the former
+// flashgate_visitor keeps their place — the same id, moved to the new name,
+// the old cookie expired — and an invalid former cookie is no identity.
+func TestVisitorCookieHostPrefix(t *testing.T) {
+	e := newEnv(t, visitorMode())
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	_, err := e.is.Enter(context.Background(), room, "holder")
+	require.NoError(t, err)
+	enter := "/v1/rooms/" + room + "/enter"
+	r := e.do(req{method: "POST", path: enter})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Contains(t, r.header.Get("Set-Cookie"), "__Host-flashgate_visitor=")
+	assert.NotContains(t, r.cookies(), VisitorCookie)
+	v := visitorCookie(t, r, true)
+	first := r.json(t)
+
+	// An earlier release's cookie (same value, former name): the same visitor.
+	r = e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorCookie, v)})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Equal(t, first["waiting_token"], r.json(t)["waiting_token"], "the place is kept across the upgrade")
+	assert.Equal(t, v, visitorCookie(t, r, true), "moved to the new name")
+	old := r.cookies()[VisitorCookie]
+	require.NotNil(t, old, "the former cookie is expired: %v", r.header["Set-Cookie"])
+	assert.Empty(t, old.Value)
+	assert.Equal(t, "/", old.Path)
+	assert.True(t, old.Expires.Before(time.Now()), "%v", old.Expires)
+	assert.Equal(t, []string{VisitorPrefix + v[:22]}, e.waitingUsers(room))
+
+	// Both names: the current one wins, nothing is moved.
+	r = e.do(req{method: "POST", path: enter, hdr: map[string]string{"Cookie": VisitorHostCookie + "=" + v + "; " + VisitorCookie + "=junk"}})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Empty(t, r.header.Values("Set-Cookie"))
+	// A forged former cookie: a fresh visitor.
+	r = e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorCookie, "not-a-cookie")})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.NotEqual(t, v, visitorCookie(t, r, true))
+	assert.NotContains(t, r.cookies(), VisitorCookie)
+
+	// Insecure (plain-http development): the plain name, no former one.
+	ins := newEnv(t, visitorMode(func(o *Options) { o.InsecureCookies = true }))
+	r = ins.do(req{method: "POST", path: "/v1/rooms/" + ins.room(issuer.RoomConfig{}) + "/enter"})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	visitorCookie(t, r, false)
+	assert.NotContains(t, r.cookies(), VisitorHostCookie)
+}
+
 func TestHeaderModeIgnoresVisitorCookie(t *testing.T) {
 	e := newEnv(t)
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 	_, value := (&visitors{key: testVisitorKey}).mint()
-	r := e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", user: "alice", hdr: withCookie(VisitorCookie, value)})
+	r := e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", user: "alice", hdr: withCookie(VisitorHostCookie, value)})
 	require.Equal(t, 200, r.status, "%s", r.body)
 	assert.Empty(t, r.header.Values("Set-Cookie"))
 	users, err := e.rdb.HKeys(context.Background(), roomKey(room, "users")).Result()
 	require.NoError(t, err)
 	assert.Equal(t, []string{"alice"}, users)
-	e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", hdr: withCookie(VisitorCookie, value)}).
+	e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", hdr: withCookie(VisitorHostCookie, value)}).
 		problem(t, 401, "missing_user")
 
 	// Header mode sets no admission cookie either.
@@ -203,11 +257,13 @@ func TestVisitorExchangeSetsAdmissionCookie(t *testing.T) {
 			require.Equal(t, 200, r.status, "%s", r.body)
 			ent := r.json(t)
 			require.Equal(t, "ACTIVE", ent["state"])
-			v := visitorCookie(t, r, c.secure)
+			name := visitorCookieName(c.secure, c.domain)
+			assert.Equal(t, c.secure && c.domain == "", name == VisitorHostCookie, "__Host- only when Secure and host-only")
+			v := visitorCookieAs(t, r, name, c.secure)
 
 			clk.Advance(1500 * time.Millisecond)
 			r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/exchange",
-				bearer: ent["waiting_token"].(string), hdr: withCookie(VisitorCookie, v)})
+				bearer: ent["waiting_token"].(string), hdr: withCookie(name, v)})
 			require.Equal(t, 200, r.status, "%s", r.body)
 
 			// The JSON answer is unchanged.
@@ -225,7 +281,7 @@ func TestVisitorExchangeSetsAdmissionCookie(t *testing.T) {
 			require.NoError(t, json.Unmarshal(r.body, &x))
 
 			cookies := r.cookies()
-			assert.NotContains(t, cookies, VisitorCookie)
+			assert.NotContains(t, cookies, name)
 			a := cookies[AdmissionCookie]
 			require.NotNil(t, a, "%v", r.header["Set-Cookie"])
 			assert.Equal(t, verifier.DefaultCookie, a.Name)
@@ -260,10 +316,10 @@ func TestVisitorEnterLimit(t *testing.T) {
 	enter := "/v1/rooms/" + room + "/enter"
 	v := visitorCookie(t, e.do(req{method: "POST", path: enter}), true)
 	for range 2 {
-		require.Equal(t, 200, e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorCookie, v)}).status)
+		require.Equal(t, 200, e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorHostCookie, v)}).status)
 	}
 	// The per-user limit counts a visitor by its cookie …
-	e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorCookie, v)}).problem(t, 429, "rate_limited")
+	e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorHostCookie, v)}).problem(t, 429, "rate_limited")
 	// … and does not apply to requests without a valid one (each is a fresh
 	// visitor): the per-address limit is what bounds those.
 	for range 3 {

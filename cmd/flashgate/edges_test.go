@@ -36,7 +36,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 	assert.Contains(t, runCLI(t, "", "keys", "rotate", "-h").stdout, "-max-token-lifetime")
 	assert.Contains(t, runCLI(t, "", "verify", "-h").stdout, "-jwks")
 	assert.Contains(t, runCLI(t, "", "simulate", "-h").stdout, "-users")
-	assert.Contains(t, runCLI(t, "", "invite", "-h").stdout, "-single-use")
+	assert.Contains(t, runCLI(t, "", "invite", "-h").stdout, "-reusable")
 }
 
 // TestBadFlagGoesToStderr: a wrong flag is still a usage error: the error

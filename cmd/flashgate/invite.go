@@ -16,12 +16,15 @@ import (
 
 const inviteUsage = `Usage:
   flashgate invite -room R [-lane priority|bypass] [-user U] [-ttl 24h | -expires RFC3339]
-                   [-single-use] [-count N] [-file F] [-issuer ISS] [-json]
+                   [-reusable] [-count N] [-file F] [-issuer ISS] [-json]
 
 Signs invites to room R with the key ring file (the same keys the server
 signs admission tokens with; no server or Redis needed) and prints one
 token per line (-json: the admin API's answer). The user enters with
-{"invite": TOKEN} on POST /v1/rooms/R/enter, or opens /wait/R?invite=TOKEN.
+{"invite": TOKEN} on POST /v1/rooms/R/enter, or opens /wait/R?invite=TOKEN
+and confirms with the page's button. Each invite takes one place unless
+-reusable (then anyone holding it, until it expires: a leaked link is a
+crowd in the lane).
 -issuer must be the server's FLASHGATE_ISSUER (the default reads it).
 An invite verifies while its key is published: after "flashgate keys rotate",
 invites signed with the old key stop working when it retires.
@@ -41,7 +44,8 @@ func runInvite(args []string, stdout, stderr io.Writer) int {
 	user := fset.String("user", "", "bind each invite to this user id (default: anyone holding it)")
 	ttl := fset.Duration("ttl", issuer.DefaultInviteTTL, "validity from now (at most 720h)")
 	expires := fset.String("expires", "", "expiry as an RFC 3339 time (instead of -ttl)")
-	once := fset.Bool("single-use", false, "each invite takes one place in the room")
+	reusable := fset.Bool("reusable", false, "each invite admits any number of holders until it expires (default: one place per invite)")
+	once := fset.Bool("single-use", true, "deprecated: invites are single use unless -reusable")
 	count := fset.Int("count", 1, "how many invites (1 … 1000)")
 	asJSON := fset.Bool("json", false, "print the invites as JSON")
 	if code, ok := parseFlags(fset, args, stdout, stderr); !ok {
@@ -50,11 +54,15 @@ func runInvite(args []string, stdout, stderr io.Writer) int {
 	if code, ok := noArgs(fset, stderr); !ok {
 		return code
 	}
+	if !*once || (*reusable && flagSet(fset, "single-use")) {
+		fmt.Fprint(stderr, "flashgate invite: invites are single use by default; -reusable signs reusable ones (-single-use is no longer needed)\n\n"+inviteUsage)
+		return exitUsage
+	}
 	if *room == "" {
 		fmt.Fprint(stderr, "flashgate invite: -room is required\n\n"+inviteUsage)
 		return exitUsage
 	}
-	o := issuer.InviteOptions{Lane: *lane, User: *user, TTL: *ttl, SingleUse: *once, Count: *count}
+	o := issuer.InviteOptions{Lane: *lane, User: *user, TTL: *ttl, Reusable: *reusable, Count: *count}
 	if *expires != "" {
 		t, err := time.Parse(time.RFC3339, *expires)
 		if err != nil {
@@ -87,6 +95,12 @@ func runInvite(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, v.Token)
 	}
 	return exitOK
+}
+
+// flagSet reports whether the command line set the flag called name.
+func flagSet(fset *flag.FlagSet, name string) (set bool) {
+	fset.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func envOr(name, def string) string {

@@ -29,7 +29,7 @@ func TestInviteCLI(t *testing.T) {
 	assert.Equal(t, exitFailure, r.code)
 	assert.Contains(t, r.stderr, "lane")
 
-	r = runCLI(t, "", "invite", "-file", file, "-room", "sale", "-count", "2", "-single-use", "-issuer", "https://iss.test")
+	r = runCLI(t, "", "invite", "-file", file, "-room", "sale", "-count", "2", "-issuer", "https://iss.test")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	toks := strings.Fields(r.stdout)
 	require.Len(t, toks, 2)
@@ -41,6 +41,19 @@ func TestInviteCLI(t *testing.T) {
 	require.Len(t, out.Invites, 1)
 	assert.Equal(t, "bypass", out.Invites[0].Lane)
 	assert.Equal(t, "bob", out.Invites[0].User)
+	assert.True(t, out.Invites[0].SingleUse, "single use unless -reusable")
+	r = runCLI(t, "", "invite", "-file", file, "-room", "sale", "-reusable", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var re server.InvitesResponse
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &re))
+	assert.False(t, re.Invites[0].SingleUse)
+	r = runCLI(t, "", "invite", "-file", file, "-room", "sale", "-single-use")
+	assert.Equal(t, exitOK, r.code, "-single-use (now the default) is still accepted: %s", r.stderr)
+	for _, args := range [][]string{{"-single-use=false"}, {"-single-use", "-reusable"}} {
+		r = runCLI(t, "", append([]string{"invite", "-file", file, "-room", "sale"}, args...)...)
+		assert.Equal(t, exitUsage, r.code, "%v", args)
+		assert.Contains(t, r.stderr, "-reusable", "%v", args)
+	}
 
 	ring, err := keys.Load(file)
 	require.NoError(t, err)
@@ -54,6 +67,8 @@ func TestInviteCLI(t *testing.T) {
 	e, err := is.EnterWithInvite(ctx, "sale", "alice", toks[0])
 	require.NoError(t, err)
 	assert.Equal(t, flashgate.LanePriority, e.Lane)
+	_, err = is.EnterWithInvite(ctx, "sale", "carol", toks[0])
+	assert.ErrorIs(t, err, flashgate.ErrInviteUsed, "the CLI's invites are single use by default")
 	_, err = is.EnterWithInvite(ctx, "sale", "bob", out.Invites[0].Token)
 	assert.ErrorIs(t, err, flashgate.ErrInviteInvalid, "signed for the default issuer, not https://iss.test")
 }

@@ -51,7 +51,7 @@ Usage:
   flashgate keys rotate [-file F] [-max-token-lifetime 15m]
   flashgate keys jwks [-file F]        print the public JWK Set
   flashgate keys list [-file F] [-json]
-  flashgate invite -room R [-lane priority|bypass] [-user U] [-ttl 24h] [-single-use] [-count N] [-file F]
+  flashgate invite -room R [-lane priority|bypass] [-user U] [-ttl 24h] [-reusable] [-count N] [-file F]
                                        sign invites (priority lane, bypass) with the key ring file
   flashgate verify --jwks FILE --issuer ISS --audience AUD --product P [--user U]
                    [--now UNIX_SECONDS] [--leeway 0s] [TOKEN | -]

@@ -3,6 +3,7 @@ package browser_test
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -23,8 +24,9 @@ import (
 // the shopper is. Then: a second tab keeps the same place, an issuer crash
 // and restart mid-wait loses no place, a tampered admission cookie sends
 // the browser back to the waiting page, a shopper without JavaScript gets
-// through by the meta refresh and the Continue form, and a sold-out room
-// shows sold out.
+// through by the meta refresh and the Continue form, an invite link is left
+// unused by a link scanner and used by the invited shopper's button (under
+// the page's CSP), and a sold-out room shows sold out.
 func TestBrowserShopperPath(t *testing.T) {
 	start := time.Now()
 	shots := screenshotDir(t)
@@ -225,7 +227,55 @@ func TestBrowserShopperPath(t *testing.T) {
 	require.Equal(t, nojsVisitor, visits[len(visits)-1].User)
 	t.Logf("%s: without JavaScript: back on %s", time.Since(start).Round(time.Millisecond), v.URL)
 
-	// 7. The room sells out: a new shopper sees sold out.
+	// 7. An invite link (issue 23 §4): a link scanner's GET and HEAD leave
+	// the single-use invite unused; the invited shopper's browser shows the
+	// confirmation, its button (a form POST, allowed by the page's CSP)
+	// uses the invite, and the page then shows the priority line; the link
+	// used again is refused.
+	vip := redistest.Room("vip")
+	admin(t, is.base, "PUT", "/admin/rooms/"+vip, `{"capacity":1,"rate_per_minute":6000,"session_seconds":300,"tick_ms":100,"state":"open"}`)
+	holder := newBuyer(t, "holder", is.base, vip)
+	require.Equal(t, "ACTIVE", holder.enter(t), "the holder takes the one place")
+	invs := admin(t, is.base, "POST", "/admin/rooms/"+vip+"/invites", `{}`)["invites"].([]any)
+	require.Len(t, invs, 1)
+	require.Equal(t, true, invs[0].(map[string]any)["single_use"], "single use by default")
+	link := is.base + "/wait/" + vip + "?invite=" + url.QueryEscape(invs[0].(map[string]any)["token"].(string))
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		req, err := http.NewRequest(method, link, nil)
+		require.NoError(t, err)
+		req.Header.Set("User-Agent", "LinkScanner/1.0")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, method)
+	}
+	require.EqualValues(t, 0, admin(t, is.base, "GET", "/admin/rooms/"+vip+"/stats", "")["invites_used"], "the scanner used the invite")
+	br.newContext("invited", true)
+	br.newPage("invited", "invited")
+	br.goTo("invited", link)
+	waitFor(t, br, "invited", "the invite's confirmation", 10*time.Second, func(v view) bool {
+		return v.state() == "invited" && v.heading() == "You’re invited"
+	})
+	br.screenshot("invited", filepath.Join(shots, "09-invite-confirm.png"))
+	br.must(nil, "click", map[string]any{"page": "invited", "selector": "#invite-button"})
+	v = waitFor(t, br, "invited", "the priority line", 10*time.Second, func(v view) bool {
+		return v.state() == "waiting" && v.heading() == "You are in the priority line" && v.position() == "1"
+	})
+	require.NotContains(t, v.URL, "invite=", "the page after the POST carries no invite")
+	br.screenshot("invited", filepath.Join(shots, "10-invite-priority.png"))
+	st := admin(t, is.base, "GET", "/admin/rooms/"+vip+"/stats", "")
+	require.EqualValues(t, 1, st["invites_used"])
+	require.EqualValues(t, 1, st["priority_waiting"])
+	br.newContext("forwarded", true)
+	br.newPage("forwarded", "forwarded")
+	br.goTo("forwarded", link)
+	br.must(nil, "click", map[string]any{"page": "forwarded", "selector": "#invite-button"})
+	waitFor(t, br, "forwarded", "the used invite refused", 10*time.Second, func(v view) bool {
+		return v.heading() == "This invitation cannot be used" && strings.Contains(v.Body, "already been used")
+	})
+	t.Logf("%s: invite link: unused by a scanner, used by its button", time.Since(start).Round(time.Millisecond))
+
+	// 8. The room sells out: a new shopper sees sold out.
 	admin(t, is.base, "POST", "/admin/rooms/"+room+"/sold-out", "")
 	br.newContext("late", true)
 	br.newPage("late", "late")
@@ -235,7 +285,7 @@ func TestBrowserShopperPath(t *testing.T) {
 	v = waitFor(t, br, "late", "sold out", 10*time.Second, func(v view) bool {
 		return v.state() == "closed" && v.heading() == "Sold out"
 	})
-	br.screenshot("late", filepath.Join(shots, "09-sold-out.png"))
+	br.screenshot("late", filepath.Join(shots, "11-sold-out.png"))
 	t.Logf("%s: sold out; screenshots in %s", time.Since(start).Round(time.Millisecond), shots)
 }
 

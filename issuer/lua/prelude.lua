@@ -193,15 +193,28 @@ end
 -- configured is cfg.configured. Only windowed rooms read the clock here.
 -- A shuffle room found open in effect for the first time has its pre-queue
 -- lottery drawn here (draw_lottery), before the script does anything else.
-local function load_config(allow_create)
+-- With reuse_freed (enter, invite), a freed room (an auto room deleted idle
+-- with nothing sold: tick.lua sets 'freed') is unknown: without a policy nil
+-- (the issuer reserves an auto room's slot and calls again), with one its
+-- keys are deleted (the journal kept, without its expiry: the new room's
+-- events follow the old room's end) and it is created anew.
+local function load_config(allow_create, reuse_freed)
   local c = redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms',
     'clock_ms', 'opens_ms', 'closes_ms', 'epoch', 'arrival_ms', 'prequeue', 'lottery_cutoff', 'lottery_bits',
     'lottery_done_ms', 'closed_seq', 'close_reason', 'ended_ms', 'deleted_ms', 'auto', 'retention_ms',
-    'journal_maxlen', 'restoring')
+    'journal_maxlen', 'restoring', 'freed')
   -- A room being restored (restore.lua: its line is written in several calls) is not read by any
   -- other script until the restore's last call: every one fails with a RESTORING error, which the
   -- issuer answers as room_lost (503, retry), so nobody reads a half-written line as NOT_FOUND.
   if c[23] then error({ err = 'RESTORING the waiting room is being restored from the journal; retry' }) end
+  if c[24] and reuse_freed then
+    if not allow_create or ARGV[2] == '' then return nil, 0 end
+    for i = 1, #KEYS do
+      if KEYS[i] ~= K_JOURNAL then redis.call('DEL', KEYS[i]) end
+    end
+    redis.call('PERSIST', K_JOURNAL)
+    c = {}
+  end
   local created = 0
   if not c[1] then
     if not allow_create or ARGV[2] == '' then return nil, 0 end

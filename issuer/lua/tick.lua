@@ -170,13 +170,17 @@ if expired > 0 or old > 0 or admitted > 0 or drawn > 0 then keep_clock(cfg, now)
 local waiting = redis.call('ZCARD', K_WAITING) + redis.call('ZCARD', K_PRIORITY) -- both lanes
 
 -- The end. An auto room idle for ARGV[7] (nobody waiting, nothing live, no
--- time-dependent write since: clock_ms) is deleted, as DELETE does.
+-- time-dependent write since: clock_ms) is deleted, as DELETE does. With
+-- nothing sold (no completion) it is also freed: its name is free at once
+-- (an enter creates the room anew, load_config), not only after the
+-- retention, so a name taken early by anyone is not lost for a day.
 local idle = tonumber(ARGV[7]) or 0
 if cfg.auto and cfg.state ~= 'closed' and idle > 0 and waiting == 0 and live == 0 then
   if cfg.clock == 0 then
     keep_clock(cfg, now) -- the idle time starts now
   elseif now - cfg.clock >= idle then
     redis.call('HSET', K_CONFIG, 'state', 'closed', 'deleted_ms', num(now))
+    if (tonumber(redis.call('HGET', K_STATS, 'completed')) or 0) == 0 then redis.call('HSET', K_CONFIG, 'freed', '1') end
     cfg.state, cfg.configured, cfg.deleted = 'closed', 'closed', now
     note_end(cfg, now, 'deleted', ARGV[6])
   end

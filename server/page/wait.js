@@ -40,7 +40,10 @@ function show(state, message) {
   root.dataset.state = { continuing: "active", unclaimed: "ended", soldout: "closed", saleended: "closed", priority: "waiting" }[state] ?? state;
   $("heading").textContent = h;
   $("message").textContent = message ?? m;
-  document.title = `${h} · ${d.title || room}`;
+  // The room's name only once the server or an entry showed the room exists
+  // (data-name): never the path's text of an unknown room.
+  const name = d.title || d.name;
+  document.title = name ? `${h} · ${name}` : h;
 }
 
 function waitWords(ms) {
@@ -108,6 +111,7 @@ function countdown() {
 
 function render(e) {
   if (e.waiting_token) token = e.waiting_token;
+  d.name ||= room; // an entry: the room exists
   current = e;
   if (e.state === "WAITING") {
     // The entry carries the opening time while it is ahead: the countdown
