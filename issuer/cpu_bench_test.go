@@ -307,13 +307,14 @@ func (c cmdStats) scriptShare() (lua, inner float64) {
 
 // Limit scripts: what each operation needs of Redis and nothing else (no
 // config read, no policy, no clock), one call per batch, KEYS the room's
-// (issuer.RoomKeys; complete-minted's minted keys after them), ARGV the
-// items:
+// (issuer.RoomKeys; exchange's and complete-minted's minted keys after
+// them), ARGV the items:
 //   - enter (new users): INCRBY seq and ZCARD waiting per call; ZADD NX
 //     waiting and XADD journal per user;
 //   - status (exact, WAITING): ZCARD waiting per call; ZSCORE and ZRANK
 //     waiting per token;
 //   - exchange (a repeated claim): HGET users, ZSCORE active, ZREM unclaimed,
+//     SET of the minted note (the op writes it in a call of its own) and
 //     XADD journal per user;
 //   - complete (complete-minted: and GET of the minted note): ZSCORE active,
 //     HGET users, XADD journal per admission; one ZREM active, HDEL users,
@@ -353,6 +354,7 @@ for i = 1, #ARGV do
   local j = redis.call('HGET', KEYS[4], ARGV[i])
   local e = redis.call('ZSCORE', KEYS[3], j)
   redis.call('ZREM', KEYS[13], j)
+  redis.call('SET', KEYS[17 + i], '0123456789abcdef0123456789abcdef', 'PX', 600000)
   journal('exchanged', i, ARGV[i], j)
   out[#out + 1] = 'ACTIVE'; out[#out + 1] = i; out[#out + 1] = j; out[#out + 1] = tonumber(e); out[#out + 1] = 0; out[#out + 1] = ''
 end
@@ -393,8 +395,12 @@ func runLimit(b *testing.B, rdb *redis.Client, room, op string, n, k int, es []*
 			switch op {
 			case "enter":
 				args = append(args, "l"+strconv.Itoa(i))
-			case "status", "exchange":
+			case "status":
 				args = append(args, es[i%len(es)].User)
+			case "exchange":
+				e := es[i%len(es)]
+				args = append(args, e.User)
+				ks = append(ks[:len(ks):len(ks)], issuer.MintedKey(room, e.AdmissionID))
 			default:
 				digest := ""
 				if tokens != nil {
