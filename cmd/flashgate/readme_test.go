@@ -103,7 +103,7 @@ func TestREADMECurlCommands(t *testing.T) {
 
 	home := t.TempDir() // curl reads $CURL_HOME/.curlrc: the status line, and no user config
 	require.NoError(t, os.WriteFile(filepath.Join(home, ".curlrc"), []byte("write-out = \"\\n%{http_code}\"\n"), 0o600))
-	const token = "readme-admin-token"
+	const token = "readme-admin-token-of-32-bytes-min"
 	for block := 0; block <= cmds[len(cmds)-1].block; block++ {
 		var these []readmeCommand
 		for _, c := range cmds {
