@@ -162,7 +162,9 @@ func TestEnterRateLimitOverTCP(t *testing.T) {
 	}
 	require.Equal(t, 200, post("u1", "192.0.2.1").status)
 	limited(t, post("u2", "192.0.2.1"), window)
-	limited(t, post("u2", "192.0.2.1, 10.1.1.1"), window) // the first valid address counts
+	// The right-most untrusted entry counts, never the client-written left.
+	require.Equal(t, 200, post("u2", "192.0.2.1, 10.1.1.1").status)
+	limited(t, post("u3", "10.1.1.1"), window)
 	require.Equal(t, 200, post("u2", "192.0.2.2").status)
 }
 
