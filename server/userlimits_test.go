@@ -197,3 +197,20 @@ func TestAutoRoomsPerAddress(t *testing.T) {
 	// Another address creates r3.
 	require.Equal(t, 200, e.enterAs(r3, "u1", "198.51.100.3").status)
 }
+
+// TestUserLimitKeysAreCopies: the limiter keeps its key past the request
+// (invariant 7), and the key may alias the request's buffer (the user
+// header): fiber's memory storage must copy it, or the poisoned key would
+// never match again and the user would never reach the limit.
+func TestUserLimitKeysAreCopies(t *testing.T) {
+	e := newEnv(t, withOptions(func(o *Options) { o.StatusPerUser = 2 }))
+	e.srv.afterRequest = poison
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	tok := e.enter(room, "alice")["waiting_token"].(string)
+	status := func() resp {
+		return e.do(req{method: "GET", path: "/v1/rooms/" + room + "/status", user: "alice", bearer: tok})
+	}
+	require.Equal(t, 200, status().status)
+	require.Equal(t, 200, status().status)
+	limitedFor(t, status(), "status", DefaultEnterWindow)
+}
