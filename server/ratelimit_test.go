@@ -219,6 +219,13 @@ func TestRateLimitOptionsValidate(t *testing.T) {
 		"negative per user":                    func(o *Options) { o.EnterPerUser = -1 },
 		"negative per address":                 func(o *Options) { o.EnterPerAddress = -1 },
 		"negative window":                      func(o *Options) { o.EnterWindow = -time.Second },
+		"negative status limit":                func(o *Options) { o.StatusPerUser = -1 },
+		"negative complete limit":              func(o *Options) { o.CompletePerUser = -1 },
+		"negative auto-room limit":             func(o *Options) { o.AutoRoomsPerAddress = -1 },
+		"negative auto-room window":            func(o *Options) { o.AutoRoomWindow = -time.Second },
+		"IPv4 prefix over 32":                  func(o *Options) { o.AddressPrefixV4 = 33 },
+		"IPv6 prefix over 128":                 func(o *Options) { o.AddressPrefixV6 = 129 },
+		"zoned trusted proxy":                  func(o *Options) { o.ProxyHeader, o.TrustedProxies = "X-Real-IP", []string{"fe80::1%eth0"} },
 	} {
 		o := base
 		mod(&o)
