@@ -83,11 +83,11 @@ func newAddrPolicy(header string, proxies []string, v4, v6 int) (*addrPolicy, er
 			pfx, err = netip.ParsePrefix(s)
 		} else {
 			var a netip.Addr
-			if a, err = netip.ParseAddr(s); err == nil {
+			if a, err = netip.ParseAddr(s); err == nil && a.Zone() == "" {
 				pfx = netip.PrefixFrom(a, a.BitLen())
 			}
 		}
-		if err != nil || pfx.Addr().Zone() != "" {
+		if err != nil || !pfx.IsValid() {
 			return nil, fmt.Errorf("server: trusted proxy %q is not an IP address or CIDR range", s)
 		}
 		a := pfx.Addr()
