@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"path/filepath"
 	"reflect"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -141,30 +137,12 @@ func TestServeAdminTokenMinLength(t *testing.T) {
 // minute (README "Abuse limits"); every cookie-less enter is a new visitor
 // with a new place until then.
 func TestServeVisitorPlacesPerAddress(t *testing.T) {
-	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	t.Setenv("REDIS_URL", "redis://"+redistest.Start(t).Addr+"/0")
-	t.Setenv("FLASHGATE_ADDR", addr)
-	t.Setenv("FLASHGATE_KEYS_FILE", filepath.Join(t.TempDir(), "keys.json"))
 	t.Setenv("FLASHGATE_DEFAULT_ROOM", "open")
 	t.Setenv("FLASHGATE_IDENTITY", "visitor")
 	t.Setenv("FLASHGATE_INSECURE_COOKIES", "true")
 	t.Setenv("FLASHGATE_ACCESS_LOG", "false")
-	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve"}, strings.NewReader(""), &syncBuffer{}, &stderr) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, time.Minute, 20*time.Millisecond, "serve never became ready: %s", stderr.String())
+	addr, stderr := startServe(t)
 	assert.Contains(t, stderr.String(), "visitor mode without FLASHGATE_PROXY_HEADER")
 
 	start := time.Now()

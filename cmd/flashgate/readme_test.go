@@ -155,16 +155,25 @@ func TestREADMECurlCommands(t *testing.T) {
 // with the admin API on, and returns its host:port; it stops with the test.
 func startReadmeServer(t *testing.T, adminToken string) string {
 	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	t.Setenv("REDIS_URL", "")
-	t.Setenv("FLASHGATE_ADDR", addr)
-	t.Setenv("FLASHGATE_KEYS_FILE", filepath.Join(t.TempDir(), "keys.json"))
 	t.Setenv("FLASHGATE_DEFAULT_ROOM", "open")
 	t.Setenv("FLASHGATE_ADMIN_TOKEN", adminToken)
+	addr, _ := startServe(t)
+	return addr
+}
+
+// startServe runs `flashgate serve` with the test's environment on a free
+// loopback port, a fresh key ring file, until the test ends; it returns
+// the host:port once /readyz answers 200, and serve's stderr.
+func startServe(t *testing.T) (string, *syncBuffer) {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	t.Setenv("FLASHGATE_ADDR", addr)
+	t.Setenv("FLASHGATE_KEYS_FILE", filepath.Join(t.TempDir(), "keys.json"))
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	stderr := &syncBuffer{}
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve"}, strings.NewReader(""), &syncBuffer{}, &stderr) }()
+	go func() { done <- run(ctx, []string{"serve"}, strings.NewReader(""), &syncBuffer{}, stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		<-done
@@ -177,5 +186,5 @@ func startReadmeServer(t *testing.T, adminToken string) string {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, time.Minute, 20*time.Millisecond, "serve never became ready: %s", stderr.String())
-	return addr
+	return addr, stderr
 }
