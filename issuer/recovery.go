@@ -342,3 +342,7 @@ const (
 	SecretSyncEvery = 500 * time.Millisecond
 	SecretGrace     = 2 * SecretSyncEvery
 )
+
+// Knows reports whether this replica has seen room's config (cheap, no
+// Redis): a room it does not know may still exist (Room asks Redis).
+func (is *Issuer) Knows(room string) bool { return is.knows(room) }

@@ -42,10 +42,13 @@
 //
 // A bot can mint visitors at will (every cookie-less request is a new
 // one), so the per-user limit does not bound it: run visitor mode with
-// Options.EnterPerAddress, behind ProxyHeader and TrustedProxies. On top,
-// Options.EnterPoW makes a visitor's first enter carry a proof of work
-// (pow.go): 428 pow_required with an ALTCHA challenge, then the same enter
-// with {"pow": solution}, after which the PoWCookie pass spares the rest.
+// Options.EnterPerAddress (flashgate serve applies it to the TCP peer
+// when no ProxyHeader is set), behind a proxy with ProxyHeader and
+// TrustedProxies.
+// On top, Options.EnterPoW makes a visitor's first enter carry a proof of
+// work (pow.go): 428 pow_required with an ALTCHA challenge, then the same
+// enter with {"pow": solution}, after which the PoWCookie pass spares the
+// rest.
 //
 // # Endpoints
 //
@@ -170,7 +173,7 @@
 //	invite_expired           410     enter with an invite past its expiry (the room's clock)
 //	body_too_large           413     body over Options.BodyLimit (default 16 KiB)
 //	unsupported_media_type   415     a body with a Content-Type other than application/json, or compressed (Content-Encoding)
-//	rate_limited             429     enter over Options.EnterPerUser / EnterPerAddress, events over StreamsPerAddress (+ Retry-After)
+//	rate_limited             429     over a rate limit (+ Retry-After): enter's Options.EnterPerUser / EnterPerAddress / AutoRoomsPerAddress, StatusPerUser, ExchangePerUser, LeavePerUser, CompletePerUser, AdminFailuresPerAddress; events over StreamsPerAddress
 //	headers_too_large        431     request headers over fasthttp's buffer
 //	unavailable              503     Redis (or the key set) unavailable; retry
 //	store_full               503     Redis over maxmemory refuses a new entry; retry (Retry-After: 5)
@@ -204,15 +207,23 @@
 // Enter is rate-limited per user id (Options.EnterPerUser) and per client
 // address (Options.EnterPerAddress) in fixed windows of Options.EnterWindow
 // (Options' zero values disable them; flashgate serve defaults to 30 and
-// 300 per 10 s, the per-address one only with a proxy header). Enter is
-// idempotent, so the limits protect Redis, not fairness: a refused client
-// keeps its place in line and retries after Retry-After (the seconds left in
-// the window). Counts are in memory per replica, so with N replicas the
-// effective limit is up to N times the configured one. The client address is
-// the TCP peer's unless Options.ProxyHeader is set and the peer is one of
-// Options.TrustedProxies; behind a gateway or CDN without them, every
-// request has the proxy's address.
-//
+// 300 per 10 s, the per-address one with a proxy header or in visitor
+// mode). Enter is idempotent, so in header mode the limits protect Redis:
+// a refused client keeps its place in line and retries after Retry-After
+// (the seconds left in the window); in visitor mode the per-address one
+// bounds the places one address takes. Status, exchange, leave and
+// complete are limited per user (Options.StatusPerUser …, same window);
+// an enter that creates a room (issuer.Config.DefaultRoom) per client
+// address (Options.AutoRoomsPerAddress per AutoRoomWindow); failed admin
+// authentications per client address (AdminFailuresPerAddress per
+// AdminFailureWindow). Counts are in memory per replica, so with N
+// replicas the effective limit is up to N times the configured one. The
+// client address is clientAddr's (clientaddr.go): the TCP peer's unless
+// Options.ProxyHeader is set and the peer is one of Options.TrustedProxies,
+// then the header's right-most entry that is not a trusted proxy; behind
+// a gateway or CDN without them, every request has the proxy's address.
+// Per-address limits key an IPv6 address on its /64 (AddressPrefixV6).
+
 // # Browsers: CORS and the way back
 //
 // With Options.CORSOrigins set, pages on those origins may call the /v1

@@ -1,9 +1,9 @@
 package server
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
-	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -11,16 +11,24 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/limiter"
 
+	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/problem"
 )
 
-// Enter rate limits.
+// Rate limits.
 //
 // Enter is idempotent (a repeated enter returns the same place in line), so
-// these limits do not protect fairness: they protect Redis from clients that
-// hammer it. They are fixed windows kept in memory by fiber's limiter
-// middleware, per replica: with N issuer replicas behind a load balancer the
-// effective limit is up to N times the configured one.
+// in header mode its limits protect Redis from clients that hammer it. In
+// visitor mode every request without a visitor cookie is a new visitor, and
+// the per-address limit is what bounds the places one client takes
+// (EnterPerAddress per EnterWindow: 1,800 a minute at the defaults).
+// Status, exchange, leave and complete have per-user limits of their own
+// (StatusPerUser …), far above what a client polling at the advised
+// interval sends. All are fixed windows kept in memory, per replica: with N
+// issuer replicas behind a load balancer the effective limit is up to N
+// times the configured one. The client address is clientAddr's, keyed on
+// its prefix (clientaddr.go).
 
 // Suggested enter limits: what `flashgate serve` uses unless told otherwise.
 // Options' zero values disable the limits.
@@ -32,40 +40,130 @@ const (
 	// DefaultEnterPerAddress allows one client address 300 enters per 10 s:
 	// many users share an address behind a NAT.
 	DefaultEnterPerAddress = 300
-	// DefaultEnterWindow is the window of both limits.
+	// DefaultEnterWindow is the window of both limits, and of the per-user
+	// limits of status, exchange, leave and complete.
 	DefaultEnterWindow = 10 * time.Second
+	// DefaultStatusPerUser allows a user 60 status requests per 10 s: the
+	// shortest poll hint (1 s, jittered down to 0.8 s) is 12.5 per window,
+	// so four tabs polling at once stay under it.
+	DefaultStatusPerUser = 60
+	// DefaultExchangePerUser, DefaultLeavePerUser and
+	// DefaultCompletePerUser allow 20 per 10 s: each happens once per
+	// admission, retried at most at the 1 s hint.
+	DefaultExchangePerUser = 20
+	DefaultLeavePerUser    = 20
+	DefaultCompletePerUser = 20
+	// DefaultAutoRoomsPerAddress allows one client address to create 10
+	// rooms (FLASHGATE_DEFAULT_ROOM) per DefaultAutoRoomWindow (1 h).
+	DefaultAutoRoomsPerAddress = 10
+	DefaultAutoRoomWindow      = time.Hour
+	// AdminFailuresPerAddress failed admin authentications per
+	// AdminFailureWindow (1 min) from one client address are allowed; past
+	// them every admin request from that address, with the right token or
+	// not, is answered 429 rate_limited until the window ends.
+	AdminFailuresPerAddress = 10
+	AdminFailureWindow      = time.Minute
 )
 
-// proxyConfig validates ProxyHeader and TrustedProxies and returns them in
-// the form fiber.Config wants (IPs normalised, so that fiber's string
-// comparison with the peer address matches).
-func proxyConfig(header string, proxies []string) (string, []string, error) {
-	header = strings.TrimSpace(header)
-	if header == "" {
-		return "", nil, nil
+// limitKey is the fiber.Ctx local in which a limiter's Next leaves its key
+// for its KeyGenerator.
+const limitKey = "flashgate.limitKey"
+
+// keyedLimit is fiber's limiter of max requests per window under key(c)'s
+// value; a request whose key is "" is not counted (the handler refuses it).
+func keyedLimit(max int, window time.Duration, key func(*fiber.Ctx) string, refuse fiber.Handler) fiber.Handler {
+	return limiter.New(limiter.Config{
+		Max:        max,
+		Expiration: window,
+		Next: func(c *fiber.Ctx) bool {
+			k := key(c)
+			c.Locals(limitKey, k)
+			return k == ""
+		},
+		// The limiter keeps the key past the request; fiber's memory
+		// storage copies it (TestUserLimitKeysAreCopies).
+		KeyGenerator: func(c *fiber.Ctx) string { return c.Locals(limitKey).(string) },
+		LimitReached: refuse,
+	})
+}
+
+// userLimits returns the per-user limiters of status, exchange, leave and
+// complete (nil where the option is 0).
+func (s *Server) userLimits(opts Options) map[string]fiber.Handler {
+	window := opts.EnterWindow
+	if window == 0 {
+		window = DefaultEnterWindow
 	}
-	if len(proxies) == 0 {
-		return "", nil, errors.New("server: Options.ProxyHeader needs Options.TrustedProxies " +
-			"(the header is believed only from those peers)")
-	}
-	out := make([]string, 0, len(proxies))
-	for _, p := range proxies {
-		p = strings.TrimSpace(p)
-		if strings.Contains(p, "/") {
-			_, n, err := net.ParseCIDR(p)
-			if err != nil {
-				return "", nil, fmt.Errorf("server: trusted proxy %q is not an IP address or CIDR range", p)
-			}
-			out = append(out, n.String())
+	out := map[string]fiber.Handler{}
+	for route, max := range map[string]int{"status": opts.StatusPerUser, "exchange": opts.ExchangePerUser,
+		"leave": opts.LeavePerUser, "complete": opts.CompletePerUser} {
+		if max <= 0 {
 			continue
 		}
-		ip := net.ParseIP(p)
-		if ip == nil {
-			return "", nil, fmt.Errorf("server: trusted proxy %q is not an IP address or CIDR range", p)
+		key := s.limitUser
+		if route == "complete" {
+			key = completeUser
 		}
-		out = append(out, ip.String())
+		out[route] = keyedLimit(max, window, key, rateLimited(route, "user"))
 	}
-	return header, out, nil
+	return out
+}
+
+// completeUser is the key of complete's per-user limit: the sub claim of
+// the admission token (unverified: the handler verifies it; a forged one
+// only spends the budget of the user it names), "" when there is none.
+func completeUser(c *fiber.Ctx) string {
+	raw, ok := problem.Bearer(c.Get(fiber.HeaderAuthorization))
+	if !ok {
+		return ""
+	}
+	parts := strings.SplitN(raw, ".", 3)
+	if len(parts) != 3 || len(parts[1]) > 4096 {
+		return ""
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		Sub string `json:"sub"`
+	}
+	if json.Unmarshal(b, &claims) != nil || !issuer.ValidID(claims.Sub) {
+		return ""
+	}
+	return claims.Sub // decoded: a fresh string
+}
+
+// autoRoomGuard counts the enters that create a room (FLASHGATE_DEFAULT_ROOM)
+// against the client address's budget (Options.AutoRoomsPerAddress per
+// AutoRoomWindow) and refuses them past it with 429 rate_limited. A room
+// this replica knows costs nothing; one it does not is looked up once (one
+// HGETALL), so only a room that does not exist counts.
+func (s *Server) autoRoomGuard(c *fiber.Ctx) error {
+	room := param(c, "room")
+	if s.autoRooms == nil || s.is.Knows(room) {
+		return c.Next()
+	}
+	if _, err := s.is.Room(c.UserContext(), room); !errors.Is(err, flashgate.ErrUnknownRoom) {
+		return c.Next() // it exists, or the enter reports the error
+	}
+	if retry, ok := s.autoRooms.take(s.addrKey(c)); !ok {
+		return limitProblem("too many new rooms created from this client address; "+
+			"retry after the Retry-After delay, or enter a room that exists", retry)
+	}
+	return c.Next()
+}
+
+// adminThrottled refuses (429 rate_limited) every admin request from a
+// client address that failed admin authentication AdminFailuresPerAddress
+// times in its AdminFailureWindow; nil when it may try.
+func (s *Server) adminThrottled(c *fiber.Ctx) (key string, err error) {
+	key = s.addrKey(c)
+	if retry, full := s.adminFails.full(key); full {
+		return key, limitProblem("too many failed admin authentications from this client address; "+
+			"retry after the Retry-After delay", retry)
+	}
+	return key, nil
 }
 
 // enterLimits returns the limiter middleware of POST /v1/rooms/:room/enter:
@@ -89,30 +187,37 @@ func (s *Server) enterLimits(opts Options) ([]fiber.Handler, error) {
 			// The concatenation copies: fiber's strings point into buffers
 			// that are reused after the request.
 			KeyGenerator: func(c *fiber.Ctx) string { return "u:" + s.limitUser(c) },
-			LimitReached: rateLimited("user"),
+			LimitReached: rateLimited("enter", "user"),
 		}))
 	}
 	if opts.EnterPerAddress > 0 {
 		hs = append(hs, limiter.New(limiter.Config{
 			Max:          opts.EnterPerAddress,
 			Expiration:   window,
-			KeyGenerator: func(c *fiber.Ctx) string { return "a:" + c.IP() },
-			LimitReached: rateLimited("client address"),
+			KeyGenerator: func(c *fiber.Ctx) string { return "a:" + s.addrKey(c) },
+			LimitReached: rateLimited("enter", "client address"),
 		}))
 	}
 	return hs, nil
 }
 
-// rateLimited renders a refusal of the limiter, which has already set
-// Retry-After to the seconds left in the window.
-func rateLimited(what string) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		p := problemFor(problem.RateLimited, "too many enter requests from this "+what+
-			"; retry after the Retry-After delay (a repeated enter keeps the same place in line)")
-		p.kind.RetryAfter, _ = strconv.Atoi(string(c.Response().Header.Peek(fiber.HeaderRetryAfter)))
-		if p.kind.RetryAfter < 1 {
-			p.kind.RetryAfter = 1
-		}
-		return p
+// rateLimited renders a refusal of the limiter of route, which has
+// already set Retry-After to the seconds left in the window.
+func rateLimited(route, what string) fiber.Handler {
+	detail := "too many " + route + " requests from this " + what + "; retry after the Retry-After delay"
+	if route == "enter" {
+		detail += " (a repeated enter keeps the same place in line)"
 	}
+	return func(c *fiber.Ctx) error {
+		secs, _ := strconv.Atoi(string(c.Response().Header.Peek(fiber.HeaderRetryAfter)))
+		return limitProblem(detail, time.Duration(secs)*time.Second)
+	}
+}
+
+// limitProblem is the 429 rate_limited problem with Retry-After retry
+// (whole seconds, at least 1).
+func limitProblem(detail string, retry time.Duration) *Problem {
+	p := problemFor(problem.RateLimited, detail)
+	p.kind.RetryAfter = int(retryOf(retry) / time.Second)
+	return p
 }

@@ -24,14 +24,11 @@ func (e *env) enterAs(room, user, addr string) resp {
 	return e.do(r)
 }
 
-// limited asserts a 429 rate_limited answer with a Retry-After within the window.
+// limited asserts a 429 rate_limited answer of enter with a Retry-After
+// within the window.
 func limited(t *testing.T, r resp, window time.Duration) {
 	t.Helper()
-	m := r.problem(t, 429, "rate_limited")
-	assert.Contains(t, m["detail"], "enter")
-	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
-	require.NoError(t, err, "Retry-After %q", r.header.Get("Retry-After"))
-	assert.True(t, ra >= 1 && ra <= int(window/time.Second), "Retry-After %d", ra)
+	limitedFor(t, r, "enter", window)
 	assert.Equal(t, "no-store", r.header.Get("Cache-Control"))
 }
 
@@ -142,28 +139,35 @@ func TestEnterRateLimitUntrustedPeer(t *testing.T) {
 	limited(t, e.enterAs(room, "u3", "192.0.2.3"), window)
 }
 
+// TestEnterRateLimitOverTCP: over a real connection from a trusted proxy
+// (127.0.0.1) that appends the address it saw to X-Forwarded-For, a client
+// that writes a new entry of its own per request still has the appended one.
 func TestEnterRateLimitOverTCP(t *testing.T) {
-	// A real peer address: 127.0.0.1, trusted, passes X-Forwarded-For.
 	const window = 10 * time.Second
 	e := newEnv(t, privateRedis(), withOptions(func(o *Options) {
 		o.ProxyHeader, o.TrustedProxies = "X-Forwarded-For", []string{"127.0.0.1", "::1"}
-		o.EnterPerAddress, o.EnterWindow = 1, window
+		o.EnterPerAddress, o.EnterWindow = 2, window
 	}))
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 	base := e.listen()
-	post := func(user, xff string) resp {
+	post := func(user string, xff ...string) resp {
 		hr, err := http.NewRequest("POST", base+"/v1/rooms/"+room+"/enter", nil)
 		require.NoError(t, err)
 		hr.Header.Set("X-User-ID", user)
-		hr.Header.Set("X-Forwarded-For", xff)
+		for _, v := range xff {
+			hr.Header.Add("X-Forwarded-For", v)
+		}
 		res, err := http.DefaultClient.Do(hr)
 		require.NoError(t, err)
 		return readResp(t, res)
 	}
-	require.Equal(t, 200, post("u1", "192.0.2.1").status)
-	limited(t, post("u2", "192.0.2.1"), window)
-	limited(t, post("u2", "192.0.2.1, 10.1.1.1"), window) // the first valid address counts
-	require.Equal(t, 200, post("u2", "192.0.2.2").status)
+	require.Equal(t, 200, post("u1", "203.0.113.50, 192.0.2.1").status)
+	require.Equal(t, 200, post("u2", "203.0.113.51, 192.0.2.1").status)
+	limited(t, post("u3", "203.0.113.52, 192.0.2.1"), window)
+	limited(t, post("u4", "203.0.113.53", "192.0.2.1"), window) // two header lines
+	limited(t, post("u4", "192.0.2.1"), window)
+	// The right-most untrusted entry counts, never the client-written left.
+	require.Equal(t, 200, post("u5", "192.0.2.1, 192.0.2.2").status)
 }
 
 func TestEnterRateLimitWindowResets(t *testing.T) {
@@ -217,6 +221,13 @@ func TestRateLimitOptionsValidate(t *testing.T) {
 		"negative per user":                    func(o *Options) { o.EnterPerUser = -1 },
 		"negative per address":                 func(o *Options) { o.EnterPerAddress = -1 },
 		"negative window":                      func(o *Options) { o.EnterWindow = -time.Second },
+		"negative status limit":                func(o *Options) { o.StatusPerUser = -1 },
+		"negative complete limit":              func(o *Options) { o.CompletePerUser = -1 },
+		"negative auto-room limit":             func(o *Options) { o.AutoRoomsPerAddress = -1 },
+		"negative auto-room window":            func(o *Options) { o.AutoRoomWindow = -time.Second },
+		"IPv4 prefix over 32":                  func(o *Options) { o.AddressPrefixV4 = 33 },
+		"IPv6 prefix over 128":                 func(o *Options) { o.AddressPrefixV6 = 129 },
+		"zoned trusted proxy":                  func(o *Options) { o.ProxyHeader, o.TrustedProxies = "X-Real-IP", []string{"fe80::1%eth0"} },
 	} {
 		o := base
 		mod(&o)

@@ -60,6 +60,9 @@ const (
 	// DefaultConcurrency is what a zero Options.Concurrency means: fiber's
 	// (and fasthttp's) default, 256 × 1024 connections served at once.
 	DefaultConcurrency = fiber.DefaultConcurrency
+	// MinAdminToken is the shortest admin token flashgate serve accepts, in
+	// bytes (FLASHGATE_ADMIN_TOKEN).
+	MinAdminToken = 32
 )
 
 // Options configures a Server.
@@ -123,13 +126,13 @@ type Options struct {
 	// (flashgate serve sets DefaultEnterPerUser). The count is kept in memory
 	// per replica (see ratelimit.go).
 	EnterPerUser int
-	// EnterPerAddress is the same limit per client address (see ProxyHeader);
-	// 0 disables it. Behind a gateway or CDN, set ProxyHeader and
-	// TrustedProxies first: otherwise every request has the proxy's address
-	// and all users share one budget.
+	// EnterPerAddress is the same limit per client address (see ProxyHeader
+	// and AddressPrefixV6); 0 disables it. Behind a gateway or CDN, set
+	// ProxyHeader and TrustedProxies first: otherwise every request has the
+	// proxy's address and all users share one budget.
 	EnterPerAddress int
-	// EnterWindow is the fixed window of both enter limits, in whole seconds
-	// (rounded up); default 10 s.
+	// EnterWindow is the fixed window of both enter limits and of the
+	// per-user limits below, in whole seconds (rounded up); default 10 s.
 	EnterWindow time.Duration
 	// StreamsPerUser is how many event streams (GET
 	// /v1/rooms/{room}/events) one user may hold open in one room on this
@@ -155,17 +158,39 @@ type Options struct {
 	// Server.MetricsHandler on a listener of its own instead.
 	NoMetricsRoute bool
 	// ProxyHeader names the header carrying the client address, set by a
-	// proxy in front of flashgate (e.g. "X-Real-IP", "CF-Connecting-IP",
-	// "X-Forwarded-For"). It is believed only when the immediate peer is one
-	// of TrustedProxies (fiber's EnableTrustedProxyCheck); otherwise, and
-	// when the header holds no valid IP address, the client address is the
-	// peer's. Of a list (X-Forwarded-For) the first valid address counts,
-	// which is what the client sent unless the proxy overwrites the header:
-	// prefer a header the proxy sets itself. Empty: the peer's address.
+	// proxy in front of flashgate (e.g. "X-Forwarded-For", "Forwarded"
+	// (RFC 7239), "X-Real-IP", "CF-Connecting-IP"). It is believed only when
+	// the immediate peer is one of TrustedProxies, and read from the right:
+	// the client address is the right-most entry that is not a trusted
+	// proxy, never what the client wrote to the left of it; a header that
+	// names no address where the walk reaches falls back to the peer's
+	// address (clientaddr.go). Empty: the peer's address.
 	ProxyHeader string
 	// TrustedProxies are the IP addresses and CIDR ranges of the proxies
-	// whose ProxyHeader is believed. Required with ProxyHeader.
+	// whose ProxyHeader is believed, and skipped in its list. Required with
+	// ProxyHeader.
 	TrustedProxies []string
+	// AddressPrefixV4 and AddressPrefixV6 are the prefix lengths, in bits,
+	// on which the per-address limits are keyed: every address of one
+	// prefix shares one budget (an IPv4-mapped IPv6 address counts as its
+	// IPv4 address). 0: DefaultAddressPrefixV4 (32) and
+	// DefaultAddressPrefixV6 (64, what one subscriber is given); 1 … 32 and
+	// 1 … 128.
+	AddressPrefixV4, AddressPrefixV6 int
+	// StatusPerUser, ExchangePerUser, LeavePerUser and CompletePerUser are
+	// how many status, exchange, leave and complete requests one user (the
+	// user header or visitor cookie; for complete, the admission token's
+	// sub) may send per EnterWindow; more are answered 429 rate_limited
+	// with Retry-After. 0 disables each (flashgate serve sets
+	// DefaultStatusPerUser …). In memory, per replica.
+	StatusPerUser, ExchangePerUser, LeavePerUser, CompletePerUser int
+	// AutoRoomsPerAddress is how many rooms one client address may create
+	// by entering unknown rooms (issuer.Config.DefaultRoom) per
+	// AutoRoomWindow; more are answered 429 rate_limited. 0: no limit.
+	AutoRoomsPerAddress int
+	// AutoRoomWindow is the window of AutoRoomsPerAddress; 0 means
+	// DefaultAutoRoomWindow (1 h).
+	AutoRoomWindow time.Duration
 	// Logger receives request failures (5xx at ERROR, 503 at WARN, with
 	// their method and path, copies it may keep; not the queue store's
 	// outages and refusals, which are counted; refusals with a cause — a
@@ -255,6 +280,11 @@ type Server struct {
 	// pageTmpl is the waiting page's template (Options.PageDir or built in).
 	pageTmpl *template.Template
 	cors     *cors // nil: CORS off
+	// addrs derives and keys client addresses (clientaddr.go).
+	addrs *addrPolicy
+	// autoRooms counts the rooms each client address created (nil: no
+	// limit); adminFails the failed admin authentications of each.
+	autoRooms, adminFails *windowCounter
 	// journal is Options.Journal (nil: the journal routes answer journal_off).
 	journal Journal
 	// streams limits open event streams (Options.StreamsPerUser, StreamsPerAddress).
@@ -298,17 +328,19 @@ type Server struct {
 // Issuer and Keys that New requires are not checked here, so a process can
 // check its settings before it builds them.
 func (o Options) Validate() error {
-	if _, _, err := proxyConfig(o.ProxyHeader, o.TrustedProxies); err != nil {
+	if _, err := newAddrPolicy(o.ProxyHeader, o.TrustedProxies, o.AddressPrefixV4, o.AddressPrefixV6); err != nil {
 		return err
 	}
-	if o.EnterPerUser < 0 || o.EnterPerAddress < 0 {
-		return errors.New("server: Options.EnterPerUser and EnterPerAddress must be >= 0 (0 disables)")
+	if min(o.EnterPerUser, o.EnterPerAddress, o.StatusPerUser, o.ExchangePerUser, o.LeavePerUser,
+		o.CompletePerUser, o.AutoRoomsPerAddress) < 0 {
+		return errors.New("server: Options.EnterPerUser, EnterPerAddress, StatusPerUser, ExchangePerUser, " +
+			"LeavePerUser, CompletePerUser and AutoRoomsPerAddress must be >= 0 (0 disables)")
 	}
 	if o.StreamsPerUser < 0 || o.StreamsPerAddress < 0 || o.MaxConnsPerIP < 0 || o.Concurrency < 0 {
 		return errors.New("server: Options.StreamsPerUser, StreamsPerAddress, MaxConnsPerIP and Concurrency must be >= 0 (0: no limit or the default)")
 	}
-	if o.EnterWindow < 0 {
-		return errors.New("server: Options.EnterWindow must be >= 0")
+	if o.EnterWindow < 0 || o.AutoRoomWindow < 0 {
+		return errors.New("server: Options.EnterWindow and AutoRoomWindow must be >= 0")
 	}
 	if _, err := originSet("ReturnOrigins", o.ReturnOrigins); err != nil {
 		return err
@@ -351,7 +383,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	proxyHdr, proxies, err := proxyConfig(opts.ProxyHeader, opts.TrustedProxies)
+	addrs, err := newAddrPolicy(opts.ProxyHeader, opts.TrustedProxies, opts.AddressPrefixV4, opts.AddressPrefixV6)
 	if err != nil {
 		return nil, err
 	}
@@ -363,8 +395,16 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{is: opts.Issuer, keys: opts.Keys, verify: v, log: opts.Logger,
 		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout, now: time.Now,
-		accessLogOn: opts.AccessLog, journal: opts.Journal, streams: newStreamLimits(opts.StreamsPerUser, opts.StreamsPerAddress),
-		metricsRoute: !opts.NoMetricsRoute}
+		accessLogOn: opts.AccessLog, journal: opts.Journal, addrs: addrs,
+		streams: newStreamLimits(opts.StreamsPerUser, opts.StreamsPerAddress), metricsRoute: !opts.NoMetricsRoute,
+		adminFails: newWindowCounter(AdminFailuresPerAddress, AdminFailureWindow)}
+	if opts.AutoRoomsPerAddress > 0 {
+		window := opts.AutoRoomWindow
+		if window == 0 {
+			window = DefaultAutoRoomWindow
+		}
+		s.autoRooms = newWindowCounter(opts.AutoRoomsPerAddress, window)
+	}
 	if opts.Identity == IdentityVisitor {
 		s.visitors = &visitors{key: bytes.Clone(opts.VisitorKey), secure: !opts.InsecureCookies, domain: opts.CookieDomain,
 			name: visitorCookieName(!opts.InsecureCookies, opts.CookieDomain)}
@@ -404,19 +444,16 @@ func New(opts Options) (*Server, error) {
 		// headers are in, HeaderReceived (below) gives the body its own.
 		ReadTimeout: opts.HeaderTimeout,
 		IdleTimeout: 75 * time.Second,
-		// The client address (c.IP(), the per-address enter limit) comes
-		// from ProxyHeader only when the peer is a trusted proxy.
-		ProxyHeader:             proxyHdr,
-		EnableTrustedProxyCheck: proxyHdr != "",
-		TrustedProxies:          proxies,
-		EnableIPValidation:      proxyHdr != "",
-		Concurrency:             opts.Concurrency,
+		// No ProxyHeader here: fiber's c.IP() takes a list's leftmost
+		// entry, which the client writes. The client address is
+		// clientAddr's (clientaddr.go); c.IP() is the peer's.
+		Concurrency: opts.Concurrency,
 	})
 	s.app.Server().MaxConnsPerIP = opts.MaxConnsPerIP
 	s.app.Server().HeaderReceived = func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
 		return fasthttp.RequestConfig{ReadTimeout: BodyTimeout}
 	}
-	s.routes(enterLimits)
+	s.routes(enterLimits, s.userLimits(opts))
 	return s, nil
 }
 
@@ -450,8 +487,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // routes registers every route; enterLimits (the rate limiters) run on
-// enter only.
-func (s *Server) routes(enterLimits []fiber.Handler) {
+// enter and the waiting page, userLimits (by route: status, exchange,
+// leave, complete) on theirs.
+func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber.Handler) {
 	a := s.app
 	a.Use(recover.New())
 	a.Use(s.observe)
@@ -478,18 +516,27 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 		a.Options("/v1/*", s.cors.preflight)
 	}
 	with := func(hs ...fiber.Handler) []fiber.Handler { return append(slices.Clone(v1), hs...) }
-	a.Post("/v1/rooms/:room/enter", with(append(slices.Clone(enterLimits), requireJSON, s.enter)...)...)
+	// limited is route's per-user limiter, if any, then hs.
+	limited := func(route string, hs ...fiber.Handler) []fiber.Handler {
+		if l := userLimits[route]; l != nil {
+			hs = append([]fiber.Handler{l}, hs...)
+		}
+		return with(hs...)
+	}
+	// enters: the enter limits, then the auto-room budget (Options.AutoRoomsPerAddress).
+	enters := append(slices.Clone(enterLimits), s.autoRoomGuard)
+	a.Post("/v1/rooms/:room/enter", with(append(slices.Clone(enters), requireJSON, s.enter)...)...)
 	a.Get("/v1/challenge", with(s.powChallenge)...)
-	a.Get("/v1/rooms/:room/status", with(s.status)...)
+	a.Get("/v1/rooms/:room/status", limited("status", s.status)...)
 	a.Get("/v1/rooms/:room/events", with(s.events)...)
-	a.Post("/v1/rooms/:room/leave", with(requireJSON, noMembers, s.leave)...)
-	a.Post("/v1/rooms/:room/exchange", with(requireJSON, noMembers, s.exchange)...)
-	a.Post("/v1/complete", with(requireJSON, s.complete)...)
+	a.Post("/v1/rooms/:room/leave", limited("leave", requireJSON, noMembers, s.leave)...)
+	a.Post("/v1/rooms/:room/exchange", limited("exchange", requireJSON, noMembers, s.exchange)...)
+	a.Post("/v1/complete", limited("complete", requireJSON, s.complete)...)
 
 	// The waiting page: errors render as the page (pageGuard), and entering
 	// through it counts against the enter limits.
-	a.Get("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enterLimits), s.page)...)...)
-	a.Post("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enterLimits), s.pageInvite)...)...)
+	a.Get("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enters), s.page)...)...)
+	a.Post("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enters), s.pageInvite)...)...)
 	a.Post("/wait/:room/continue", api, s.pageGuard, s.pageContinue)
 	a.Get("/wait/:room/brand.css", api, s.brandStyle)
 	a.Get("/wait", api, s.pageGuard, s.pageByQuery)
@@ -631,11 +678,17 @@ func (s *Server) noStoreBudget(c *fiber.Ctx) error {
 }
 
 // adminAuth checks the admin bearer token in constant time (over SHA-256
-// digests, so the length does not leak either).
+// digests, so the length does not leak either), after the client address's
+// failed attempts (AdminFailuresPerAddress per AdminFailureWindow).
 func (s *Server) adminAuth(c *fiber.Ctx) error {
+	key, err := s.adminThrottled(c)
+	if err != nil {
+		return err
+	}
 	tok, ok := problem.Bearer(c.Get(fiber.HeaderAuthorization))
 	sum := sha256.Sum256([]byte(tok))
 	if subtle.ConstantTimeCompare(sum[:], s.adminSum[:]) != 1 || !ok {
+		s.adminFails.add(key)
 		return problemFor(problem.AdminUnauthorized, "send the admin token as a Bearer token")
 	}
 	return c.Next()

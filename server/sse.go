@@ -8,7 +8,6 @@ import (
 	"errors"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -62,7 +61,7 @@ func (s *Server) events(c *fiber.Ctx) error {
 	// cannot end the user's streams.
 	addr := ""
 	if s.streams.perAddr > 0 {
-		addr = strings.Clone(c.IP()) // kept past the request
+		addr = s.addrKey(c) // the client address's prefix (clientaddr.go), a fresh string
 	}
 	slot, evicted, ok := s.streams.acquire(room, u, addr)
 	if !ok {

@@ -35,7 +35,7 @@ type serveConfig struct {
 	KeysFile               string        `env:"KEYS_FILE" envDefault:"flashgate-keys.json" help:"signing key ring (private JWK Set, mode 0600); created with a warning if missing"`
 	Issuer                 string        `env:"ISSUER" envDefault:"flashgate" help:"iss claim of admission tokens, and of the invites the issuer signs and accepts"`
 	Audience               string        `env:"AUDIENCE" envDefault:"orders" help:"aud claim of admission tokens"`
-	AdminToken             string        `env:"ADMIN_TOKEN" help:"bearer token of the admin API (/admin/...); empty disables the admin API"`
+	AdminToken             string        `env:"ADMIN_TOKEN" help:"bearer token of the admin API (/admin/...), at least 32 bytes (openssl rand -base64 32); empty disables the admin API; 10 failed attempts a minute from one address are answered 429"`
 	UserHeader             string        `env:"USER_HEADER" envDefault:"X-User-ID" help:"trusted header carrying the user id (set by your gateway)"`
 	Identity               string        `env:"IDENTITY" envDefault:"header" help:"header | visitor: trust FLASHGATE_USER_HEADER from your gateway, or identify browsers by a signed HttpOnly visitor cookie (the user header is then ignored, and exchange also sets the flashgate_admission cookie)"`
 	VisitorKey             string        `env:"VISITOR_KEY" help:"base64 HMAC key of visitor cookies, at least 32 bytes, the same on every replica; unset: derived from the waiting-token secret"`
@@ -56,10 +56,18 @@ type serveConfig struct {
 	JournalMaxLen          int64         `env:"JOURNAL_MAXLEN" envDefault:"1000000" help:"bound of each room's journal stream (fg:{room}:journal, XADD MAXLEN ~, in entries: one per state change; flashgate journal run writes it to PostgreSQL and trims it; past the bound unread entries are lost to the journal); 0: the rooms this replica creates or configures write no journal"`
 	LostRooms              string        `env:"LOST_ROOMS" envDefault:"recreate" help:"recreate | await-restore: what a replica does with a room it knew whose data Redis lost (README Durability): recreate it empty with a new epoch (clients re-enter at the back), or answer 503 room_lost until flashgate restore rebuilds it from the journal (clients keep their place)"`
 	EnterPerUser           int           `env:"ENTER_PER_USER" envDefault:"30" help:"enter requests per window per user id (429 beyond; counted in memory per replica); 0 disables"`
-	EnterPerAddress        int           `env:"ENTER_PER_ADDRESS" envDefault:"300" help:"enter requests per window per client address (many users share one behind a NAT); 0 disables; applied only with FLASHGATE_PROXY_HEADER set, since otherwise every request has your gateway's address"`
-	EnterWindow            time.Duration `env:"ENTER_WINDOW" envDefault:"10s" help:"fixed window of the enter limits (whole seconds)"`
-	ProxyHeader            string        `env:"PROXY_HEADER" help:"header in which your gateway/CDN passes the client address (e.g. X-Real-IP, CF-Connecting-IP; X-Forwarded-For only if the proxy overwrites it); believed only from FLASHGATE_TRUSTED_PROXIES"`
-	TrustedProxies         []string      `env:"TRUSTED_PROXIES" envSeparator:"," help:"comma-separated IP addresses and CIDR ranges of the proxies whose FLASHGATE_PROXY_HEADER is believed; required with it"`
+	EnterPerAddress        int           `env:"ENTER_PER_ADDRESS" envDefault:"300" help:"enter requests per window per client address (its /64 for IPv6; many users share one behind a NAT); in visitor mode also the most new visitors (places) one address takes per window; 0 disables; applied with FLASHGATE_PROXY_HEADER set, or in visitor mode (then to the TCP peer without it)"`
+	EnterWindow            time.Duration `env:"ENTER_WINDOW" envDefault:"10s" help:"fixed window of the enter limits and of the per-user status, exchange, leave and complete limits (whole seconds)"`
+	StatusPerUser          int           `env:"STATUS_PER_USER" envDefault:"60" help:"status requests per window per user (429 beyond; in memory per replica; polling at the advised interval is at most 12.5); 0 disables"`
+	ExchangePerUser        int           `env:"EXCHANGE_PER_USER" envDefault:"20" help:"exchange requests per window per user (429 beyond; in memory per replica); 0 disables"`
+	LeavePerUser           int           `env:"LEAVE_PER_USER" envDefault:"20" help:"leave requests per window per user (429 beyond; in memory per replica); 0 disables"`
+	CompletePerUser        int           `env:"COMPLETE_PER_USER" envDefault:"20" help:"/v1/complete requests per window per user (the admission token's sub; 429 beyond; in memory per replica); 0 disables"`
+	AutoRoomsPerAddress    int           `env:"AUTO_ROOMS_PER_ADDRESS" envDefault:"10" help:"rooms one client address may create by entering unknown rooms (FLASHGATE_DEFAULT_ROOM) per FLASHGATE_AUTO_ROOM_WINDOW (429 beyond; in memory per replica); applied where FLASHGATE_ENTER_PER_ADDRESS is; 0: no limit"`
+	AutoRoomWindow         time.Duration `env:"AUTO_ROOM_WINDOW" envDefault:"1h" help:"fixed window of FLASHGATE_AUTO_ROOMS_PER_ADDRESS"`
+	ProxyHeader            string        `env:"PROXY_HEADER" help:"header in which your gateway/CDN passes the client address: X-Forwarded-For or Forwarded (RFC 7239; read from the right, skipping FLASHGATE_TRUSTED_PROXIES: the right-most other entry is the client), or one the proxy sets itself (X-Real-IP, CF-Connecting-IP); believed only from FLASHGATE_TRUSTED_PROXIES; an entry that names no address falls back to the peer's"`
+	TrustedProxies         []string      `env:"TRUSTED_PROXIES" envSeparator:"," help:"comma-separated IP addresses and CIDR ranges of the proxies whose FLASHGATE_PROXY_HEADER is believed (and skipped in its list); required with it"`
+	AddressPrefixV4        int           `env:"ADDRESS_PREFIX_V4" envDefault:"32" help:"prefix length (1 … 32) on which per-address limits key IPv4 client addresses (IPv4-mapped IPv6 ones too)"`
+	AddressPrefixV6        int           `env:"ADDRESS_PREFIX_V6" envDefault:"64" help:"prefix length (1 … 128) on which per-address limits key IPv6 client addresses: 64, the network one subscriber gets"`
 	ReturnOrigins          []string      `env:"RETURN_ORIGINS" envSeparator:"," help:"comma-separated origins (scheme://host[:port], e.g. https://shop.example) the waiting page may send a shopper back to (the worker's return parameter); unset: none"`
 	PageDir                string        `env:"PAGE_DIR" help:"directory whose wait.html replaces the built-in waiting page template (GET /wait/{room}); parsed at startup, a broken template fails it; unset: built in"`
 	CORSOrigins            []string      `env:"CORS_ORIGINS" envSeparator:"," help:"comma-separated origins (scheme://host[:port]) whose pages may call /v1 from a browser, with credentials (CORS; never /admin); unset: no CORS"`
@@ -222,6 +230,11 @@ func (c *serveConfig) validate() error {
 	if err := c.validateMetrics(); err != nil {
 		return err
 	}
+	if n := len(c.AdminToken); n > 0 && n < server.MinAdminToken {
+		// A short token is guessed: the admin API can ban, revoke and close.
+		return fmt.Errorf("FLASHGATE_ADMIN_TOKEN must be at least %d bytes, got %d (try: openssl rand -base64 32); "+
+			"unset it to disable the admin API", server.MinAdminToken, n)
+	}
 	return c.validateLimits()
 }
 
@@ -289,6 +302,13 @@ func (c *serveConfig) validateLimits() error {
 	if c.EnterWindow < time.Second || c.EnterWindow%time.Second != 0 {
 		return fmt.Errorf("FLASHGATE_ENTER_WINDOW must be whole seconds, at least 1s, got %s", c.EnterWindow)
 	}
+	if c.AutoRoomWindow < time.Second {
+		return fmt.Errorf("FLASHGATE_AUTO_ROOM_WINDOW must be at least 1s, got %s", c.AutoRoomWindow)
+	}
+	if c.AddressPrefixV4 < 1 || c.AddressPrefixV4 > 32 || c.AddressPrefixV6 < 1 || c.AddressPrefixV6 > 128 {
+		return fmt.Errorf("FLASHGATE_ADDRESS_PREFIX_V4 must be 1 … 32 and FLASHGATE_ADDRESS_PREFIX_V6 1 … 128, got %d and %d",
+			c.AddressPrefixV4, c.AddressPrefixV6)
+	}
 	c.ProxyHeader = strings.TrimSpace(c.ProxyHeader)
 	for i, p := range c.TrustedProxies {
 		c.TrustedProxies[i] = strings.TrimSpace(p)
@@ -306,11 +326,13 @@ func (c *serveConfig) validateLimits() error {
 		}
 	}
 	opts := c.serverOptions()
-	opts.EnterPerAddress = c.EnterPerAddress // as set, even where it is not applied
-	opts.Identity = server.IdentityHeader    // validateIdentity's; the key comes later
-	opts.EnterPoW = 0                        // validateIdentity's too (it needs visitor mode)
+	opts.EnterPerAddress = c.EnterPerAddress         // as set, even where it is not applied
+	opts.AutoRoomsPerAddress = c.AutoRoomsPerAddress // likewise
+	opts.Identity = server.IdentityHeader            // validateIdentity's; the key comes later
+	opts.EnterPoW = 0                                // validateIdentity's too (it needs visitor mode)
+	opts.AdminToken = ""                             // validateAdmin's
 	if err := opts.Validate(); err != nil {
-		return fmt.Errorf("FLASHGATE_ENTER_PER_*, FLASHGATE_PROXY_HEADER, FLASHGATE_TRUSTED_PROXIES: %w", err)
+		return fmt.Errorf("FLASHGATE_*_PER_*, FLASHGATE_PROXY_HEADER, FLASHGATE_TRUSTED_PROXIES: %w", err)
 	}
 	return nil
 }
@@ -342,6 +364,9 @@ func (c *serveConfig) issuerConfig() issuer.Config {
 func (c *serveConfig) serverOptions() server.Options {
 	return server.Options{AdminToken: c.AdminToken, UserHeader: c.UserHeader,
 		EnterPerUser: c.EnterPerUser, EnterPerAddress: c.enterPerAddress(), EnterWindow: c.EnterWindow,
+		StatusPerUser: c.StatusPerUser, ExchangePerUser: c.ExchangePerUser, LeavePerUser: c.LeavePerUser,
+		CompletePerUser: c.CompletePerUser, AutoRoomsPerAddress: c.autoRoomsPerAddress(), AutoRoomWindow: c.AutoRoomWindow,
+		AddressPrefixV4: c.AddressPrefixV4, AddressPrefixV6: c.AddressPrefixV6,
 		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisTimeout: c.RedisTimeout,
 		Identity: c.Identity, CookieDomain: c.CookieDomain, InsecureCookies: c.InsecureCookies, EnterPoW: c.EnterPoW,
 		ReturnOrigins: c.ReturnOrigins, CORSOrigins: c.CORSOrigins, PageDir: c.PageDir,
@@ -390,23 +415,42 @@ func deriveVisitorKey(waitingSecret []byte) []byte {
 	return m.Sum(nil)
 }
 
-// enterPerAddress is the per-address enter limit in effect: off without a
-// proxy header, because flashgate always runs behind the gateway that sets
-// the user header, and the TCP peer of every request is then that gateway.
+// addressKnown reports whether the per-address limits apply: with a proxy
+// header (the client address is then the header's), or in visitor mode.
+// In header mode without one, flashgate runs behind the gateway that sets
+// the user header, every request's TCP peer is that gateway, and the user
+// id (which the gateway authenticated) is the only thing to limit. In
+// visitor mode every request without a cookie mints a new user, so the
+// address is all there is: without a proxy header the browser is taken to
+// reach flashgate directly and the TCP peer is the client (behind an
+// undeclared proxy every visitor would share one budget: serve logs that).
+func (c *serveConfig) addressKnown() bool {
+	return c.ProxyHeader != "" || c.Identity == server.IdentityVisitor
+}
+
+// enterPerAddress is the per-address enter limit in effect (addressKnown).
 func (c *serveConfig) enterPerAddress() int {
-	if c.ProxyHeader == "" {
+	if !c.addressKnown() {
 		return 0
 	}
 	return c.EnterPerAddress
 }
 
-// streamsPerAddress is the per-address stream limit in effect: off
-// without a proxy header, as enterPerAddress.
+// streamsPerAddress is the per-address stream limit in effect (addressKnown).
 func (c *serveConfig) streamsPerAddress() int {
-	if c.ProxyHeader == "" {
+	if !c.addressKnown() {
 		return 0
 	}
 	return c.StreamsPerAddress
+}
+
+// autoRoomsPerAddress is the per-address auto-room limit in effect: where
+// the address is known and FLASHGATE_DEFAULT_ROOM creates rooms.
+func (c *serveConfig) autoRoomsPerAddress() int {
+	if !c.addressKnown() || c.DefaultRoom == "off" {
+		return 0
+	}
+	return c.AutoRoomsPerAddress
 }
 
 // defaultRoom is the policy for rooms created on first enter, or nil (off).

@@ -344,7 +344,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	t.Setenv("REDIS_URL", "redis://"+rs.Addr+"/0")
 	t.Setenv("FLASHGATE_ADDR", fmt.Sprintf("127.0.0.1:%d", port))
 	t.Setenv("FLASHGATE_KEYS_FILE", filepath.Join(dir, "keys.json"))
-	t.Setenv("FLASHGATE_ADMIN_TOKEN", "admin-secret")
+	t.Setenv("FLASHGATE_ADMIN_TOKEN", "admin-secret-admin-secret-0123456")
 	t.Setenv("FLASHGATE_DEFAULT_ROOM", "open")
 	t.Setenv("FLASHGATE_LOG_FORMAT", "json")
 

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -75,7 +71,7 @@ func testLoopbackOnly(t *testing.T, addrVar, insecureVar string) {
 func TestServePprof(t *testing.T) {
 	pport := redistest.FreePort(t)
 	prof := fmt.Sprintf("http://127.0.0.1:%d", pport)
-	api, stop, stderr := startServe(t, map[string]string{"FLASHGATE_PPROF_ADDR": fmt.Sprintf("127.0.0.1:%d", pport)})
+	api, stop, stderr := startServeRedis(t, map[string]string{"FLASHGATE_PPROF_ADDR": fmt.Sprintf("127.0.0.1:%d", pport)})
 
 	wantGet(t, prof+"/debug/pprof/", http.StatusOK, "goroutine")
 	wantGet(t, prof+"/debug/pprof/goroutine?debug=1", http.StatusOK, "goroutine profile:")
@@ -95,7 +91,7 @@ func TestServeMetricsAddr(t *testing.T) {
 	t.Run("set", func(t *testing.T) {
 		mport := redistest.FreePort(t)
 		mon := fmt.Sprintf("http://127.0.0.1:%d", mport)
-		api, stop, stderr := startServe(t, map[string]string{"FLASHGATE_METRICS_ADDR": fmt.Sprintf("127.0.0.1:%d", mport)})
+		api, stop, stderr := startServeRedis(t, map[string]string{"FLASHGATE_METRICS_ADDR": fmt.Sprintf("127.0.0.1:%d", mport)})
 		wantGet(t, mon+"/metrics", http.StatusOK, "flashgate_sse_streams_limited_total", "flashgate_http_requests_total")
 		wantGet(t, api+"/metrics", http.StatusNotFound) // the public API no longer serves the metrics
 		wantGet(t, mon+"/healthz", http.StatusNotFound) // the metrics server serves nothing of the API
@@ -105,7 +101,7 @@ func TestServeMetricsAddr(t *testing.T) {
 		assert.Error(t, err, "the metrics listener is closed at shutdown")
 	})
 	t.Run("unset", func(t *testing.T) {
-		api, stop, stderr := startServe(t, nil)
+		api, stop, stderr := startServeRedis(t, nil)
 		wantGet(t, api+"/metrics", http.StatusOK, "flashgate_sse_streams_limited_total")
 		assert.Equal(t, exitOK, stop(), stderr.String())
 		assert.Contains(t, stderr.String(), "/metrics is served on the API's listener")
@@ -124,31 +120,17 @@ func wantGet(t *testing.T, url string, status int, contains ...string) {
 	}
 }
 
-// startServe runs `flashgate serve` on a redis-server of its own and a free
-// loopback port, with env set, until it is healthy, and returns the API's
-// base URL, the function that stops it (SIGINT) and returns its exit code,
-// and its stderr.
-func startServe(t *testing.T, env map[string]string) (api string, stop func() int, stderr *syncBuffer) {
+// startServeRedis runs `flashgate serve` (startServe) on a redis-server of
+// its own, with env set, and returns the API's base URL, the function that
+// stops it and returns its exit code, and its stderr.
+func startServeRedis(t *testing.T, env map[string]string) (api string, stop func() int, stderr *syncBuffer) {
 	t.Helper()
-	rs := redistest.Start(t)
-	port := redistest.FreePort(t)
-	t.Setenv("REDIS_URL", "redis://"+rs.Addr+"/0")
-	t.Setenv("FLASHGATE_ADDR", fmt.Sprintf("127.0.0.1:%d", port))
-	t.Setenv("FLASHGATE_KEYS_FILE", filepath.Join(t.TempDir(), "keys.json"))
+	t.Setenv("REDIS_URL", "redis://"+redistest.Start(t).Addr+"/0")
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	stderr = &syncBuffer{}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve"}, strings.NewReader(""), &syncBuffer{}, stderr) }()
-	api = fmt.Sprintf("http://127.0.0.1:%d", port)
-	require.Eventually(t, func() bool {
-		code, _, err := httpGet(api + "/healthz")
-		return err == nil && code == http.StatusOK
-	}, time.Minute, 20*time.Millisecond, "serve never became healthy: %s", stderr.String())
-	return api, func() int { cancel(); return <-done }, stderr
+	addr, stop, stderr := startServe(t)
+	return "http://" + addr, stop, stderr
 }
 
 // httpGet GETs url and returns the status and body.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,7 +104,7 @@ func TestREADMECurlCommands(t *testing.T) {
 
 	home := t.TempDir() // curl reads $CURL_HOME/.curlrc: the status line, and no user config
 	require.NoError(t, os.WriteFile(filepath.Join(home, ".curlrc"), []byte("write-out = \"\\n%{http_code}\"\n"), 0o600))
-	const token = "readme-admin-token"
+	const token = "readme-admin-token-of-32-bytes-min"
 	for block := 0; block <= cmds[len(cmds)-1].block; block++ {
 		var these []readmeCommand
 		for _, c := range cmds {
@@ -155,20 +156,30 @@ func TestREADMECurlCommands(t *testing.T) {
 // with the admin API on, and returns its host:port; it stops with the test.
 func startReadmeServer(t *testing.T, adminToken string) string {
 	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	t.Setenv("REDIS_URL", "")
-	t.Setenv("FLASHGATE_ADDR", addr)
-	t.Setenv("FLASHGATE_KEYS_FILE", filepath.Join(t.TempDir(), "keys.json"))
 	t.Setenv("FLASHGATE_DEFAULT_ROOM", "open")
 	t.Setenv("FLASHGATE_ADMIN_TOKEN", adminToken)
+	addr, _, _ := startServe(t)
+	return addr
+}
+
+// startServe runs `flashgate serve` with the test's environment on a free
+// loopback port, a fresh key ring file, until the test ends (or stop, which
+// cancels it and returns its exit code); it returns the host:port once
+// /readyz answers 200, and serve's stderr.
+func startServe(t *testing.T) (addr string, stop func() int, stderr *syncBuffer) {
+	t.Helper()
+	addr = fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	t.Setenv("FLASHGATE_ADDR", addr)
+	t.Setenv("FLASHGATE_KEYS_FILE", filepath.Join(t.TempDir(), "keys.json"))
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	stderr = &syncBuffer{}
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve"}, strings.NewReader(""), &syncBuffer{}, &stderr) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	go func() { done <- run(ctx, []string{"serve"}, strings.NewReader(""), &syncBuffer{}, stderr) }()
+	var once sync.Once
+	var code int
+	stop = func() int { once.Do(func() { cancel(); code = <-done }); return code }
+	t.Cleanup(func() { stop() })
 	require.Eventually(t, func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
@@ -177,5 +188,5 @@ func startReadmeServer(t *testing.T, adminToken string) string {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, time.Minute, 20*time.Millisecond, "serve never became ready: %s", stderr.String())
-	return addr
+	return addr, stop, stderr
 }

@@ -168,8 +168,8 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 			"visitor_key", map[bool]string{true: "derived from the waiting-token secret", false: "FLASHGATE_VISITOR_KEY"}[c.VisitorKey == ""],
 			"cookie_domain", c.CookieDomain, "per_address_limit", c.enterPerAddress(), "enter_pow_bits", c.EnterPoW)
 		if c.enterPerAddress() == 0 {
-			log.Warn("visitor identity without a per-address enter limit: anyone can mint visitors at will; " +
-				"set FLASHGATE_PROXY_HEADER and FLASHGATE_TRUSTED_PROXIES (and FLASHGATE_ENTER_PER_ADDRESS)")
+			log.Warn("visitor identity without a per-address enter limit (FLASHGATE_ENTER_PER_ADDRESS=0): " +
+				"anyone can mint visitors, and take places in line, at will")
 		}
 	}
 	if c.InsecureCookies {
@@ -190,10 +190,18 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	rdb.AddHook(srv.RedisHook()) // script latency and errors, after the breaker's hook
 	log.Info("event stream limits (in memory, per replica)", "per_user_and_room", c.StreamsPerUser,
 		"per_address", c.streamsPerAddress(), "max_conns_per_ip", c.MaxConnsPerIP, "concurrency", c.Concurrency)
-	log.Info("enter rate limits (in memory, per replica)", "per_user", c.EnterPerUser,
-		"per_address", c.enterPerAddress(), "window", c.EnterWindow, "proxy_header", c.ProxyHeader,
-		"trusted_proxies", c.TrustedProxies)
-	if c.EnterPerAddress > 0 && c.ProxyHeader == "" {
+	log.Info("rate limits (in memory, per replica)", "enter_per_user", c.EnterPerUser,
+		"enter_per_address", c.enterPerAddress(), "window", c.EnterWindow, "status_per_user", c.StatusPerUser,
+		"exchange_per_user", c.ExchangePerUser, "leave_per_user", c.LeavePerUser, "complete_per_user", c.CompletePerUser,
+		"auto_rooms_per_address", c.autoRoomsPerAddress(), "auto_room_window", c.AutoRoomWindow,
+		"proxy_header", c.ProxyHeader, "trusted_proxies", c.TrustedProxies,
+		"address_prefix_v4", c.AddressPrefixV4, "address_prefix_v6", c.AddressPrefixV6)
+	switch {
+	case c.ProxyHeader != "":
+	case c.Identity == server.IdentityVisitor && c.EnterPerAddress > 0:
+		log.Warn("visitor mode without FLASHGATE_PROXY_HEADER: the per-address limits apply to the TCP peer; " +
+			"behind a proxy or CDN every visitor shares its budget: set FLASHGATE_PROXY_HEADER and FLASHGATE_TRUSTED_PROXIES")
+	case c.EnterPerAddress > 0:
 		log.Info("per-address enter limit off: FLASHGATE_PROXY_HEADER is not set, so every request " +
 			"carries the gateway's address; set it and FLASHGATE_TRUSTED_PROXIES to limit per client address")
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/flashgate/flashgate/internal/workerdtest"
 )
 
-const adminToken = "browser-test-admin"
+const adminToken = "browser-test-admin-token-32-bytes"
 
 // repoRoot is the module root (this package is examples/browser).
 func repoRoot(t testing.TB) string { return wasmbuild.Root(t) }

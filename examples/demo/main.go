@@ -32,7 +32,7 @@ import (
 	"time"
 )
 
-const adminToken = "demo-admin"
+const adminToken = "demo-admin-token-of-at-least-32-bytes"
 
 func main() {
 	crowd := flag.Int("crowd", 20, "buyers in line ahead of you")

@@ -148,7 +148,7 @@ func (b *bencher) stopServer(s *server) { b.procs.stop(s.cmd, s.done) }
 
 // serveEnv is flashgate serve's environment: the driver's, without any
 // FLASHGATE_* or REDIS_URL of its own, plus the bench settings (README
-// "Configuration"): the enter rate limits off, an admin token, a fixed
+// "Configuration"): the rate limits off (a load generator is one client), an admin token, a fixed
 // waiting secret (Redis is flushed between runs), the key ring in the temp
 // dir, spec's journal bound and status snapshot ("" keeps the default), the
 // access log, pprof.
@@ -167,6 +167,10 @@ func (b *bencher) serveEnv(addr, pprof string, spec rowSpec) []string {
 		"FLASHGATE_WAITING_SECRET="+b.secret,
 		"FLASHGATE_ENTER_PER_USER=0",
 		"FLASHGATE_ENTER_PER_ADDRESS=0",
+		"FLASHGATE_STATUS_PER_USER=0",
+		"FLASHGATE_EXCHANGE_PER_USER=0",
+		"FLASHGATE_LEAVE_PER_USER=0",
+		"FLASHGATE_COMPLETE_PER_USER=0",
 		fmt.Sprintf("FLASHGATE_ACCESS_LOG=%v", b.o.accessLog),
 		"FLASHGATE_PPROF_ADDR="+pprof,
 	)

@@ -32,7 +32,7 @@ const (
 	stormRate     = 600 // per minute: 10 admissions/s
 	stormSession  = 6 * time.Second
 	stormTick     = 200 * time.Millisecond
-	stormAdmin    = "storm-admin-token"
+	stormAdmin    = "storm-admin-token-of-32-bytes-min"
 	stormDrain    = 4 * time.Second // completions under way at the end are settled within this
 )
 
@@ -245,8 +245,12 @@ func runStorm(t *testing.T, cfg stormConfig, bin, keysFile string, f stormFault,
 		"FLASHGATE_DEFAULT_RATE_PER_MINUTE=" + strconv.Itoa(stormRate),
 		"FLASHGATE_DEFAULT_SESSION=" + stormSession.String(),
 		"FLASHGATE_DEFAULT_TICK=" + stormTick.String(),
-		// The storm is about faults, not the per-user enter limit.
+		// The storm is about faults, not the per-user limits (its buyers
+		// poll 8 times faster than the hint, up to 100 statuses per 10 s).
 		"FLASHGATE_ENTER_PER_USER=0",
+		"FLASHGATE_STATUS_PER_USER=0",
+		"FLASHGATE_EXCHANGE_PER_USER=0",
+		"FLASHGATE_COMPLETE_PER_USER=0",
 		"FLASHGATE_SHUTDOWN_TIMEOUT=2s",
 		"FLASHGATE_LOG_LEVEL=warn",
 	}
