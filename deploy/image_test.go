@@ -160,10 +160,14 @@ func TestImage(t *testing.T) {
 	serveFromImage(t, bin, env, dir)
 }
 
-// serveFromImage runs `bin serve` with the image's environment, the
-// FLASHGATE_ADDR and key file moved to a free loopback port and dir, against
-// a throwaway redis-server, until /readyz answers 200; then SIGTERM, which
-// must end it with status 0.
+// serveFromImage runs `serve` from the image twice, each against a
+// throwaway redis-server until /readyz answers 200, then SIGTERM, which must
+// end it with status 0: the binary taken from the layer, with the image's
+// environment (FLASHGATE_ADDR and the key file moved to a free loopback
+// port and dir); and the image itself under `buildah run --isolation
+// chroot` (its own filesystem, user and environment; no OCI runtime, which
+// cannot start here), where the process must run as uid 65532 and create
+// its quick-start key ring in /var/lib/flashgate.
 func serveFromImage(t *testing.T, bin string, imageEnv map[string]string, dir string) {
 	redisPort := freePort(t)
 	rs := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(redisPort),
@@ -172,16 +176,55 @@ func serveFromImage(t *testing.T, bin string, imageEnv map[string]string, dir st
 		t.Fatalf("redis-server (scripts/ensure-redis.sh installs it): %v", err)
 	}
 	t.Cleanup(func() { _ = rs.Process.Kill(); _ = rs.Wait() })
+	redisURL := fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort)
 
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	for k, v := range imageEnv {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Env = append(cmd.Env, "FLASHGATE_ADDR="+addr,
-		"FLASHGATE_KEYS_FILE="+filepath.Join(dir, "keys.json"),
-		fmt.Sprintf("REDIS_URL=redis://127.0.0.1:%d/0", redisPort))
+	t.Run("binary", func(t *testing.T) {
+		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		cmd := exec.Command(bin, "serve")
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		for k, v := range imageEnv {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.Env = append(cmd.Env, "FLASHGATE_ADDR="+addr,
+			"FLASHGATE_KEYS_FILE="+filepath.Join(dir, "keys.json"), "REDIS_URL="+redisURL)
+		logs := serveUntilReady(t, cmd, addr, func() error { return cmd.Process.Signal(syscall.SIGTERM) })
+		if !strings.Contains(logs, `"level":"INFO"`) {
+			t.Errorf("the image's FLASHGATE_LOG_FORMAT=json did not apply; logs:\n%s", logs)
+		}
+	})
+
+	t.Run("buildah-run-chroot", func(t *testing.T) {
+		store := []string{"--root", filepath.Join(dir, "store", "root"), "--runroot", filepath.Join(dir, "store", "run"),
+			"--storage-driver", "vfs"}
+		out, err := exec.Command("buildah", append(store, "from", "localhost/flashgate:imagetest")...).Output()
+		if err != nil {
+			t.Fatalf("buildah from: %v", err)
+		}
+		ctr := strings.TrimSpace(string(out))
+		t.Cleanup(func() { _ = exec.Command("buildah", append(store, "rm", ctr)...).Run() })
+		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		cmd := exec.Command("buildah", append(store, "run", "--isolation", "chroot",
+			"-e", "FLASHGATE_ADDR="+addr, "-e", "REDIS_URL="+redisURL, ctr, "--", "/flashgate", "serve")...)
+		// buildah kills its child on SIGTERM: the graceful stop is the
+		// process's own, so the signal goes to it (as a runtime's would).
+		logs := serveUntilReady(t, cmd, addr, func() error {
+			pid, uid := procOf(t, "FLASHGATE_ADDR="+addr)
+			if uid != "65532" {
+				t.Errorf("serve in the image runs as uid %q, want 65532", uid)
+			}
+			return syscall.Kill(pid, syscall.SIGTERM)
+		})
+		if !strings.Contains(logs, `"path":"/var/lib/flashgate/flashgate-keys.json"`) {
+			t.Errorf("serve in the image did not create its key ring in /var/lib/flashgate; logs:\n%s", logs)
+		}
+	})
+}
+
+// serveUntilReady starts cmd, waits until http://addr/readyz answers 200,
+// calls stop (which sends serve its SIGTERM) and expects cmd to exit with
+// status 0. It returns the process's output.
+func serveUntilReady(t *testing.T, cmd *exec.Cmd, addr string, stop func() error) string {
+	t.Helper()
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -209,7 +252,7 @@ func serveFromImage(t *testing.T, bin string, imageEnv map[string]string, dir st
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -220,9 +263,32 @@ func serveFromImage(t *testing.T, bin string, imageEnv map[string]string, dir st
 	case <-time.After(30 * time.Second):
 		t.Fatalf("serve did not stop after SIGTERM; logs:\n%s", logs.String())
 	}
-	if !strings.Contains(logs.String(), `"level":"INFO"`) {
-		t.Errorf("the image's FLASHGATE_LOG_FORMAT=json did not apply; logs:\n%s", logs.String())
+	return logs.String()
+}
+
+// procOf returns the pid and real uid of the process named /flashgate
+// whose environment holds env (a unique FLASHGATE_ADDR), read from /proc.
+func procOf(t *testing.T, env string) (int, string) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		if exe, _ := os.Readlink(filepath.Join(p, "exe")); filepath.Base(exe) != "flashgate" {
+			continue
+		}
+		e, _ := os.ReadFile(filepath.Join(p, "environ"))
+		if !bytes.Contains(append(append([]byte{0}, e...), 0), []byte("\x00"+env+"\x00")) {
+			continue
+		}
+		st, _ := os.ReadFile(filepath.Join(p, "status"))
+		for _, line := range strings.Split(string(st), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+				pid, _ := strconv.Atoi(filepath.Base(p))
+				return pid, f[1]
+			}
+		}
 	}
+	t.Fatalf("no /flashgate process with %s", env)
+	return 0, ""
 }
 
 func freePort(t *testing.T) int {
