@@ -60,6 +60,14 @@ func (f *fakeSecretsAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	meta := func(o map[string]any) map[string]any { m, _ := o["metadata"].(map[string]any); return m }
+	// save stores body as secret n with the next resourceVersion.
+	save := func(n string, code int) {
+		f.rv++
+		f.writes++
+		meta(body)["resourceVersion"] = strconv.Itoa(f.rv)
+		f.secrets[n] = body
+		reply(code, body)
+	}
 	switch r.Method {
 	case http.MethodGet:
 		s, ok := f.secrets[name]
@@ -74,11 +82,7 @@ func (f *fakeSecretsAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reply(http.StatusConflict, map[string]string{"message": "already exists"})
 			return
 		}
-		f.rv++
-		f.writes++
-		meta(body)["resourceVersion"] = strconv.Itoa(f.rv)
-		f.secrets[n] = body
-		reply(http.StatusCreated, body)
+		save(n, http.StatusCreated)
 	case http.MethodPut:
 		if f.beforePut != nil {
 			f.beforePut()
@@ -92,11 +96,7 @@ func (f *fakeSecretsAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reply(http.StatusConflict, map[string]string{"message": "the object has been modified"})
 			return
 		}
-		f.rv++
-		f.writes++
-		meta(body)["resourceVersion"] = strconv.Itoa(f.rv)
-		f.secrets[name] = body
-		reply(http.StatusOK, body)
+		save(name, http.StatusOK)
 	default:
 		reply(http.StatusMethodNotAllowed, map[string]string{"message": r.Method})
 	}
