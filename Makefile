@@ -15,7 +15,7 @@ BROWSER   := examples/browser
 
 JSPKG     := js/flashgate-verifier
 
-.PHONY: all build run serve demo test wasm js js-pack wasm-toolchain worker-deps browser-deps bench bench-http bench-edge fuzz vet vulncheck clean
+.PHONY: all build run serve demo test image image-deps wasm js js-pack wasm-toolchain worker-deps browser-deps bench bench-http bench-edge fuzz vet vulncheck clean
 
 all: build
 
@@ -38,11 +38,21 @@ demo: build wasm worker-deps
 ## test: every test, with -race, against a throwaway redis-server (and throwaway PostgreSQL
 ## clusters, internal/pgtest); builds the wasm verifier (TinyGo) and installs PostgreSQL (apt),
 ## workerd (npm), Chromium (apt) and playwright-core (npm) first; then deploy/ (a module of its
-## own: the dashboard and alert rules checked with Prometheus's parser)
-test: wasm worker-deps browser-deps
+## own: the dashboard and alert rules checked with Prometheus's parser, the Helm chart rendered and
+## decoded with the Kubernetes API types, the container image built and its binary run)
+test: wasm worker-deps browser-deps image-deps
 	pgbin=$$(scripts/ensure-postgres.sh) && \
 	FLASHGATE_PG_BIN=$$pgbin FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/with-redis.sh $(GO) test -race -count=1 -timeout 20m ./...
 	cd deploy && $(GO) test -race -count=1 ./...
+
+## image: the container image (Containerfile) with buildah, offline, no base image: tagged
+## localhost/flashgate:VERSION and written to build/flashgate-image.tar (OCI archive)
+image: image-deps
+	scripts/build-image.sh build/flashgate-image.tar
+
+## image-deps: Debian's buildah and ca-certificates (apt) if missing
+image-deps:
+	scripts/install-buildah.sh
 
 ## wasm-toolchain: TinyGo v0.41.0 built from the Go module proxy (cached in ~/.cache/flashgate)
 wasm-toolchain:

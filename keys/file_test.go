@@ -332,3 +332,39 @@ func TestDirectoryPath(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, r.Save(dir), keys.ErrIsDirectory)
 }
+
+// TestFileRingFollowsASecretVolume: a Kubernetes Secret volume (the Helm
+// chart's key ring, deploy/helm/flashgate) is the kubelet's AtomicWriter
+// layout — the file a symlink through ..data to a timestamped directory,
+// mode 0440 with fsGroup — and an update swaps ..data by rename. A FileRing
+// on the file's path follows the swap (the rotation CronJob's ring reaches
+// every replica), and a group-readable ring loads.
+func TestFileRingFollowsASecretVolume(t *testing.T) {
+	dir := t.TempDir()
+	write := func(stamp string, r *keys.Ring) {
+		t.Helper()
+		ts := filepath.Join(dir, stamp)
+		require.NoError(t, os.Mkdir(ts, 0o750))
+		data, err := r.MarshalPrivate()
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(ts, "flashgate-keys.json"), data, 0o440))
+		require.NoError(t, os.Chmod(filepath.Join(ts, "flashgate-keys.json"), 0o440))
+		require.NoError(t, os.Symlink(stamp, filepath.Join(dir, "..data_tmp")))
+		require.NoError(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	}
+	r, err := keys.Generate(time.Now())
+	require.NoError(t, err)
+	write("..2026_11_27_03_00_00.1", r)
+	path := filepath.Join(dir, "flashgate-keys.json")
+	require.NoError(t, os.Symlink("..data/flashgate-keys.json", path))
+
+	f, err := keys.OpenFile(path, keys.FileOptions{CheckEvery: 20 * time.Millisecond, Logger: quietLogger()})
+	require.NoError(t, err)
+	assert.Equal(t, r.ActiveKeyID(), f.ActiveKeyID())
+
+	require.NoError(t, r.Rotate(time.Now(), 5*time.Minute))
+	write("..2026_11_28_03_00_00.2", r)
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "..2026_11_27_03_00_00.1")))
+	require.Eventually(t, func() bool { return f.ActiveKeyID() == r.ActiveKeyID() }, 2*time.Second, 5*time.Millisecond)
+	assert.Len(t, f.Keys(), 3)
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -21,6 +23,9 @@ const keysUsage = `Usage:
   flashgate keys generate [-file F] [-force]   create a key ring (active + next key)
   flashgate keys rotate [-file F] [-max-token-lifetime 15m]
                                                next key signs, active key retires, a new next key is published
+  flashgate keys generate|rotate -kubernetes-secret [NAMESPACE/]NAME [-kubernetes-secret-key K]
+                                               the same on a key ring kept in a Kubernetes Secret (in a pod,
+                                               with its service account); generate leaves an existing ring as is
   flashgate keys add-next [-file F]            publish a next key in a ring that has none (then wait, then rotate)
   flashgate keys jwks [-file F]                print the public JWK Set (what /.well-known/jwks.json serves)
   flashgate keys list [-file F] [-json]        list the keys and their status
@@ -60,11 +65,20 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		}
 		return noArgs(fset, stderr)
 	}
+	var secretName, secretKey *string
+	if sub == "generate" || sub == "rotate" {
+		secretName = fset.String("kubernetes-secret", "", "keep the ring in this Kubernetes Secret ([NAMESPACE/]NAME) instead of -file: "+
+			"read and written through the API server with the pod's service account")
+		secretKey = fset.String("kubernetes-secret-key", "flashgate-keys.json", "the Secret's key that holds the ring")
+	}
 	switch sub {
 	case "generate":
 		force := fset.Bool("force", false, "overwrite an existing key ring (tokens it signed stop verifying)")
 		if code, ok := parse(); !ok {
 			return code
+		}
+		if *secretName != "" {
+			return keysInSecret(sub, *secretName, *secretKey, *force, 0, stdout, stderr)
 		}
 		if fi, err := os.Stat(*file); err == nil && fi.IsDir() {
 			return fail(fmt.Errorf("%w: %s; give a file path with -file, e.g. %s", keys.ErrIsDirectory, *file, filepath.Join(*file, "flashgate-keys.json")))
@@ -88,6 +102,9 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 			"longest admission token lifetime the issuer mints (the retired key stays published this long, plus a margin)")
 		if code, ok := parse(); !ok {
 			return code
+		}
+		if *secretName != "" {
+			return keysInSecret(sub, *secretName, *secretKey, false, *maxLife, stdout, stderr)
 		}
 		r, err := keys.Load(*file)
 		if err != nil {
@@ -165,6 +182,67 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flashgate keys: unknown subcommand %q\n\n%s", sub, keysUsage)
 		return exitUsage
 	}
+}
+
+// keysInSecret runs `keys generate` or `keys rotate` (sub) on the ring in
+// the Kubernetes Secret name, key key. generate creates the Secret, or adds
+// the key to a Secret without it, and leaves an existing ring unchanged
+// (exit 0, so an install hook may run it on every upgrade) unless force.
+// rotate reads the ring, rotates it with maxLife and writes it back under
+// the Secret's resourceVersion: a concurrent change fails the rotation
+// (409 Conflict) instead of being overwritten; run it again.
+func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "flashgate keys %s: %v\n", sub, err)
+		return exitFailure
+	}
+	ks, err := inClusterSecret(name, key)
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obj, cur, err := ks.get(ctx)
+	if err != nil && !errors.Is(err, errSecretNotFound) {
+		return fail(err)
+	}
+	now := time.Now()
+	var r *keys.Ring
+	if sub == "generate" {
+		if cur != nil && !force {
+			fmt.Fprintf(stdout, "%s holds a key ring already; left unchanged\n", ks)
+			return exitOK
+		}
+		if r, err = keys.Generate(now); err != nil {
+			return fail(err)
+		}
+	} else {
+		if cur == nil {
+			return fail(fmt.Errorf("%s: no key ring (run flashgate keys generate -kubernetes-secret first)", ks))
+		}
+		if r, err = keys.ParsePrivate(cur); err != nil {
+			return fail(fmt.Errorf("%s: %w", ks, err))
+		}
+		if err := r.Rotate(now, maxLife); err != nil {
+			return fail(err)
+		}
+		warnShortLifetime(stderr, maxLife, now)
+	}
+	data, err := r.MarshalPrivate()
+	if err != nil {
+		return fail(err)
+	}
+	if obj == nil {
+		err = ks.create(ctx, data)
+	} else {
+		err = ks.update(ctx, obj, data)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(stdout, "%sd %s: %s signs\n", strings.TrimSuffix(sub, "e"), ks, r.ActiveKeyID())
+	writeKeyTable(stdout, r.Keys())
+	return exitOK
 }
 
 // warnShortLifetime warns on w when maxLife (keys rotate
