@@ -35,7 +35,8 @@ serve: build
 demo: build wasm worker-deps
 	$(GO) run ./examples/demo $(DEMO_FLAGS)
 
-## test: every test, with -race, against a throwaway redis-server (and throwaway PostgreSQL
+## test: every test (the main module with -race; deploy/ without it: no concurrency there, and
+## helm and Kubernetes compile minutes slower with it), against a throwaway redis-server (and throwaway PostgreSQL
 ## clusters, internal/pgtest); builds the wasm verifier (TinyGo) and installs PostgreSQL (apt),
 ## workerd (npm), Chromium (apt) and playwright-core (npm) first; then deploy/ (a module of its
 ## own: the dashboard and alert rules checked with Prometheus's parser, the Helm chart rendered and
@@ -43,7 +44,7 @@ demo: build wasm worker-deps
 test: wasm worker-deps browser-deps image-deps
 	pgbin=$$(scripts/ensure-postgres.sh) && \
 	FLASHGATE_PG_BIN=$$pgbin FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/with-redis.sh $(GO) test -race -count=1 -timeout 20m ./...
-	cd deploy && $(GO) test -race -count=1 ./...
+	cd deploy && $(GO) test -count=1 ./...
 
 ## image: the container image (Containerfile) with buildah, offline, no base image: tagged
 ## localhost/flashgate:VERSION and written to build/flashgate-image.tar (OCI archive)
