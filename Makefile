@@ -36,7 +36,7 @@ demo: build wasm worker-deps
 	$(GO) run ./examples/demo $(DEMO_FLAGS)
 
 ## test: every test, with -race, against a throwaway redis-server (and throwaway PostgreSQL
-## clusters, internal/pgtest); builds the wasm verifier (TinyGo) and installs PostgreSQL (apt),
+## clusters, internal/testing/pgtest); builds the wasm verifier (TinyGo) and installs PostgreSQL (apt),
 ## workerd (npm), Chromium (apt) and playwright-core (npm) first; then deploy/ (a module of its
 ## own: the dashboard and alert rules checked with Prometheus's parser)
 test: wasm worker-deps browser-deps
@@ -88,7 +88,7 @@ bench-edge: wasm worker-deps
 
 ## bench-http: the HTTP hot paths over ROUNDS interleaved rounds, on one throwaway redis-server:
 ## first the Go-client benchmarks (scripts/bench-http.sh, % of a bare handler), then from outside
-## (internal/benchwrk): wrk (installed if missing) against `FLASHGATE_BIN serve` (default
+## (tools/benchwrk): wrk (installed if missing) against `FLASHGATE_BIN serve` (default
 ## build/flashgate; an older build gives the before) and a bare fiber /hello, WRK_DURATION per
 ## run, medians of req/s and Redis/server CPU per request next to issue 13's budgets
 ROUNDS        ?= 3
@@ -96,7 +96,7 @@ WRK_DURATION  ?= 5s
 FLASHGATE_BIN ?= build/flashgate
 bench-http: build
 	scripts/install-wrk.sh
-	$(GO) build -o build/benchwrk ./internal/benchwrk
+	$(GO) build -o build/benchwrk ./tools/benchwrk
 	scripts/with-redis.sh sh -c 'scripts/bench-http.sh $(ROUNDS) && build/benchwrk -rounds $(ROUNDS) -duration $(WRK_DURATION) -bin "$(FLASHGATE_BIN)"'
 
 ## fuzz: each fuzz target for FUZZTIME executions (CI runs the default pass)

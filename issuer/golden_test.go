@@ -25,8 +25,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/redistest"
-	"github.com/flashgate/flashgate/internal/testkit"
+	"github.com/flashgate/flashgate/internal/testing/redistest"
+	"github.com/flashgate/flashgate/internal/testing/testkit"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
 )

@@ -14,7 +14,7 @@ var update = flag.Bool("update", false, "rewrite testdata/cases.json from Build"
 // TestGolden: testdata/cases.json is exactly Encode(Build()), and loading it
 // gives back Build's Set. Regenerate with
 //
-//	go test ./internal/tokencases -run TestGolden -update
+//	go test ./internal/testing/tokencases -run TestGolden -update
 func TestGolden(t *testing.T) {
 	set, err := Build()
 	if err != nil {
@@ -35,11 +35,11 @@ func TestGolden(t *testing.T) {
 	}
 	got, err := os.ReadFile(GoldenFile)
 	if err != nil {
-		t.Fatalf("%v (regenerate: go test ./internal/tokencases -run TestGolden -update)", err)
+		t.Fatalf("%v (regenerate: go test ./internal/testing/tokencases -run TestGolden -update)", err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s differs from Build() (%d vs %d bytes): regenerate with "+
-			"go test ./internal/tokencases -run TestGolden -update and review the diff", GoldenFile, len(got), len(want))
+			"go test ./internal/testing/tokencases -run TestGolden -update and review the diff", GoldenFile, len(got), len(want))
 	}
 	loaded, err := Load(GoldenFile)
 	if err != nil {
@@ -48,7 +48,7 @@ func TestGolden(t *testing.T) {
 	if !reflect.DeepEqual(loaded, set) {
 		t.Fatal("Load(GoldenFile) differs from Build()")
 	}
-	if GoldenPath(0) != filepath.FromSlash("internal/tokencases/"+GoldenFile) {
+	if GoldenPath(0) != filepath.FromSlash("internal/testing/tokencases/"+GoldenFile) {
 		t.Errorf("GoldenPath(0) = %s", GoldenPath(0))
 	}
 }

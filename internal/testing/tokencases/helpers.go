@@ -12,7 +12,7 @@ func MustLoad(tb testing.TB, path string) *Set {
 	tb.Helper()
 	s, err := Load(path)
 	if err != nil {
-		tb.Fatalf("tokencases: %v (regenerate: go test ./internal/tokencases -run TestGolden -update)", err)
+		tb.Fatalf("tokencases: %v (regenerate: go test ./internal/testing/tokencases -run TestGolden -update)", err)
 	}
 	return s
 }

@@ -4,7 +4,7 @@
 // scripts/with-redis.sh starts one), next to a bare fiber handler (this
 // program re-executed as `benchwrk hello ADDR`) in the same rounds. Issue 13.
 //
-//	go run ./internal/benchwrk [-rounds 3] [-duration 5s] [-threads 2] [-connections 64] [-journal both] [-profile DIR]
+//	go run ./tools/benchwrk [-rounds 3] [-duration 5s] [-threads 2] [-connections 64] [-journal both] [-profile DIR]
 //
 // Each round runs, in this order, each against a freshly started process and
 // a flushed Redis (the state setup and its run are never separated by a

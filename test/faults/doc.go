@@ -1,6 +1,6 @@
 // Package faults holds flashgate's Redis fault-injection tests; it has no
 // non-test code. Each test injects one kind of failure into a real
-// redis-server (started per test on a loopback port by internal/redistest)
+// redis-server (started per test on a loopback port by internal/testing/redistest)
 // and checks that the defence meant for it holds:
 //
 //   - TestScriptFlushDuringSimulation: SCRIPT FLUSH every 50 ms while a whole

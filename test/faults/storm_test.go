@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate/internal/ctxtime"
-	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/testing/redistest"
 )
 
 // The storm's room and run, scaled so admissions turn over within seconds:

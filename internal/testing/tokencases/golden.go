@@ -13,7 +13,7 @@ import (
 )
 
 // GoldenFile is the case table as committed: testdata/cases.json, written by
-// `go test ./internal/tokencases -run TestGolden -update` from Build and
+// `go test ./internal/testing/tokencases -run TestGolden -update` from Build and
 // checked byte for byte by TestGolden. The native verifier tests, the wasm
 // harness (wazero) and the worker harness (workerd) all read this file, so
 // all three run the same bytes.
@@ -27,7 +27,7 @@ func GoldenPath(depth int) string {
 	for range depth {
 		parts = append(parts, "..")
 	}
-	return filepath.Join(append(parts, "internal", "tokencases", filepath.FromSlash(GoldenFile))...)
+	return filepath.Join(append(parts, "internal", "testing", "tokencases", filepath.FromSlash(GoldenFile))...)
 }
 
 // golden is the JSON form of a Set.
@@ -68,8 +68,8 @@ type goldenCase struct {
 	WantClaims *Claims `json:"want_claims,omitempty"`
 }
 
-const goldenAbout = "flashgate admission-token case table (internal/tokencases). Generated: " +
-	"go test ./internal/tokencases -run TestGolden -update. Do not edit by hand."
+const goldenAbout = "flashgate admission-token case table (internal/testing/tokencases). Generated: " +
+	"go test ./internal/testing/tokencases -run TestGolden -update. Do not edit by hand."
 
 const goldenCaseFields = "token = token + repeat×count + tail; verify at now (Unix s) with Config{iss, aud, " +
 	"leeway s} and Expect{product, user}; want is the code name (want_code its number); " +

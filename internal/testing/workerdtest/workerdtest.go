@@ -19,7 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/wasmbuild"
+	"github.com/flashgate/flashgate/internal/testing/wasmbuild"
 )
 
 // PackageModule is where a workerd configuration embeds the flashgate-verifier

@@ -14,7 +14,7 @@ import (
 )
 
 // attackDoc is docs/token-attacks.md, from this package's directory.
-var attackDoc = filepath.Join("..", "..", "docs", "token-attacks.md")
+var attackDoc = filepath.Join("..", "..", "..", "docs", "token-attacks.md")
 
 // TestAttackDocNamesExist keeps docs/token-attacks.md honest: every
 // numbered item 1–20 of its table names at least one test, and every name
@@ -34,7 +34,7 @@ func TestAttackDocNamesExist(t *testing.T) {
 	for _, c := range set.Cases {
 		cases[c.Name] = true
 	}
-	funcs := testFuncs(t, filepath.Join("..", ".."))
+	funcs := testFuncs(t, filepath.Join("..", "..", ".."))
 
 	row := regexp.MustCompile(`^\|\s*(\d+)\s*\|`)
 	name := regexp.MustCompile("`([A-Za-z0-9_]+)`")
@@ -55,8 +55,8 @@ func TestAttackDocNamesExist(t *testing.T) {
 			nm := n[1]
 			seen[item]++
 			if cases[nm] {
-				if !listed(where, "internal/tokencases") {
-					t.Errorf("item %d: %s is a table case but internal/tokencases is not in the row's Where column", item, nm)
+				if !listed(where, "internal/testing/tokencases") {
+					t.Errorf("item %d: %s is a table case but internal/testing/tokencases is not in the row's Where column", item, nm)
 				}
 				continue
 			}
