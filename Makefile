@@ -15,7 +15,7 @@ BROWSER   := examples/browser
 
 JSPKG     := js/flashgate-verifier
 
-.PHONY: all build run serve demo test wasm js js-pack wasm-toolchain worker-deps browser-deps bench bench-http bench-edge fuzz vet vulncheck clean
+.PHONY: all build run serve demo test docs wasm js js-pack wasm-toolchain worker-deps browser-deps bench bench-http bench-edge fuzz vet vulncheck clean
 
 all: build
 
@@ -107,6 +107,11 @@ fuzz: wasm
 	  pkg=./$${t%%:*}/; name=$${t#*:}; echo ">> fuzz $$pkg $$name ($(FUZZTIME))"; \
 	  FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/with-redis.sh $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+## docs: regenerate the generated references from the code (docs/configuration.md from the env
+## tags, docs/errors.md from problem/table.go); their tests fail while they differ
+docs:
+	$(GO) generate ./cmd/flashgate ./problem
 
 ## vulncheck: govulncheck ./... against a local copy of the Go vulnerability database
 vulncheck:
