@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/testing/testkit"
 	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/verifier"
 )
@@ -98,19 +98,7 @@ func TestErrorsDoc(t *testing.T) {
 	var b bytes.Buffer
 	writeErrorsDoc(&b)
 	got := b.String()
-	if *update {
-		if err := os.WriteFile(errorsDoc, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(errorsDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Fatalf("%s differs from problem/table.go (%d vs %d bytes): regenerate with `make docs` "+
-			"(go test ./problem -run '^TestErrorsDoc$' -update) and review the diff", errorsDoc, len(got), len(want))
-	}
+	testkit.Golden(t, errorsDoc, []byte(got), *update, "`make docs` (go test ./problem -run '^TestErrorsDoc$' -update)")
 	for _, c := range append(problem.Declared(), tokenReasons()...) {
 		if !strings.Contains(got, "| `"+c+"` |") {
 			t.Errorf("%s has no row", c)

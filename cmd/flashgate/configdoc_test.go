@@ -3,9 +3,10 @@ package main
 import (
 	"bytes"
 	"flag"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/flashgate/flashgate/internal/testing/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated docs (docs/configuration.md) from the code")
@@ -17,19 +18,7 @@ func TestConfigurationDoc(t *testing.T) {
 	var b bytes.Buffer
 	writeConfigDoc(&b)
 	got := b.Bytes()
-	if *update {
-		if err := os.WriteFile(configDoc, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(configDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the env tags (%d vs %d bytes): regenerate with `make docs` "+
-			"(go test ./cmd/flashgate -run '^TestConfigurationDoc$' -update) and review the diff", configDoc, len(got), len(want))
-	}
+	testkit.Golden(t, configDoc, got, *update, "`make docs` (go test ./cmd/flashgate -run '^TestConfigurationDoc$' -update)")
 	for _, c := range envCommands {
 		for _, v := range envDoc(c.env, "") {
 			if strings.ContainsAny(v.name, ", ") {
