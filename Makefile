@@ -15,7 +15,7 @@ BROWSER   := examples/browser
 
 JSPKG     := js/flashgate-verifier
 
-.PHONY: all build run serve demo test image image-deps wasm js js-pack wasm-toolchain worker-deps browser-deps bench bench-http bench-edge fuzz vet vulncheck clean
+.PHONY: all build run serve demo test docs image image-deps wasm js js-pack wasm-toolchain worker-deps browser-deps bench bench-http bench-edge fuzz vet vulncheck clean
 
 all: build
 
@@ -37,7 +37,7 @@ demo: build wasm worker-deps
 
 ## test: every test (the main module with -race; deploy/ without it: no concurrency there, and
 ## helm and Kubernetes compile minutes slower with it), against a throwaway redis-server (and throwaway PostgreSQL
-## clusters, internal/pgtest); builds the wasm verifier (TinyGo) and installs PostgreSQL (apt),
+## clusters, internal/testing/pgtest); builds the wasm verifier (TinyGo) and installs PostgreSQL (apt),
 ## workerd (npm), Chromium (apt) and playwright-core (npm) first; then deploy/ (a module of its
 ## own: the dashboard and alert rules checked with Prometheus's parser, the Helm chart rendered and
 ## decoded with the Kubernetes API types, the container image built and its binary run)
@@ -99,7 +99,7 @@ bench-edge: wasm worker-deps
 
 ## bench-http: the HTTP hot paths over ROUNDS interleaved rounds, on one throwaway redis-server:
 ## first the Go-client benchmarks (scripts/bench-http.sh, % of a bare handler), then from outside
-## (internal/benchwrk): wrk (installed if missing) against `FLASHGATE_BIN serve` (default
+## (tools/benchwrk): wrk (installed if missing) against `FLASHGATE_BIN serve` (default
 ## build/flashgate; an older build gives the before) and a bare fiber /hello, WRK_DURATION per
 ## run, medians of req/s and Redis/server CPU per request next to issue 13's budgets
 ROUNDS        ?= 3
@@ -107,7 +107,7 @@ WRK_DURATION  ?= 5s
 FLASHGATE_BIN ?= build/flashgate
 bench-http: build
 	scripts/install-wrk.sh
-	$(GO) build -o build/benchwrk ./internal/benchwrk
+	$(GO) build -o build/benchwrk ./tools/benchwrk
 	scripts/with-redis.sh sh -c 'scripts/bench-http.sh $(ROUNDS) && build/benchwrk -rounds $(ROUNDS) -duration $(WRK_DURATION) -bin "$(FLASHGATE_BIN)"'
 
 ## fuzz: each fuzz target for FUZZTIME executions (CI runs the default pass)
@@ -118,6 +118,11 @@ fuzz: wasm
 	  pkg=./$${t%%:*}/; name=$${t#*:}; echo ">> fuzz $$pkg $$name ($(FUZZTIME))"; \
 	  FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/with-redis.sh $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+## docs: regenerate the generated references from the code (docs/configuration.md from the env
+## tags, docs/errors.md from problem/table.go); their tests fail while they differ
+docs:
+	$(GO) generate ./cmd/flashgate ./problem
 
 ## vulncheck: govulncheck ./... against a local copy of the Go vulnerability database
 vulncheck:

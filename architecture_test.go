@@ -163,3 +163,37 @@ func TestVerifierBuildsAtGo121(t *testing.T) {
 		t.Errorf("go vet at go 1.21: %v\n%s", err, out)
 	}
 }
+
+// TestInternalShips holds README "Architecture"'s rule for the tree:
+// internal/ holds what the flashgate binary links, and nothing else but
+// internal/testing/…, the test helpers, which no binary links. A package
+// main belongs under tools/ (or its own module), a suite of tests under
+// test/, an example under examples/. go list answers: the packages under
+// internal/ against go list -deps of every command of the module.
+func TestInternalShips(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Name}}", "./internal/...").Output()
+	if err != nil {
+		t.Fatalf("go list ./internal/...: %v", err)
+	}
+	linked := map[string]bool{}
+	for _, d := range deps(t, "./cmd/...") {
+		linked[d] = true
+	}
+	helpers := module + "/internal/testing/"
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, name, _ := strings.Cut(line, " ")
+		n++
+		switch {
+		case name == "main":
+			t.Errorf("%s is a package main: a program belongs under tools/ or examples/, not internal/", path)
+		case strings.HasPrefix(path, helpers) && linked[path]:
+			t.Errorf("%s is linked by a binary (go list -deps ./cmd/...): a test helper ships; move what ships out of internal/testing", path)
+		case !strings.HasPrefix(path, helpers) && !linked[path]:
+			t.Errorf("%s is under internal/ but no binary links it (go list -deps ./cmd/...): a test helper belongs under internal/testing/, a test suite under test/, an example under examples/", path)
+		}
+	}
+	if n < 2 {
+		t.Fatalf("go list ./internal/... named %d packages", n)
+	}
+}

@@ -181,7 +181,7 @@ const (
 	// DefaultCompletionTimeout is the default Config.CompletionTimeout.
 	DefaultCompletionTimeout = 200 * time.Millisecond
 	// SuggestedStatusSnapshot is a Config.StatusSnapshot for very large
-	// lines (README "Scaling"): off by default, every status is exact.
+	// lines (README "Estimated wait"): off by default, every status is exact.
 	SuggestedStatusSnapshot = 500 * time.Millisecond
 	// DefaultEnterBatch is the default Config.EnterBatch: the most users one
 	// enter script call carries (and tokens one status call, admissions one

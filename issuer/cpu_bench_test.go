@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/testing/redistest"
 	"github.com/flashgate/flashgate/issuer"
 )
 
@@ -47,7 +47,7 @@ func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
 // off (batch=1, one script call per operation), next to its physical
 // limit in the same run: one PING per operation (op=ping), the cheapest
 // command's dispatch, read and reply. Each sub-benchmark has its own
-// redis-server (internal/redistest), so the CPU is this loop's alone (the
+// redis-server (internal/testing/redistest), so the CPU is this loop's alone (the
 // server's own cron included: a few µs per second). Operations:
 //   - enter: a new user per call into a paused room (capacity 1);
 //   - status: an exact Status (StatusSnapshot off) of one of 2,000 waiting users;

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/redistest"
-	"github.com/flashgate/flashgate/internal/testkit"
+	"github.com/flashgate/flashgate/internal/testing/redistest"
+	"github.com/flashgate/flashgate/internal/testing/testkit"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/verifier"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/pgtest"
+	"github.com/flashgate/flashgate/internal/testing/pgtest"
 	"github.com/flashgate/flashgate/journal"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/internal/ringtest"
+	"github.com/flashgate/flashgate/internal/testing/ringtest"
 	"github.com/flashgate/flashgate/keys/edcache"
 )
 

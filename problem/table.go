@@ -2,6 +2,8 @@ package problem
 
 import "net/http"
 
+//go:generate go test . -run ^TestErrorsDoc$ -update
+
 // The server's own codes (requests that never reach the domain). The domain
 // codes are flashgate.Code values; both share Lookup's table.
 const (
@@ -47,8 +49,12 @@ const (
 	challengeScope   = `Bearer error="insufficient_scope"`
 )
 
-// table is THE mapping from codes to HTTP statuses.
-var table = map[string]Kind{}
+// table is THE mapping from codes to HTTP statuses; declared lists its
+// codes in the order init declares them (docs/errors.md's order).
+var (
+	table    = map[string]Kind{}
+	declared []string
+)
 
 func row(code string, status int, title string, opt ...func(*Kind)) {
 	k := Kind{Code: code, Status: status, Title: title}
@@ -57,6 +63,9 @@ func row(code string, status int, title string, opt ...func(*Kind)) {
 	}
 	for _, o := range opt {
 		o(&k)
+	}
+	if _, ok := table[code]; !ok {
+		declared = append(declared, code)
 	}
 	table[code] = k
 }

@@ -9,7 +9,7 @@
 # handler's requests/s; the last line gives the medians. Needs REDIS_URL
 # (make bench-http starts a throwaway redis-server). This is the Go-client
 # half of make bench-http; the external half (wrk against flashgate serve)
-# is internal/benchwrk.
+# is tools/benchwrk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}

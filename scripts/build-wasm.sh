@@ -15,7 +15,7 @@
 #   FLASHGATE_WASM_OPT=0     skip the binaryen wasm-opt pass
 #
 # Defaults chosen by measurement (TinyGo 0.41.0, wasm-opt 108, ABI v1 module;
-# valid token of internal/tokencases, us per verify, median of 3; Node 20
+# valid token of internal/testing/tokencases, us per verify, median of 3; Node 20
 # calls verify directly; wazero = BenchmarkWasmVerify; native
 # verifier.Verify ~57 us in the same runs; memory growth over 10,000
 # verifies = +576 KiB (192 -> 768 KiB) for all six):

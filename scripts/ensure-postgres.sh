@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure PostgreSQL's server binaries (initdb, pg_ctl, postgres) are
 # installed and prints the directory holding them. Debian keeps them under
-# /usr/lib/postgresql/<major>/bin, off PATH; internal/pgtest looks there too
+# /usr/lib/postgresql/<major>/bin, off PATH; internal/testing/pgtest looks there too
 # (or in $FLASHGATE_PG_BIN). Installs Debian's postgresql package when they
 # are missing and we are root; otherwise explains and exits 1.
 set -euo pipefail

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/internal/testkit"
+	"github.com/flashgate/flashgate/internal/testing/testkit"
 	"github.com/flashgate/flashgate/issuer"
 )
 

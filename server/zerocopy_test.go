@@ -20,14 +20,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/testing/redistest"
 	"github.com/flashgate/flashgate/issuer"
 )
 
 // Invariant 7 (README "Invariants"): no request's bytes outlive the request. fasthttp
 // and fiber hand out strings and slices that alias buffers they reuse for
 // later requests; whatever outlives a request must be a copy. Once (found
-// by internal/faults TestStorm) the room id of a room's first enter, kept by the room's enter batcher, the
+// by test/faults TestStorm) the room id of a room's first enter, kept by the room's enter batcher, the
 // registered-rooms set and the snapshot map, turned into other rooms' ids
 // under load — enter batches ran against another room's keys, a phantom room
 // was created from the default policy, and sync.Map panicked.
@@ -203,7 +203,7 @@ func sameLengthRooms(t *testing.T, n int) []string {
 	return rooms
 }
 
-// TestRequestBytesDoNotOutliveTheRequest reproduces the storm's interleaving (internal/faults TestStorm)
+// TestRequestBytesDoNotOutliveTheRequest reproduces the storm's interleaving (test/faults TestStorm)
 // over a real loopback listener with keep-alive connections: concurrent
 // enters into several rooms, coalesced by the issuer, while the same server
 // answers status polls for another room and completions with a query and a

@@ -1,7 +1,7 @@
 package verifier_test
 
 // Attack-catalogue tests that do not fit the shared case table
-// (internal/tokencases, run natively by TestTokenCases and through the wasm
+// (internal/testing/tokencases, run natively by TestTokenCases and through the wasm
 // build by wasm.TestWasmTokenCases): allocation bounds for oversized input,
 // the Wycheproof JWS file run as-is, and RFC 8037 known answers end to end.
 // docs/token-attacks.md maps every item of the catalogue to its tests.
@@ -23,7 +23,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/tokencases"
+	"github.com/flashgate/flashgate/internal/testing/tokencases"
 	"github.com/flashgate/flashgate/verifier"
 )
 

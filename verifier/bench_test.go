@@ -11,8 +11,8 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jwt"
 
-	"github.com/flashgate/flashgate/internal/testkit"
-	"github.com/flashgate/flashgate/internal/tokencases"
+	"github.com/flashgate/flashgate/internal/testing/testkit"
+	"github.com/flashgate/flashgate/internal/testing/tokencases"
 	"github.com/flashgate/flashgate/verifier"
 )
 

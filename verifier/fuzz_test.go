@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flashgate/flashgate/internal/tokencases"
+	"github.com/flashgate/flashgate/internal/testing/tokencases"
 	"github.com/flashgate/flashgate/verifier"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/testkit"
+	"github.com/flashgate/flashgate/internal/testing/testkit"
 )
 
 // BenchmarkNonCryptoWork times everything Verify does around

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/tokencases"
+	"github.com/flashgate/flashgate/internal/testing/tokencases"
 	"github.com/flashgate/flashgate/verifier"
 )
 

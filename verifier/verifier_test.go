@@ -12,13 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/testkit"
-	"github.com/flashgate/flashgate/internal/tokencases"
+	"github.com/flashgate/flashgate/internal/testing/testkit"
+	"github.com/flashgate/flashgate/internal/testing/tokencases"
 	"github.com/flashgate/flashgate/verifier"
 )
 
 // buildSet is the shared case table as committed
-// (internal/tokencases/testdata/cases.json): the bytes the wasm and worker
+// (internal/testing/tokencases/testdata/cases.json): the bytes the wasm and worker
 // harnesses run too.
 func buildSet(t testing.TB) *tokencases.Set {
 	t.Helper()

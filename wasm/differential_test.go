@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/flashgate/flashgate/internal/tokencases"
+	"github.com/flashgate/flashgate/internal/testing/tokencases"
 	"github.com/flashgate/flashgate/verifier"
 )
 

@@ -22,9 +22,9 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/testkit"
-	"github.com/flashgate/flashgate/internal/tokencases"
-	"github.com/flashgate/flashgate/internal/wasmbuild"
+	"github.com/flashgate/flashgate/internal/testing/testkit"
+	"github.com/flashgate/flashgate/internal/testing/tokencases"
+	"github.com/flashgate/flashgate/internal/testing/wasmbuild"
 	"github.com/flashgate/flashgate/verifier"
 )
 
@@ -41,7 +41,7 @@ const (
 )
 
 // moduleBytes returns the module: $FLASHGATE_WASM or one TinyGo build per
-// test binary (internal/wasmbuild).
+// test binary (internal/testing/wasmbuild).
 func moduleBytes(tb testing.TB) []byte {
 	tb.Helper()
 	b, err := os.ReadFile(wasmbuild.Path(tb))
@@ -500,7 +500,7 @@ func TestWasmKeyRotation(t *testing.T) {
 }
 
 // TestWasmTokenCases runs the shared case table (the golden file
-// internal/tokencases/testdata/cases.json) through the native verifier and
+// internal/testing/tokencases/testdata/cases.json) through the native verifier and
 // the module and requires the same code and claims from both.
 func TestWasmTokenCases(t *testing.T) {
 	set := tokencases.MustLoad(t, tokencases.GoldenPath(1))

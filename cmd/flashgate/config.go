@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -523,8 +524,12 @@ func newBufferedLogger(w io.Writer, level, format string, flush time.Duration) (
 	return slog.New(logbuf.FlushOn(newHandler(b, level, format), slog.LevelWarn, b.Flush)), func() { _ = b.Close() }
 }
 
-// envVar is one documented environment variable.
-type envVar struct{ name, def, help, field string }
+// envVar is one documented environment variable: def is its envDefault
+// ("" if none), required whether the env tag says ",required".
+type envVar struct {
+	name, def, help, field string
+	required               bool
+}
 
 // envDoc lists the variables of v (a struct), following envPrefix.
 func envDoc(t reflect.Type, prefix string) []envVar {
@@ -535,11 +540,12 @@ func envDoc(t reflect.Type, prefix string) []envVar {
 			out = append(out, envDoc(f.Type, prefix+f.Tag.Get("envPrefix"))...)
 			continue
 		}
-		name := f.Tag.Get("env")
+		name, opts, _ := strings.Cut(f.Tag.Get("env"), ",")
 		if name == "" {
 			continue
 		}
-		out = append(out, envVar{prefix + name, f.Tag.Get("envDefault"), f.Tag.Get("help"), f.Name})
+		out = append(out, envVar{name: prefix + name, def: f.Tag.Get("envDefault"), help: f.Tag.Get("help"), field: f.Name,
+			required: slices.Contains(strings.Split(opts, ","), "required")})
 	}
 	return out
 }
@@ -549,11 +555,19 @@ func writeEnvDocOf(w io.Writer, t reflect.Type) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tMEANING")
 	for _, v := range envDoc(t, "") {
-		def := v.def
-		if def == "" {
-			def = "(unset)"
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.name, def, v.help)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.name, v.defaultWord(), v.help)
 	}
 	_ = tw.Flush()
+}
+
+// defaultWord is v's default as -h and docs/configuration.md show it:
+// the envDefault, "(required)", or "(unset)".
+func (v envVar) defaultWord() string {
+	switch {
+	case v.def != "":
+		return v.def
+	case v.required:
+		return "(required)"
+	}
+	return "(unset)"
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/pgtest"
+	"github.com/flashgate/flashgate/internal/testing/pgtest"
 	"github.com/flashgate/flashgate/journal"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/testing/redistest"
 )
 
 // TestPprofAddrLoopbackOnly: FLASHGATE_PPROF_ADDR and FLASHGATE_METRICS_ADDR

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/testing/redistest"
 )
 
 // TestTopWiring: top takes the token from FLASHGATE_ADMIN_TOKEN only (none:

@@ -8,7 +8,7 @@
 // It runs under plain `go test ./...` and fails (never skips) without
 // Chromium (scripts/install-chromium.sh), `npm ci` here and in
 // ../cloudflare-worker, and the wasm verifier ($FLASHGATE_WASM, else a TinyGo
-// build: internal/wasmbuild); `make test` provides them all.
+// build: internal/testing/wasmbuild); `make test` provides them all.
 // Screenshots of each state go to build/screenshots (or
 // $FLASHGATE_SCREENSHOTS).
 package browser

@@ -21,9 +21,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/redistest"
-	"github.com/flashgate/flashgate/internal/wasmbuild"
-	"github.com/flashgate/flashgate/internal/workerdtest"
+	"github.com/flashgate/flashgate/internal/testing/redistest"
+	"github.com/flashgate/flashgate/internal/testing/wasmbuild"
+	"github.com/flashgate/flashgate/internal/testing/workerdtest"
 )
 
 const adminToken = "browser-test-admin-token-32-bytes"

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/tokencases"
-	"github.com/flashgate/flashgate/internal/workerdtest"
+	"github.com/flashgate/flashgate/internal/testing/tokencases"
+	"github.com/flashgate/flashgate/internal/testing/workerdtest"
 	"github.com/flashgate/flashgate/verifier"
 )
 
@@ -28,7 +28,7 @@ type caseOutcome struct {
 }
 
 // TestWorkerTokenCases runs the shared case table — the golden file
-// internal/tokencases/testdata/cases.json, the bytes the native verifier
+// internal/testing/tokencases/testdata/cases.json, the bytes the native verifier
 // tests and the wazero harness run — through worker.js and the wasm module
 // in workerd (testdata/cases_harness.js), and requires each case's verdict
 // from the worker: the origin reached with the token's user, product and

@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/workerdtest"
+	"github.com/flashgate/flashgate/internal/testing/workerdtest"
 	"github.com/flashgate/flashgate/keys"
 )
 

@@ -29,9 +29,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/redistest"
-	"github.com/flashgate/flashgate/internal/wasmbuild"
-	"github.com/flashgate/flashgate/internal/workerdtest"
+	"github.com/flashgate/flashgate/internal/testing/redistest"
+	"github.com/flashgate/flashgate/internal/testing/wasmbuild"
+	"github.com/flashgate/flashgate/internal/testing/workerdtest"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/problem"

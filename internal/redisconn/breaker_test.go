@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/logtest"
 	"github.com/flashgate/flashgate/internal/redisconn"
-	"github.com/flashgate/flashgate/internal/redistest"
+	"github.com/flashgate/flashgate/internal/testing/logtest"
+	"github.com/flashgate/flashgate/internal/testing/redistest"
 )
 
 // silent drops go-redis's internal log lines (dial retries against the

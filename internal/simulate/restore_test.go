@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/pgtest"
-	"github.com/flashgate/flashgate/internal/redistest"
 	"github.com/flashgate/flashgate/internal/restore"
 	"github.com/flashgate/flashgate/internal/simulate"
+	"github.com/flashgate/flashgate/internal/testing/pgtest"
+	"github.com/flashgate/flashgate/internal/testing/redistest"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/journal"
 	"github.com/flashgate/flashgate/journal/consumer"

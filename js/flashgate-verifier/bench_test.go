@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/internal/tokencases"
-	"github.com/flashgate/flashgate/internal/wasmbuild"
+	"github.com/flashgate/flashgate/internal/testing/tokencases"
+	"github.com/flashgate/flashgate/internal/testing/wasmbuild"
 )
 
 // Budgets of issue 10 (README "Measurements"): the package's verify in Node

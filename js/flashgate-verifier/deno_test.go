@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashgate/flashgate/internal/tokencases"
-	"github.com/flashgate/flashgate/internal/wasmbuild"
+	"github.com/flashgate/flashgate/internal/testing/tokencases"
+	"github.com/flashgate/flashgate/internal/testing/wasmbuild"
 	"github.com/flashgate/flashgate/verifier"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/tokencases"
-	"github.com/flashgate/flashgate/internal/wasmbuild"
+	"github.com/flashgate/flashgate/internal/testing/tokencases"
+	"github.com/flashgate/flashgate/internal/testing/wasmbuild"
 	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/verifier"
 )

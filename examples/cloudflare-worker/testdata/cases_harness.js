@@ -1,5 +1,5 @@
 // Test harness for worker_test.go TestWorkerTokenCases: runs the shared token
-// case table (internal/tokencases/testdata/cases.json, embedded as the JSON
+// case table (internal/testing/tokencases/testdata/cases.json, embedded as the JSON
 // module "cases.json") through the real worker.js fetch handler and its wasm
 // module inside workerd, one in-process request per case, and answers
 // GET /?crypto=host|pure|auto with the outcome of every case, run with that

@@ -12,7 +12,7 @@ import { Verifier } from "../index.js";
 const [wasmPath, nArg] = process.argv.slice(2);
 const N = Number(nArg ?? 5000);
 const wasm = await WebAssembly.compile(await readFile(wasmPath));
-const set = JSON.parse(await readFile(new URL("../../../internal/tokencases/testdata/cases.json", import.meta.url)));
+const set = JSON.parse(await readFile(new URL("../../../internal/testing/tokencases/testdata/cases.json", import.meta.url)));
 const c = set.cases.find((x) => x.name === "valid");
 const opts = { product: c.product, now: c.now * 1000 };
 

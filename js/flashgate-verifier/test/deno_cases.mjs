@@ -3,7 +3,7 @@
 //
 //   deno run --allow-read=… test/deno_cases.mjs CASES_JSON WASM
 //
-// CASES_JSON is internal/tokencases/testdata/cases.json, WASM the module. It
+// CASES_JSON is internal/testing/tokencases/testdata/cases.json, WASM the module. It
 // prints one JSON document on stdout:
 //
 //   {runtime, crypto: {host, pure, auto}, subtleVerifyCalls: {host, pure},

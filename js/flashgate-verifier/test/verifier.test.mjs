@@ -14,7 +14,7 @@ const wasmPath = process.env.FLASHGATE_WASM;
 assert.ok(wasmPath, "set FLASHGATE_WASM to the built module (make wasm)");
 const wasmBytes = await readFile(wasmPath);
 const wasm = await WebAssembly.compile(wasmBytes);
-const set = JSON.parse(await readFile(new URL("../../../internal/tokencases/testdata/cases.json", import.meta.url)));
+const set = JSON.parse(await readFile(new URL("../../../internal/testing/tokencases/testdata/cases.json", import.meta.url)));
 
 const tokenOf = (c) => c.token + (c.repeat ? c.repeat.repeat(c.count) : "") + (c.tail ?? "");
 const validCase = set.cases.find((c) => c.name === "valid");
