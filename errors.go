@@ -24,6 +24,7 @@ const (
 	CodeExpired       Code = "expired"               // the admission lapsed
 	CodeRevoked       Code = "revoked"               // an operator ended the admission
 	CodeCompleted     Code = "completed"             // the admission was consumed by an order
+	CodeRoomStopped   Code = "room_stopped"          // an operator's stop refuses admissions issued before the room's not_before
 	CodeInviteInvalid Code = "invite_invalid"        // not an invite: malformed, another type, bad signature, unknown key, another issuer
 	CodeInviteScope   Code = "invite_scope"          // a valid invite for another room or another user
 	CodeInviteExpired Code = "invite_expired"        // the invite's expiry has passed (by the room's clock)
