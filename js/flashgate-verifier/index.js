@@ -37,6 +37,8 @@ export const REASONS = Object.freeze([
   "not_yet_valid", // 15
   "lifetime_too_long", // 16
   "keys_unavailable", // 17
+  "room_stopped", // 18 (host-side: directivesUrl)
+  "directives_unavailable", // 19 (host-side: directivesUrl)
 ]);
 
 // How flashgate answers a refused token over HTTP: problem.Token in the Go
@@ -70,6 +72,8 @@ export const PROBLEMS = Object.freeze({
   not_yet_valid: row(401, "Admission token not yet valid", INVALID),
   lifetime_too_long: row(401, "Admission token lifetime too long", INVALID),
   keys_unavailable: row(503, "Signing keys unavailable", "", 1),
+  room_stopped: row(503, "Waiting room stopped", "", 5),
+  directives_unavailable: row(503, "Edge directives unavailable", "", 1),
 });
 
 /**
