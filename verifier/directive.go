@@ -43,4 +43,3 @@ func (v *Verifier) checkDirective(ctx context.Context, t *Token) error {
 	}
 	return CheckNotBefore(t.IssuedAt.Unix(), nb)
 }
-

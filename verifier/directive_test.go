@@ -19,7 +19,9 @@ type fixedDirectives struct {
 	err error
 }
 
-func (f fixedDirectives) NotBefore(_ context.Context, room string) (int64, error) { return f.nb[room], f.err }
+func (f fixedDirectives) NotBefore(_ context.Context, room string) (int64, error) {
+	return f.nb[room], f.err
+}
 
 // TestDirectiveStep: step 14 refuses a token of a stopped room issued
 // before not_before (room_stopped) and passes one issued at it; a source
