@@ -57,6 +57,8 @@ const (
 	BodyTimeout = 10 * time.Second
 	// DefaultRedisTimeout is the default Options.RedisTimeout.
 	DefaultRedisTimeout = time.Second
+	// DefaultDirectiveMaxAge is the default Options.DirectiveMaxAge.
+	DefaultDirectiveMaxAge = 5 * time.Second
 	// DefaultConcurrency is what a zero Options.Concurrency means: fiber's
 	// (and fasthttp's) default, 256 × 1024 connections served at once.
 	DefaultConcurrency = fiber.DefaultConcurrency
@@ -148,6 +150,11 @@ type Options struct {
 	// NoMetricsRoute leaves /metrics off the app (it answers 404): serve
 	// Server.MetricsHandler on a listener of its own instead.
 	NoMetricsRoute bool
+	// DirectiveMaxAge is the Cache-Control max-age of the edge directive
+	// document (GET /.well-known/flashgate-directives.json), in whole
+	// seconds (rounded down, at least 1 s): a stop reaches edge verifiers
+	// within it plus one fetch. 0 means DefaultDirectiveMaxAge (5 s).
+	DirectiveMaxAge time.Duration
 	// ProxyHeader names the header carrying the client address, set by a
 	// proxy in front of flashgate (e.g. "X-Real-IP", "CF-Connecting-IP",
 	// "X-Forwarded-For"). It is believed only when the immediate peer is one
@@ -250,6 +257,8 @@ type Server struct {
 	streams *streamLimits
 	// metricsRoute: /metrics is served on the app (not Options.NoMetricsRoute).
 	metricsRoute bool
+	// directives caches the edge directive document (directives.go).
+	directives directiveCache
 
 	// notReady is the reason of the last /readyz answer ("" = ready), to log
 	// changes only.
@@ -350,6 +359,10 @@ func New(opts Options) (*Server, error) {
 		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout, now: time.Now,
 		accessLogOn: opts.AccessLog, journal: opts.Journal, streams: newStreamLimits(opts.StreamsPerUser, opts.StreamsPerAddress),
 		metricsRoute: !opts.NoMetricsRoute}
+	s.directives.maxAge = max(int64(opts.DirectiveMaxAge/time.Second), 1)
+	if opts.DirectiveMaxAge == 0 {
+		s.directives.maxAge = int64(DefaultDirectiveMaxAge / time.Second)
+	}
 	if opts.Identity == IdentityVisitor {
 		s.visitors = &visitors{key: bytes.Clone(opts.VisitorKey), secure: !opts.InsecureCookies, domain: opts.CookieDomain}
 	}
@@ -447,6 +460,7 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 		a.Get("/metrics", s.m.handler)
 	}
 	a.Get("/.well-known/jwks.json", s.jwks)
+	a.Get("/.well-known/flashgate-directives.json", s.directivesDoc)
 	a.Get("/openapi.json", s.openapi)
 	a.Get("/flashgate-client.js", s.clientJS)
 	a.Get("/wait/assets/wait.js", s.pageScript)
@@ -486,6 +500,7 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 		a.Post("/admin/rooms/:room/sold-out", api, auth, requireJSON, noMembers, s.adminSoldOut)
 		a.Delete("/admin/rooms/:room", api, auth, s.adminDeleteRoom)
 		a.Post("/admin/rooms/:room/revoke", api, auth, requireJSON, s.adminRevoke)
+		a.Post("/admin/rooms/:room/stop", api, auth, requireJSON, noMembers, s.adminStop)
 		a.Post("/admin/rooms/:room/ban", api, auth, requireJSON, s.adminBan)
 		a.Delete("/admin/rooms/:room/ban/:user", api, auth, s.adminUnban)
 		a.Get("/admin/rooms/:room/bans", api, auth, s.adminBans)
