@@ -40,7 +40,7 @@ const (
 // Codes lists every domain code, in the order above.
 var Codes = []Code{
 	CodeInvalidInput, CodeUnknownRoom, CodeRoomClosed, CodeRoomLimit, CodeBanned, CodeBadWaiting, CodeOwnerMismatch,
-	CodeNotFound, CodeNotAdmitted, CodeExpired, CodeRevoked, CodeCompleted,
+	CodeNotFound, CodeNotAdmitted, CodeExpired, CodeRevoked, CodeCompleted, CodeRoomStopped,
 	CodeInviteInvalid, CodeInviteScope, CodeInviteExpired, CodeInviteUsed, CodeJournalOff, CodeRoomNotEmpty, CodeUnavailable,
 	CodeStoreFull, CodeRoomLost, CodeInternal,
 }
@@ -82,6 +82,7 @@ var (
 	ErrExpired       = &Error{Code: CodeExpired, Message: "admission expired"}
 	ErrRevoked       = &Error{Code: CodeRevoked, Message: "admission revoked"}
 	ErrCompleted     = &Error{Code: CodeCompleted, Message: "admission already completed"}
+	ErrRoomStopped   = &Error{Code: CodeRoomStopped, Message: "admission issued before an operator's stop of the room"}
 	ErrInviteInvalid = &Error{Code: CodeInviteInvalid, Message: "invalid invite"}
 	ErrInviteScope   = &Error{Code: CodeInviteScope, Message: "invite for another room or user"}
 	ErrInviteExpired = &Error{Code: CodeInviteExpired, Message: "invite expired"}

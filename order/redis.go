@@ -52,7 +52,8 @@ func NewRedis(rdb issuer.Redis, cfg *Config) (*Redis, error) {
 // Complete consumes the admission behind tok (room = tok.Product, user =
 // tok.User, admission id = tok.ID). Errors: flashgate.ErrExpired,
 // ErrRevoked, ErrNotFound (unknown, left, or from before a data loss),
-// ErrOwnerMismatch, ErrUnknownRoom, ErrInvalidInput, and ErrUnavailable when
+// ErrOwnerMismatch, ErrRoomStopped (admitted before an operator's stop:
+// issuer.Stop, refused at once), ErrUnknownRoom, ErrInvalidInput, and ErrUnavailable when
 // Redis cannot answer or too few replicas acknowledged: completion fails
 // closed, and a retry returns the first result.
 func (r *Redis) Complete(ctx context.Context, tok *verifier.Token) (*flashgate.Completion, error) {
