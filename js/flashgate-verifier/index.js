@@ -771,6 +771,15 @@ export class Verifier {
     return done;
   }
 
+  // #get fetches url with options.fetch, bounded by fetchTimeoutMs.
+  #get(url, accept) {
+    const init = { headers: { accept } };
+    if (typeof AbortSignal !== "undefined" && typeof AbortSignal.timeout === "function") {
+      init.signal = AbortSignal.timeout(this.#fetchTimeout);
+    }
+    return this.#fetch(url, init);
+  }
+
   #refreshDirectives() {
     if (this.#dirInflight) return this.#dirInflight;
     this.#dirFetches++;
@@ -796,11 +805,7 @@ export class Verifier {
 
   // #fetchDirectives GETs the document {"rooms":{"<room>":{"not_before":<Unix s>}}}.
   async #fetchDirectives() {
-    const init = { headers: { accept: "application/json" } };
-    if (typeof AbortSignal !== "undefined" && typeof AbortSignal.timeout === "function") {
-      init.signal = AbortSignal.timeout(this.#fetchTimeout);
-    }
-    const res = await this.#fetch(this.#dirUrl, init);
+    const res = await this.#get(this.#dirUrl, "application/json");
     if (!res.ok) throw new Error(`GET ${this.#dirUrl}: HTTP ${res.status}`);
     const doc = JSON.parse(await res.text());
     if (!doc || typeof doc.rooms !== "object" || doc.rooms === null || Array.isArray(doc.rooms)) {
@@ -815,11 +820,7 @@ export class Verifier {
   }
 
   async #fetchKeys() {
-    const init = { headers: { accept: "application/jwk-set+json, application/json" } };
-    if (typeof AbortSignal !== "undefined" && typeof AbortSignal.timeout === "function") {
-      init.signal = AbortSignal.timeout(this.#fetchTimeout);
-    }
-    const res = await this.#fetch(this.#jwksUrl, init);
+    const res = await this.#get(this.#jwksUrl, "application/jwk-set+json, application/json");
     if (!res.ok) throw new Error(`GET ${this.#jwksUrl}: HTTP ${res.status}`);
     const body = new Uint8Array(await res.arrayBuffer());
     this.setKeys(body); // the module validates it; a rejected set keeps the old keys

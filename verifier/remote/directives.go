@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,12 +105,8 @@ type directiveDoc struct {
 // life of the Directives (its end makes later fetches fail; the last good
 // document stays in use). It fails only for an invalid URL.
 func NewDirectives(ctx context.Context, docURL string, cfg *DirectivesConfig) (*Directives, error) {
-	u, err := url.Parse(docURL)
-	if err != nil {
-		return nil, fmt.Errorf("remote: directives URL: %w", err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("remote: directives URL %q: want an absolute http or https URL", docURL)
+	if err := checkURL("directives", docURL); err != nil {
+		return nil, err
 	}
 	var c DirectivesConfig
 	if cfg != nil {

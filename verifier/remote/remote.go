@@ -162,12 +162,8 @@ var errRateLimited = errors.New("no fetch: last forced refresh too recent")
 // With a ctx that never ends the goroutine runs for the life of the
 // process.
 func New(ctx context.Context, jwksURL string, cfg *Config) (*KeySet, error) {
-	u, err := url.Parse(jwksURL)
-	if err != nil {
-		return nil, fmt.Errorf("remote: JWKS URL: %w", err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("remote: JWKS URL %q: want an absolute http or https URL", jwksURL)
+	if err := checkURL("JWKS", jwksURL); err != nil {
+		return nil, err
 	}
 	var c Config
 	if cfg != nil {
@@ -408,6 +404,19 @@ func (s *KeySet) fetch() error {
 	s.nextRefresh = now.Add(interval)
 	s.mu.Unlock()
 	s.log.Debug("remote: JWKS fetched", "url", s.url, "keys", len(set.KeyIDs()), "next_refresh_in", interval)
+	return nil
+}
+
+// checkURL refuses raw unless it is an absolute http or https URL; what
+// names it in the error.
+func checkURL(what, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("remote: %s URL: %w", what, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("remote: %s URL %q: want an absolute http or https URL", what, raw)
+	}
 	return nil
 }
 
