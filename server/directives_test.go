@@ -47,3 +47,14 @@ func TestStopRoute(t *testing.T) {
 	assert.NotEmpty(t, p["detail"])
 	e.admin("POST", "/admin/rooms/"+room+"-none/stop", ``).problem(t, 404, "unknown_room")
 }
+
+// TestDirectivesRedisDown: without Redis the document is a 503 problem
+// that no cache keeps (no-store), never an empty document a verifier would
+// take for "no stop".
+func TestDirectivesRedisDown(t *testing.T) {
+	e := newEnv(t, privateRedis())
+	require.NoError(t, e.rdb.Close())
+	r := e.do(req{method: "GET", path: "/.well-known/flashgate-directives.json"})
+	r.problem(t, 503, "unavailable")
+	assert.Equal(t, "no-store", r.header.Get("Cache-Control"))
+}

@@ -460,7 +460,6 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 		a.Get("/metrics", s.m.handler)
 	}
 	a.Get("/.well-known/jwks.json", s.jwks)
-	a.Get("/.well-known/flashgate-directives.json", s.directivesDoc)
 	a.Get("/openapi.json", s.openapi)
 	a.Get("/flashgate-client.js", s.clientJS)
 	a.Get("/wait/assets/wait.js", s.pageScript)
@@ -468,6 +467,9 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 
 	// api: no-store, and a bounded wait for the queue store (Options.RedisTimeout).
 	api := s.noStoreBudget
+	// The edge directives read Redis: the request's budget, and no-store on
+	// an error (the document itself sets its max-age).
+	a.Get("/.well-known/flashgate-directives.json", api, s.directivesDoc)
 	// v1: the public API's chain, CORS headers first (Options.CORSOrigins).
 	v1 := []fiber.Handler{api}
 	if s.cors != nil {
