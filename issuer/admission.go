@@ -369,8 +369,10 @@ func (is *Issuer) completeItems(ctx context.Context, room string, items []comple
 // admission admissionID in room is still live: nil if so; ErrNotFound when it
 // is no longer in the active set (revoked, completed, left, or expired and
 // cleaned up), ErrExpired when it has lapsed by the room's clock (Redis TIME,
-// or Config.Now when set — never the caller's clock), ErrInvalidInput for a
-// malformed room id, ErrUnavailable when Redis cannot answer (fail closed).
+// or Config.Now when set — never the caller's clock), an error of code
+// flashgate.CodeRoomStopped when it was admitted before the room's not_before
+// (Stop), ErrInvalidInput for a malformed room id, ErrUnavailable when Redis
+// cannot answer (fail closed).
 func (is *Issuer) CheckActive(ctx context.Context, room, admissionID string) error {
 	if err := checkRoom(room); err != nil {
 		return err

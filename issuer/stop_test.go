@@ -46,6 +46,8 @@ func TestStop(t *testing.T) {
 
 	_, err = is.Complete(ctx, room, "alice", alice.AdmissionID)
 	assert.Equal(t, flashgate.CodeRoomStopped, flashgate.ErrorCode(err), "completion refuses it at once: %v", err)
+	err = is.CheckActive(ctx, room, alice.AdmissionID)
+	assert.Equal(t, flashgate.CodeRoomStopped, flashgate.ErrorCode(err), "and so does the revocation check: %v", err)
 	_, err = is.CompleteMinted(ctx, room, "alice", alice.AdmissionID, tok.Token)
 	assert.Equal(t, flashgate.CodeRoomStopped, flashgate.ErrorCode(err), "and with the minted token: %v", err)
 	again, err := is.Complete(ctx, room, "carol", carol.AdmissionID)
@@ -72,6 +74,7 @@ func TestStop(t *testing.T) {
 	_, err = is.SetState(ctx, room, issuer.RoomOpen)
 	require.NoError(t, err)
 	bob := enter("bob")
+	require.NoError(t, is.CheckActive(ctx, room, bob.AdmissionID))
 	_, err = is.Complete(ctx, room, "bob", bob.AdmissionID)
 	require.NoError(t, err)
 

@@ -63,7 +63,8 @@ func (r *Redis) Complete(ctx context.Context, tok *verifier.Token) (*flashgate.C
 // CheckActive returns nil while the admission behind tok is live by the
 // room's clock, and otherwise flashgate.ErrNotFound (revoked, completed,
 // left, or expired and dropped), flashgate.ErrExpired (lapsed, not yet
-// dropped), or flashgate.ErrUnavailable when Redis cannot answer (fail
+// dropped), flashgate.ErrRoomStopped (admitted before an operator's stop),
+// or flashgate.ErrUnavailable when Redis cannot answer (fail
 // closed). One read-only script call.
 func (r *Redis) CheckActive(ctx context.Context, tok *verifier.Token) error {
 	return r.is.CheckActive(ctx, tok.Product, tok.ID)
