@@ -24,6 +24,7 @@ const (
 	CodeExpired       Code = "expired"               // the admission lapsed
 	CodeRevoked       Code = "revoked"               // an operator ended the admission
 	CodeCompleted     Code = "completed"             // the admission was consumed by an order
+	CodeRoomStopped   Code = "room_stopped"          // an operator's stop refuses admissions issued before the room's not_before
 	CodeInviteInvalid Code = "invite_invalid"        // not an invite: malformed, another type, bad signature, unknown key, another issuer
 	CodeInviteScope   Code = "invite_scope"          // a valid invite for another room or another user
 	CodeInviteExpired Code = "invite_expired"        // the invite's expiry has passed (by the room's clock)
@@ -39,7 +40,7 @@ const (
 // Codes lists every domain code, in the order above.
 var Codes = []Code{
 	CodeInvalidInput, CodeUnknownRoom, CodeRoomClosed, CodeRoomLimit, CodeBanned, CodeBadWaiting, CodeOwnerMismatch,
-	CodeNotFound, CodeNotAdmitted, CodeExpired, CodeRevoked, CodeCompleted,
+	CodeNotFound, CodeNotAdmitted, CodeExpired, CodeRevoked, CodeCompleted, CodeRoomStopped,
 	CodeInviteInvalid, CodeInviteScope, CodeInviteExpired, CodeInviteUsed, CodeJournalOff, CodeRoomNotEmpty, CodeUnavailable,
 	CodeStoreFull, CodeRoomLost, CodeInternal,
 }
@@ -81,6 +82,7 @@ var (
 	ErrExpired       = &Error{Code: CodeExpired, Message: "admission expired"}
 	ErrRevoked       = &Error{Code: CodeRevoked, Message: "admission revoked"}
 	ErrCompleted     = &Error{Code: CodeCompleted, Message: "admission already completed"}
+	ErrRoomStopped   = &Error{Code: CodeRoomStopped, Message: "admission issued before an operator's stop of the room"}
 	ErrInviteInvalid = &Error{Code: CodeInviteInvalid, Message: "invalid invite"}
 	ErrInviteScope   = &Error{Code: CodeInviteScope, Message: "invite for another room or user"}
 	ErrInviteExpired = &Error{Code: CodeInviteExpired, Message: "invite expired"}

@@ -34,7 +34,7 @@ func TestErrorsCompareByCode(t *testing.T) {
 	require.Equal(t, flashgate.CodeExpired, flashgate.ErrorCode(err))
 	require.Equal(t, flashgate.CodeInternal, flashgate.ErrorCode(errors.New("boom")))
 	require.Equal(t, flashgate.Code(""), flashgate.ErrorCode(nil))
-	require.Len(t, flashgate.Codes, 22)
+	require.Len(t, flashgate.Codes, 23)
 }
 
 // The verifier core keeps its own copy of the token profile (TinyGo): the

@@ -268,8 +268,14 @@ func (is *Issuer) mintedItems(ctx context.Context, room string, items []mintedIt
 // user = sub, admissionID = jti. Replay protection keys on jti, never on the
 // token string.
 //
+// An admission issued before the room's not_before (Stop) is refused with
+// flashgate.CodeRoomStopped, at once: the script compares the admitted-at
+// time in the admission id with the not_before the stop wrote to the room's
+// config, so it needs no edge directive fetch.
+//
 // Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrExpired, flashgate.ErrRevoked,
-// flashgate.ErrNotFound (unknown, left), flashgate.ErrOwnerMismatch, flashgate.ErrUnavailable.
+// flashgate.ErrNotFound (unknown, left), flashgate.ErrOwnerMismatch, flashgate.ErrUnavailable,
+// and an error of code flashgate.CodeRoomStopped.
 func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) (*flashgate.Completion, error) {
 	return is.complete(ctx, room, user, admissionID, "")
 }
@@ -290,7 +296,7 @@ func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) 
 //
 // Errors: the admission's answers of Complete once the token is known as
 // minted (flashgate.ErrNotFound, flashgate.ErrExpired, flashgate.ErrRevoked,
-// flashgate.ErrOwnerMismatch); anything else is ErrNotMinted, wrapping the
+// flashgate.ErrOwnerMismatch, flashgate.CodeRoomStopped); anything else is ErrNotMinted, wrapping the
 // cause when there is one (a malformed claim, flashgate.ErrUnknownRoom,
 // flashgate.ErrUnavailable, …): the token was not shown authentic, so the
 // caller's signature check decides first, exactly as without this path.
@@ -306,7 +312,7 @@ func (is *Issuer) CompleteMinted(ctx context.Context, room, user, admissionID, t
 		return c, err
 	}
 	switch flashgate.ErrorCode(err) {
-	case flashgate.CodeNotFound, flashgate.CodeExpired, flashgate.CodeRevoked, flashgate.CodeOwnerMismatch:
+	case flashgate.CodeNotFound, flashgate.CodeExpired, flashgate.CodeRevoked, flashgate.CodeOwnerMismatch, flashgate.CodeRoomStopped:
 		return nil, err // the script's answer for this admission, given after the digest matched
 	}
 	return nil, fmt.Errorf("%w (%w)", ErrNotMinted, err) // the whole call failed: nothing is known
@@ -363,8 +369,10 @@ func (is *Issuer) completeItems(ctx context.Context, room string, items []comple
 // admission admissionID in room is still live: nil if so; ErrNotFound when it
 // is no longer in the active set (revoked, completed, left, or expired and
 // cleaned up), ErrExpired when it has lapsed by the room's clock (Redis TIME,
-// or Config.Now when set — never the caller's clock), ErrInvalidInput for a
-// malformed room id, ErrUnavailable when Redis cannot answer (fail closed).
+// or Config.Now when set — never the caller's clock), an error of code
+// flashgate.CodeRoomStopped when it was admitted before the room's not_before
+// (Stop), ErrInvalidInput for a malformed room id, ErrUnavailable when Redis
+// cannot answer (fail closed).
 func (is *Issuer) CheckActive(ctx context.Context, room, admissionID string) error {
 	if err := checkRoom(room); err != nil {
 		return err

@@ -286,6 +286,8 @@ func scriptError(code, room string) error {
 		return flashgate.Errorf(flashgate.CodeCompleted, "admission already completed")
 	case "owner_mismatch":
 		return flashgate.Errorf(flashgate.CodeOwnerMismatch, "admission belongs to another user")
+	case "room_stopped":
+		return flashgate.Errorf(flashgate.CodeRoomStopped, "admission issued before an operator's stop of room %q", room)
 	case "not_minted":
 		return ErrNotMinted
 	case "invite_used":

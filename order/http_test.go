@@ -36,6 +36,8 @@ func TestParseProblemServerCodes(t *testing.T) {
 	assert.ErrorIs(t, err, flashgate.ErrExpired, "the token lapsed between the pod's check and the issuer's")
 	err = order.ParseProblem(http.StatusUnauthorized, []byte(`{"code":"invalid_admission_token","reason":"bad_signature"}`))
 	assert.ErrorIs(t, err, flashgate.ErrInternal, "the pod accepted a token the issuer refuses: a misconfiguration")
+	err = order.ParseProblem(http.StatusServiceUnavailable, []byte(`{"code":"room_stopped"}`))
+	assert.ErrorIs(t, err, flashgate.ErrRoomStopped, "an operator's stop, not a retryable outage")
 }
 
 func TestHTTPComplete(t *testing.T) {

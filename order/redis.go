@@ -52,7 +52,8 @@ func NewRedis(rdb issuer.Redis, cfg *Config) (*Redis, error) {
 // Complete consumes the admission behind tok (room = tok.Product, user =
 // tok.User, admission id = tok.ID). Errors: flashgate.ErrExpired,
 // ErrRevoked, ErrNotFound (unknown, left, or from before a data loss),
-// ErrOwnerMismatch, ErrUnknownRoom, ErrInvalidInput, and ErrUnavailable when
+// ErrOwnerMismatch, ErrRoomStopped (admitted before an operator's stop:
+// issuer.Stop, refused at once), ErrUnknownRoom, ErrInvalidInput, and ErrUnavailable when
 // Redis cannot answer or too few replicas acknowledged: completion fails
 // closed, and a retry returns the first result.
 func (r *Redis) Complete(ctx context.Context, tok *verifier.Token) (*flashgate.Completion, error) {
@@ -62,7 +63,8 @@ func (r *Redis) Complete(ctx context.Context, tok *verifier.Token) (*flashgate.C
 // CheckActive returns nil while the admission behind tok is live by the
 // room's clock, and otherwise flashgate.ErrNotFound (revoked, completed,
 // left, or expired and dropped), flashgate.ErrExpired (lapsed, not yet
-// dropped), or flashgate.ErrUnavailable when Redis cannot answer (fail
+// dropped), flashgate.ErrRoomStopped (admitted before an operator's stop),
+// or flashgate.ErrUnavailable when Redis cannot answer (fail
 // closed). One read-only script call.
 func (r *Redis) CheckActive(ctx context.Context, tok *verifier.Token) error {
 	return r.is.CheckActive(ctx, tok.Product, tok.ID)

@@ -41,6 +41,10 @@ const storeFullRetryAfter = 5
 // of a large line takes seconds.
 const roomLostRetryAfter = 2
 
+// roomStoppedRetryAfter is the Retry-After (seconds) of room_stopped: the
+// default edge directive max-age (FLASHGATE_DIRECTIVE_MAX_AGE).
+const roomStoppedRetryAfter = 5
+
 // roomLimitRetryAfter is the Retry-After (seconds) of room_limit.
 const roomLimitRetryAfter = 60
 
@@ -89,6 +93,11 @@ func init() {
 	row("expired", http.StatusGone, "Admission expired")
 	row("revoked", http.StatusGone, "Admission revoked")
 	row("completed", http.StatusConflict, "Admission already completed")
+	// An operator's stop (README "Stopping a sale at the edge"): every
+	// admission issued before the room's not_before is refused, at
+	// completion and at the edge. 503: the sale is stopped, not the token
+	// bad; after Retry-After the buyer goes back to the waiting room.
+	row("room_stopped", http.StatusServiceUnavailable, "Waiting room stopped", func(k *Kind) { k.RetryAfter = roomStoppedRetryAfter })
 	// Invites (README "Priority lanes and invites"): refused before any place changes.
 	row("invite_invalid", http.StatusForbidden, "Invalid invite")
 	row("invite_scope", http.StatusForbidden, "Invite not valid for this room or user")
@@ -157,7 +166,8 @@ type tokenRow struct {
 // tokens maps the verifier's refusal reasons (verifier.Code.String(), plus
 // "missing" for no token at all) to their answer. Scope refusals (another
 // product or user) are 403 insufficient_scope (RFC 6750 §3.1); keys that
-// cannot be fetched are 503; every other refusal is 401 invalid_token.
+// cannot be fetched, a stopped room (room_stopped) and edge directives
+// never fetched are 503; every other refusal is 401 invalid_token.
 var tokens = map[string]tokenRow{
 	"missing":           {"Admission token required", BadAdmission},
 	"too_large":         {"Admission token too large", BadAdmission},
@@ -177,6 +187,10 @@ var tokens = map[string]tokenRow{
 	"not_yet_valid":     {"Admission token not yet valid", BadAdmission},
 	"lifetime_too_long": {"Admission token lifetime too long", BadAdmission},
 	"keys_unavailable":  {"Signing keys unavailable", unavailable},
+	"room_stopped":      {"Waiting room stopped", "room_stopped"},
+	// A verifier with an edge directive source that has never fetched the
+	// document refuses (never fails open) and the client retries.
+	"directives_unavailable": {"Edge directives unavailable", unavailable},
 }
 
 // Token returns how a refused admission token is answered, by the verifier's

@@ -68,6 +68,7 @@
 //	POST   /admin/rooms/{room}/close         admin             200 RoomConfig; optional body {reason: sold_out|closed|event_ended}
 //	POST   /admin/rooms/{room}/sold-out      admin             200 RoomConfig: close with reason sold_out
 //	POST   /admin/rooms/{room}/revoke        admin             200 {state, admission_id, revoked_at_ms, repeated, banned_until_ms}; body {admission_id} or {user, ban_ms, reason}
+//	POST   /admin/rooms/{room}/stop          admin             200 {room, not_before (Unix s), paused, state, edge_max_age_s}: refuse admissions issued up to now
 //	POST   /admin/rooms/{room}/ban           admin             200 {user, banned_until_ms, banned_at_ms, reason, removed_waiting, revoked_admission_id}; body {user, duration_ms, reason}
 //	DELETE /admin/rooms/{room}/ban/{user}    admin             204 (404 not_found: no ban in effect)
 //	GET    /admin/rooms/{room}/bans          admin             200 {bans:[{user, banned_until_ms, banned_at_ms, reason}], total, next_cursor}; ?limit=1…1000 (100)&cursor=
@@ -75,6 +76,7 @@
 //	GET    /admin/rooms/{room}/journal?user= admin             200 {room, user, entries:[journal.EntryJSON]} newest first (404 not_found: none; 404 journal_off: no Options.Journal)
 //	GET    /admin/rooms/{room}/journal/report admin            200 journal.Report; ?epoch= (404 not_found: nothing journaled; 404 journal_off)
 //	GET    /.well-known/jwks.json            -                 200 JWK Set (Cache-Control: public, max-age=60)
+//	GET    /.well-known/flashgate-directives.json -          200 {rooms: {room: {not_before}}} (Cache-Control: public, max-age=Options.DirectiveMaxAge)
 //	GET    /flashgate-client.js              -                 200 the browser client, an ES module (text/javascript; public, max-age=300, ETag)
 //	GET    /wait/{room}?return=…             user (visitor)    200 the waiting page (HTML; enters the user); refusals render as the page with their status
 //	POST   /wait/{room}/continue             user (visitor)    303 to the validated return URL (or /) after the exchange: the page's button without JavaScript

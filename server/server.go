@@ -57,6 +57,8 @@ const (
 	BodyTimeout = 10 * time.Second
 	// DefaultRedisTimeout is the default Options.RedisTimeout.
 	DefaultRedisTimeout = time.Second
+	// DefaultDirectiveMaxAge is the default Options.DirectiveMaxAge.
+	DefaultDirectiveMaxAge = 5 * time.Second
 	// DefaultConcurrency is what a zero Options.Concurrency means: fiber's
 	// (and fasthttp's) default, 256 × 1024 connections served at once.
 	DefaultConcurrency = fiber.DefaultConcurrency
@@ -157,6 +159,11 @@ type Options struct {
 	// NoMetricsRoute leaves /metrics off the app (it answers 404): serve
 	// Server.MetricsHandler on a listener of its own instead.
 	NoMetricsRoute bool
+	// DirectiveMaxAge is the Cache-Control max-age of the edge directive
+	// document (GET /.well-known/flashgate-directives.json), in whole
+	// seconds (rounded down, at least 1 s): a stop reaches edge verifiers
+	// within it plus one fetch. 0 means DefaultDirectiveMaxAge (5 s).
+	DirectiveMaxAge time.Duration
 	// ProxyHeader names the header carrying the client address, set by a
 	// proxy in front of flashgate (e.g. "X-Forwarded-For", "Forwarded"
 	// (RFC 7239), "X-Real-IP", "CF-Connecting-IP"). It is believed only when
@@ -291,6 +298,8 @@ type Server struct {
 	streams *streamLimits
 	// metricsRoute: /metrics is served on the app (not Options.NoMetricsRoute).
 	metricsRoute bool
+	// directives caches the edge directive document (directives.go).
+	directives directiveCache
 
 	// notReady is the reason of the last /readyz answer ("" = ready), to log
 	// changes only.
@@ -405,6 +414,10 @@ func New(opts Options) (*Server, error) {
 		}
 		s.autoRooms = newWindowCounter(opts.AutoRoomsPerAddress, window)
 	}
+	s.directives.maxAge = max(int64(opts.DirectiveMaxAge/time.Second), 1)
+	if opts.DirectiveMaxAge == 0 {
+		s.directives.maxAge = int64(DefaultDirectiveMaxAge / time.Second)
+	}
 	if opts.Identity == IdentityVisitor {
 		s.visitors = &visitors{key: bytes.Clone(opts.VisitorKey), secure: !opts.InsecureCookies, domain: opts.CookieDomain,
 			name: visitorCookieName(!opts.InsecureCookies, opts.CookieDomain)}
@@ -509,6 +522,9 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 
 	// api: no-store, and a bounded wait for the queue store (Options.RedisTimeout).
 	api := s.noStoreBudget
+	// The edge directives read Redis: the request's budget, and no-store on
+	// an error (the document itself sets its max-age).
+	a.Get("/.well-known/flashgate-directives.json", api, s.directivesDoc)
 	// v1: the public API's chain, CORS headers first (Options.CORSOrigins).
 	v1 := []fiber.Handler{api}
 	if s.cors != nil {
@@ -552,6 +568,7 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 		a.Post("/admin/rooms/:room/sold-out", api, auth, requireJSON, noMembers, s.adminSoldOut)
 		a.Delete("/admin/rooms/:room", api, auth, s.adminDeleteRoom)
 		a.Post("/admin/rooms/:room/revoke", api, auth, requireJSON, s.adminRevoke)
+		a.Post("/admin/rooms/:room/stop", api, auth, requireJSON, noMembers, s.adminStop)
 		a.Post("/admin/rooms/:room/ban", api, auth, requireJSON, s.adminBan)
 		a.Delete("/admin/rooms/:room/ban/:user", api, auth, s.adminUnban)
 		a.Get("/admin/rooms/:room/bans", api, auth, s.adminBans)

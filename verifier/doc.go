@@ -45,7 +45,11 @@
 //     Config.Product); sub a non-empty string, == Expect.User when set;
 //  12. exp − iat ≤ Config.MaxLifetime (default 15 min);
 //  13. time: now ≥ exp + leeway is expired (exp == now is expired with no
-//     leeway); iat > now + leeway or nbf > now + leeway is not yet valid.
+//     leeway); iat > now + leeway or nbf > now + leeway is not yet valid;
+//  14. only with Config.Directives (an edge directive source, such as
+//     remote.Directives): iat < the room's not_before (Unix seconds, moved
+//     by an operator's stop) is room_stopped; no directive document yet is
+//     directives_unavailable (refused: never fail open).
 //
 // # Units
 //

@@ -9,24 +9,26 @@ type Code uint8
 
 // The result codes. CodeOK means the token was accepted.
 const (
-	CodeOK              Code = iota // accepted
-	CodeTooLarge                    // raw token longer than MaxTokenSize
-	CodeMalformed                   // not compact JWS: segments, base64url, JSON shape
-	CodeDuplicateKey                // a JSON member name repeats in header or payload
-	CodeUnsupportedAlg              // alg is not the algorithm of the key (EdDSA), incl. "none"
-	CodeForbiddenHeader             // jwk, jku, x5u, x5c, crit or b64 header present
-	CodeBadType                     // typ header is not the admission-token type
-	CodeUnknownKey                  // kid missing, not a string, or names no known key
-	CodeBadSignature                // signature does not verify (wrong length included)
-	CodeBadIssuer                   // iss missing, not a string, or not the expected issuer
-	CodeBadAudience                 // aud missing, not a string, or not the expected audience
-	CodeBadProduct                  // product claim missing or not the expected product
-	CodeBadUser                     // sub missing, not a string, or not the expected user
-	CodeInvalidClaims               // exp/iat/nbf/jti missing or of the wrong type
-	CodeExpired                     // now >= exp + leeway
-	CodeNotYetValid                 // iat or nbf later than now + leeway
-	CodeLifetimeTooLong             // exp - iat exceeds the maximum lifetime
-	CodeUnavailable                 // key set could not be fetched (remote JWKS down)
+	CodeOK                    Code = iota // accepted
+	CodeTooLarge                          // raw token longer than MaxTokenSize
+	CodeMalformed                         // not compact JWS: segments, base64url, JSON shape
+	CodeDuplicateKey                      // a JSON member name repeats in header or payload
+	CodeUnsupportedAlg                    // alg is not the algorithm of the key (EdDSA), incl. "none"
+	CodeForbiddenHeader                   // jwk, jku, x5u, x5c, crit or b64 header present
+	CodeBadType                           // typ header is not the admission-token type
+	CodeUnknownKey                        // kid missing, not a string, or names no known key
+	CodeBadSignature                      // signature does not verify (wrong length included)
+	CodeBadIssuer                         // iss missing, not a string, or not the expected issuer
+	CodeBadAudience                       // aud missing, not a string, or not the expected audience
+	CodeBadProduct                        // product claim missing or not the expected product
+	CodeBadUser                           // sub missing, not a string, or not the expected user
+	CodeInvalidClaims                     // exp/iat/nbf/jti missing or of the wrong type
+	CodeExpired                           // now >= exp + leeway
+	CodeNotYetValid                       // iat or nbf later than now + leeway
+	CodeLifetimeTooLong                   // exp - iat exceeds the maximum lifetime
+	CodeUnavailable                       // key set could not be fetched (remote JWKS down)
+	CodeRoomStopped                       // iat before the room's edge directive not_before (an operator's stop)
+	CodeDirectivesUnavailable             // edge directives configured but never fetched: refused, not let through
 	codeCount
 )
 
@@ -49,6 +51,9 @@ var codeNames = [codeCount]string{
 	CodeNotYetValid:     "not_yet_valid",
 	CodeLifetimeTooLong: "lifetime_too_long",
 	CodeUnavailable:     "keys_unavailable",
+	CodeRoomStopped:     "room_stopped",
+
+	CodeDirectivesUnavailable: "directives_unavailable",
 }
 
 // String returns the code's stable snake_case name, e.g. "expired".
@@ -90,6 +95,11 @@ var (
 	ErrNotYetValid     = &Error{CodeNotYetValid, "token not yet valid"}
 	ErrLifetimeTooLong = &Error{CodeLifetimeTooLong, "token lifetime exceeds maximum"}
 	ErrUnavailable     = &Error{CodeUnavailable, "key set unavailable"}
+	ErrRoomStopped     = &Error{CodeRoomStopped, "room stopped: token issued before the room's not_before"}
+	// ErrDirectivesUnavailable: a Directives source has no directive
+	// document yet (never fetched). Verify refuses rather than accept a
+	// token it cannot check against a stop.
+	ErrDirectivesUnavailable = &Error{CodeDirectivesUnavailable, "edge directives unavailable"}
 )
 
 // CodeOf returns the result code of err: CodeOK for nil, the code of the

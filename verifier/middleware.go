@@ -49,7 +49,9 @@ func TokenFromContext(ctx context.Context) (*Token, bool) {
 //   - 403 with `Bearer error="insufficient_scope"` for bad_product and bad_user:
 //     a valid token for another product or user;
 //   - 503 for keys_unavailable (the key set could not be fetched; the token
-//     may be fine, so the client should retry, not re-authenticate);
+//     may be fine, so the client should retry, not re-authenticate), and
+//     for room_stopped and directives_unavailable (Config.Directives), all
+//     with Retry-After;
 //   - 401 with `Bearer error="invalid_token"` for every other reason.
 func Middleware(v *Verifier, opts MiddlewareOptions) func(http.Handler) http.Handler {
 	cookie := opts.Cookie

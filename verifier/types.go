@@ -91,6 +91,11 @@ type Config struct {
 	MaxLifetime time.Duration
 	// Now returns the current time; nil means time.Now. Edge hosts inject their clock.
 	Now func() time.Time
+	// Directives, when set, adds Verify's step 14: a token whose claims all
+	// passed is refused with ErrRoomStopped when its iat is before its
+	// room's not_before, and with ErrDirectivesUnavailable when the source
+	// has no directive to answer from. nil: no directive check.
+	Directives Directives
 }
 
 // Expect names what one call of Verify requires beyond the Config.

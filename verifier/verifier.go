@@ -19,6 +19,7 @@ type Verifier struct {
 	leeway      int64 // seconds
 	maxLifetime int64 // seconds
 	now         func() time.Time
+	directives  Directives
 }
 
 // New returns a Verifier for keys and cfg.
@@ -49,6 +50,7 @@ func New(keys KeySet, cfg Config) (*Verifier, error) {
 		leeway:      int64(cfg.Leeway / time.Second),
 		maxLifetime: int64(cfg.MaxLifetime / time.Second),
 		now:         cfg.Now,
+		directives:  cfg.Directives,
 	}
 	v.prepared, _ = keys.(PreparedKeySet)
 	if cfg.MaxLifetime == 0 {
@@ -93,11 +95,13 @@ const (
 //     product → ErrBadProduct; sub (and want.User) → ErrBadUser;
 //  12. exp − iat ≤ MaxLifetime → ErrLifetimeTooLong;
 //  13. time, with now = Config.Now() in Unix seconds: now ≥ exp + leeway →
-//     ErrExpired; iat > now + leeway or nbf > now + leeway → ErrNotYetValid.
+//     ErrExpired; iat > now + leeway or nbf > now + leeway → ErrNotYetValid;
+//  14. with Config.Directives: iat < the room's not_before → ErrRoomStopped;
+//     no directive document to answer from → ErrDirectivesUnavailable.
 //
 // Because the signature is checked before any claim, a forged token always
 // reports ErrBadSignature, whatever its claims. (The Ed25519 arithmetic of
-// step 8 actually runs last, after steps 9–13 are decided, but its failure
+// step 8 actually runs last, after steps 9–14 are decided, but its failure
 // takes precedence over theirs.)
 //
 // Verify is Prepare followed by Pending.Finish with the result of
@@ -123,7 +127,7 @@ func (p *Pending) Verify() (*Token, error) {
 
 // Pending is a token that passed every check of Verify that precedes the
 // Ed25519 arithmetic (steps 1–7 and the signature's shape in step 8), with
-// the outcome of steps 9–13 already decided but withheld until Finish is
+// the outcome of steps 9–14 already decided but withheld until Finish is
 // told whether the signature verifies. It lets a host that has Ed25519 of
 // its own (WebCrypto at the edge: wasm/README.md, ABI v2) do exactly one
 // signature check while every rule stays here.
@@ -152,7 +156,7 @@ func (p *Pending) Signature() [ed25519.SignatureSize]byte { return p.sig }
 // Finish returns Verify's answer given whether Signature is a valid Ed25519
 // signature (RFC 8032 §5.1.7, S < L enforced) of SigningInput under
 // PublicKey: ErrBadSignature when signatureValid is false, whatever the
-// claims; otherwise the outcome of steps 9–13 (the Token, or the first
+// claims; otherwise the outcome of steps 9–14 (the Token, or the first
 // claim error). signatureValid must come from an actual Ed25519
 // verification: passing true without one accepts a forged token.
 func (p *Pending) Finish(signatureValid bool) (*Token, error) {
@@ -162,7 +166,7 @@ func (p *Pending) Finish(signatureValid bool) (*Token, error) {
 	return p.tok, p.err
 }
 
-// InsecureClaims returns the outcome of steps 9–13 — the token's claims, or
+// InsecureClaims returns the outcome of steps 9–14 — the token's claims, or
 // the first claim error — WITHOUT the signature's verdict: the claims are
 // not authenticated, and anyone can write a token that has them. Use them
 // only to look up a record that authenticates the token by other means,
@@ -174,7 +178,7 @@ func (p *Pending) InsecureClaims() (*Token, error) { return p.tok, p.err }
 
 // Prepare runs Verify's steps 1–7 and the shape checks of step 8 and
 // returns their first failure, exactly as Verify would. Otherwise it
-// decides steps 9–13 and returns a Pending whose Finish gives Verify's
+// decides steps 9–14 and returns a Pending whose Finish gives Verify's
 // answer once the signature has been checked. Verify(ctx, raw, want) ≡
 // Prepare then Finish(ed25519.Verify(PublicKey, SigningInput, Signature)).
 func (v *Verifier) Prepare(ctx context.Context, raw string, want Expect) (Pending, error) {
@@ -300,6 +304,12 @@ func (v *Verifier) Prepare(ctx context.Context, raw string, want Expect) (Pendin
 	p.tok, p.err = v.claimsFrom(pl, members, keyID, want, &scratch)
 	if p.tok != nil {
 		p.tok.Raw = raw
+		// 14. The room's edge directive (an operator's stop).
+		if v.directives != nil {
+			if p.err = v.checkDirective(ctx, p.tok); p.err != nil {
+				p.tok = nil
+			}
+		}
 	}
 	return p, nil
 }

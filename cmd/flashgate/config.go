@@ -76,6 +76,7 @@ type serveConfig struct {
 	CompletionTimeout      time.Duration `env:"COMPLETION_TIMEOUT" envDefault:"200ms" help:"how long a completion waits for FLASHGATE_COMPLETION_REPLICAS acknowledgements"`
 	StatusSnapshot         time.Duration `env:"STATUS_SNAPSHOT" envDefault:"0s" help:"opt-in for very large lines: largest age of the per-replica room snapshot that answers status for users far behind the head (position_estimated; 500ms suits a line of 100,000s); 0: every status asks Redis (exact positions)"`
 	EnterBatch             int           `env:"ENTER_BATCH" envDefault:"32" help:"most items one script call carries (1 … 1000): concurrent enters, statuses and exchanges, and completions for a room share a call of their kind (group commit); 1 turns coalescing off"`
+	DirectiveMaxAge        time.Duration `env:"DIRECTIVE_MAX_AGE" envDefault:"5s" help:"Cache-Control max-age of the edge directive document (/.well-known/flashgate-directives.json), whole seconds, 1s … 1h: an operator's stop reaches edge verifiers within it plus one fetch; shorter means a faster stop and more fetches"`
 	RedisTimeout           time.Duration `env:"REDIS_TIMEOUT" envDefault:"1s" help:"the most one API request waits for Redis before answering 503 unavailable (a hung Redis costs a client at most this long; requests that use it all open the Redis breaker, after which they fail at once)"`
 	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests (then for the minted notes of the tokens they minted)"`
 	LogLevel               string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
@@ -206,6 +207,9 @@ func (c *serveConfig) validate() error {
 	}
 	if err := c.issuerConfig().Validate(); err != nil {
 		return fmt.Errorf("FLASHGATE_ENTER_BATCH, FLASHGATE_COMPLETION_*, FLASHGATE_AUTO_ROOM_IDLE, FLASHGATE_ROOM_RETENTION: %w", err)
+	}
+	if c.DirectiveMaxAge < time.Second || c.DirectiveMaxAge > time.Hour || c.DirectiveMaxAge%time.Second != 0 {
+		return fmt.Errorf("FLASHGATE_DIRECTIVE_MAX_AGE must be whole seconds in 1s … 1h, got %s", c.DirectiveMaxAge)
 	}
 	if c.RedisTimeout <= 0 {
 		return fmt.Errorf("FLASHGATE_REDIS_TIMEOUT must be positive, got %s", c.RedisTimeout)
@@ -372,7 +376,8 @@ func (c *serveConfig) serverOptions() server.Options {
 		Identity: c.Identity, CookieDomain: c.CookieDomain, InsecureCookies: c.InsecureCookies, EnterPoW: c.EnterPoW,
 		ReturnOrigins: c.ReturnOrigins, CORSOrigins: c.CORSOrigins, PageDir: c.PageDir,
 		AccessLog: c.AccessLog, StreamsPerUser: c.StreamsPerUser, StreamsPerAddress: c.streamsPerAddress(),
-		MaxConnsPerIP: c.MaxConnsPerIP, Concurrency: c.Concurrency, NoMetricsRoute: c.MetricsAddr != ""}
+		MaxConnsPerIP: c.MaxConnsPerIP, Concurrency: c.Concurrency, NoMetricsRoute: c.MetricsAddr != "",
+		DirectiveMaxAge: c.DirectiveMaxAge}
 }
 
 // validateIdentity checks FLASHGATE_IDENTITY, FLASHGATE_VISITOR_KEY,

@@ -7,6 +7,7 @@
 //	flashgate verify --jwks F --issuer I --audience A --product P TOKEN
 //	flashgate simulate [--users N …]   drive a simulated flash sale over HTTP
 //	flashgate top [-url URL]           every room at a glance, from the admin API
+//	flashgate stop -room R             refuse every admission of R issued up to now (admin API)
 //	flashgate journal show|report      ask the journal (PostgreSQL) about a buyer or a room
 //	flashgate journal run              copy the rooms' journal streams into PostgreSQL
 //	flashgate restore --room R         rebuild a room lost with Redis's data from the journal
@@ -57,6 +58,8 @@ Usage:
                    [--now UNIX_SECONDS] [--leeway 0s] [TOKEN | -]
   flashgate simulate [flags]           simulate a flash sale end to end (-h lists the flags)
   flashgate top [-url URL] [-every 1s] every room at a glance, from the admin API (FLASHGATE_ADMIN_TOKEN)
+  flashgate stop -room R [-url URL] [-json]
+                                       refuse every admission of R issued up to now, at completion and at the edge
   flashgate journal show --room R --user U [--all] [--json]
                                        a buyer's entries in the journal (FLASHGATE_JOURNAL_DSN)
   flashgate journal report --room R [--epoch E] [--json]
@@ -90,6 +93,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runSimulate(ctx, rest, stdout, stderr)
 	case "top":
 		return runTop(ctx, rest, stdout, stderr)
+	case "stop":
+		return runStop(ctx, rest, stdout, stderr)
 	case "journal":
 		return runJournal(ctx, rest, stdout, stderr)
 	case "restore":

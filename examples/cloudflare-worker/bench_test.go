@@ -60,12 +60,7 @@ func BenchmarkWorkerdThroughput(b *testing.B) {
 	require.NoError(b, err)
 	jwks, err := ring.PublicJWKS()
 	require.NoError(b, err)
-	issuerSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/jwk-set+json")
-		w.Header().Set("Cache-Control", "public, max-age=60")
-		_, _ = w.Write(jwks)
-	}))
-	b.Cleanup(issuerSrv.Close)
+	issuerSrv := stubIssuer(b, jwks, "public, max-age=60")
 	originSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("origin ok"))
 	}))

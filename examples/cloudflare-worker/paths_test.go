@@ -168,11 +168,7 @@ func TestWorkerPathSpellings(t *testing.T) {
 	wasm := wasmModule(t)
 	cases := loadPathCases(t)
 	ring, jwks := pathRing(t)
-	issuerSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(jwks)
-	}))
-	t.Cleanup(issuerSrv.Close)
+	issuerSrv := stubIssuer(t, jwks, "")
 	o := newMuxOrigin(t)
 	base := startWorkerd(t, bin, wasm, strings.TrimPrefix(issuerSrv.URL, "http://"),
 		strings.TrimPrefix(o.srv.URL, "http://"), "auto")

@@ -42,6 +42,12 @@ function verifierFor(env, cfg) {
     // `flashgate serve`) makes it shorter, but not below the package's
     // minRefreshIntervalMs (10 s) unless the TTL itself is shorter.
     maxKeysAgeMs: cfg.ttlMs,
+    // The edge directive document (an operator's stop), fetched the same
+    // way for its Cache-Control max-age (5 s from `flashgate serve`): a
+    // token issued before its room's not_before is refused room_stopped.
+    // A failed fetch keeps the last document; none yet refuses
+    // (directives_unavailable): never fail open.
+    ...(cfg.directivesURL ? { directivesUrl: cfg.directivesURL } : {}),
     crypto: cfg.crypto,
   }).then(
     (v) => {
@@ -94,6 +100,7 @@ function readConfig(env) {
     leeway: wholeSeconds("FLASHGATE_LEEWAY_SECONDS", "0"),
     maxLifetime: wholeSeconds("FLASHGATE_MAX_LIFETIME_SECONDS", undefined),
     jwksURL: str("FLASHGATE_JWKS_URL", ""),
+    directivesURL: str("FLASHGATE_DIRECTIVES_URL", ""),
     ttlMs: wholeSeconds("FLASHGATE_JWKS_TTL_SECONDS", "300") * 1000,
     crypto: str("FLASHGATE_CRYPTO", "auto"),
     debug: /^(1|true|yes)$/i.test(str("FLASHGATE_DEBUG", "")),
@@ -106,13 +113,17 @@ function readConfig(env) {
   // The prefix's segments, lower-cased: "/products/" → ["products"].
   cfg.prefixSegs = cfg.prefix.toLowerCase().split("/").slice(1, -1);
   if (!cfg.jwksURL) throw new ConfigError("FLASHGATE_JWKS_URL is not set");
+  // The directives sit next to the JWK Set unless told otherwise; "off"
+  // turns the stop check off (an issuer without it).
+  if (cfg.directivesURL === "off") cfg.directivesURL = null;
+  else if (!cfg.directivesURL) cfg.directivesURL = new URL("/.well-known/flashgate-directives.json", cfg.jwksURL).toString();
   if (!CRYPTO_MODES.includes(cfg.crypto)) {
     throw new ConfigError(`FLASHGATE_CRYPTO must be auto, host or pure, not ${JSON.stringify(cfg.crypto)}`);
   }
   // Everything Verifier.create is given; a change builds a new Verifier.
   // (Validation of the values themselves is the package's and the module's.)
   cfg.key = JSON.stringify([cfg.issuer, cfg.audience, cfg.leeway, cfg.maxLifetime, cfg.jwksURL, cfg.ttlMs,
-    cfg.crypto, Boolean(env.ISSUER)]);
+    cfg.directivesURL, cfg.crypto, Boolean(env.ISSUER)]);
   return cfg;
 }
 
@@ -359,7 +370,7 @@ function problem(status, type, title, reason, detail, extraHeaders) {
 // the package's problem document (refusal: problem.Token's status, title,
 // challenge and Retry-After).
 function refuse(request, cfg, product, reason, detail) {
-  if (reason !== "keys_unavailable" && !wantsJSON(request) && cfg.waitingRoomURL) {
+  if (reason !== "keys_unavailable" && reason !== "directives_unavailable" && !wantsJSON(request) && cfg.waitingRoomURL) {
     const to = new URL(cfg.waitingRoomURL);
     to.searchParams.set("room", product);
     to.searchParams.set("reason", reason);
@@ -417,6 +428,9 @@ async function handle(request, env) {
   } else if (r.reason === "keys_unavailable") {
     console.error("flashgate: JWKS unavailable:", String(verifier.keysError ?? r.message));
     res = refuse(request, cfg, product, r.reason, "the issuer's key set could not be fetched");
+  } else if (r.reason === "directives_unavailable") {
+    console.error("flashgate: directives unavailable:", String(verifier.directivesError ?? r.message));
+    res = refuse(request, cfg, product, r.reason, "the issuer's edge directives could not be fetched");
   } else {
     res = refuse(request, cfg, product, r.reason, r.message);
   }

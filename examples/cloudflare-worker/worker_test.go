@@ -96,6 +96,7 @@ type env struct {
 	worker   string // workerd base URL
 	origin   *origin
 	jwksGets atomic.Int64 // JWKS requests that reached the issuer
+	dirGets  atomic.Int64 // directive document requests that reached the issuer
 	jwks0    []byte       // the JWKS before any rotation
 	client   *http.Client
 	crypto   string // FLASHGATE_CRYPTO: host or pure
@@ -147,8 +148,11 @@ func newEnv(t testing.TB, crypto string) *env {
 	target, _ := url.Parse(e.issuer)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/.well-known/jwks.json" {
+		switch r.URL.Path {
+		case "/.well-known/jwks.json":
 			e.jwksGets.Add(1)
+		case "/.well-known/flashgate-directives.json":
+			e.dirGets.Add(1)
 		}
 		proxy.ServeHTTP(w, r)
 	}))

@@ -75,11 +75,18 @@ func (c *Client) Fetch(ctx context.Context) ([]Sample, error) {
 }
 
 func (c *Client) get(ctx context.Context, path string, v any) error {
+	return c.Do(ctx, http.MethodGet, path, v)
+}
+
+// Do sends an admin API request (method, path; no body) with the admin
+// token and decodes a 200 answer into v. Any other status is an error
+// naming the problem's code and detail (or the status).
+func (c *Client) Do(ctx context.Context, method, path string, v any) error {
 	hc := c.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 5 * time.Second}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.Base, "/")+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.Base, "/")+path, nil)
 	if err != nil {
 		return err
 	}

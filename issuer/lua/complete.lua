@@ -12,7 +12,9 @@
 -- user index (the user may queue again). A repeated completion returns the first result
 -- (idempotent under retries, of one admission or of the whole call); expired, revoked, left or
 -- unknown admissions are refused (invariant 4), and so is an admission id of an earlier epoch
--- ('stale', invariant 6).
+-- ('stale', invariant 6). A live admission admitted before the room's not_before (Unix s, written
+-- by an operator's stop, issuer/stop.go) is refused 'room_stopped': its admitted_ms is the jti's last
+-- field, and the token's iat is that time in whole seconds, so this is the edge's iat < not_before.
 -- Returns {'ERROR', code} for the whole call (unknown_room), else one reply per admission, in ARGV
 -- order: {'COMPLETED', at_ms, repeated} or {'ERROR', code} (issuer/scripts.go decodeComplete).
 --
@@ -31,6 +33,7 @@ local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
 local any_unclaimed = redis.call('ZCARD', K_UNCLAIMED) > 0
+local stop_ms = (tonumber(redis.call('HGET', K_CONFIG, 'not_before')) or 0) * 1000
 
 local gone = {}                 -- jti -> {kind, seq} of the admissions this call ends
 local ends = {}                 -- in order: {kind, seq, user, jti}
@@ -52,6 +55,7 @@ local function complete(user, jti, digest, minted)
     if kind == 'E' or kind == 'N' then return { 'ERROR', 'expired' } end
     return { 'ERROR', 'not_found' } -- left ('L'), or unknown
   end
+  if stop_ms > 0 and tonumber(string.match(jti, '%.(%d+)$')) < stop_ms then return { 'ERROR', 'room_stopped' } end
   if redis.call('HGET', K_USERS, user) ~= jti then return { 'ERROR', 'owner_mismatch' } end
   -- The claim deadline of an admission not claimed yet (nil: claimed, or no window).
   local d

@@ -25,7 +25,9 @@ export type Reason =
   | "expired"
   | "not_yet_valid"
   | "lifetime_too_long"
-  | "keys_unavailable";
+  | "keys_unavailable"
+  | "room_stopped"
+  | "directives_unavailable";
 
 /** Every Reason, indexed by the module's code (REASONS[0] === "ok"). */
 export declare const REASONS: readonly Reason[];
@@ -55,6 +57,8 @@ export declare const DEFAULTS: Readonly<{
   minRefreshIntervalMs: 10000;
   maxKeysAgeMs: 300000;
   fetchTimeoutMs: 5000;
+  directivesMaxAgeMs: 5000;
+  directivesRetryMs: 1000;
 }>;
 
 /** A JWK Set (RFC 7517 §5): {"keys": [...]}, Ed25519 OKP keys. */
@@ -103,8 +107,25 @@ export interface VerifierOptions {
   maxKeysAgeMs?: number;
   /** Bound on one JWK Set fetch, ms. Default 5,000. */
   fetchTimeoutMs?: number;
-  /** Clock for the JWK Set cache, ms since the epoch. Default Date.now. */
+  /** Clock for the JWK Set and directive caches, ms since the epoch. Default Date.now. */
   clock?: () => number;
+
+  /**
+   * The issuer's edge directive document
+   * (e.g. https://queue.example.com/.well-known/flashgate-directives.json:
+   * {"rooms":{"<room>":{"not_before":<Unix seconds>}}}), fetched with `fetch`
+   * at create() and again at the first verify() after its Cache-Control
+   * max-age (one fetch in flight). An accepted token whose iat is before its
+   * room's not_before becomes room_stopped (an operator's stop). A failed
+   * fetch keeps the last document (retried after directivesRetryMs, verify
+   * does not wait meanwhile); before the first good one verify answers
+   * directives_unavailable: never fail open. Absent: no directive check.
+   */
+  directivesUrl?: string | URL;
+  /** How long a directive document without max-age is used, ms. Default 5,000. */
+  directivesMaxAgeMs?: number;
+  /** Least time after a failed directive fetch before the next, ms. Default 1,000. */
+  directivesRetryMs?: number;
 
   /**
    * The module. Default: flashgate-verifier.wasm next to index.js (read from
@@ -184,6 +205,12 @@ export declare class Verifier {
   readonly keysError: Error | null;
   /** JWK Set fetches started so far. */
   readonly keysFetches: number;
+  /** The last directive fetch error, null after a successful fetch (directivesUrl). */
+  readonly directivesError: Error | null;
+  /** Directive fetches started so far (directivesUrl). */
+  readonly directivesFetches: number;
+  /** Fetches directivesUrl now (or joins the fetch in flight). */
+  refreshDirectives(): Promise<void>;
   /** Verifies a compact admission token. */
   verify(token: string, options?: VerifyOptions): Promise<VerifyResult>;
   /** Replaces the key set; throws VerifierError("bad_keys") and keeps the old one if rejected. */

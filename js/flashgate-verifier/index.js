@@ -37,6 +37,8 @@ export const REASONS = Object.freeze([
   "not_yet_valid", // 15
   "lifetime_too_long", // 16
   "keys_unavailable", // 17
+  "room_stopped", // 18 (host-side: directivesUrl)
+  "directives_unavailable", // 19 (host-side: directivesUrl)
 ]);
 
 // How flashgate answers a refused token over HTTP: problem.Token in the Go
@@ -70,6 +72,8 @@ export const PROBLEMS = Object.freeze({
   not_yet_valid: row(401, "Admission token not yet valid", INVALID),
   lifetime_too_long: row(401, "Admission token lifetime too long", INVALID),
   keys_unavailable: row(503, "Signing keys unavailable", "", 1),
+  room_stopped: row(503, "Waiting room stopped", "", 5),
+  directives_unavailable: row(503, "Edge directives unavailable", "", 1),
 });
 
 /**
@@ -122,6 +126,8 @@ export const DEFAULTS = Object.freeze({
   minRefreshIntervalMs: 10_000,
   maxKeysAgeMs: 300_000,
   fetchTimeoutMs: 5_000,
+  directivesMaxAgeMs: 5_000,
+  directivesRetryMs: 1_000,
 });
 
 // RFC 8032 §7.1, TEST 1: the host-crypto probe.
@@ -421,6 +427,16 @@ export class Verifier {
   #inflight = null;
   #lastError = null;
   #fetches = 0;
+  // Edge directive state (directivesUrl): a Map room → not_before (Unix s).
+  #dirUrl = null;
+  #dir = null;
+  #dirDue = -Infinity; // clock() when the document reaches its max-age
+  #dirFailedAt = null; // clock() of the last failed fetch; null after a good one
+  #dirInflight = null;
+  #dirError = null;
+  #dirFetches = 0;
+  #dirMaxAge;
+  #dirRetry;
 
   /** Use Verifier.create. */
   constructor(token, module, options, config) {
@@ -432,7 +448,11 @@ export class Verifier {
     this.#minRefresh = options.minRefreshIntervalMs ?? DEFAULTS.minRefreshIntervalMs;
     this.#maxKeysAge = options.maxKeysAgeMs ?? DEFAULTS.maxKeysAgeMs;
     this.#fetchTimeout = options.fetchTimeoutMs ?? DEFAULTS.fetchTimeoutMs;
-    for (const [name, v] of [["minRefreshIntervalMs", this.#minRefresh], ["maxKeysAgeMs", this.#maxKeysAge], ["fetchTimeoutMs", this.#fetchTimeout]]) {
+    this.#dirMaxAge = options.directivesMaxAgeMs ?? DEFAULTS.directivesMaxAgeMs;
+    this.#dirRetry = options.directivesRetryMs ?? DEFAULTS.directivesRetryMs;
+    if (options.directivesUrl !== undefined) this.#dirUrl = String(options.directivesUrl);
+    for (const [name, v] of [["minRefreshIntervalMs", this.#minRefresh], ["maxKeysAgeMs", this.#maxKeysAge], ["fetchTimeoutMs", this.#fetchTimeout],
+      ["directivesMaxAgeMs", this.#dirMaxAge], ["directivesRetryMs", this.#dirRetry]]) {
       if (typeof v !== "number" || !(v >= 0)) throw bad(`${name} must be a number of milliseconds ≥ 0`);
     }
   }
@@ -470,6 +490,7 @@ export class Verifier {
       v.#jwksUrl = String(options.jwksUrl);
       await v.#refresh(false).catch(() => {});
     }
+    if (v.#dirUrl !== null) await v.#refreshDirectives().catch(() => {});
     return v;
   }
 
@@ -499,6 +520,16 @@ export class Verifier {
   /** How many JWK Set fetches were started (jwksUrl only): for tests and metrics. */
   get keysFetches() {
     return this.#fetches;
+  }
+
+  /** The last directive fetch error, or null after a successful fetch (directivesUrl only). */
+  get directivesError() {
+    return this.#dirError;
+  }
+
+  /** How many directive fetches were started (directivesUrl only). */
+  get directivesFetches() {
+    return this.#dirFetches;
   }
 
   /**
@@ -560,7 +591,42 @@ export class Verifier {
         // The set could not be fetched: the unknown_key answer stands.
       }
     }
+    if (r.result.valid && this.#dirUrl !== null) return this.#directive(r.result);
     return r.result;
+  }
+
+  // #directive applies the room's edge directive to an accepted result: the
+  // verifier's step 14 (verifier/directive.go CheckNotBefore): iat before
+  // the room's not_before is room_stopped; no document yet is
+  // directives_unavailable (never fail open).
+  async #directive(result) {
+    const now = this.#clock();
+    if (this.#dir === null || now >= this.#dirDue) {
+      let p = this.#dirInflight;
+      if (!p && (this.#dirFailedAt === null || now - this.#dirFailedAt >= this.#dirRetry)) p = this.#refreshDirectives();
+      // After a failure, answer from the last document at once rather than
+      // make every request wait for an issuer that is down.
+      if (p && (this.#dir === null || this.#dirFailedAt === null)) await p.catch(() => {});
+    }
+    if (this.#dir === null) {
+      const why = this.#dirError ? String(this.#dirError.message ?? this.#dirError) : "no document yet";
+      return { valid: false, reason: "directives_unavailable", message: `flashgate-verifier: edge directives unavailable: ${why}` };
+    }
+    const nb = this.#dir.get(result.claims.product) ?? 0;
+    if (result.claims.iat < nb) {
+      return { valid: false, reason: "room_stopped", message: `flashgate-verifier: room stopped: iat ${result.claims.iat} < not_before ${nb}` };
+    }
+    return result;
+  }
+
+  /**
+   * Fetches directivesUrl now (or joins the fetch in flight). Rejects when
+   * the fetch fails or the document is malformed; the last document stays.
+   * @returns {Promise<void>}
+   */
+  refreshDirectives() {
+    if (this.#dirUrl === null) return Promise.reject(bad("refreshDirectives needs directivesUrl"));
+    return this.#refreshDirectives();
   }
 
   // ---- internals ----
@@ -705,12 +771,56 @@ export class Verifier {
     return done;
   }
 
-  async #fetchKeys() {
-    const init = { headers: { accept: "application/jwk-set+json, application/json" } };
+  // #get fetches url with options.fetch, bounded by fetchTimeoutMs.
+  #get(url, accept) {
+    const init = { headers: { accept } };
     if (typeof AbortSignal !== "undefined" && typeof AbortSignal.timeout === "function") {
       init.signal = AbortSignal.timeout(this.#fetchTimeout);
     }
-    const res = await this.#fetch(this.#jwksUrl, init);
+    return this.#fetch(url, init);
+  }
+
+  #refreshDirectives() {
+    if (this.#dirInflight) return this.#dirInflight;
+    this.#dirFetches++;
+    const p = this.#fetchDirectives().then(
+      ({ rooms, ageMs }) => {
+        this.#dir = rooms;
+        this.#dirError = null;
+        this.#dirFailedAt = null;
+        this.#dirDue = this.#clock() + (ageMs === null ? this.#dirMaxAge : ageMs);
+      },
+      (err) => {
+        this.#dirError = err;
+        this.#dirFailedAt = this.#clock();
+        throw err;
+      },
+    );
+    const done = p.finally(() => {
+      if (this.#dirInflight === done) this.#dirInflight = null;
+    });
+    this.#dirInflight = done;
+    return done;
+  }
+
+  // #fetchDirectives GETs the document {"rooms":{"<room>":{"not_before":<Unix s>}}}.
+  async #fetchDirectives() {
+    const res = await this.#get(this.#dirUrl, "application/json");
+    if (!res.ok) throw new Error(`GET ${this.#dirUrl}: HTTP ${res.status}`);
+    const doc = JSON.parse(await res.text());
+    if (!doc || typeof doc.rooms !== "object" || doc.rooms === null || Array.isArray(doc.rooms)) {
+      throw new Error(`GET ${this.#dirUrl}: no "rooms" object`);
+    }
+    const rooms = new Map();
+    for (const [room, d] of Object.entries(doc.rooms)) {
+      if (!d || !Number.isSafeInteger(d.not_before)) throw new Error(`GET ${this.#dirUrl}: room ${JSON.stringify(room)}: not_before is not an integer`);
+      rooms.set(room, d.not_before);
+    }
+    return { rooms, ageMs: maxAgeMs(res) };
+  }
+
+  async #fetchKeys() {
+    const res = await this.#get(this.#jwksUrl, "application/jwk-set+json, application/json");
     if (!res.ok) throw new Error(`GET ${this.#jwksUrl}: HTTP ${res.status}`);
     const body = new Uint8Array(await res.arrayBuffer());
     this.setKeys(body); // the module validates it; a rejected set keeps the old keys

@@ -162,12 +162,8 @@ var errRateLimited = errors.New("no fetch: last forced refresh too recent")
 // With a ctx that never ends the goroutine runs for the life of the
 // process.
 func New(ctx context.Context, jwksURL string, cfg *Config) (*KeySet, error) {
-	u, err := url.Parse(jwksURL)
-	if err != nil {
-		return nil, fmt.Errorf("remote: JWKS URL: %w", err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("remote: JWKS URL %q: want an absolute http or https URL", jwksURL)
+	if err := checkURL("JWKS", jwksURL); err != nil {
+		return nil, err
 	}
 	var c Config
 	if cfg != nil {
@@ -386,43 +382,16 @@ func (s *KeySet) startLocked() *call {
 	return c
 }
 
-func (s *KeySet) wait(ctx context.Context, c *call) error {
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *KeySet) wait(ctx context.Context, c *call) error { return waitCall(ctx, c) }
 
 // fetch GETs the set, parses it with verifier.ParseJWKS and on success
 // publishes it and schedules the next background refresh.
 func (s *KeySet) fetch() error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	body, header, err := get(ctx, s.client, s.url, "application/jwk-set+json, application/json")
 	if err != nil {
 		return err
-	}
-	req.Header.Set("Accept", "application/jwk-set+json, application/json")
-	res, err := s.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
-		return fmt.Errorf("GET %s: status %s", s.url, res.Status)
-	}
-	if ct := res.Header.Get("Content-Type"); !jsonType(ct) {
-		return fmt.Errorf("GET %s: Content-Type %q is not JSON", s.url, ct)
-	}
-	body, err := io.ReadAll(io.LimitReader(res.Body, MaxBodySize+1))
-	if err != nil {
-		return fmt.Errorf("GET %s: read body: %w", s.url, err)
-	}
-	if len(body) > MaxBodySize {
-		return fmt.Errorf("GET %s: body larger than %d bytes", s.url, MaxBodySize)
 	}
 	set, err := verifier.ParseJWKS(body)
 	if err != nil {
@@ -430,12 +399,56 @@ func (s *KeySet) fetch() error {
 	}
 	now := s.now()
 	s.snap.Store(&snapshot{keys: set, fetched: now})
-	interval := max(freshness(res.Header, now), s.minRefresh)
+	interval := max(freshness(header, now), s.minRefresh)
 	s.mu.Lock()
 	s.nextRefresh = now.Add(interval)
 	s.mu.Unlock()
 	s.log.Debug("remote: JWKS fetched", "url", s.url, "keys", len(set.KeyIDs()), "next_refresh_in", interval)
 	return nil
+}
+
+// checkURL refuses raw unless it is an absolute http or https URL; what
+// names it in the error.
+func checkURL(what, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("remote: %s URL: %w", what, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("remote: %s URL %q: want an absolute http or https URL", what, raw)
+	}
+	return nil
+}
+
+// get GETs url and returns its body and headers: an error for a transport
+// failure, a status other than 200, a Content-Type that is not JSON, or a
+// body larger than MaxBodySize.
+func get(ctx context.Context, client *http.Client, url, accept string) ([]byte, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Accept", accept)
+	res, err := client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
+		return nil, nil, fmt.Errorf("GET %s: status %s", url, res.Status)
+	}
+	if ct := res.Header.Get("Content-Type"); !jsonType(ct) {
+		return nil, nil, fmt.Errorf("GET %s: Content-Type %q is not JSON", url, ct)
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, MaxBodySize+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("GET %s: read body: %w", url, err)
+	}
+	if len(body) > MaxBodySize {
+		return nil, nil, fmt.Errorf("GET %s: body larger than %d bytes", url, MaxBodySize)
+	}
+	return body, res.Header, nil
 }
 
 // jsonType accepts a missing Content-Type and any JSON media type:

@@ -52,6 +52,8 @@ async function runCase(c, crypto) {
     FLASHGATE_AUDIENCE: table.aud,
     FLASHGATE_LEEWAY_SECONDS: String(c.leeway),
     FLASHGATE_JWKS_URL: "http://issuer/.well-known/jwks.json",
+    // Token rules at fixed past times, not stops: the stub issuer serves the JWK Set only.
+    FLASHGATE_DIRECTIVES_URL: "off",
     FLASHGATE_JWKS_TTL_SECONDS: "300",
     FLASHGATE_PRODUCT_PREFIX: "/products/",
     FLASHGATE_CRYPTO: crypto,

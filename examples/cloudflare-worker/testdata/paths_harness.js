@@ -17,6 +17,8 @@ async function run(req, jwks) {
     FLASHGATE_ISSUER: "flashgate",
     FLASHGATE_AUDIENCE: "orders",
     FLASHGATE_JWKS_URL: "http://issuer/.well-known/jwks.json",
+    // Paths, not stops: the stub issuer serves the JWK Set only.
+    FLASHGATE_DIRECTIVES_URL: "off",
     FLASHGATE_PRODUCT_PREFIX: "/products/",
     FLASHGATE_ORIGIN_URL: ORIGIN_URL,
     ISSUER: { fetch: async () => new Response(jwks, { headers: { "content-type": "application/json" } }) },

@@ -346,3 +346,64 @@ test("refusal: the problem document and headers of PROBLEMS", async () => {
   assert.equal(u.headers.get("www-authenticate"), null);
   assert.equal(refusal("missing").headers.get("www-authenticate"), "Bearer");
 });
+
+// ---- edge directives -----------------------------------------------------------
+
+// directiveServer is a fake fetch serving the issuer's directive document.
+function directiveServer(rooms, maxAge = 5) {
+  const s = {
+    rooms,
+    calls: 0,
+    fail: false,
+    fetch: async (url, init) => {
+      s.calls++;
+      assert.equal(url, "https://issuer.example/.well-known/flashgate-directives.json");
+      assert.equal(init.headers.accept, "application/json");
+      if (s.fail) return new Response("down", { status: 503 });
+      return new Response(JSON.stringify({ rooms: s.rooms }), { headers: { "content-type": "application/json", "cache-control": `public, max-age=${maxAge}` } });
+    },
+  };
+  return s;
+}
+
+test("directivesUrl: refused before any document; a stop refuses older tokens one fetch after max-age; a failed fetch keeps the last document", async () => {
+  const srv = directiveServer({});
+  srv.fail = true;
+  const clock = fakeClock();
+  const v = await Verifier.create({ ...base, jwks: set.jwks, directivesUrl: "https://issuer.example/.well-known/flashgate-directives.json", fetch: srv.fetch, clock: clock.now });
+  const iat = JSON.parse(Buffer.from(validCase.token.split(".")[1], "base64url")).iat;
+  const product = validCase.product;
+  let r = await v.verify(current.token, current.opts);
+  assert.equal(r.reason, "directives_unavailable", "never fail open");
+  assert.equal(srv.calls, 1, "no retry inside directivesRetryMs");
+
+  srv.fail = false;
+  clock.t += 1_000;
+  assert.equal((await v.verify(current.token, current.opts)).reason, "ok");
+  assert.equal(srv.calls, 2);
+
+  srv.rooms = { [product]: { not_before: iat + 1 }, other: { not_before: 1 } };
+  clock.t += 4_999;
+  assert.equal((await v.verify(current.token, current.opts)).reason, "ok", "inside max-age: the cached document");
+  clock.t += 1;
+  r = await v.verify(current.token, current.opts);
+  assert.equal(r.reason, "room_stopped");
+  assert.equal(r.valid, false);
+  assert.equal(srv.calls, 3);
+  assert.deepEqual(PROBLEMS.room_stopped, { status: 503, title: "Waiting room stopped", challenge: "", retryAfter: 5 });
+
+  srv.fail = true;
+  clock.t += 10_000;
+  assert.equal((await v.verify(current.token, current.opts)).reason, "room_stopped", "the last document stays in use");
+  const n = srv.calls;
+  assert.equal((await v.verify(current.token, current.opts)).reason, "room_stopped");
+  assert.equal(srv.calls, n, "no fetch inside directivesRetryMs, and no wait");
+  assert.ok(v.directivesError);
+
+  srv.fail = false;
+  srv.rooms = { [product]: { not_before: iat } };
+  clock.t += 1_000;
+  await v.refreshDirectives();
+  assert.equal((await v.verify(current.token, current.opts)).reason, "ok", "iat == not_before passes");
+  assert.equal(v.directivesError, null);
+});
