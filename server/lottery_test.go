@@ -28,7 +28,21 @@ func TestLotteryOverHTTP(t *testing.T) {
 	assert.Equal(t, "shuffle", r.json(t)["prequeue"])
 	assert.Equal(t, 400, e.admin("PUT", "/admin/rooms/"+room, `{"prequeue":"random"}`).status)
 
-	toks := map[string]string{}
+	view := func() map[string]any {
+		r := e.do(req{method: "GET", path: "/v1/rooms/" + room}) // public: no user, no token
+		require.Equal(t, 200, r.status, "%s", r.body)
+		return r.json(t)
+	}
+	v := view()
+	assert.Equal(t, "shuffle", v["prequeue"])
+	pub := v["lottery"].(map[string]any)
+	commitment := pub["commitment"].(string)
+	assert.Len(t, commitment, 64, "SHA-256, public before the draw")
+	assert.Len(t, pub["commitment_sha1"], 40)
+	assert.Equal(t, false, pub["drawn"])
+	assert.NotContains(t, pub, "seed")
+
+	toks, receipts := map[string]string{}, map[string]string{}
 	for _, u := range []string{"u1", "u2", "u3", "u4"} {
 		en := e.enter(room, u)
 		assert.Equal(t, "WAITING", en["state"])
@@ -36,14 +50,18 @@ func TestLotteryOverHTTP(t *testing.T) {
 		assert.NotContains(t, en, "position")
 		assert.NotContains(t, en, "ahead")
 		assert.EqualValues(t, -1, en["estimated_wait_ms"])
-		toks[u] = en["waiting_token"].(string)
+		assert.Equal(t, commitment, en["lottery_commitment"])
+		toks[u], receipts[u] = en["waiting_token"].(string), en["receipt"].(string)
 	}
 	status := func(user string) map[string]any {
 		r := e.do(req{method: "GET", path: "/v1/rooms/" + room + "/status", user: user, bearer: toks[user]})
 		require.Equal(t, 200, r.status, "%s", r.body)
 		return r.json(t)
 	}
-	assert.Equal(t, true, status("u2")["pre_queue"])
+	s2 := status("u2")
+	assert.Equal(t, true, s2["pre_queue"])
+	assert.Equal(t, commitment, s2["lottery_commitment"])
+	assert.NotEmpty(t, s2["receipt"])
 	lot := e.admin("GET", "/admin/rooms/"+room+"/stats", "").json(t)["lottery"].(map[string]any)
 	assert.Equal(t, false, lot["drawn"])
 	assert.Len(t, lot["commitment"], 40)
@@ -61,6 +79,25 @@ func TestLotteryOverHTTP(t *testing.T) {
 		}
 	}
 	assert.Len(t, places, 3, "three distinct places after one admission")
+	for u := range toks {
+		assert.NotContains(t, status(u), "receipt", "placed: no pre-queue, no receipt")
+	}
+	v = view()
+	pub = v["lottery"].(map[string]any)
+	assert.Equal(t, true, pub["drawn"])
+	assert.Equal(t, commitment, pub["commitment"])
+	assert.EqualValues(t, 4, pub["cutoff"])
+	lv, err := e.is.RoomLottery(context.Background(), room)
+	require.NoError(t, err)
+	assert.Equal(t, lv.Seed, pub["seed"])
+	assert.Equal(t, lv.Epoch, v["epoch"])
+	for u, rc := range receipts {
+		c, err := issuer.VerifyReceipt(context.Background(), rc, e.ring, *lv)
+		require.NoError(t, err, u)
+		if st := status(u); st["state"] == "WAITING" {
+			assert.EqualValues(t, c.Place-1, st["position"], u)
+		}
+	}
 	st := e.admin("GET", "/admin/rooms/"+room+"/stats", "").json(t)
 	lot = st["lottery"].(map[string]any)
 	assert.Equal(t, true, lot["drawn"])
@@ -73,6 +110,8 @@ func TestLotteryOverHTTP(t *testing.T) {
 	assert.Equal(t, "shuffle", st["config"].(map[string]any)["prequeue"])
 
 	fifo := e.room(issuer.RoomConfig{})
+	assert.NotContains(t, e.do(req{method: "GET", path: "/v1/rooms/" + fifo}).json(t), "lottery")
+	assert.Equal(t, 404, e.do(req{method: "GET", path: "/v1/rooms/no-such-room-" + fifo}).status)
 	st = e.admin("GET", "/admin/rooms/"+fifo+"/stats", "").json(t)
 	assert.NotContains(t, st, "lottery", "a fifo room has none")
 	assert.Equal(t, "fifo", st["config"].(map[string]any)["prequeue"])

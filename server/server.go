@@ -462,6 +462,7 @@ func (s *Server) routes(enterLimits []fiber.Handler) {
 	}
 	with := func(hs ...fiber.Handler) []fiber.Handler { return append(slices.Clone(v1), hs...) }
 	a.Post("/v1/rooms/:room/enter", with(append(slices.Clone(enterLimits), requireJSON, s.enter)...)...)
+	a.Get("/v1/rooms/:room", with(s.roomView)...)
 	a.Get("/v1/rooms/:room/status", with(s.status)...)
 	a.Get("/v1/rooms/:room/events", with(s.events)...)
 	a.Post("/v1/rooms/:room/leave", with(requireJSON, noMembers, s.leave)...)
