@@ -35,6 +35,20 @@ type PublicLottery struct {
 	PlacedAtMs     int64  `json:"placed_at_ms,omitempty"`
 }
 
+// RoomLottery is the issuer's form of v, for issuer.VerifyReceipt: what a
+// checker reads from GET /v1/rooms/{room} (`flashgate lottery verify`).
+func (v RoomView) RoomLottery() issuer.RoomLottery {
+	out := issuer.RoomLottery{Room: v.Room, Epoch: v.Epoch, PreQueue: issuer.PreQueue(v.PreQueue)}
+	if l := v.Lottery; l != nil {
+		out.Commitment, out.CommitmentSHA1, out.Drawn, out.Seed = l.Commitment, l.CommitmentSHA1, l.Drawn, l.Seed
+		if l.Cutoff != nil {
+			out.Cutoff = *l.Cutoff
+		}
+		out.Bits = l.Bits
+	}
+	return out
+}
+
 // roomViewJSON is v's JSON form.
 func roomViewJSON(v *issuer.RoomLottery) RoomView {
 	out := RoomView{Room: v.Room, Epoch: v.Epoch, PreQueue: string(v.PreQueue)}
