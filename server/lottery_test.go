@@ -2,6 +2,10 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"html"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -136,4 +140,54 @@ func TestPagePreQueue(t *testing.T) {
 	fifo := e.room(issuer.RoomConfig{Opens: opens})
 	r = e.page(fifo, "", "")
 	assert.False(t, strings.Contains(string(r.body), "data-pre-queue"), "a fifo room has no pre-queue")
+}
+
+// TestPagePreQueueReceipt: the waiting page of a pre-queue entry shows the
+// room's lottery commitment and offers the join receipt as a JSON file
+// download (a data: URL: no script, nothing the page's CSP blocks), the
+// same receipt the JSON API gives; once placed, neither is shown.
+func TestPagePreQueueReceipt(t *testing.T) {
+	clk := testkit.NewClock(testkit.Epoch.Local())
+	e := newEnv(t, withClock(clk.Now), visitorMode())
+	room := e.room(issuer.RoomConfig{})
+	opens := clk.Now().Add(time.Hour).UTC()
+	r := e.admin("PUT", "/admin/rooms/"+room, `{"capacity":1,"prequeue":"shuffle","opens_at":"`+opens.Format(time.RFC3339)+`"}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	e.do(req{method: "GET", path: "/wait/" + room}) // someone ahead, so the visitor below still waits after the opening
+	p := e.page(room, "", "")
+	require.Equal(t, 200, p.status, "%s", p.body)
+	assertPageHeaders(t, p)
+	lv, err := e.is.RoomLottery(context.Background(), room)
+	require.NoError(t, err)
+	body := string(p.body)
+	assert.Contains(t, body, `Places will be drawn from the seed committed as <code id="commitment">`+lv.Commitment+`</code>`)
+	m := regexp.MustCompile(`<a id="receipt" href="data:application/json;charset=utf-8,([^"]+)" download="flashgate-receipt-` +
+		regexp.QuoteMeta(room) + `.json">`).FindStringSubmatch(body)
+	require.NotNil(t, m, "%s", body)
+	raw, err := url.PathUnescape(html.UnescapeString(m[1]))
+	require.NoError(t, err)
+	var doc struct {
+		Receipt           string `json:"receipt"`
+		Room              string `json:"room"`
+		Arrival           int64  `json:"arrival"`
+		LotteryCommitment string `json:"lottery_commitment"`
+		RoomView          string `json:"room_view"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(raw), &doc), raw)
+	assert.Equal(t, room, doc.Room)
+	assert.Equal(t, lv.Commitment, doc.LotteryCommitment)
+	assert.Equal(t, "/v1/rooms/"+room, doc.RoomView)
+	require.NotEmpty(t, doc.Receipt)
+
+	clk.Set(opens)
+	_, err = e.is.Tick(context.Background(), room)
+	require.NoError(t, err)
+	lv, err = e.is.RoomLottery(context.Background(), room)
+	require.NoError(t, err)
+	c, err := issuer.VerifyReceipt(context.Background(), doc.Receipt, e.ring, *lv)
+	require.NoError(t, err, "the downloaded receipt proves the drawn place")
+	assert.EqualValues(t, 2, c.Claims.Arrival)
+	assert.EqualValues(t, 2, doc.Arrival)
+	after := e.page(room, "", visitorCookie(t, p, true))
+	assert.NotContains(t, string(after.body), `id="receipt"`, "placed: no pre-queue")
 }
