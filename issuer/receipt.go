@@ -238,6 +238,18 @@ const MaxReceiptLen = 4096
 // ErrReceiptInvalid, ErrReceiptOtherRoom, ErrLotteryNotDrawn,
 // ErrSeedMismatch, ErrNotInPreQueue.
 func VerifyReceipt(ctx context.Context, receipt string, keys ReceiptKeys, v RoomLottery) (ReceiptCheck, error) {
+	out, err := CheckReceipt(ctx, receipt, keys, v)
+	if err != nil {
+		return out, err
+	}
+	out.Place = LotteryPlace(v.Seed, v.Epoch, v.Cutoff, out.Claims.Arrival)
+	return out, nil
+}
+
+// CheckReceipt is VerifyReceipt without the place (Place 0): every check,
+// at no cost beyond the signature and one SHA-256, for an auditor that
+// computes all places at once (LotteryOrder). Errors as VerifyReceipt.
+func CheckReceipt(ctx context.Context, receipt string, keys ReceiptKeys, v RoomLottery) (ReceiptCheck, error) {
 	var out ReceiptCheck
 	h, payload, why := openJWS(ctx, receipt, MaxReceiptLen, flashgate.ReceiptType, keys)
 	if why != "" {
@@ -266,7 +278,6 @@ func VerifyReceipt(ctx context.Context, receipt string, keys ReceiptKeys, v Room
 		return out, fmt.Errorf("%w: arrival %d, cutoff %d", ErrNotInPreQueue, c.Arrival, v.Cutoff)
 	}
 	out.Cutoff = v.Cutoff
-	out.Place = LotteryPlace(v.Seed, v.Epoch, v.Cutoff, c.Arrival)
 	return out, nil
 }
 
