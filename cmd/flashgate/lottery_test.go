@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,11 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/lotterytest"
 	"github.com/flashgate/flashgate/internal/redistest"
-	"github.com/flashgate/flashgate/internal/testkit"
-	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
-	"github.com/flashgate/flashgate/server"
 )
 
 // TestLotteryVerify: receipts handed out before the draw, checked after it
@@ -28,35 +25,13 @@ import (
 // line then gives its holder; every failure has its exit status.
 func TestLotteryVerify(t *testing.T) {
 	ctx := context.Background()
-	rdb := redistest.Start(t).Client(t)
-	clk := testkit.NewClock(testkit.Epoch.Local())
-	ring, err := keys.Generate(clk.Now())
-	require.NoError(t, err)
-	is, err := issuer.New(issuer.Config{Redis: rdb, Signer: ring, WaitingSecret: []byte(strings.Repeat("s", 32)),
-		Issuer: "https://q.test", Now: clk.Now})
-	require.NoError(t, err)
-	srv, err := server.New(server.Options{Issuer: is, Keys: ring, AdminToken: "admin"})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = srv.Listen(ln) }()
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	base := "http://" + ln.Addr().String()
-
+	live := lotterytest.Start(t)
+	is, ring, clk, base := live.Is, live.Ring, live.Clock, live.Base
 	room := redistest.Room("cli-lottery")
 	opens := clk.Now().Add(time.Minute)
-	_, err = is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1, RatePerMinute: 6000, Opens: opens,
-		PreQueue: issuer.PreQueueShuffle})
-	require.NoError(t, err)
+	live.ShuffleRoom(t, room, opens)
 	const pre = 12
-	receipts, toks := map[string]string{}, map[string]string{}
-	for i := 1; i <= pre; i++ {
-		u := "u" + strconv.Itoa(i)
-		e, err := is.Enter(ctx, room, u)
-		require.NoError(t, err)
-		require.NotEmpty(t, e.Receipt)
-		receipts[u], toks[u] = e.Receipt, e.WaitingToken
-	}
+	receipts, toks := live.EnterAll(t, room, pre)
 	verify := func(args ...string) (int, map[string]any) {
 		t.Helper()
 		r := runCLI(t, "", append([]string{"lottery", "verify"}, args...)...)
@@ -71,9 +46,7 @@ func TestLotteryVerify(t *testing.T) {
 	assert.Equal(t, exitNotDrawn, code, "before the opening: %v", out)
 	assert.Equal(t, "not_drawn", out["reason"])
 
-	clk.Set(opens)
-	_, err = is.Tick(ctx, room)
-	require.NoError(t, err)
+	live.Open(t, room, opens)
 
 	// The waiting page's download: a JSON file with the receipt.
 	dir := t.TempDir()
@@ -123,7 +96,7 @@ func TestLotteryVerify(t *testing.T) {
 
 	other, err := keys.Generate(clk.Now())
 	require.NoError(t, err)
-	claims := flashgate.ReceiptClaims{Iss: "https://q.test", Room: room, Epoch: rv["epoch"].(string), Sub: "u2", Arrival: 2,
+	claims := flashgate.ReceiptClaims{Iss: lotterytest.Issuer, Room: room, Epoch: rv["epoch"].(string), Sub: "u2", Arrival: 2,
 		Iat: clk.Now().Unix(), Commitment: rv["lottery"].(map[string]any)["commitment"].(string)}
 	forged, err := other.SignReceipt(claims.JSON())
 	require.NoError(t, err)
@@ -138,8 +111,7 @@ func TestLotteryVerify(t *testing.T) {
 	assert.Equal(t, exitNotInPreQueue, code, "an arrival after the cutoff")
 
 	room2 := redistest.Room("cli-lottery2")
-	_, err = is.SetRoom(ctx, room2, issuer.RoomConfig{Capacity: 1, Opens: clk.Now().Add(time.Hour), PreQueue: issuer.PreQueueShuffle})
-	require.NoError(t, err)
+	live.ShuffleRoom(t, room2, clk.Now().Add(time.Hour))
 	e2, err := is.Enter(ctx, room2, "u1")
 	require.NoError(t, err)
 	code, _ = verify("--receipt", e2.Receipt, "--jwks", jwksFile, "--room-view", viewFile)

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,11 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/lotterytest"
 	"github.com/flashgate/flashgate/internal/redistest"
-	"github.com/flashgate/flashgate/internal/testkit"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
-	"github.com/flashgate/flashgate/server"
 )
 
 // TestNodeVerifyReceipt: join receipts a real redis-server issuer signed
@@ -36,20 +34,8 @@ func TestNodeVerifyReceipt(t *testing.T) {
 	node, err := exec.LookPath("node")
 	require.NoError(t, err, "node (≥ 20) is required to test flashgate-verifier")
 	ctx := context.Background()
-	rdb := redistest.Start(t).Client(t)
-	clk := testkit.NewClock(testkit.Epoch.Local())
-	ring, err := keys.Generate(clk.Now())
-	require.NoError(t, err)
-	is, err := issuer.New(issuer.Config{Redis: rdb, Signer: ring, WaitingSecret: []byte(strings.Repeat("s", 32)),
-		Issuer: "https://q.test", Now: clk.Now})
-	require.NoError(t, err)
-	srv, err := server.New(server.Options{Issuer: is, Keys: ring, AdminToken: "admin"})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = srv.Listen(ln) }()
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	base := "http://" + ln.Addr().String()
+	live := lotterytest.Start(t)
+	is, ring, clk, base := live.Is, live.Ring, live.Clock, live.Base
 	get := func(path string) []byte {
 		resp, err := http.Get(base + path)
 		require.NoError(t, err)
@@ -62,27 +48,15 @@ func TestNodeVerifyReceipt(t *testing.T) {
 
 	room := redistest.Room("js-lottery")
 	opens := clk.Now().Add(time.Minute)
-	for _, r := range []string{room, room + "-2"} {
-		_, err = is.SetRoom(ctx, r, issuer.RoomConfig{Capacity: 1, RatePerMinute: 6000, Opens: opens,
-			PreQueue: issuer.PreQueueShuffle})
-		require.NoError(t, err)
-	}
+	live.ShuffleRoom(t, room, opens)
+	live.ShuffleRoom(t, room+"-2", opens)
 	const pre = 20
-	receipts, toks := map[string]string{}, map[string]string{}
-	for i := 1; i <= pre; i++ {
-		u := "u" + strconv.Itoa(i)
-		e, err := is.Enter(ctx, room, u)
-		require.NoError(t, err)
-		require.NotEmpty(t, e.Receipt)
-		receipts[u], toks[u] = e.Receipt, e.WaitingToken
-	}
+	receipts, toks := live.EnterAll(t, room, pre)
 	other, err := is.Enter(ctx, room+"-2", "u1")
 	require.NoError(t, err)
 	before := get("/v1/rooms/" + room)
 
-	clk.Set(opens)
-	_, err = is.Tick(ctx, room)
-	require.NoError(t, err)
+	live.Open(t, room, opens)
 
 	var claims flashgate.ReceiptClaims
 	payload, err := base64.RawURLEncoding.DecodeString(strings.Split(receipts["u2"], ".")[1])
