@@ -235,9 +235,7 @@ func (is *Issuer) entered(ctx context.Context, room, user string, r scriptEntry)
 		if err := is.noteCreated(ctx, room); err != nil {
 			return nil, err
 		}
-		if is.cfg.DefaultRoom.PreQueue == PreQueueShuffle {
-			is.journalCommitment(ctx, room)
-		}
+		is.journalCommitment(ctx, room) // a shuffle room (default, or one recovered from its known config) has a new seed
 	}
 	// Register the room with the tick loops (fg:rooms; another slot, so not in
 	// the script). Not only when this call created it: a retried first enter

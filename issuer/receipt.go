@@ -124,8 +124,9 @@ const ActionLotteryCommit = "lottery_commit"
 // secret, as an audit event (actor "issuer", action ActionLotteryCommit,
 // detail {"commitment", "commitment_sha1"}; the event carries the epoch):
 // the seed's existence and commitment outlive Redis with the journal. Called
-// when a seed may have been written (SetRoom of a shuffle room, a shuffle
-// room created on first enter); a repeat journals the same commitment again.
+// when a seed may have been written (SetRoom of a shuffle room, a room
+// created by an enter: a default shuffle room, or one recovered after a
+// data loss with a fresh seed); a repeat journals the same commitment again.
 // A failure is logged: the configuration or entry stands.
 func (is *Issuer) journalCommitment(ctx context.Context, room string) {
 	v, err := is.RoomLottery(ctx, room)
