@@ -80,7 +80,8 @@ type RoomLottery struct {
 // RoomLottery returns room's public lottery view, read with one HGETALL of
 // its config hash (no script: the draw itself happens in the first script
 // that finds the room open, within a tick of the opening). The seed is in
-// the view only once the lottery is drawn. Errors: flashgate.ErrInvalidInput,
+// the view only once the lottery is drawn. An ended or deleted room keeps
+// its view until its keys expire (RoomConfig.Retention). Errors: flashgate.ErrInvalidInput,
 // flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
 func (is *Issuer) RoomLottery(ctx context.Context, room string) (*RoomLottery, error) {
 	if err := checkRoom(room); err != nil {
@@ -90,7 +91,7 @@ func (is *Issuer) RoomLottery(ctx context.Context, room string) (*RoomLottery, e
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	if len(m) == 0 || m["deleted_ms"] != "" {
+	if len(m) == 0 { // a deleted or ended room keeps its view until its keys expire (retention): audits come after sales
 		return nil, flashgate.Errorf(flashgate.CodeUnknownRoom, "unknown room %q", room)
 	}
 	v := &RoomLottery{Room: room, Epoch: m["epoch"], PreQueue: preQueueOf(m["prequeue"])}
