@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"html"
@@ -66,13 +67,23 @@ func TestLotteryOverHTTP(t *testing.T) {
 	assert.Equal(t, true, s2["pre_queue"])
 	assert.Equal(t, commitment, s2["lottery_commitment"])
 	assert.NotEmpty(t, s2["receipt"])
+	// The event stream's status events carry them too.
+	stream := openStream(t, e.listen()+"/v1/rooms/"+room+"/events?waiting_token="+toks["u3"], "u3")
+	require.Equal(t, 200, stream.StatusCode)
+	ev, err := readEvent(bufio.NewReader(stream.Body))
+	require.NoError(t, err)
+	var sev map[string]any
+	require.NoError(t, json.Unmarshal([]byte(ev.data), &sev))
+	assert.Equal(t, commitment, sev["lottery_commitment"])
+	assert.NotEmpty(t, sev["receipt"])
+	require.NoError(t, stream.Body.Close())
 	lot := e.admin("GET", "/admin/rooms/"+room+"/stats", "").json(t)["lottery"].(map[string]any)
 	assert.Equal(t, false, lot["drawn"])
 	assert.Len(t, lot["commitment"], 40)
 	assert.NotContains(t, lot, "seed", "secret before the draw")
 
 	clk.Set(opens)
-	_, err := e.is.Tick(context.Background(), room)
+	_, err = e.is.Tick(context.Background(), room)
 	require.NoError(t, err)
 	places := map[float64]bool{}
 	for u := range toks {
