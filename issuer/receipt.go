@@ -38,10 +38,11 @@ func LotteryCommitment(room, epoch, seed string) string {
 
 // LotteryPlace returns the place (1-based) the lottery with seed gives
 // arrival number seq among arrival numbers 1 … cutoff of a room with epoch:
-// one plus the count of those whose LotteryScore is lower. Entries that left
-// or were banned before being placed, and priority-lane entries, hold
-// arrival numbers too but do not wait in the public line, so an entry's
-// position there is at most this place. O(cutoff) SHA-1s (0.24 s for a
+// one plus the count of those whose LotteryScore is lower: the order of the
+// whole pre-queue. Entries that left or were banned, and priority-lane
+// entries, hold arrival numbers too but do not wait in the public line, so
+// an entry's Position (who still waits, and the priority lane ahead) can
+// differ from it. O(cutoff) SHA-1s (0.24 s for a
 // million). seq must be in 1 … cutoff.
 func LotteryPlace(seed, epoch string, cutoff, seq int64) int64 {
 	bits := LotteryBits(cutoff)
