@@ -170,6 +170,9 @@ type Issuer struct {
 	ticks atomic.Int64
 	// tickObs is ObserveTicks's observer (nil: none).
 	tickObs atomic.Pointer[TickObserver]
+	// commitments caches each room's lottery commitment (*cachedCommitment,
+	// receipt.go) for the receipts of its pre-queue entries.
+	commitments sync.Map
 }
 
 // Defaults and bounds of Config.

@@ -75,6 +75,13 @@ type Entry struct {
 	// flashgate.LanePublic; "" in every other state.
 	Lane      string
 	RoomState RoomState
+	// LotteryCommitment is the room's lottery commitment (LotteryCommitment:
+	// SHA-256 hex) while PreQueue is set; "" otherwise, or when it could not
+	// be read. Receipt is the entry's join receipt then (a compact JWS, typ
+	// flashgate.ReceiptType; "" when Config.Signer does not sign receipts):
+	// proof of the arrival number under that commitment, to check the drawn
+	// place with once the seed is public (VerifyReceipt).
+	LotteryCommitment, Receipt string
 	// Created is true when this Enter created the room from the default policy.
 	Created bool
 }
@@ -222,11 +229,13 @@ func (is *Issuer) entered(ctx context.Context, room, user string, r scriptEntry)
 		return nil, bannedError(room, r.bannedUntil)
 	}
 	e := is.entry(room, user, "", r)
+	is.withReceipt(ctx, e, r.epoch)
 	is.wake(room)
 	if e.Created {
 		if err := is.noteCreated(ctx, room); err != nil {
 			return nil, err
 		}
+		is.journalCommitment(ctx, room) // a shuffle room (default, or one recovered from its known config) has a new seed
 	}
 	// Register the room with the tick loops (fg:rooms; another slot, so not in
 	// the script). Not only when this call created it: a retried first enter
@@ -260,10 +269,14 @@ func (is *Issuer) Status(ctx context.Context, room, user, waitingToken string) (
 		}
 		return nil, err
 	}
-	if e := is.fromSnapshot(ctx, room, user, waitingToken, ref); e != nil {
-		return e, nil
+	e := is.fromSnapshot(ctx, room, user, waitingToken, ref)
+	if e == nil {
+		if e, err = is.exactStatus(ctx, room, user, waitingToken, ref); err != nil {
+			return nil, err
+		}
 	}
-	return is.exactStatus(ctx, room, user, waitingToken, ref)
+	is.withReceipt(ctx, e, ref.epoch)
+	return e, nil
 }
 
 // notFound is the NOT_FOUND entry, as the status script reports it: what a

@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/flashgate/flashgate"
@@ -172,37 +171,9 @@ func (is *Issuer) checkInvite(ctx context.Context, room, user, tok string) (flas
 	if k == nil {
 		return bad("this issuer has no keys to verify invites with")
 	}
-	if len(tok) > MaxInviteLen {
-		return bad("too long")
-	}
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		return bad("not a compact JWS")
-	}
-	hb, err1 := b64.DecodeString(parts[0])
-	pb, err2 := b64.DecodeString(parts[1])
-	sig, err3 := b64.DecodeString(parts[2])
-	if err1 != nil || err2 != nil || err3 != nil || len(sig) != ed25519.SignatureSize {
-		return bad("malformed")
-	}
-	var h flashgate.Header
-	if strictJSON(hb, &h) != nil {
-		return bad("malformed header")
-	}
-	switch {
-	case h.Typ == flashgate.TokenType:
-		return bad("an admission token is not an invite")
-	case h.Typ != flashgate.InviteType:
-		return bad("not an invite (typ " + strconv.Quote(clip(h.Typ)) + ")")
-	case h.Alg != flashgate.Alg:
-		return bad("algorithm not accepted")
-	}
-	pub, err := k.PublicKey(ctx, h.Kid)
-	if err != nil || len(pub) != ed25519.PublicKeySize {
-		return bad("signed by a key this issuer does not publish")
-	}
-	if !ed25519.Verify(pub, []byte(tok[:len(parts[0])+1+len(parts[1])]), sig) {
-		return bad("signature invalid")
+	_, pb, why := openJWS(ctx, tok, MaxInviteLen, flashgate.InviteType, k)
+	if why != "" {
+		return bad(why)
 	}
 	if strictJSON(pb, &c) != nil {
 		return bad("malformed claims")

@@ -161,7 +161,8 @@ func TestJournalRecordsEveryChange(t *testing.T) {
 // TestJournalLanesBansAndDrawsRecorded: the priority lane and bypass invites
 // journal their lane, a ban's removals are revocations with reason banned,
 // and the lottery's draw is a config event whose detail reveals the seed only
-// from the draw on (README "Pre-queue lottery").
+// from the draw on, its commitment an audit event from the configuration on
+// (README "Pre-queue lottery").
 func TestJournalLanesBansAndDrawsRecorded(t *testing.T) {
 	ctx := context.Background()
 	opens := testkit.Epoch.Add(time.Hour)
@@ -189,6 +190,12 @@ func TestJournalLanesBansAndDrawsRecorded(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(e.v["detail"]), &d))
 			_, seed := d["lottery_seed"]
 			assert.Equal(t, e.v["action"] == "draw", seed, "the seed is journaled from the draw on only: %s", e.v["action"])
+		} else if k == "audit" { // the commitment, journaled when the seed is written; never the seed
+			k += ":" + e.v["action"]
+			var d map[string]string
+			require.NoError(t, json.Unmarshal([]byte(e.v["detail"]), &d))
+			assert.Len(t, d["commitment"], 64)
+			assert.NotContains(t, d, "seed")
 		} else {
 			k += ":" + e.v["user"] + ":" + e.v["lane"] + ":" + e.v["reason"]
 		}
@@ -196,6 +203,7 @@ func TestJournalLanesBansAndDrawsRecorded(t *testing.T) {
 	}
 	assert.Equal(t, []string{
 		"config:configure",
+		"audit:lottery_commit",
 		"entered:p1:public:", "entered:p2:public:", "entered:p3:public:",
 		"revoked:p2::banned",
 		"entered:vip:priority:",

@@ -556,6 +556,17 @@ func TestLotteryAutoCreatedRoomsOwnSeeds(t *testing.T) {
 		assert.Equal(t, "shuffle", m["prequeue"])
 		require.Len(t, m["lottery_seed"], 32)
 		seeds[m["lottery_seed"]] = true
+		commitment := issuer.LotteryCommitment(room, m["epoch"], m["lottery_seed"])
+		assert.Equal(t, commitment, e.LotteryCommitment, "public from the first entry")
+		assert.Empty(t, e.Receipt, "a Signer that does not sign receipts: none")
+		evs, err := rdb.XRange(ctx, issuer.RoomKeys(room)[16], "-", "+").Result()
+		require.NoError(t, err)
+		journaled := false
+		for _, ev := range evs {
+			journaled = journaled || ev.Values["action"] == issuer.ActionLotteryCommit &&
+				strings.Contains(ev.Values["detail"].(string), commitment)
+		}
+		assert.True(t, journaled, "the auto room's commitment is journaled")
 		cfg, err := is.Room(ctx, room)
 		require.NoError(t, err)
 		assert.Equal(t, issuer.PreQueueShuffle, cfg.PreQueue)

@@ -79,6 +79,9 @@ func (is *Issuer) setRoom(ctx context.Context, room string, c RoomConfig, del bo
 	if c.Auto && !c.DeletedAt.IsZero() {
 		is.freeAutoRoom(ctx, room)
 	}
+	if c.PreQueue == PreQueueShuffle && !del {
+		is.journalCommitment(ctx, room)
+	}
 	is.remember(room, c)
 	return c, nil
 }

@@ -456,6 +456,9 @@ func (f *FileRing) PublicJWKS() ([]byte, error) { return f.Ring().PublicJWKS() }
 // SignInvite signs an invite with the current ring (Ring.SignInvite).
 func (f *FileRing) SignInvite(payload []byte) (string, error) { return f.Ring().SignInvite(payload) }
 
+// SignReceipt signs a join receipt with the current ring (Ring.SignReceipt).
+func (f *FileRing) SignReceipt(payload []byte) (string, error) { return f.Ring().SignReceipt(payload) }
+
 // PublicKey implements verifier.KeySet over the current ring (see Ring.PublicKey).
 func (f *FileRing) PublicKey(ctx context.Context, kid string) (ed25519.PublicKey, error) {
 	return f.Ring().PublicKey(ctx, kid)

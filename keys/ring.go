@@ -300,10 +300,24 @@ func (r *Ring) Sign(payload []byte) (string, error) {
 // (flashgate.InviteHeader): the same keys as admission tokens, another type,
 // so the verifier never accepts an invite as an admission token.
 func (r *Ring) SignInvite(payload []byte) (string, error) {
+	return r.signTyped(flashgate.InviteHeader, payload), nil
+}
+
+// SignReceipt returns a JWS compact serialization of a join receipt's
+// payload (flashgate.ReceiptClaims.JSON) signed with the active key, with the
+// protected header exactly {"alg":"EdDSA","kid":<active kid>,"typ":"fg-receipt+jwt"}
+// (flashgate.ReceiptHeader): the admission keys, another type, so the
+// verifier never accepts a receipt as an admission token.
+func (r *Ring) SignReceipt(payload []byte) (string, error) {
+	return r.signTyped(flashgate.ReceiptHeader, payload), nil
+}
+
+// signTyped signs payload with the active key under the header hdr(kid).
+func (r *Ring) signTyped(hdr func(kid string) flashgate.Header, payload []byte) string {
 	r.mu.RLock()
 	k := r.activeLocked()
 	r.mu.RUnlock()
-	return signCompact(k.priv, b64.EncodeToString(flashgate.InviteHeader(k.kid).JSON()), payload), nil
+	return signCompact(k.priv, b64.EncodeToString(hdr(k.kid).JSON()), payload)
 }
 
 // signCompact builds header.payload.signature where header is already

@@ -271,3 +271,26 @@ func TestPublicJWKSParsesWithVerifier(t *testing.T) {
 		assert.Equal(t, want, got)
 	}
 }
+
+// TestSignReceipt: a join receipt carries exactly {"alg":"EdDSA","kid":…,
+// "typ":"fg-receipt+jwt"}, verifies under the ring's key (jwx), and the
+// admission-token verifier refuses it by its typ.
+func TestSignReceipt(t *testing.T) {
+	r, err := keys.Generate(time.Now())
+	require.NoError(t, err)
+	payload := []byte(`{"iss":"i","room":"r","epoch":"e","sub":"u","arrival":1,"iat":1,"commitment":"c"}`)
+	tok, err := r.SignReceipt(payload)
+	require.NoError(t, err)
+	hdr, err := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[0])
+	require.NoError(t, err)
+	assert.Equal(t, `{"alg":"EdDSA","kid":"`+r.ActiveKeyID()+`","typ":"fg-receipt+jwt"}`, string(hdr))
+	pub, err := r.PublicKey(context.Background(), r.ActiveKeyID())
+	require.NoError(t, err)
+	got, err := jws.Verify([]byte(tok), jws.WithKey(jwa.EdDSA, pub))
+	require.NoError(t, err)
+	assert.Equal(t, payload, got)
+	v, err := verifier.New(r, verifier.Config{Issuer: "i", Audience: "a", Product: "r"})
+	require.NoError(t, err)
+	_, err = v.Verify(context.Background(), tok, verifier.Expect{})
+	require.ErrorIs(t, err, verifier.ErrBadType)
+}

@@ -58,6 +58,11 @@ type Entry struct {
 	// invite, admitted before the public line) or "public"; absent otherwise.
 	Lane      string `json:"lane,omitempty"`
 	RoomState string `json:"room_state,omitempty"`
+	// LotteryCommitment and Receipt (pre_queue only): the room's lottery
+	// commitment (SHA-256 hex) and the entry's join receipt, a compact JWS
+	// of typ fg-receipt+jwt (issuer.Entry.Receipt; README "Pre-queue lottery").
+	LotteryCommitment string `json:"lottery_commitment,omitempty"`
+	Receipt           string `json:"receipt,omitempty"`
 }
 
 func unixMs(t time.Time) int64 {
@@ -78,7 +83,8 @@ func entryWith(e *issuer.Entry, ms *[2]int64) Entry {
 	out := Entry{Room: e.Room, State: string(e.State), WaitingToken: e.WaitingToken, Arrival: e.Arrival,
 		AdmissionID: e.AdmissionID, AdmissionNumber: e.AdmissionNumber, AdmittedAtMs: unixMs(e.AdmittedAt),
 		ExpiresAtMs: unixMs(e.ExpiresAt), EndedAtMs: unixMs(e.EndedAt), BannedUntilMs: unixMs(e.BannedUntil),
-		Reason: e.Reason, Lane: e.Lane, RoomState: string(e.RoomState)}
+		Reason: e.Reason, Lane: e.Lane, RoomState: string(e.RoomState),
+		LotteryCommitment: e.LotteryCommitment, Receipt: e.Receipt}
 	if e.State == flashgate.StateWaiting {
 		ms[0] = -1
 		if e.EstimatedWait >= 0 {

@@ -52,6 +52,13 @@ func (r *testRing) SignInvite(payload []byte) (string, error) {
 	return in + "." + b64.EncodeToString(ed25519.Sign(r.priv, []byte(in))), nil
 }
 
+// SignReceipt signs a join receipt like keys.Ring: typ fg-receipt+jwt.
+func (r *testRing) SignReceipt(payload []byte) (string, error) {
+	h := b64.EncodeToString([]byte(`{"alg":"EdDSA","kid":"test","typ":"` + flashgate.ReceiptType + `"}`))
+	in := h + "." + b64.EncodeToString(payload)
+	return in + "." + b64.EncodeToString(ed25519.Sign(r.priv, []byte(in))), nil
+}
+
 func (r *testRing) PublicKey(_ context.Context, kid string) (ed25519.PublicKey, error) {
 	if kid != "test" {
 		return nil, verifier.ErrUnknownKey

@@ -120,6 +120,8 @@ func (e *Entry) appendJSON(dst []byte) []byte {
 	o.strOmit("reason", e.Reason)
 	o.strOmit("lane", e.Lane)
 	o.strOmit("room_state", e.RoomState)
+	o.strOmit("lottery_commitment", e.LotteryCommitment)
+	o.strOmit("receipt", e.Receipt)
 	return o.end()
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -120,6 +121,25 @@ type PageView struct {
 	RoomTitle   string
 	RoomMessage []string
 	BrandStyle  string
+	// LotteryCommitment (PreQueue only) is the room's lottery commitment,
+	// and ReceiptHref a data: URL of the JSON file of the entry's join
+	// receipt ({"receipt", "room", "arrival", "lottery_commitment",
+	// "room_view"}) for a download link; "" without one (README "Pre-queue
+	// lottery").
+	LotteryCommitment string
+	ReceiptHref       template.URL
+}
+
+// receiptHref is the data: URL of e's join receipt as a JSON file ("" when
+// e has none). Its parts are a compact JWS, a room id, a number and hex:
+// nothing a data: URL could carry but this JSON.
+func receiptHref(e *issuer.Entry) template.URL {
+	if e.Receipt == "" {
+		return ""
+	}
+	doc, _ := json.Marshal(map[string]any{"receipt": e.Receipt, "room": e.Room, "arrival": e.Arrival,
+		"lottery_commitment": e.LotteryCommitment, "room_view": "/v1/rooms/" + url.PathEscape(e.Room)})
+	return template.URL("data:application/json;charset=utf-8," + url.PathEscape(string(doc))) //nolint:gosec // built here from checked parts, escaped
 }
 
 // loadPage returns the page template: Options.PageDir's wait.html if set
@@ -390,6 +410,7 @@ func (v *PageView) entry(e *issuer.Entry) {
 	case flashgate.StateWaiting:
 		v.HasPlace, v.Position, v.Ahead, v.TotalWaiting = !e.PreQueue, e.Position, e.Ahead, e.TotalWaiting
 		v.PreQueue = e.PreQueue
+		v.LotteryCommitment, v.ReceiptHref = e.LotteryCommitment, receiptHref(e)
 		v.PollMs = e.PollAfter.Milliseconds()
 		v.Refresh = int(max(1, (e.PollAfter+time.Second-1)/time.Second))
 		v.Wait = waitWords(e.EstimatedWait)

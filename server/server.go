@@ -542,6 +542,7 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 	// enters: the enter limits, then the auto-room budget (Options.AutoRoomsPerAddress).
 	enters := append(slices.Clone(enterLimits), s.autoRoomGuard)
 	a.Post("/v1/rooms/:room/enter", with(append(slices.Clone(enters), requireJSON, s.enter)...)...)
+	a.Get("/v1/rooms/:room", with(s.roomView)...)
 	a.Get("/v1/challenge", with(s.powChallenge)...)
 	a.Get("/v1/rooms/:room/status", limited("status", s.status)...)
 	a.Get("/v1/rooms/:room/events", with(s.events)...)

@@ -56,6 +56,8 @@ Usage:
                                        sign invites (priority lane, bypass) with the key ring file
   flashgate verify --jwks FILE --issuer ISS --audience AUD --product P [--user U]
                    [--now UNIX_SECONDS] [--leeway 0s] [TOKEN | -]
+  flashgate lottery verify --receipt R [--url BASE] [--jwks URL|FILE] [--room-view URL|FILE]
+                                       check a join receipt and print its drawn place (public data only)
   flashgate simulate [flags]           simulate a flash sale end to end (-h lists the flags)
   flashgate top [-url URL] [-every 1s] every room at a glance, from the admin API (FLASHGATE_ADMIN_TOKEN)
   flashgate stop -room R [-url URL] [-json]
@@ -89,6 +91,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runInvite(rest, stdout, stderr)
 	case "verify":
 		return runVerify(ctx, rest, stdin, stdout, stderr)
+	case "lottery":
+		return runLottery(ctx, rest, stdin, stdout, stderr)
 	case "simulate":
 		return runSimulate(ctx, rest, stdout, stderr)
 	case "top":

@@ -40,6 +40,11 @@ type buyer struct {
 	// "bypass" (admitted at once by a bypass invite).
 	lane string
 
+	// receipts are the join receipts of the buyer's pre-queue entries;
+	// noReceipt counts pre-queue entries that came without one.
+	receipts  []string
+	noReceipt int
+
 	orders         int // 201 answers for this buyer
 	forgedAccepted int // a tampered or foreign-product token that got a 201
 	replayAccepted int // a replay that got a 201
@@ -109,6 +114,10 @@ type entry struct {
 	EndedAtMs       int64  `json:"ended_at_ms"`
 	Reason          string `json:"reason"`
 	Lane            string `json:"lane"`
+	// PreQueue and Receipt: a shuffle room's pre-queue entry and its join
+	// receipt (checked after the run from public data: lotteryAudit).
+	PreQueue bool   `json:"pre_queue"`
+	Receipt  string `json:"receipt"`
 }
 
 type exchangeAnswer struct {
@@ -255,6 +264,13 @@ func (s *sim) visit(ctx context.Context, b *buyer) (lost string, err error) {
 	}
 	if err != nil || p != nil {
 		return "", fmt.Errorf("enter: %s", describe(p, err))
+	}
+	if e.PreQueue {
+		if e.Receipt == "" {
+			b.noReceipt++
+		} else {
+			b.receipts = append(b.receipts, e.Receipt)
+		}
 	}
 	b.lane = e.Lane
 	if body != nil && e.State == "ACTIVE" {

@@ -113,10 +113,17 @@ type Report struct {
 
 // LotteryReport is the pre-queue lottery as the run saw it.
 type LotteryReport struct {
-	Seed   string `json:"seed"`
-	Epoch  string `json:"epoch"`
-	Cutoff int64  `json:"cutoff"` // pre-queue: arrival numbers 1 … cutoff
-	Placed int64  `json:"placed"`
+	Seed       string `json:"seed"`
+	Epoch      string `json:"epoch"`
+	Cutoff     int64  `json:"cutoff"` // pre-queue: arrival numbers 1 … cutoff
+	Commitment string `json:"commitment"`
+	// Receipts counts the buyers' join receipts checked against the public
+	// room view and JWKS (issuer.CheckReceipt: signature, room, epoch, the
+	// seed against the commitment); ReceiptsRefused those refused, and
+	// MissingReceipts pre-queue entries that came without one.
+	Receipts        int `json:"receipts"`
+	ReceiptsRefused int `json:"receipts_refused"`
+	MissingReceipts int `json:"missing_receipts"`
 	// PreQueueAdmitted counts admissions of pre-queue entries.
 	PreQueueAdmitted int `json:"pre_queue_admitted"`
 	// RankCorrelation is Spearman's ρ between arrival and admission order
@@ -294,16 +301,20 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 	r.Admissions = len(recs)
 	r.PreQueue = o.PreQueue
 	order := func(arrival int64) int64 { return arrival } // the line's order: its waiting score
-	if l := lotteryOf(after); l != nil {
-		r.Lottery = &LotteryReport{Seed: l.Seed, Epoch: l.Epoch, Cutoff: *l.Cutoff, Placed: l.Placed}
-		lot := issuer.Lottery{Seed: l.Seed, Cutoff: *l.Cutoff, Bits: l.Bits}
+	if p := s.public; p != nil && p.view.Drawn {
+		// The audit's public path: the room view (seed, epoch, cutoff) and
+		// the buyers' receipts, never the admin API.
+		l := p.view
+		r.Lottery = &LotteryReport{Seed: l.Seed, Epoch: l.Epoch, Cutoff: l.Cutoff, Commitment: l.Commitment}
+		r.Lottery.Receipts, r.Lottery.ReceiptsRefused, r.Lottery.MissingReceipts = p.checkReceipts(buyers)
+		bits := issuer.LotteryBits(l.Cutoff)
 		order = func(arrival int64) int64 {
-			if arrival > lot.Cutoff {
+			if arrival > l.Cutoff {
 				return arrival
 			}
-			return issuer.LotteryScore(lot.Seed, l.Epoch, lot.Bits, arrival)
+			return issuer.LotteryScore(l.Seed, l.Epoch, bits, arrival)
 		}
-		r.Lottery.PreQueueAdmitted, r.Lottery.RankCorrelation = rankCorrelation(recs, lot.Cutoff)
+		r.Lottery.PreQueueAdmitted, r.Lottery.RankCorrelation = rankCorrelation(recs, l.Cutoff)
 	}
 	r.Lanes = laneReport(recs, o, order)
 	r.FIFOViolations = fifoViolations(inLane(recs, flashgate.LanePublic), order) +
@@ -348,6 +359,10 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 	r.ErrorSamples = slices.Clone(s.sample)
 	s.mu.Unlock()
 
+	if l := r.Lottery; l != nil && l.ReceiptsRefused+l.MissingReceipts > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("lottery: %d join receipts refused by the public check, %d pre-queue entries without one",
+			l.ReceiptsRefused, l.MissingReceipts))
+	}
 	if r.FIFOViolations > 0 {
 		r.Violations = append(r.Violations, fmt.Sprintf("FIFO: %d buyers admitted before someone who arrived earlier", r.FIFOViolations))
 	}
@@ -385,14 +400,6 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 		r.Violations = []string{}
 	}
 	return r
-}
-
-// lotteryOf returns the room's drawn lottery from its stats, or nil.
-func lotteryOf(st *server.Stats) *server.LotteryJSON {
-	if st == nil || st.Lottery == nil || !st.Lottery.Drawn || st.Lottery.Cutoff == nil {
-		return nil
-	}
-	return st.Lottery
 }
 
 // fifoViolations counts buyers whose admission number is lower than that of
@@ -526,8 +533,10 @@ func (r *Report) WriteText(w io.Writer) error {
 			r.TabClosed, r.TabClosedAdmitted, r.IdleSlotSeconds, window)
 	}
 	if l := r.Lottery; l != nil {
-		fmt.Fprintf(tw, "pre-queue lottery\t%d drawn\t(placed %d, admitted %d; rank correlation arrival↔admission %.3f; seed %s)\n",
-			l.Cutoff, l.Placed, l.PreQueueAdmitted, l.RankCorrelation, l.Seed)
+		fmt.Fprintf(tw, "pre-queue lottery\t%d drawn\t(admitted %d; rank correlation arrival↔admission %.3f; seed %s)\n",
+			l.Cutoff, l.PreQueueAdmitted, l.RankCorrelation, l.Seed)
+		fmt.Fprintf(tw, "join receipts\t%d checked\t(refused %d, missing %d; public room view and JWKS only)\n",
+			l.Receipts, l.ReceiptsRefused, l.MissingReceipts)
 	}
 	fmt.Fprintf(tw, "duration\t%s\t\n", ms(r.DurationMs))
 	fmt.Fprintf(tw, "\t\t\n")

@@ -273,6 +273,9 @@ type sim struct {
 	soldOut   sync.Once
 	soldOutAt atomic.Int64
 	start     time.Time // the buyers' start
+	// public is the room's lottery as anyone sees it after the run (the
+	// room view and the JWKS: lotteryAudit); nil for a room without one.
+	public *publicLottery
 }
 
 // Run runs one simulated flash sale and reports what happened. It returns
@@ -347,6 +350,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		s.fail("final stats: " + err.Error())
 	}
 	s.closedTabs(sctx, buyers) // after the stats: admissions it sees the stats may not count, never the reverse
+	if s.public, err = s.publicView(sctx); err != nil {
+		s.fail("public room view: " + err.Error())
+	}
 	r := s.report(buyers, before, after, elapsed, ctx.Err())
 	if e.journal != nil {
 		s.checkJournal(sctx, r, before)

@@ -221,6 +221,8 @@ func TestTabCloseIdleSlotSeconds(t *testing.T) {
 // SHA-1 and number formatting there) and on redis-server. Every invariant
 // holds with the order check following the published draw, and the
 // pre-queue is not admitted in arrival order (rank correlation far from 1).
+// The audit takes the public path only: the room view's seed, epoch and
+// cutoff, and every buyer's join receipt checked against it and the JWKS.
 func TestRunPreQueueLottery(t *testing.T) {
 	for _, store := range []string{"embedded", "redis"} {
 		t.Run(store, func(t *testing.T) {
@@ -237,7 +239,10 @@ func TestRunPreQueueLottery(t *testing.T) {
 			require.NotNil(t, r.Lottery)
 			assert.Equal(t, "shuffle", r.PreQueue)
 			assert.EqualValues(t, o.Users, r.Lottery.Cutoff, "everyone arrived before the opening")
-			assert.EqualValues(t, o.Users, r.Lottery.Placed)
+			assert.GreaterOrEqual(t, r.Lottery.Receipts, o.Users, "every pre-queue entrant's receipt checked")
+			assert.Zero(t, r.Lottery.ReceiptsRefused, "by the public room view and JWKS")
+			assert.Zero(t, r.Lottery.MissingReceipts)
+			assert.Len(t, r.Lottery.Commitment, 64)
 			assert.Equal(t, o.Users, r.Lottery.PreQueueAdmitted)
 			assert.Less(t, r.Lottery.RankCorrelation, 0.5, "not arrival order")
 			assert.Len(t, r.Lottery.Seed, 32)

@@ -218,3 +218,80 @@ export declare class Verifier {
   /** Fetches jwksUrl now (or joins the fetch in flight). */
   refreshKeys(): Promise<void>;
 }
+
+/** Why verifyReceipt refused a join receipt (ReceiptError.reason). */
+export type ReceiptReason =
+  | "receipt_invalid"
+  | "other_room"
+  | "not_drawn"
+  | "seed_mismatch"
+  | "not_in_prequeue"
+  | "input_unavailable";
+
+/** Every ReceiptReason. */
+export declare const RECEIPT_REASONS: readonly ReceiptReason[];
+
+/** Thrown by verifyReceipt for a receipt it refuses. */
+export declare class ReceiptError extends Error {
+  readonly reason: ReceiptReason;
+}
+
+/** The public room view, GET /v1/rooms/{room}. */
+export interface RoomView {
+  room: string;
+  epoch?: string;
+  prequeue: "fifo" | "shuffle";
+  lottery?: {
+    /** SHA-256 hex of "flashgate lottery commitment v1" NUL room NUL epoch NUL seed. */
+    commitment: string;
+    /** Deprecated: SHA-1 hex of the seed alone (one release). */
+    commitment_sha1: string;
+    drawn: boolean;
+    /** Once drawn. */
+    seed?: string;
+    cutoff?: number;
+    bits?: number;
+    drawn_at_ms?: number;
+    placed_at_ms?: number;
+  };
+}
+
+/** What verifyReceipt proved. */
+export interface ReceiptResult {
+  iss: string;
+  room: string;
+  epoch: string;
+  /** The user id (sub). */
+  user: string;
+  /** The entry's arrival number. */
+  arrival: number;
+  /** Seconds since the epoch: when the receipt was signed. */
+  iat: number;
+  commitment: string;
+  kid: string;
+  /** The last arrival number in the pre-queue. */
+  cutoff: number;
+  /** The drawn place (1-based) among arrival numbers 1 … cutoff. */
+  place: number;
+}
+
+/** A public JSON document: an http(s) URL to fetch, JSON text or bytes, or the parsed object. */
+export type PublicDoc<T> = string | Uint8Array | T;
+
+/**
+ * Checks a join receipt from public data alone: signature (typ
+ * fg-receipt+jwt) against the JWK Set, room and epoch against the room
+ * view, SHA-256 of the view's seed against the receipt's commitment, the
+ * arrival against the cutoff; resolves to the drawn place. Rejects with
+ * ReceiptError, or VerifierError("bad_options") without host Ed25519.
+ */
+export declare function verifyReceipt(
+  receipt: string,
+  options: { jwks: PublicDoc<JWKSet>; roomView: PublicDoc<RoomView>; subtle?: SubtleCrypto },
+): Promise<ReceiptResult>;
+
+/** The lottery commitment: SHA-256 hex, domain-separated by room and epoch. */
+export declare function lotteryCommitment(room: string, epoch: string, seed: string): Promise<string>;
+
+/** The drawn place (1-based) of arrival seq among arrivals 1 … cutoff. */
+export declare function lotteryPlace(seed: string, epoch: string, cutoff: number, seq: number): Promise<number>;

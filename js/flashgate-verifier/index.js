@@ -829,3 +829,187 @@ export class Verifier {
 }
 
 const CREATE = Symbol("Verifier.create");
+
+// ---------------------------------------------------------------------------
+// Join receipts of the pre-queue lottery (README "Join receipts").
+
+const RECEIPT_TYPE = "fg-receipt+jwt";
+const ADMISSION_TYPE = "flashgate-admission+jwt";
+const COMMITMENT_DOMAIN = "flashgate lottery commitment v1\0";
+const MAX_RECEIPT = 4096;
+
+/** Why verifyReceipt refused (ReceiptError.reason), as `flashgate lottery verify` names them. */
+export const RECEIPT_REASONS = Object.freeze([
+  "receipt_invalid",
+  "other_room",
+  "not_drawn",
+  "seed_mismatch",
+  "not_in_prequeue",
+  "input_unavailable",
+]);
+
+/** Thrown by verifyReceipt for a receipt it refuses, with the reason. */
+export class ReceiptError extends Error {
+  constructor(message, reason) {
+    super(`flashgate-verifier: ${message}`);
+    this.name = "ReceiptError";
+    this.reason = reason;
+  }
+}
+
+function b64urlBytes(s) {
+  if (typeof s !== "string" || !/^[A-Za-z0-9_-]*$/.test(s) || s.length % 4 === 1) return null;
+  const bin = atob(s.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - (s.length % 4)) % 4));
+  const b = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) b[i] = bin.charCodeAt(i);
+  return b;
+}
+
+function jsonOf(bytes) {
+  try {
+    const v = JSON.parse(decoder.decode(bytes));
+    return v !== null && typeof v === "object" && !Array.isArray(v) ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+// publicDoc reads a public JSON document: an http(s) URL (fetched), JSON
+// text, bytes, or the parsed object.
+async function publicDoc(src, what) {
+  const unavailable = (why) => new ReceiptError(`${what}: ${why}`, "input_unavailable");
+  if (typeof src === "string" && /^https?:\/\//.test(src)) {
+    let res;
+    try {
+      res = await fetch(src, { headers: { accept: "application/json" } });
+    } catch (err) {
+      throw unavailable(`GET ${src}: ${err.message}`);
+    }
+    if (!res.ok) throw unavailable(`GET ${src}: HTTP ${res.status}`);
+    src = new Uint8Array(await res.arrayBuffer());
+  }
+  if (typeof src === "string") src = encoder.encode(src);
+  if (src instanceof ArrayBuffer) src = new Uint8Array(src);
+  if (src instanceof Uint8Array) {
+    const v = jsonOf(src);
+    if (!v) throw unavailable("not a JSON object");
+    return v;
+  }
+  if (src !== null && typeof src === "object") return src;
+  throw unavailable("missing");
+}
+
+async function digestHex(alg, text) {
+  const d = new Uint8Array(await globalThis.crypto.subtle.digest(alg, encoder.encode(text)));
+  let s = "";
+  for (const x of d) s += x.toString(16).padStart(2, "0");
+  return s;
+}
+
+/**
+ * The public commitment to a room's lottery seed: lowercase hex SHA-256 of
+ * "flashgate lottery commitment v1" NUL room NUL epoch NUL seed.
+ */
+export function lotteryCommitment(room, epoch, seed) {
+  return digestHex("SHA-256", `${COMMITMENT_DOMAIN}${room}\0${epoch}\0${seed}`);
+}
+
+/**
+ * The drawn place (1-based) of arrival number seq among arrival numbers
+ * 1 … cutoff of a lottery with seed in a room of epoch — the order of
+ * score(s) = −2^53 + h(s)·2^bits + s, h(s) the top 53 − bits bits of the
+ * first 52 bits of SHA-1(seed ":" epoch ":" s) (issuer.LotteryPlace).
+ */
+export async function lotteryPlace(seed, epoch, cutoff, seq) {
+  let bits = 1;
+  while (2 ** bits <= cutoff) bits++;
+  const div = 2 ** (bits - 1);
+  const h = async (s) => Math.floor(parseInt((await digestHex("SHA-1", `${seed}:${epoch}:${s}`)).slice(0, 13), 16) / div);
+  const mine = await h(seq);
+  let place = 1;
+  for (let from = 1; from <= cutoff; from += 4096) {
+    const batch = [];
+    for (let s = from; s < from + 4096 && s <= cutoff; s++) batch.push(s);
+    const hs = await Promise.all(batch.map(h));
+    hs.forEach((x, i) => {
+      if (x < mine || (x === mine && batch[i] < seq)) place++;
+    });
+  }
+  return place;
+}
+
+/**
+ * Checks a join receipt from public data alone (`flashgate lottery verify`):
+ * its Ed25519 signature (typ fg-receipt+jwt) against the issuer's JWK Set,
+ * its room and epoch against the public room view (GET /v1/rooms/{room}),
+ * that the view's seed hashes to the commitment the receipt carries, and
+ * that its arrival is in the drawn pre-queue; resolves to the claims and
+ * the drawn place. Rejects with a ReceiptError (reason in RECEIPT_REASONS),
+ * or a VerifierError when the host has no Ed25519 (options.subtle).
+ */
+export async function verifyReceipt(receipt, { jwks, roomView, subtle } = {}) {
+  const invalid = (why) => new ReceiptError(`receipt invalid: ${why}`, "receipt_invalid");
+  const set = await publicDoc(jwks, "JWK Set");
+  const view = await publicDoc(roomView, "room view");
+  if (typeof receipt !== "string" || receipt.length > MAX_RECEIPT) throw invalid("not a receipt string (at most 4096 characters)");
+  const parts = receipt.trim().split(".");
+  if (parts.length !== 3) throw invalid("not a compact JWS");
+  const hb = b64urlBytes(parts[0]);
+  const pb = b64urlBytes(parts[1]);
+  const sig = b64urlBytes(parts[2]);
+  if (!hb || !pb || !sig || sig.length !== 64) throw invalid("malformed");
+  const h = jsonOf(hb);
+  if (!h || Object.keys(h).some((k) => k !== "alg" && k !== "kid" && k !== "typ")) throw invalid("malformed header");
+  if (h.typ === ADMISSION_TYPE) throw invalid(`an admission token, not a ${RECEIPT_TYPE}`);
+  if (h.typ !== RECEIPT_TYPE) throw invalid(`not a ${RECEIPT_TYPE} (typ ${JSON.stringify(h.typ)})`);
+  if (h.alg !== "EdDSA") throw invalid("algorithm not accepted");
+  const jwk = (Array.isArray(set.keys) ? set.keys : []).find(
+    (k) => k && k.kid === h.kid && k.kty === "OKP" && k.crv === "Ed25519",
+  );
+  const raw = jwk && b64urlBytes(jwk.x);
+  if (!raw || raw.length !== 32) throw invalid(`signed by a key that is not published (kid ${JSON.stringify(h.kid)})`);
+  const crypto = await hostSubtle({ subtle });
+  if (!crypto) throw new VerifierError("flashgate-verifier: this host has no Ed25519 (pass options.subtle)", "bad_options");
+  const key = await crypto.importKey("raw", raw, ED25519, false, ["verify"]);
+  if (!(await crypto.verify(ED25519, key, sig, encoder.encode(`${parts[0]}.${parts[1]}`)))) throw invalid("signature invalid");
+  const c = jsonOf(pb);
+  if (
+    !c ||
+    typeof c.room !== "string" || !c.room ||
+    typeof c.epoch !== "string" || !c.epoch ||
+    !Number.isSafeInteger(c.arrival) || c.arrival <= 0 ||
+    typeof c.commitment !== "string" || !/^[0-9a-f]{64}$/.test(c.commitment)
+  ) {
+    throw invalid("claims incomplete");
+  }
+  if (c.room !== view.room || c.epoch !== view.epoch) {
+    throw new ReceiptError(
+      `receipt for room ${JSON.stringify(c.room)} epoch ${JSON.stringify(c.epoch)}, room view of ${JSON.stringify(view.room)} epoch ${JSON.stringify(view.epoch)}`,
+      "other_room",
+    );
+  }
+  const l = view.lottery;
+  if (!l || l.drawn !== true || typeof l.seed !== "string" || !l.seed) {
+    throw new ReceiptError(`lottery not drawn yet: room ${JSON.stringify(view.room)} shows no seed`, "not_drawn");
+  }
+  const got = await lotteryCommitment(c.room, c.epoch, l.seed);
+  if (got !== c.commitment) {
+    throw new ReceiptError(`seed does not match the receipt's commitment: SHA-256 is ${got}, the receipt committed to ${c.commitment}`, "seed_mismatch");
+  }
+  const cutoff = l.cutoff;
+  if (!Number.isSafeInteger(cutoff) || c.arrival > cutoff) {
+    throw new ReceiptError(`arrival ${c.arrival} not in the drawn pre-queue (cutoff ${cutoff})`, "not_in_prequeue");
+  }
+  return {
+    iss: c.iss,
+    room: c.room,
+    epoch: c.epoch,
+    user: c.sub,
+    arrival: c.arrival,
+    iat: c.iat,
+    commitment: c.commitment,
+    kid: h.kid,
+    cutoff,
+    place: await lotteryPlace(l.seed, c.epoch, cutoff, c.arrival),
+  };
+}

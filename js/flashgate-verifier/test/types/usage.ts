@@ -1,6 +1,7 @@
 // Compiled (not run) by TestTypeDeclarations with tsc --strict: the README's
 // uses of the package must type-check against index.d.ts, and misuse must not.
 import { Verifier, VerifierError, REASONS, PROBLEMS, refusal, hostCryptoAvailable, type Claims, type Reason, type VerifyResult } from "../../index.js";
+import { verifyReceipt, ReceiptError, RECEIPT_REASONS, type ReceiptResult, type ReceiptReason } from "../../index.js";
 
 export async function worker(request: Request, wasm: WebAssembly.Module): Promise<Response> {
   const v: Verifier = await Verifier.create({ wasm, jwksUrl: "https://queue.example.com/.well-known/jwks.json", issuer: "https://queue.example.com", audience: "orders" });
@@ -49,4 +50,21 @@ export async function misuse(v: Verifier): Promise<void> {
   console.log(r.claims.sub);
   // @ts-expect-error "ok" is not a refusal
   refusal("ok");
+}
+
+// A third party's checker page: a receipt file and the issuer's public documents.
+export async function checkReceipt(receipt: string): Promise<string> {
+  try {
+    const r: ReceiptResult = await verifyReceipt(receipt, {
+      jwks: "https://queue.example.com/.well-known/jwks.json",
+      roomView: "https://queue.example.com/v1/rooms/drop-42",
+    });
+    return `${r.user} arrived ${r.arrival}, drawn place ${r.place} of ${r.cutoff}`;
+  } catch (err) {
+    if (err instanceof ReceiptError) {
+      const why: ReceiptReason = err.reason;
+      return RECEIPT_REASONS.includes(why) ? why : "unknown";
+    }
+    throw err;
+  }
 }

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashgate/flashgate/issuer"
+)
+
+// RoomView is the public room view (GET /v1/rooms/{room}): what anyone may
+// know of a room's pre-queue lottery, to check join receipts with (README
+// "Pre-queue lottery"; issuer.RoomLottery).
+type RoomView struct {
+	Room     string `json:"room"`
+	Epoch    string `json:"epoch,omitempty"`
+	PreQueue string `json:"prequeue"`
+	// Lottery is absent for a room with no lottery seed (fifo).
+	Lottery *PublicLottery `json:"lottery,omitempty"`
+}
+
+// PublicLottery is a room's lottery as the public room view shows it: the
+// commitment from the moment the seed exists; seed, cutoff and bits once
+// drawn.
+type PublicLottery struct {
+	// Commitment is SHA-256 hex of "flashgate lottery commitment v1" NUL
+	// room NUL epoch NUL seed (issuer.LotteryCommitment).
+	Commitment string `json:"commitment"`
+	// CommitmentSHA1 is the SHA-1 hex of the seed alone: deprecated, shown
+	// for one release (the admin stats' lottery.commitment).
+	CommitmentSHA1 string `json:"commitment_sha1"`
+	Drawn          bool   `json:"drawn"`
+	Seed           string `json:"seed,omitempty"`
+	Cutoff         *int64 `json:"cutoff,omitempty"`
+	Bits           int    `json:"bits,omitempty"`
+	DrawnAtMs      int64  `json:"drawn_at_ms,omitempty"`
+	PlacedAtMs     int64  `json:"placed_at_ms,omitempty"`
+}
+
+// RoomLottery is the issuer's form of v, for issuer.VerifyReceipt: what a
+// checker reads from GET /v1/rooms/{room} (`flashgate lottery verify`).
+func (v RoomView) RoomLottery() issuer.RoomLottery {
+	out := issuer.RoomLottery{Room: v.Room, Epoch: v.Epoch, PreQueue: issuer.PreQueue(v.PreQueue)}
+	if l := v.Lottery; l != nil {
+		out.Commitment, out.CommitmentSHA1, out.Drawn, out.Seed = l.Commitment, l.CommitmentSHA1, l.Drawn, l.Seed
+		if l.Cutoff != nil {
+			out.Cutoff = *l.Cutoff
+		}
+		out.Bits = l.Bits
+	}
+	return out
+}
+
+// roomViewJSON is v's JSON form.
+func roomViewJSON(v *issuer.RoomLottery) RoomView {
+	out := RoomView{Room: v.Room, Epoch: v.Epoch, PreQueue: string(v.PreQueue)}
+	if v.Commitment == "" && !v.Drawn {
+		return out
+	}
+	l := &PublicLottery{Commitment: v.Commitment, CommitmentSHA1: v.CommitmentSHA1, Drawn: v.Drawn}
+	if v.Drawn {
+		cutoff := v.Cutoff
+		l.Seed, l.Cutoff, l.Bits = v.Seed, &cutoff, v.Bits
+		l.DrawnAtMs, l.PlacedAtMs = unixMs(v.DrawnAt), unixMs(v.PlacedAt)
+	}
+	out.Lottery = l
+	return out
+}
+
+// GET /v1/rooms/:room: the public room view.
+func (s *Server) roomView(c *fiber.Ctx) error {
+	v, err := s.is.RoomLottery(c.UserContext(), param(c, "room"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(roomViewJSON(v))
+}
