@@ -21,7 +21,7 @@ func deps(t *testing.T, pkg string) []string {
 
 const module = "github.com/flashgate/flashgate"
 
-// TestImportDirection holds the package graph README "Architecture" draws:
+// TestImportDirection holds the package graph docs/architecture.md "Architecture" draws:
 // which package may depend on what. go list answers for the non-test files.
 func TestImportDirection(t *testing.T) {
 	for _, tc := range []struct {
@@ -164,7 +164,7 @@ func TestVerifierBuildsAtGo121(t *testing.T) {
 	}
 }
 
-// TestInternalShips holds README "Architecture"'s rule for the tree:
+// TestInternalShips holds docs/architecture.md "Architecture"'s rule for the tree:
 // internal/ holds what the flashgate binary links, and nothing else but
 // internal/testing/…, the test helpers, which no binary links. A package
 // main belongs under tools/ (or its own module), a suite of tests under
