@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,7 +22,7 @@ func deps(t *testing.T, pkg string) []string {
 
 const module = "github.com/flashgate/flashgate"
 
-// TestImportDirection holds the package graph README "Architecture" draws:
+// TestImportDirection holds the package graph docs/architecture.md "Architecture" draws:
 // which package may depend on what. go list answers for the non-test files.
 func TestImportDirection(t *testing.T) {
 	for _, tc := range []struct {
@@ -164,7 +165,7 @@ func TestVerifierBuildsAtGo121(t *testing.T) {
 	}
 }
 
-// TestInternalShips holds README "Architecture"'s rule for the tree:
+// TestInternalShips holds docs/architecture.md "Architecture"'s rule for the tree:
 // internal/ holds what the flashgate binary links, and nothing else but
 // internal/testing/…, the test helpers, which no binary links. A package
 // main belongs under tools/ (or its own module), a suite of tests under
@@ -196,4 +197,115 @@ func TestInternalShips(t *testing.T) {
 	if n < 2 {
 		t.Fatalf("go list ./internal/... named %d packages", n)
 	}
+}
+
+// archDoc is the package map TestArchitectureTable holds to go list.
+const archDoc = "docs/architecture.md"
+
+// TestArchitectureTable: the first column of docs/architecture.md's
+// package table names every package of the module (go list ./...) and
+// nothing else (archProblems' rules).
+func TestArchitectureTable(t *testing.T) {
+	data, err := os.ReadFile(archDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	var pkgs []string
+	for _, p := range strings.Fields(string(out)) {
+		pkgs = append(pkgs, strings.TrimPrefix(strings.TrimPrefix(p, module), "/"))
+	}
+	exists := func(p string) bool { _, err := os.Stat(filepath.FromSlash(p)); return err == nil }
+	for _, p := range archProblems(string(data), pkgs, exists) {
+		t.Error(archDoc + ": " + p)
+	}
+}
+
+// TestArchitectureTableRules: archProblems reports a package the table
+// misses, a row naming no package, a missing document, and nothing for a
+// prefix row, the root, a document or a nested module.
+func TestArchitectureTableRules(t *testing.T) {
+	const d = "docs/" // (the fixture's documents, split so that TestDocLinks does not take them for citations)
+	doc := "intro `ignored`\n\n| package | owns | imports |\n|---|---|---|\n" +
+		"| `flashgate` (the module root) | x | |\n" +
+		"| `server/`, `gone` | x | |\n" +
+		"| `internal/testing/…` | x | |\n" +
+		"| `" + d + "a.md`, `" + d + "b.md` | x | |\n" +
+		"| `deploy/` | x | |\n" +
+		"| internal/ (the rule) | x | |\n\nafter `tail`\n"
+	pkgs := []string{"", "server", "issuer", "internal/testing/pgtest", "internal/testing/redistest"}
+	exists := func(p string) bool { return p == d+"a.md" || p == "deploy/go.mod" }
+	got := archProblems(doc, pkgs, exists)
+	want := []string{
+		"`gone` names no package of the module (go list ./...), document or module",
+		"`" + d + "b.md`: no such file",
+		"package issuer is missing from the table",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// archProblems checks the package table (the one whose header starts
+// "| package |") of doc against pkgs, the module's packages relative to
+// its root ("" is the root). A row's first cell names entries in
+// backquotes: `flashgate` is the root; `dir/…` covers every package under
+// dir; a path ending in .md names a document, which must exist; a
+// directory with its own go.mod names a module; anything else must be a
+// package. Every package must be named or covered.
+func archProblems(doc string, pkgs []string, exists func(string) bool) []string {
+	var problems []string
+	named := map[string]bool{}
+	var prefixes []string
+	in := false
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(l, "| package |") {
+			in = true
+			continue
+		}
+		if !in || strings.HasPrefix(l, "|---") {
+			continue
+		}
+		if !strings.HasPrefix(l, "|") {
+			break
+		}
+		first, _, _ := strings.Cut(strings.TrimPrefix(l, "|"), "|")
+		parts := strings.Split(first, "`")
+		for i := 1; i < len(parts); i += 2 {
+			e := parts[i]
+			switch {
+			case e == "flashgate":
+				named[""] = true
+			case strings.HasSuffix(e, "/…"):
+				prefixes = append(prefixes, strings.TrimSuffix(e, "…"))
+			case strings.HasSuffix(e, ".md"):
+				if !exists(e) {
+					problems = append(problems, "`"+e+"`: no such file")
+				}
+			default:
+				p := strings.TrimSuffix(e, "/")
+				if slices.Contains(pkgs, p) {
+					named[p] = true
+				} else if !exists(p + "/go.mod") {
+					problems = append(problems, "`"+e+"` names no package of the module (go list ./...), document or module")
+				}
+			}
+		}
+	}
+	if !in {
+		return []string{"no table whose header starts with | package |"}
+	}
+	for _, p := range pkgs {
+		covered := named[p]
+		for _, pre := range prefixes {
+			covered = covered || strings.HasPrefix(p, pre)
+		}
+		if !covered {
+			problems = append(problems, "package "+p+" is missing from the table")
+		}
+	}
+	return problems
 }

@@ -62,7 +62,7 @@ type Config struct {
 	// DefaultRoomRetention (24 h); else MinRetention … MaxRetention.
 	RoomRetention time.Duration
 	// LostRooms is what a replica does with a room it knew (and that had
-	// not ended) when it finds the room's data lost from Redis (README
+	// not ended) when it finds the room's data lost from Redis (docs/operations.md
 	// "Durability"): LostRoomsRecreate ("" too, the default) recreates it
 	// empty from its last known config with a new epoch, at the next tick
 	// or enter (recovery.go); LostRoomsAwaitRestore recreates nothing and
@@ -73,7 +73,7 @@ type Config struct {
 	LostRooms LostRoomPolicy
 	// JournalMaxLen bounds each room's journal stream (fg:{room}:journal,
 	// XADD MAXLEN ~, in stream entries: one per state change of an entry or
-	// config change; README "Durability"), written into the config of every
+	// config change; docs/operations.md "Durability"), written into the config of every
 	// room this Issuer creates or configures (journal_maxlen). The consumer
 	// (`flashgate journal run`) trims what it has written, so the bound
 	// matters only while it lags or is not running; past it the oldest
@@ -134,7 +134,7 @@ type pipeliner interface {
 // An Issuer never retains a caller's string beyond the call: what it keeps
 // (room ids as keys of its per-room state, user ids queued for an enter
 // script call) it copies first, so callers may pass strings that alias
-// buffers they reuse, such as fiber's request values (invariant 7, README "Invariants").
+// buffers they reuse, such as fiber's request values (invariant 7, docs/concepts.md "Invariants").
 type Issuer struct {
 	cfg    Config
 	policy string // the default room policy (lua/prelude.lua ARGV[2]), or ""
@@ -184,7 +184,7 @@ const (
 	// DefaultCompletionTimeout is the default Config.CompletionTimeout.
 	DefaultCompletionTimeout = 200 * time.Millisecond
 	// SuggestedStatusSnapshot is a Config.StatusSnapshot for very large
-	// lines (README "Estimated wait"): off by default, every status is exact.
+	// lines (docs/rooms.md "Estimated wait"): off by default, every status is exact.
 	SuggestedStatusSnapshot = 500 * time.Millisecond
 	// DefaultEnterBatch is the default Config.EnterBatch: the most users one
 	// enter script call carries (and tokens one status call, admissions one

@@ -31,7 +31,7 @@
 // script touches one Redis Cluster slot. A waiting user is one member of the
 // room's waiting ZSET (user → arrival number from the room's counter); the
 // waiting token "fgw2_<sid>_<epoch>_<arrival>_<mac>" is an HMAC over room, user, epoch and arrival
-// (Config.WaitingSecret) and is never stored. See README "Redis data model".
+// (Config.WaitingSecret) and is never stored. See docs/operations.md "Redis data model".
 //
 // # Coalescing
 //

@@ -8,7 +8,7 @@ import (
 
 // minHistory is the least history (etaFigures.window) the measured
 // slot-freeing pace needs (etaFigures.freeingPace); with less — a sale's
-// first seconds — the estimate is the configured pace's (README "Estimated
+// first seconds — the estimate is the configured pace's (docs/rooms.md "Estimated
 // wait": "falling back to the configured rate when there is no history").
 const minHistory = 5 * time.Second
 
@@ -73,7 +73,7 @@ func (f etaFigures) forPosition(pos, expiry int64) etaFigures {
 }
 
 // estimate is the wait of the entry at position pos (1-based), in ms from
-// f.now, for an open room (README "Estimated wait"):
+// f.now, for an open room (docs/rooms.md "Estimated wait"):
 //
 //	pace = min(rate / 60 s, batch / tick)      the configured pacing (a floor: pos / pace)
 //	j    = pos − capacity + live               slots that must free before pos is admitted

@@ -26,7 +26,7 @@ type InviteKeys interface {
 	PublicKey(ctx context.Context, kid string) (ed25519.PublicKey, error)
 }
 
-// Bounds of invites (README "Priority lanes and invites").
+// Bounds of invites (docs/rooms.md "Priority lanes and invites").
 const (
 	// MaxInviteTTL is the longest an invite may stay valid: 30 days.
 	MaxInviteTTL = 30 * 24 * time.Hour
@@ -208,7 +208,7 @@ func strictJSON(b []byte, v any) error {
 	return nil
 }
 
-// EnterWithInvite enters user in room with an invite (README "Priority
+// EnterWithInvite enters user in room with an invite (docs/rooms.md "Priority
 // lanes and invites"): checkInvite, then one atomic script (lua/invite.lua)
 // that refuses an expired invite (by the room's clock) and a single-use one
 // already used, and otherwise

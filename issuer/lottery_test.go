@@ -722,7 +722,7 @@ func TestLotteryUnderConcurrency(t *testing.T) {
 // longest script call (SLOWLOG), the script time per placed entry, and the
 // memory per waiting user once placed (lottery scores instead of arrival
 // numbers) against before. Not a unit test: the numbers depend on the host
-// (README "Pre-queue lottery").
+// (docs/rooms.md "Pre-queue lottery").
 func BenchmarkLotteryPlacing(b *testing.B) {
 	ctx := context.Background()
 	for range b.N {

@@ -53,7 +53,7 @@ var exporterScript = redis.NewScript(mustRead("lua/exporter.lua"))
 // fg:{room}:exporter (the room's hash slot), expiring by itself. The
 // server's /metrics exports room-wide series (read from Redis, the same on
 // every replica) only for the rooms whose lease it holds, so that sum()
-// across replicas counts each room once (README "Observability").
+// across replicas counts each room once (docs/operations.md "Observability").
 // Errors: flashgate.ErrInvalidInput (room id), flashgate.ErrUnavailable.
 func (is *Issuer) ClaimExporter(ctx context.Context, room, replica string, lease time.Duration) (bool, error) {
 	if err := checkRoom(room); err != nil {

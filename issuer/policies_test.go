@@ -23,7 +23,7 @@ import (
 // once — a shuffled pre-queue, the arrival window, a priority lane and
 // bypass invites, bans, leaves, and a sold-out before the line is through —
 // from three replicas entering, ticking, exchanging and completing
-// concurrently under a clock running 50× fast, and checks README
+// concurrently under a clock running 50× fast, and checks docs/concepts.md
 // "Invariants" over everything the room did:
 //
 //  1. one entry per user (a user entering 50 times at once holds one

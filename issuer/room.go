@@ -93,14 +93,14 @@ type RoomConfig struct {
 	// default, "" here) keeps arrival order; PreQueueShuffle places them in
 	// a uniformly random order drawn once, atomically, when the room first
 	// opens, from a secret 128-bit seed shown after the draw (Stats.Lottery,
-	// lottery.go; README "Pre-queue lottery"). Later arrivals queue behind
+	// lottery.go; docs/rooms.md "Pre-queue lottery"). Later arrivals queue behind
 	// them in arrival order. Set it before the sale begins: a room switched
 	// to shuffle once anyone has been admitted, or has entered while it was
 	// open, has no pre-queue (its draw is recorded as empty).
 	PreQueue PreQueue
 	// Retention is how long the room's keys (every one, the user index
 	// included) live after the room ends — closes, sells out, its window
-	// closes or it is deleted — before Redis expires them (README "The end
+	// closes or it is deleted — before Redis expires them (docs/rooms.md "The end
 	// of a sale"). Zero means the issuer's Config.RoomRetention (default
 	// DefaultRoomRetention, 24 h); else MinRetention … MaxRetention, whole
 	// milliseconds. Reopening a room keeps its keys again.

@@ -22,7 +22,7 @@ import (
 // has none (never replaced); a room switched to shuffle after its sale has
 // begun gets an empty draw (RoomConfig.PreQueue). A change that closes the
 // room in effect (State RoomClosed, or Closes in the past) ends it as Close
-// does, with c.CloseReason (default ReasonClosed; README "The end of a
+// does, with c.CloseReason (default ReasonClosed; docs/rooms.md "The end of a
 // sale"); one that reopens an ended room (State open or paused, Closes
 // later) starts a new line — the closed one stays CLOSED — and keeps the
 // room's keys again (PERSIST). Errors: flashgate.ErrInvalidInput,
@@ -374,7 +374,7 @@ type Stats struct {
 	Banned  int64
 	Removed int64
 	// ClosedOut counts the waiting entries a closed line's drain removed
-	// (README "The end of a sale"): entries that ended CLOSED.
+	// (docs/rooms.md "The end of a sale"): entries that ended CLOSED.
 	ClosedOut int64
 	// ClosedSeq is the arrival counter when the room last closed: entries
 	// up to it belong to a line that closing ended (0: never closed).
@@ -393,7 +393,7 @@ type Stats struct {
 	// none (fifo, and never drawn); before the draw only its Commitment.
 	Lottery *Lottery
 	// Epoch is the room's epoch: created with the room, new whenever the room
-	// is recreated after Redis lost its data (invariant 6, README "Invariants").
+	// is recreated after Redis lost its data (invariant 6, docs/concepts.md "Invariants").
 	Epoch string
 	At    time.Time
 }

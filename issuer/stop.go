@@ -36,7 +36,7 @@ type StopResult struct {
 // Config.Now) — never backwards. Completion refuses those admissions at once
 // (flashgate.CodeRoomStopped: the complete script reads the room's
 // not_before); edge verifiers refuse their tokens (reason room_stopped)
-// once they fetch the directive document (Directives; README "Stopping a
+// once they fetch the directive document (Directives; docs/rooms.md "Stopping a
 // sale at the edge"). Stopped admissions keep their place in the room's
 // capacity until they expire or are revoked.
 //

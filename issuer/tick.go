@@ -7,7 +7,7 @@ import (
 
 // MaxTickPerCall is the most admissions, and the most lapsed-admission
 // expiries, one tick script call performs. A script call blocks Redis while
-// it runs (about 10 µs per admitted user: 1,000 users ≈ 10 ms, README
+// it runs (about 10 µs per admitted user: 1,000 users ≈ 10 ms, docs/performance.md
 // "Measurements"), so Tick runs a room's batch in calls of at most this many.
 const MaxTickPerCall = 1000
 

@@ -23,7 +23,7 @@
 // # Schema (migrations/00001_journal.sql)
 //
 // journal_entries: one row per entry, keyed by (room, epoch, arrival). The
-// epoch (invariant 6, README "Invariants") separates a room's lines before
+// epoch (invariant 6, docs/concepts.md "Invariants") separates a room's lines before
 // and after a Redis data loss, whose arrival numbers restart at 1. Times are
 // bigint milliseconds since 1970 by the room's clock, as the scripts write
 // them; NULL means "not journaled (yet)".

@@ -16,14 +16,14 @@ import (
 	"github.com/flashgate/flashgate/journal"
 )
 
-// readmeSQL returns the ```sql blocks of README.md's "### Asking the
-// journal" subsection, as written.
+// readmeSQL returns the ```sql blocks of docs/operations.md's "### Asking
+// the journal" subsection, as written.
 func readmeSQL(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "README.md"))
+	data, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
 	require.NoError(t, err)
 	_, sec, ok := strings.Cut(string(data), "\n### Asking the journal\n")
-	require.True(t, ok, "README.md has no ### Asking the journal")
+	require.True(t, ok, "docs/operations.md has no ### Asking the journal")
 	if i := strings.Index(sec, "\n## "); i >= 0 {
 		sec = sec[:i]
 	}
@@ -43,7 +43,7 @@ func readmeSQL(t *testing.T) []string {
 	}
 }
 
-// TestREADMEReconciliation runs the README's orders table and its two
+// TestREADMEReconciliation runs the orders table of docs/operations.md and its two
 // reconciliation queries, as written, over a journal written by Apply.
 func TestREADMEReconciliation(t *testing.T) {
 	blocks := readmeSQL(t)
@@ -77,7 +77,7 @@ func TestREADMEReconciliation(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, blocks[0])
-	require.NoError(t, err, "README orders table:\n%s", blocks[0])
+	require.NoError(t, err, "docs/operations.md orders table:\n%s", blocks[0])
 	for _, o := range [][2]string{{"sale", id(1)}, {"sale", id(3)}, {"sale", epoch + ".99.99.1099"}, {"other", id(5)}} {
 		_, err = conn.Exec(ctx, `INSERT INTO orders (product, admission_id) VALUES ($1, $2)`, o[0], o[1])
 		require.NoError(t, err)
@@ -86,7 +86,7 @@ func TestREADMEReconciliation(t *testing.T) {
 	rows := func(q string) []string {
 		t.Helper()
 		rs, err := conn.Query(ctx, q)
-		require.NoError(t, err, "README query:\n%s", q)
+		require.NoError(t, err, "docs/operations.md query:\n%s", q)
 		var out []string
 		for rs.Next() {
 			v, err := rs.Values()

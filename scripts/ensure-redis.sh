@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure redis-server and redis-cli are installed, and curl (the README
-# test runs the README's curl commands as written): installs Debian's
+# test runs the curl commands of README.md and docs/ as written): installs Debian's
 # redis-server and curl packages when missing and we are root; otherwise explains.
 set -euo pipefail
 if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v curl >/dev/null 2>&1; then

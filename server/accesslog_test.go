@@ -126,7 +126,7 @@ func TestAdminAudit(t *testing.T) {
 	assert.NotContains(t, out, "zzz-not-logged")
 	assert.NotContains(t, out, "wrong-token")
 
-	// The successful changes are in the room's journal too (README
+	// The successful changes are in the room's journal too (docs/operations.md
 	// "Durability"), the refused ones not; a ban route's user is in the detail.
 	r = e.do(req{method: "POST", path: "/admin/rooms/" + room + "/ban", bearer: adminToken, body: `{"user":"mallory","reason":"bot","duration_ms":60000}`})
 	require.Equal(t, 200, r.status, "%s", r.body)

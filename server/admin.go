@@ -39,7 +39,7 @@ type RoomConfig struct {
 	// (issuer.RoomConfig.Retention) in ms; 0: the server's default
 	// (FLASHGATE_ROOM_RETENTION).
 	RetentionMs int64 `json:"retention_ms"`
-	// Read only (README "The end of a sale"). CloseReason: why the room is
+	// Read only (docs/rooms.md "The end of a sale"). CloseReason: why the room is
 	// closed in effect, or why its last line ended (absent: never closed).
 	// EndedAt: when it ended (absent while it has not, or since it was
 	// reopened); its keys expire retention after it. DeletedAt: when it
@@ -418,7 +418,7 @@ type Stats struct {
 
 // LotteryJSON is issuer.Lottery as the admin API shows it: before the draw
 // only the commitment; once drawn the seed, cutoff and bits that reproduce
-// the order (README "Pre-queue lottery").
+// the order (docs/rooms.md "Pre-queue lottery").
 type LotteryJSON struct {
 	Drawn      bool   `json:"drawn"`
 	Commitment string `json:"commitment"`

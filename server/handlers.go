@@ -60,7 +60,7 @@ type Entry struct {
 	RoomState string `json:"room_state,omitempty"`
 	// LotteryCommitment and Receipt (pre_queue only): the room's lottery
 	// commitment (SHA-256 hex) and the entry's join receipt, a compact JWS
-	// of typ fg-receipt+jwt (issuer.Entry.Receipt; README "Pre-queue lottery").
+	// of typ fg-receipt+jwt (issuer.Entry.Receipt; docs/rooms.md "Pre-queue lottery").
 	LotteryCommitment string `json:"lottery_commitment,omitempty"`
 	Receipt           string `json:"receipt,omitempty"`
 }
@@ -108,12 +108,12 @@ func retryAfter(d time.Duration) string {
 }
 
 // Handlers read the request through param, header and query, which copy
-// (invariant 7, README "Invariants"): fiber's strings alias buffers that fasthttp and
+// (invariant 7, docs/concepts.md "Invariants"): fiber's strings alias buffers that fasthttp and
 // fiber reuse for later requests once the handler returns, and what a
 // handler passes on — to the issuer, the verifier, an event stream — may be
 // kept longer. Bodies are decoded by encoding/json, which copies too.
 // Middleware that only looks at a value during the request reads fiber's
-// strings directly. (Why copies here rather than fiber's Immutable: README,
+// strings directly. (Why copies here rather than fiber's Immutable: docs/performance.md,
 // "Measurements".)
 
 // param returns the route parameter name, copied.

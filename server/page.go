@@ -124,7 +124,7 @@ type PageView struct {
 	// LotteryCommitment (PreQueue only) is the room's lottery commitment,
 	// and ReceiptHref a data: URL of the JSON file of the entry's join
 	// receipt ({"receipt", "room", "arrival", "lottery_commitment",
-	// "room_view"}) for a download link; "" without one (README "Pre-queue
+	// "room_view"}) for a download link; "" without one (docs/rooms.md "Pre-queue
 	// lottery").
 	LotteryCommitment string
 	ReceiptHref       template.URL

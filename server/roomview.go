@@ -7,7 +7,7 @@ import (
 )
 
 // RoomView is the public room view (GET /v1/rooms/{room}): what anyone may
-// know of a room's pre-queue lottery, to check join receipts with (README
+// know of a room's pre-queue lottery, to check join receipts with (docs/rooms.md
 // "Pre-queue lottery"; issuer.RoomLottery).
 type RoomView struct {
 	Room     string `json:"room"`

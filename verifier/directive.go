@@ -6,7 +6,7 @@ import (
 )
 
 // Directives is an optional source of per-room edge directives (the
-// issuer's /.well-known/flashgate-directives.json; README "Stopping a
+// issuer's /.well-known/flashgate-directives.json; docs/rooms.md "Stopping a
 // sale at the edge"). Implementations: remote.Directives in package
 // verifier/remote (fetched, cached for the document's max-age).
 //

@@ -13,7 +13,7 @@ import (
 )
 
 // TestServeEnvDefaultsArePackageDefaults: the defaults that stay in the env
-// tags (so that `serve -h` and the README table show them, or because an
+// tags (so that `serve -h` and docs/configuration.md show them, or because an
 // explicit zero is refused) are the packages' own.
 func TestServeEnvDefaultsArePackageDefaults(t *testing.T) {
 	for field, want := range map[string]string{

@@ -19,10 +19,12 @@ import (
 	"github.com/flashgate/flashgate/internal/testing/redistest"
 )
 
-// readmeCommand is one curl command of a README ```sh block that calls
-// the HTTP API (/admin or /v1), continuation lines joined.
+// readmeCommand is one curl command of a ```sh block of README.md or of
+// docs/*.md that calls the HTTP API (/admin or /v1), continuation lines
+// joined.
 type readmeCommand struct {
-	line  int    // README line it starts on
+	file  string // README.md or docs/….md, relative to the repository root
+	line  int    // line of file it starts on
 	cmd   string // as written
 	block int    // index of its ```sh block
 	// status is the status the README's comment after it shows (a
@@ -30,15 +32,36 @@ type readmeCommand struct {
 	status int
 }
 
-// readmeCommands extracts the API curl commands of README.md's ```sh
-// blocks.
+// readmeDocs are the documents whose curl examples TestREADMECurlCommands
+// runs: README.md and every docs/*.md (the guides the README split into).
+func readmeDocs(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	require.NoError(t, err)
+	return append([]string{filepath.Join("..", "..", "README.md")}, docs...)
+}
+
+// readmeCommands extracts the API curl commands of the ```sh blocks of
+// README.md and docs/*.md; block numbers run on across the files.
 func readmeCommands(t *testing.T) []readmeCommand {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	require.NoError(t, err)
 	var out []readmeCommand
+	block := -1
+	for _, path := range readmeDocs(t) {
+		out, block = appendCommands(t, out, block, path)
+	}
+	return out
+}
+
+// appendCommands appends the API curl commands of path's ```sh blocks to
+// out; block is the last block number used.
+func appendCommands(t *testing.T, out []readmeCommand, block int, path string) ([]readmeCommand, int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	file := filepath.ToSlash(strings.TrimPrefix(path, filepath.Join("..", "..")+string(filepath.Separator)))
 	lines := strings.Split(string(data), "\n")
-	in, block := false, -1
+	in := false
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
 		switch {
@@ -52,7 +75,7 @@ func readmeCommands(t *testing.T) []readmeCommand {
 		if !in || !strings.HasPrefix(l, "curl ") {
 			continue
 		}
-		c := readmeCommand{line: i + 1, block: block, cmd: l}
+		c := readmeCommand{file: file, line: i + 1, block: block, cmd: l}
 		for strings.HasSuffix(c.cmd, `\`) && i+1 < len(lines) {
 			i++
 			c.cmd = strings.TrimSuffix(c.cmd, `\`) + " " + strings.TrimSpace(lines[i])
@@ -69,11 +92,11 @@ func readmeCommands(t *testing.T) []readmeCommand {
 		}
 		out = append(out, c)
 	}
-	return out
+	return out, block
 }
 
-// TestREADMECurlCommands runs every curl command of the README's ```sh
-// blocks that calls /admin or /v1, as written (by sh, with real curl),
+// TestREADMECurlCommands runs every curl command of the ```sh blocks of
+// README.md and docs/*.md that calls /admin or /v1, as written (by sh, with real curl),
 // against `flashgate serve` as the quick start runs it (embedded Redis,
 // FLASHGATE_DEFAULT_ROOM=open, FLASHGATE_ADMIN_TOKEN set), one fresh server
 // per block in which room sku-1 exists (the blocks continue a sale); only
@@ -81,7 +104,7 @@ func readmeCommands(t *testing.T) []readmeCommand {
 // may be refused for its encoding (415 unsupported_media, 400
 // malformed_json: curl -d sends application/x-www-form-urlencoded unless
 // told otherwise). A command without a "…" placeholder must answer what
-// the README shows: the status of a "# 403 …" comment after it, else 2xx.
+// the document shows: the status of a "# 403 …" comment after it, else 2xx.
 // A status line is added by a curlrc (write-out), not by the command.
 func TestREADMECurlCommands(t *testing.T) {
 	curl, err := exec.LookPath("curl")
@@ -89,7 +112,7 @@ func TestREADMECurlCommands(t *testing.T) {
 		t.Fatal("curl is not installed: apt-get install curl (make test installs it, scripts/ensure-redis.sh)")
 	}
 	cmds := readmeCommands(t)
-	require.GreaterOrEqual(t, len(cmds), 10, "the README's API examples")
+	require.GreaterOrEqual(t, len(cmds), 10, "the API examples of README.md and docs/")
 	var admin, body int
 	for _, c := range cmds {
 		if strings.Contains(c.cmd, "/admin/") {
@@ -131,22 +154,22 @@ func TestREADMECurlCommands(t *testing.T) {
 			sh.Env = append(os.Environ(), "CURL_HOME="+home, "HOME="+home, "XDG_CONFIG_HOME="+home,
 				"FLASHGATE_ADMIN_TOKEN="+token, "PATH="+filepath.Dir(curl)+string(os.PathListSeparator)+os.Getenv("PATH"))
 			out, err := sh.Output()
-			require.NoError(t, err, "README.md:%d %s", c.line, c.cmd)
+			require.NoError(t, err, "%s:%d %s", c.file, c.line, c.cmd)
 			s := string(out)
 			k := strings.LastIndexByte(s, '\n')
-			require.GreaterOrEqual(t, k, 0, "README.md:%d: no status line in %q", c.line, s)
+			require.GreaterOrEqual(t, k, 0, "%s:%d: no status line in %q", c.file, c.line, s)
 			status, err := strconv.Atoi(s[k+1:])
-			require.NoError(t, err, "README.md:%d: %q", c.line, s)
+			require.NoError(t, err, "%s:%d: %q", c.file, c.line, s)
 			answer := s[:k]
-			assert.NotEqual(t, http.StatusUnsupportedMediaType, status, "README.md:%d %s\n%s", c.line, c.cmd, answer)
-			assert.NotContains(t, answer, "malformed_json", "README.md:%d %s", c.line, c.cmd)
+			assert.NotEqual(t, http.StatusUnsupportedMediaType, status, "%s:%d %s\n%s", c.file, c.line, c.cmd, answer)
+			assert.NotContains(t, answer, "malformed_json", "%s:%d %s", c.file, c.line, c.cmd)
 			if strings.Contains(c.cmd, "…") {
 				continue // a placeholder token: refused as such, which is not the README's point
 			}
 			if c.status != 0 {
-				assert.Equal(t, c.status, status, "README.md:%d %s\n%s", c.line, c.cmd, answer)
+				assert.Equal(t, c.status, status, "%s:%d %s\n%s", c.file, c.line, c.cmd, answer)
 			} else {
-				assert.True(t, status >= 200 && status < 300, "README.md:%d %s: %d %s", c.line, c.cmd, status, answer)
+				assert.True(t, status >= 200 && status < 300, "%s:%d %s: %d %s", c.file, c.line, c.cmd, status, answer)
 			}
 		}
 	}

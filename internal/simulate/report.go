@@ -65,7 +65,7 @@ type Report struct {
 	// issuer.LotteryOrder). The lanes together are not FIFO: the priority
 	// lane goes first by design.
 	FIFOViolations int `json:"fifo_violations"`
-	// Lanes is the lane fairness report (README "Priority lanes and
+	// Lanes is the lane fairness report (docs/rooms.md "Priority lanes and
 	// invites"); absent when nobody held an invite.
 	Lanes *LaneReport `json:"lanes,omitempty"`
 	// PreQueue is the room's pre-queue order; Lottery the draw, when the

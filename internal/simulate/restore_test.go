@@ -85,7 +85,7 @@ func (f *freezer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
-// TestSaleSurvivesRedisLoss (issue 12, README "Durability"): a sale on a
+// TestSaleSurvivesRedisLoss (issue 12, docs/operations.md "Durability"): a sale on a
 // real redis-server with the journal running; mid-sale redis-server is
 // killed with SIGKILL (no persistence) and restarted empty; the issuer,
 // under FLASHGATE_LOST_ROOMS=await-restore, answers 503 room_lost meanwhile
@@ -96,8 +96,8 @@ func (f *freezer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 //
 // The crash is placed where the journal has caught up: the issuer is frozen
 // (its Redis client holds every command) until the consumer's lag is 0, then
-// Redis is killed. What a crash inside the lag loses is the README's "What
-// the window can lose"; this test is about restoring what was journaled.
+// Redis is killed. What a crash inside the lag loses is docs/operations.md
+// "Redis persistence, and what a loss can cost"; this test is about restoring what was journaled.
 func TestSaleSurvivesRedisLoss(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)

@@ -1,4 +1,4 @@
--- restore: rebuild a room lost with Redis's data from its journal (issuer/restore.go, README
+-- restore: rebuild a room lost with Redis's data from its journal (issuer/restore.go, docs/operations.md
 -- "Restoring a room"), in bounded calls. ARGV[3] = step, ARGV[4] = the journaled epoch.
 --
 --   'begin'  ARGV[5] = the config hash as JSON (an object of strings: field -> value),

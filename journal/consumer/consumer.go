@@ -1,5 +1,5 @@
 // Package consumer is the journal process's core (`flashgate journal run`,
-// README "The journal process"): it reads every room's journal stream from
+// docs/operations.md "The journal process"): it reads every room's journal stream from
 // Redis with the consumer group flashgate-journal and writes it to the
 // journal in PostgreSQL (package journal's Store). It lives apart from
 // package journal so that the store's users (queries, restore) do not
@@ -94,7 +94,7 @@ func DefaultConsumerName() string {
 	return h + "-" + strconv.Itoa(os.Getpid())
 }
 
-// Consumer copies the rooms' journal streams into the Store (README
+// Consumer copies the rooms' journal streams into the Store (docs/operations.md
 // "Durability", the journal process). Run does the work; Lag and Ready
 // answer for readiness. Delivery is at least once: entries are acked only
 // after journal.Store.ApplyWaits returned nil (or after they were rejected as

@@ -2,7 +2,7 @@ package consumer
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics are the journal process's Prometheus metrics (README "The
+// Metrics are the journal process's Prometheus metrics (docs/operations.md "The
 // journal process"). The room label takes the rooms of fg:rooms: a room
 // that leaves the set loses its lag series.
 type Metrics struct {

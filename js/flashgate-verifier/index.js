@@ -216,7 +216,7 @@ async function probe(subtle) {
 
 // nodeCrypto returns a SubtleCrypto-shaped adapter over Node's synchronous
 // node:crypto Ed25519 (the same OpenSSL as Node's WebCrypto, without the
-// thread-pool round trip that costs WebCrypto ~70 µs a call: README
+// thread-pool round trip that costs WebCrypto ~70 µs a call: docs/performance.md
 // "Measurements"), or null outside Node. process.getBuiltinModule (Node ≥
 // 20.16) keeps "node:crypto" out of sight of edge bundlers.
 function nodeCrypto() {

@@ -147,8 +147,7 @@ func (b *bencher) start(ctx context.Context, spec rowSpec) (*server, error) {
 func (b *bencher) stopServer(s *server) { b.procs.stop(s.cmd, s.done) }
 
 // serveEnv is flashgate serve's environment: the driver's, without any
-// FLASHGATE_* or REDIS_URL of its own, plus the bench settings (README
-// "Configuration"): the rate limits off (a load generator is one client), an admin token, a fixed
+// FLASHGATE_* or REDIS_URL of its own, plus the bench settings (docs/configuration.md): the rate limits off (a load generator is one client), an admin token, a fixed
 // waiting secret (Redis is flushed between runs), the key ring in the temp
 // dir, spec's journal bound and status snapshot ("" keeps the default), the
 // access log, pprof.

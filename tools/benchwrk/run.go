@@ -292,7 +292,7 @@ const (
 
 // putRoom creates room through the admin API: state "paused" or "open",
 // capacity users at once, admitting ratePerMinute (at most 10,000 per 100 ms
-// tick), 15-minute (the longest) sessions, no arrival window (README "HTTP
+// tick), 15-minute (the longest) sessions, no arrival window (docs/http-api.md "HTTP
 // API", PUT /admin/rooms/{room}).
 func (b *bencher) putRoom(srv *server, room, state string, capacity, ratePerMinute int) error {
 	body := fmt.Sprintf(`{"capacity":%d,"rate_per_minute":%d,"session_seconds":900,"tick_ms":100,"batch":10000,"arrival_window_ms":0,"state":%q}`,
