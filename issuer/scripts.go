@@ -17,16 +17,13 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
+// prelude is lua/prelude.lua cut into its definitions (splitPrelude).
+var prelude = splitPrelude(mustRead("lua/prelude.lua"))
+
+// loadScript returns the room script lua/<name>.lua preceded by the prelude
+// definitions it uses (assemble).
 func loadScript(name string) *redis.Script {
-	prelude, err := luaFS.ReadFile("lua/prelude.lua")
-	if err != nil {
-		panic(err)
-	}
-	body, err := luaFS.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	return redis.NewScript(string(prelude) + "\n" + string(body))
+	return redis.NewScript(assemble(prelude, mustRead("lua/"+name+".lua")))
 }
 
 // The scripts, one per operation (Lua in lua/*.lua). go-redis runs them with
