@@ -174,12 +174,45 @@ journal_config = function(cfg, action)
   local h = redis.call('HGETALL', K_CONFIG)
   local obj, drawn = {}, false
   for i = 1, #h, 2 do
-    obj[h[i]] = h[i + 1]
+    if h[i] ~= 'packed' then obj[h[i]] = h[i + 1] end -- (a copy of the others: load_config)
     if h[i] == 'lottery_cutoff' then drawn = true end
   end
   if not drawn then obj['lottery_seed'] = nil end
   redis.pcall('XADD', K_JOURNAL, 'MAXLEN', '~', cfg.journal, '*', 'kind', 'config', 'epoch', cfg.epoch,
     'at', string.format('%d', now_ms(cfg)), 'actor', '', 'action', action, 'detail', cjson.encode(obj))
+end
+
+-- The config's packed copy: field 'packed' of the config hash, a JSON array of the fields below as
+-- HMGET returns them (false: absent), clock_ms and restoring left out (false): load_config reads it
+-- and the two with one HMGET of four fields (with epoch: a copy of another epoch than the field's
+-- is not used) instead of the 23 (README "Redis data model"). It is
+-- a cache of the fields, which stay the truth (the admin API, the journal and restore read them):
+-- every script that writes a packed field rewrites it (pack_config), one that finds it missing
+-- (a room written by an older version, or a config write that dropped it: restore.lua) writes it
+-- from the fields it read (pack_fields), and the tick rewrites it on every call, so a field
+-- written around the scripts (a replica of an older version mid-upgrade) is seen within a tick.
+-- A room without an epoch yet is not packed (the first script draws one, then packs). Written
+-- with redis.pcall: over maxmemory it stays missing and load_config reads the fields.
+local CONFIG_FIELDS = { 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms', 'clock_ms', 'opens_ms',
+  'closes_ms', 'epoch', 'arrival_ms', 'prequeue', 'lottery_cutoff', 'lottery_bits', 'lottery_done_ms',
+  'closed_seq', 'close_reason', 'ended_ms', 'deleted_ms', 'auto', 'retention_ms', 'journal_maxlen', 'restoring' }
+
+-- pack_fields writes the packed copy of c, the fields by CONFIG_FIELDS index (or drops it: no
+-- room, no epoch, mid-restore).
+local function pack_fields(c)
+  if not c[1] or not c[10] or c[23] then
+    redis.call('HDEL', K_CONFIG, 'packed')
+    return
+  end
+  local p = {}
+  for i = 1, #CONFIG_FIELDS do p[i] = c[i] or false end
+  p[7], p[23] = false, false
+  redis.pcall('HSET', K_CONFIG, 'packed', cjson.encode(p))
+end
+
+-- pack_config rewrites the packed copy from the fields as they are now (after a config write).
+local function pack_config()
+  pack_fields(redis.call('HMGET', K_CONFIG, unpack(CONFIG_FIELDS)))
 end
 
 -- load_config returns the room's config table and whether this call created
@@ -194,14 +227,22 @@ end
 -- A shuffle room found open in effect for the first time has its pre-queue
 -- lottery drawn here (draw_lottery), before the script does anything else.
 local function load_config(allow_create)
-  local c = redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms',
-    'clock_ms', 'opens_ms', 'closes_ms', 'epoch', 'arrival_ms', 'prequeue', 'lottery_cutoff', 'lottery_bits',
-    'lottery_done_ms', 'closed_seq', 'close_reason', 'ended_ms', 'deleted_ms', 'auto', 'retention_ms',
-    'journal_maxlen', 'restoring')
+  local h = redis.call('HMGET', K_CONFIG, 'packed', 'clock_ms', 'restoring', 'epoch')
   -- A room being restored (restore.lua: its line is written in several calls) is not read by any
   -- other script until the restore's last call: every one fails with a RESTORING error, which the
   -- issuer answers as room_lost (503, retry), so nobody reads a half-written line as NOT_FOUND.
-  if c[23] then error({ err = 'RESTORING the waiting room is being restored from the journal; retry' }) end
+  if h[3] then error({ err = 'RESTORING the waiting room is being restored from the journal; retry' }) end
+  local c, repack
+  if h[1] then
+    c = cjson.decode(h[1])
+    c[7] = h[2]
+  end
+  -- No packed copy (written by an older version, or dropped by a config write), or one of
+  -- another epoch than the field's (written around the scripts): the fields.
+  if not c or c[10] ~= h[4] then
+    c = redis.call('HMGET', K_CONFIG, unpack(CONFIG_FIELDS))
+    repack = true
+  end
   local created = 0
   if not c[1] then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
@@ -209,7 +250,7 @@ local function load_config(allow_create)
     for f in string.gmatch(ARGV[2], '[^,]+') do p[#p + 1] = f end
     local auto = (p[12] == '1') and '1' or '0'
     c = { p[1], p[2], p[3], p[4], p[5], p[6], false, p[7], p[8], new_epoch(), p[9] or '0', p[10] or 'fifo',
-      false, false, false, false, false, false, false, auto, false, p[13] or '1000000' }
+      false, false, false, false, false, false, false, auto, false, p[13] or '1000000', false }
     redis.call('HSET', K_CONFIG, 'state', c[1], 'capacity', c[2], 'rate', c[3],
       'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6], 'opens_ms', c[8], 'closes_ms', c[9], 'epoch', c[10],
       'arrival_ms', c[11], 'prequeue', c[12], 'auto', auto, 'journal_maxlen', c[22])
@@ -219,6 +260,7 @@ local function load_config(allow_create)
     c[10] = new_epoch()
     redis.call('HSET', K_CONFIG, 'epoch', c[10])
   end
+  if repack or created == 1 then pack_fields(c) end
   local cfg = { state = c[1], configured = c[1], capacity = tonumber(c[2]), rate = tonumber(c[3]),
     session = tonumber(c[4]), batch = tonumber(c[5]), tick = tonumber(c[6]), clock = tonumber(c[7]) or 0,
     opens = tonumber(c[8]) or 0, closes = tonumber(c[9]) or 0, epoch = c[10], arrival = tonumber(c[11]) or 0,
@@ -268,6 +310,7 @@ draw_lottery = function(cfg)
     redis.call('HSET', K_CONFIG, 'lottery_done_ms', num(now))
     cfg.drawn_done = now
   end
+  pack_config()
   keep_clock(cfg, now)
   journal_config(cfg, 'draw')
 end
@@ -391,18 +434,23 @@ end
 
 -- Estimates (README "Estimated wait"; the rule itself is Go's, issuer/eta.go, so the exact
 -- and the snapshot paths compute it one way). eta_figures gathers the room's figures with
--- two O(log n) calls and no write:
+-- one O(log n) call and no write:
 --   {now_ms, capacity, live, admits, ends, window_ms, session_ms, batch, tick_ms, opens_ms,
 --    configured state}
 -- opens_ms is the opening time while it is still ahead, else 0. admits, ends and window_ms,
 -- the measured history, are 0 until eta_measure fills them (only an entry that waits for
 -- capacity needs them: eta_expiry calls it). The caller appends eta_expiry's answer.
 local function eta_figures(cfg, now)
-  local lapsed = redis.call('ZCOUNT', K_ACTIVE, '-inf', num(now)) -- not live, not yet dropped
   local opens = 0
   if cfg.opens > now then opens = cfg.opens end
-  return { now, cfg.capacity, redis.call('ZCARD', K_ACTIVE) - lapsed, 0, 0, 0, cfg.session, cfg.batch, cfg.tick,
-    opens, cfg.configured, lapsed = lapsed }
+  return { now, cfg.capacity, live_count(now), 0, 0, 0, cfg.session, cfg.batch, cfg.tick, opens, cfg.configured }
+end
+
+-- eta_lapsed returns how many admissions in active have lapsed at fig's now (not live, not yet
+-- dropped): the rank of the earliest live expiry. Read once, and only by a caller that ranks.
+local function eta_lapsed(fig)
+  fig.lapsed = fig.lapsed or redis.call('ZCOUNT', K_ACTIVE, '-inf', num(fig[1]))
+  return fig.lapsed
 end
 
 -- eta_measure fills fig's measured history (once): admits and ends count the admission log
@@ -437,7 +485,7 @@ local function eta_expiry(fig, pos)
     j = j - math.ceil((j - live) / capacity) * capacity
     if j < 1 then return 0 end
   end
-  local r = fig.lapsed + j - 1
+  local r = eta_lapsed(fig) + j - 1
   local e = redis.call('ZRANGE', K_ACTIVE, r, r, 'WITHSCORES')
   return tonumber(e[2] or '0')
 end
@@ -548,6 +596,7 @@ local function note_end(cfg, now, reason, default)
   reason = reason or end_reason(cfg)
   redis.call('HSET', K_CONFIG, 'closed_seq', num(seq), 'close_reason', reason, 'ended_ms', num(at))
   cfg.closed_seq, cfg.close_reason, cfg.ended = seq, reason, at
+  pack_config()
   apply_retention(cfg, now, default)
   journal_config(cfg, 'end')
 end

@@ -7,8 +7,10 @@
 -- claim finds it gone and answers the same), so the tick no longer ends it early; the
 -- claim and the answer the exchange mints its token from are one atomic step.
 -- Once per call, whatever the batch: the room's config, the lanes' lengths (two ZCARDs: a
--- claim changes neither), the clock, and the room's estimate figures (eta_figures, only when
--- someone in the batch waits; eta_measure when someone waits for capacity).
+-- claim changes neither), every token's score in the public line (one ZMSCORE) and, while the
+-- priority lane is not empty, in it (one more), the clock, and the room's estimate figures
+-- (eta_figures, only when someone in the batch waits; eta_measure when someone waits for
+-- capacity). Per token waiting: one ZRANK (and one ZRANGE when it waits for capacity).
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 
@@ -62,20 +64,18 @@ local function waiting(seq, pos, lane)
   out[#out + 1] = expiry
 end
 
-local function status(user, seq, epoch, claim)
+local function status(user, seq, epoch, claim, s, p)
   -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
   if epoch ~= cfg.epoch then return result(seq, 'NOT_FOUND', '', 0) end
 
-  local s = redis.call('ZSCORE', K_WAITING, user)
   if s and seq_of_score(cfg, s) == seq then -- the hot path
     local why = closed_line(cfg, seq)
     if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
     if in_prequeue(cfg, seq) then return waiting(seq, 0, 'public') end -- place not drawn yet
     return waiting(seq, npri + redis.call('ZRANK', K_WAITING, user) + 1, 'public')
   end
-  if npri > 0 then
-    local p = redis.call('ZSCORE', K_PRIORITY, user)
-    if p and tonumber(p) == seq then -- (the priority lane is never drawn: its scores are seqs)
+  if p then
+    if tonumber(p) == seq then -- (the priority lane is never drawn: its scores are seqs)
       local why = closed_line(cfg, seq)
       if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
       return waiting(seq, redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
@@ -119,6 +119,17 @@ local function status(user, seq, epoch, claim)
   return result(seq, 'NOT_FOUND', '', 0)
 end
 
-for i = 3, #ARGV - 3, 4 do status(ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3] == '1') end
+-- Every token's scores in both lanes, read once (a claim changes neither lane).
+local users = {}
+for i = 3, #ARGV - 3, 4 do users[#users + 1] = ARGV[i] end
+local scores, pscores = {}, {}
+if #users > 0 then
+  scores = redis.call('ZMSCORE', K_WAITING, unpack(users))
+  if npri > 0 then pscores = redis.call('ZMSCORE', K_PRIORITY, unpack(users)) end
+end
+for k = 1, #users do
+  local i = 4 * k - 1
+  status(ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3] == '1', scores[k], pscores[k])
+end
 out[4] = fig or {}
 return out
