@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/roomkey"
 )
 
 //go:embed lua/*.lua
@@ -93,20 +94,15 @@ const (
 )
 
 // roomKeys returns the keys of a room in the order the scripts expect
-// (see lua/prelude.lua).
-func roomKeys(room string) []string {
-	p := "fg:{" + room + "}:"
-	return []string{p + "config", p + "waiting", p + "active", p + "users", p + "seq",
-		p + "admno", p + "admits", p + "bucket", p + "stats", p + "ended",
-		p + "bans", p + "banwhy", p + "unclaimed", p + "priority", p + "invites", p + "laneseqs", p + "journal"}
-}
+// (see lua/prelude.lua): roomkey.All, the one definition of the names.
+func roomKeys(room string) []string { return roomkey.All(room) }
 
 // activeKey is the key of a room's active ZSET (roomKeys(room)[2]).
-func activeKey(room string) string { return "fg:{" + room + "}:active" }
+func activeKey(room string) string { return roomkey.Key(room, roomkey.Active) }
 
 // mintedKey is the key holding the digest of the admission token minted for
 // admission jti of room (lua/minted.lua, read by lua/complete.lua).
-func mintedKey(room, jti string) string { return "fg:{" + room + "}:minted:" + jti }
+func mintedKey(room, jti string) string { return roomkey.Minted(room, jti) }
 
 // unavailable maps a failed Redis call: an OOM refusal (used memory over
 // maxmemory; Redis refuses a script whose first write would allocate, and
@@ -243,6 +239,96 @@ func asString(v any) string {
 	s, _ := v.(string)
 	return s
 }
+
+// replyReader reads a script's positional reply element by element: a
+// reply too short, or an element of another type than asked for, is an
+// error naming the script and the element (flashgate.CodeInternal, from
+// err), never a panic or a silent zero. An absent element (Lua false: a
+// Redis nil) reads as 0 or "".
+type replyReader struct {
+	script string
+	r      []any
+	i      int
+	err    error
+}
+
+func newReplyReader(script string, r []any) *replyReader { return &replyReader{script: script, r: r} }
+
+func (c *replyReader) fail(what string) {
+	if c.err == nil {
+		c.err = flashgate.Errorf(flashgate.CodeInternal, "%s script: malformed reply (element %d: %s): %v", c.script, c.i+1, what, c.r)
+	}
+}
+
+func (c *replyReader) next() (any, bool) {
+	if c.err != nil {
+		return nil, false
+	}
+	if c.i >= len(c.r) {
+		c.fail("missing")
+		return nil, false
+	}
+	c.i++
+	return c.r[c.i-1], true
+}
+
+// int64 reads an integer (a Lua number, or a string of one).
+func (c *replyReader) int64() int64 {
+	v, ok := c.next()
+	if !ok {
+		return 0
+	}
+	switch x := v.(type) {
+	case int64:
+		return x
+	case nil:
+		return 0
+	case string:
+		if n, err := strconv.ParseInt(x, 10, 64); err == nil || x == "" {
+			return n
+		}
+	}
+	c.i--
+	c.fail(fmt.Sprintf("want an integer, got %T", v))
+	return 0
+}
+
+// int reads an integer as an int.
+func (c *replyReader) int() int { return int(c.int64()) }
+
+// string reads a string.
+func (c *replyReader) string() string {
+	v, ok := c.next()
+	if !ok {
+		return ""
+	}
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return ""
+	}
+	c.i--
+	c.fail(fmt.Sprintf("want a string, got %T", v))
+	return ""
+}
+
+// list reads a nested array.
+func (c *replyReader) list() []any {
+	v, ok := c.next()
+	if !ok {
+		return nil
+	}
+	l, isList := v.([]any)
+	if !isList && v != nil {
+		c.i--
+		c.fail(fmt.Sprintf("want an array, got %T", v))
+	}
+	return l
+}
+
+// more reports whether elements are left (an optional tail).
+func (c *replyReader) more() bool { return c.err == nil && c.i < len(c.r) }
 
 // entry builds an Entry from a script result; tok is the caller's verified
 
@@ -444,7 +530,11 @@ func decodeEnter(r []any, n int) ([]scriptEntry, error) {
 
 // decodeLeave decodes the leave script's reply (lua/leave.lua): {'LEFT'}
 // or {'NOT_FOUND'}; true when the entry was left.
-func decodeLeave(r []any) bool { return asString(r[0]) == "LEFT" }
+func decodeLeave(r []any) (bool, error) {
+	c := newReplyReader("leave", r)
+	left := c.string() == "LEFT"
+	return left, c.err
+}
 
 // completeReply is one admission's reply of the complete script
 // (lua/complete.lua): {'COMPLETED', at_ms, repeated}.
@@ -485,19 +575,24 @@ type revokeReply struct {
 	bannedUntil int64 // ms, 0: no ban
 }
 
-func decodeRevoke(r []any) revokeReply {
-	v := revokeReply{at: time.UnixMilli(asInt(r[1])), repeated: asInt(r[2]) == 1, jti: asString(r[3])}
-	if len(r) > 4 {
-		v.bannedUntil = asInt(r[4])
+func decodeRevoke(r []any) (revokeReply, error) {
+	c := newReplyReader("revoke", r)
+	c.string()
+	v := revokeReply{at: time.UnixMilli(c.int64()), repeated: c.int64() == 1, jti: c.string()}
+	if c.more() {
+		v.bannedUntil = c.int64()
 	}
-	return v
+	return v, c.err
 }
 
 // decodeBan decodes the ban script's reply (lua/ban.lua): {'BANNED',
 // banned_until_ms, removed, revoked jti or ”, now_ms}.
-func decodeBan(user string, r []any) *Ban {
-	return &Ban{User: user, Until: time.UnixMilli(asInt(r[1])), BannedAt: time.UnixMilli(asInt(r[4])),
-		RemovedWaiting: asInt(r[2]) == 1, RevokedAdmission: asString(r[3])}
+func decodeBan(user string, r []any) (*Ban, error) {
+	c := newReplyReader("ban", r)
+	c.string()
+	b := &Ban{User: user, Until: time.UnixMilli(c.int64()), RemovedWaiting: c.int64() == 1, RevokedAdmission: c.string()}
+	b.BannedAt = time.UnixMilli(c.int64())
+	return b, c.err
 }
 
 // decodeBans decodes the bans script's reply (lua/bans.lua): {total, then
@@ -529,7 +624,11 @@ const (
 	activeGone    activeReply = "GONE"
 )
 
-func decodeActive(r []any) activeReply { return activeReply(asString(r[0])) }
+func decodeActive(r []any) (activeReply, error) {
+	c := newReplyReader("active", r)
+	v := activeReply(c.string())
+	return v, c.err
+}
 
 // tickReply is one tick script call's reply (lua/tick.lua):
 // {admitted, expired, active, waiting, tick_ms, created, then the room's
@@ -569,8 +668,10 @@ func decodeTick(r []any) (tickReply, error) {
 }
 
 // decodeDrain decodes the drain script's reply (lua/drain.lua): {removed, left}.
-func decodeDrain(r []any) (removed, left int) {
-	return int(asInt(r[0])), int(asInt(r[1]))
+func decodeDrain(r []any) (removed, left int, err error) {
+	c := newReplyReader("drain", r)
+	removed, left = c.int(), c.int()
+	return removed, left, c.err
 }
 
 // setRoomReply is the configure script's reply (lua/configure.lua): {state
@@ -583,9 +684,11 @@ type setRoomReply struct {
 	waiting     int64
 }
 
-func decodeSetRoom(r []any) setRoomReply {
-	return setRoomReply{state: RoomState(asString(r[0])), ended: windowTime(asInt(r[1])),
-		closeReason: asString(r[2]), deleted: windowTime(asInt(r[3])), waiting: asInt(r[4])}
+func decodeSetRoom(r []any) (setRoomReply, error) {
+	c := newReplyReader("configure", r)
+	v := setRoomReply{state: RoomState(c.string()), ended: windowTime(c.int64()),
+		closeReason: c.string(), deleted: windowTime(c.int64()), waiting: c.int64()}
+	return v, c.err
 }
 
 // decodeStats decodes the stats script's reply (lua/stats.lua): {'OK',
