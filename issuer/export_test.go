@@ -16,3 +16,28 @@ var EnterScript = enterScript
 // RestorePartly is Restore stopping after stopAfter script calls (an
 // interrupted restore).
 var RestorePartly = restore
+
+// AuditHash is the SHA1 of the audit script (ScriptName does not name it).
+var AuditHash = auditScript.Hash()
+
+// Queued returns how many callers wait in room's coalescer of kind
+// ("enter", "status": status and exchange, "complete": both completes),
+// behind the call in flight: a test queues a batch in a known order.
+func (is *Issuer) Queued(room, kind string) int {
+	b := is.roomBatch(room)
+	switch kind {
+	case "enter":
+		return queueLen(b.enter)
+	case "status":
+		return queueLen(b.status)
+	case "complete":
+		return queueLen(b.complete)
+	}
+	panic("Queued: unknown kind " + kind)
+}
+
+func queueLen[T, R any](c *coalescer[T, R]) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
