@@ -331,10 +331,14 @@ local function end_entry(cfg, kind, seq, now, user, jti, reason)
   journal_entry(cfg, JOURNAL_KINDS[kind], seq, now, user, '', jti, reason)
 end
 
+-- ended returns the kind and time of entry seq's ended record (the first of C, R, E, L, N that
+-- exists: one ZMSCORE), or nil, 0.
+local ENDED_KINDS = { 'C', 'R', 'E', 'L', 'N' }
 local function ended(cfg, seq)
-  for _, kind in ipairs({ 'C', 'R', 'E', 'L', 'N' }) do
-    local at = redis.call('ZSCORE', K_ENDED, kind .. ':' .. cfg.epoch .. '.' .. num(seq))
-    if at then return kind, tonumber(at) end
+  local id = ':' .. cfg.epoch .. '.' .. num(seq)
+  local at = redis.call('ZMSCORE', K_ENDED, 'C' .. id, 'R' .. id, 'E' .. id, 'L' .. id, 'N' .. id)
+  for i, kind in ipairs(ENDED_KINDS) do
+    if at[i] then return kind, tonumber(at[i]) end
   end
   return nil, 0
 end

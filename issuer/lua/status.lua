@@ -10,7 +10,9 @@
 -- claim changes neither), every token's score in the public line (one ZMSCORE) and, while the
 -- priority lane is not empty, in it (one more), the clock, and the room's estimate figures
 -- (eta_figures, only when someone in the batch waits; eta_measure when someone waits for
--- capacity). Per token waiting: one ZRANK (and one ZRANGE when it waits for capacity).
+-- capacity). Per token waiting: one ZRANK (and one ZRANGE when it waits for capacity). The
+-- tokens no lane answers: one HMGET of their index entries and two ZMSCOREs of those admissions
+-- (active, unclaimed) per call; per token a claim's journal entry, an ended one's ZMSCORE.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 
@@ -64,6 +66,7 @@ local function waiting(seq, pos, lane)
   out[#out + 1] = expiry
 end
 
+local index, expiry, due = {}, {}, {} -- user -> jti, jti -> expiry, jti -> claim deadline (read below)
 local function status(user, seq, epoch, claim, s, p)
   -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
   if epoch ~= cfg.epoch then return result(seq, 'NOT_FOUND', '', 0) end
@@ -82,16 +85,17 @@ local function status(user, seq, epoch, claim, s, p)
     end
   end
   local now = clock()
-  local j = redis.call('HGET', K_USERS, user)
+  local j = index[user]
   if j and seq_of(cfg, j) == seq then
-    local e = redis.call('ZSCORE', K_ACTIVE, j)
+    local e = expiry[j]
     if e then
-      local d = unclaimed_by(j)
+      local d = tonumber(due[j])
       if d and d <= now then return result(seq, 'EXPIRED', j, d, 0, 'not_claimed') end
       if tonumber(e) <= now then return result(seq, 'EXPIRED', j, tonumber(e), 0, 'session_ended') end
       if claim then
         if d then
           redis.call('ZREM', K_UNCLAIMED, j)
+          due[j] = false -- claimed: a repeated claim in this call finds it gone, as a later call would
           keep_clock(cfg, now)
         end
         journal_entry(cfg, 'exchanged', seq, now, user, '', j)
@@ -126,6 +130,31 @@ local scores, pscores = {}, {}
 if #users > 0 then
   scores = redis.call('ZMSCORE', K_WAITING, unpack(users))
   if npri > 0 then pscores = redis.call('ZMSCORE', K_PRIORITY, unpack(users)) end
+end
+-- The tokens neither lane answers (admitted, ended, of another entry): their users' index entries
+-- (one HMGET), and those admissions' expiries and claim deadlines (one ZMSCORE each), read once;
+-- the claims of this call are its only writes and update due.
+local miss = {}
+for k = 1, #users do
+  local i = 4 * k - 1
+  local seq = tonumber(ARGV[i + 1])
+  if ARGV[i + 2] == cfg.epoch and not (scores[k] and seq_of_score(cfg, scores[k]) == seq) and
+      not (pscores[k] and tonumber(pscores[k]) == seq) then
+    miss[#miss + 1] = users[k]
+  end
+end
+if #miss > 0 then
+  local js, jl = redis.call('HMGET', K_USERS, unpack(miss)), {}
+  for n, u in ipairs(miss) do
+    if js[n] then
+      index[u] = js[n]
+      jl[#jl + 1] = js[n]
+    end
+  end
+  if #jl > 0 then
+    local e, d = redis.call('ZMSCORE', K_ACTIVE, unpack(jl)), redis.call('ZMSCORE', K_UNCLAIMED, unpack(jl))
+    for n, j in ipairs(jl) do expiry[j], due[j] = e[n], d[n] end
+  end
 end
 for k = 1, #users do
   local i = 4 * k - 1
