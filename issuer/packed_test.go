@@ -15,7 +15,7 @@ import (
 )
 
 // configFields are the config hash fields the packed copy holds, in its
-// order (lua/prelude.lua CONFIG_FIELDS); clock_ms and restoring (7, 23)
+// order (lua/prelude.lua read_config_fields); clock_ms and restoring (7, 23)
 // are never packed.
 var configFields = []string{"state", "capacity", "rate", "session_ms", "batch", "tick_ms", "clock_ms", "opens_ms",
 	"closes_ms", "epoch", "arrival_ms", "prequeue", "lottery_cutoff", "lottery_bits", "lottery_done_ms",

@@ -159,10 +159,15 @@ local JOURNAL_KINDS = { C = 'completed', R = 'revoked', E = 'expired', N = 'expi
 
 -- journal_entry appends one entry event: kind (entered, admitted, exchanged, completed, revoked,
 -- expired, left, closed), the entry's arrival seq, and what is known of user, lane, jti, reason.
+-- seq may be given formatted already (a string). Formatting a number is most of the Lua cost of
+-- an entry, so the bound and the time, the same for every entry of a call, are formatted once.
 local function journal_entry(cfg, kind, seq, now, user, lane, jti, reason)
   if cfg.journal <= 0 then return end
-  redis.pcall('XADD', K_JOURNAL, 'MAXLEN', '~', cfg.journal, '*', 'kind', kind, 'epoch', cfg.epoch,
-    'seq', string.format('%d', seq), 'user', user or '', 'lane', lane or '', 'at', string.format('%d', now),
+  if cfg.journal_at_ms ~= now then cfg.journal_at_ms, cfg.journal_at = now, num(now) end
+  cfg.journal_max = cfg.journal_max or num(cfg.journal)
+  if type(seq) ~= 'string' then seq = num(seq) end
+  redis.pcall('XADD', K_JOURNAL, 'MAXLEN', '~', cfg.journal_max, '*', 'kind', kind, 'epoch', cfg.epoch,
+    'seq', seq, 'user', user or '', 'lane', lane or '', 'at', cfg.journal_at,
     'admission', jti or '', 'reason', reason or '')
 end
 
@@ -182,8 +187,9 @@ journal_config = function(cfg, action)
     'at', string.format('%d', now_ms(cfg)), 'actor', '', 'action', action, 'detail', cjson.encode(obj))
 end
 
--- The config's packed copy: field 'packed' of the config hash, a JSON array of the fields below as
--- HMGET returns them (false: absent), clock_ms and restoring left out (false): load_config reads it
+-- The config's packed copy: field 'packed' of the config hash, a JSON array of the fields
+-- read_config_fields reads as HMGET returns them (false: absent), clock_ms and restoring left
+-- out (false): load_config reads it
 -- and the two with one HMGET of four fields (with epoch: a copy of another epoch than the field's
 -- is not used) instead of the 23 (README "Redis data model"). It is
 -- a cache of the fields, which stay the truth (the admin API, the journal and restore read them):
@@ -193,11 +199,17 @@ end
 -- written around the scripts (a replica of an older version mid-upgrade) is seen within a tick.
 -- A room without an epoch yet is not packed (the first script draws one, then packs). Written
 -- with redis.pcall: over maxmemory it stays missing and load_config reads the fields.
-local CONFIG_FIELDS = { 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms', 'clock_ms', 'opens_ms',
-  'closes_ms', 'epoch', 'arrival_ms', 'prequeue', 'lottery_cutoff', 'lottery_bits', 'lottery_done_ms',
-  'closed_seq', 'close_reason', 'ended_ms', 'deleted_ms', 'auto', 'retention_ms', 'journal_maxlen', 'restoring' }
+--
+-- read_config_fields returns the config's 23 fields (HMGET: false for an absent one), in the
+-- packed copy's order. (A function, not a table of the names: a script builds every table its
+-- body names on every call, a function only when it runs.)
+local function read_config_fields()
+  return redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms', 'clock_ms',
+    'opens_ms', 'closes_ms', 'epoch', 'arrival_ms', 'prequeue', 'lottery_cutoff', 'lottery_bits', 'lottery_done_ms',
+    'closed_seq', 'close_reason', 'ended_ms', 'deleted_ms', 'auto', 'retention_ms', 'journal_maxlen', 'restoring')
+end
 
--- pack_fields writes the packed copy of c, the fields by CONFIG_FIELDS index (or drops it: no
+-- pack_fields writes the packed copy of c, the fields by read_config_fields' index (or drops it: no
 -- room, no epoch, mid-restore).
 local function pack_fields(c)
   if not c[1] or not c[10] or c[23] then
@@ -205,14 +217,14 @@ local function pack_fields(c)
     return
   end
   local p = {}
-  for i = 1, #CONFIG_FIELDS do p[i] = c[i] or false end
+  for i = 1, 23 do p[i] = c[i] or false end
   p[7], p[23] = false, false
   redis.pcall('HSET', K_CONFIG, 'packed', cjson.encode(p))
 end
 
 -- pack_config rewrites the packed copy from the fields as they are now (after a config write).
 local function pack_config()
-  pack_fields(redis.call('HMGET', K_CONFIG, unpack(CONFIG_FIELDS)))
+  pack_fields(read_config_fields())
 end
 
 -- load_config returns the room's config table and whether this call created
@@ -240,7 +252,7 @@ local function load_config(allow_create)
   -- No packed copy (written by an older version, or dropped by a config write), or one of
   -- another epoch than the field's (written around the scripts): the fields.
   if not c or c[10] ~= h[4] then
-    c = redis.call('HMGET', K_CONFIG, unpack(CONFIG_FIELDS))
+    c = read_config_fields()
     repack = true
   end
   local created = 0
@@ -333,12 +345,11 @@ end
 
 -- ended returns the kind and time of entry seq's ended record (the first of C, R, E, L, N that
 -- exists: one ZMSCORE), or nil, 0.
-local ENDED_KINDS = { 'C', 'R', 'E', 'L', 'N' }
 local function ended(cfg, seq)
   local id = ':' .. cfg.epoch .. '.' .. num(seq)
   local at = redis.call('ZMSCORE', K_ENDED, 'C' .. id, 'R' .. id, 'E' .. id, 'L' .. id, 'N' .. id)
-  for i, kind in ipairs(ENDED_KINDS) do
-    if at[i] then return kind, tonumber(at[i]) end
+  for i = 1, 5 do
+    if at[i] then return string.sub('CRELN', i, i), tonumber(at[i]) end
   end
   return nil, 0
 end
