@@ -41,3 +41,6 @@ func queueLen[T, R any](c *coalescer[T, R]) int {
 	defer c.mu.Unlock()
 	return len(c.queue)
 }
+
+// MintedKey is mintedKey: the key of the minted note of admission jti.
+var MintedKey = mintedKey
