@@ -183,8 +183,15 @@ journal_config = function(cfg, action)
     if h[i] == 'lottery_cutoff' then drawn = true end
   end
   if not drawn then obj['lottery_seed'] = nil end
+  -- The object's keys in sorted order: HGETALL's order is the hash's encoding's (with the packed
+  -- copy, longer than a listpack value, the hash is a dict, whose order differs between servers).
+  local names, parts = {}, {}
+  for k in pairs(obj) do names[#names + 1] = k end
+  table.sort(names)
+  for i, k in ipairs(names) do parts[i] = cjson.encode(k) .. ':' .. cjson.encode(obj[k]) end
   redis.pcall('XADD', K_JOURNAL, 'MAXLEN', '~', cfg.journal, '*', 'kind', 'config', 'epoch', cfg.epoch,
-    'at', string.format('%d', now_ms(cfg)), 'actor', '', 'action', action, 'detail', cjson.encode(obj))
+    'at', string.format('%d', now_ms(cfg)), 'actor', '', 'action', action, 'detail',
+    '{' .. table.concat(parts, ',') .. '}')
 end
 
 -- The config's packed copy: field 'packed' of the config hash, a JSON array of the fields

@@ -67,22 +67,21 @@ local function waiting(seq, pos, lane)
 end
 
 local index, expiry, due = {}, {}, {} -- user -> jti, jti -> expiry, jti -> claim deadline (read below)
-local function status(user, seq, epoch, claim, s, p)
+-- status answers one token; lane is the lane whose score names its entry (read below), or nil.
+local function status(user, seq, epoch, claim, lane)
   -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
   if epoch ~= cfg.epoch then return result(seq, 'NOT_FOUND', '', 0) end
 
-  if s and seq_of_score(cfg, s) == seq then -- the hot path
+  if lane == 'public' then -- the hot path
     local why = closed_line(cfg, seq)
     if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
     if in_prequeue(cfg, seq) then return waiting(seq, 0, 'public') end -- place not drawn yet
     return waiting(seq, npri + redis.call('ZRANK', K_WAITING, user) + 1, 'public')
   end
-  if p then
-    if tonumber(p) == seq then -- (the priority lane is never drawn: its scores are seqs)
-      local why = closed_line(cfg, seq)
-      if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
-      return waiting(seq, redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
-    end
+  if lane == 'priority' then
+    local why = closed_line(cfg, seq)
+    if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
+    return waiting(seq, redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
   end
   local now = clock()
   local j = index[user]
@@ -134,13 +133,20 @@ end
 -- The tokens neither lane answers (admitted, ended, of another entry): their users' index entries
 -- (one HMGET), and those admissions' expiries and claim deadlines (one ZMSCORE each), read once;
 -- the claims of this call are its only writes and update due.
-local miss = {}
+-- Each token's seq and the lane whose score names its entry are worked out once, here.
+local seqs, lanes, miss = {}, {}, {}
 for k = 1, #users do
   local i = 4 * k - 1
   local seq = tonumber(ARGV[i + 1])
-  if ARGV[i + 2] == cfg.epoch and not (scores[k] and seq_of_score(cfg, scores[k]) == seq) and
-      not (pscores[k] and tonumber(pscores[k]) == seq) then
-    miss[#miss + 1] = users[k]
+  seqs[k] = seq
+  if ARGV[i + 2] == cfg.epoch then
+    if scores[k] and seq_of_score(cfg, scores[k]) == seq then
+      lanes[k] = 'public'
+    elseif pscores[k] and tonumber(pscores[k]) == seq then -- (the priority lane is never drawn: its scores are seqs)
+      lanes[k] = 'priority'
+    else
+      miss[#miss + 1] = users[k]
+    end
   end
 end
 if #miss > 0 then
@@ -158,7 +164,7 @@ if #miss > 0 then
 end
 for k = 1, #users do
   local i = 4 * k - 1
-  status(ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3] == '1', scores[k], pscores[k])
+  status(ARGV[i], seqs[k], ARGV[i + 2], ARGV[i + 3] == '1', lanes[k])
 end
 out[4] = fig or {}
 return out
