@@ -384,7 +384,11 @@ func (is *Issuer) CheckActive(ctx context.Context, room, admissionID string) err
 	if err != nil {
 		return err
 	}
-	switch decodeActive(r) {
+	v, err := decodeActive(r)
+	if err != nil {
+		return err
+	}
+	switch v {
 	case activeLive:
 		return nil
 	case activeExpired:
@@ -465,7 +469,10 @@ func (is *Issuer) RevokeWith(ctx context.Context, room, user, admissionID string
 	if err != nil {
 		return nil, err
 	}
-	v := decodeRevoke(r)
+	v, err := decodeRevoke(r)
+	if err != nil {
+		return nil, err
+	}
 	rv := &Revocation{AdmissionID: v.jti, RevokedAt: v.at, Repeated: v.repeated}
 	if v.bannedUntil > 0 {
 		rv.BannedUntil = time.UnixMilli(v.bannedUntil)

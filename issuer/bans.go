@@ -92,7 +92,10 @@ func (is *Issuer) Ban(ctx context.Context, room, user string, d time.Duration, r
 	if err != nil {
 		return nil, err
 	}
-	b := decodeBan(user, r)
+	b, err := decodeBan(user, r)
+	if err != nil {
+		return nil, err
+	}
 	b.Reason = reason
 	return b, nil
 }

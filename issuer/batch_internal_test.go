@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -240,4 +241,33 @@ func TestEnterMaxBatch(t *testing.T) {
 	n, err := rdb.ZCard(context.Background(), roomKeys(room)[1]).Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(MaxEnterBatch), n)
+}
+
+// The reply reader refuses a short or mistyped reply with an error naming
+// the script instead of panicking (the positional r[n] it replaced did) or
+// reading a zero.
+func TestReplyReaderRefusesMalformedReplies(t *testing.T) {
+	for name, r := range map[string][]any{"empty": {}, "short": {"REVOKED", int64(5)},
+		"mistyped": {"REVOKED", []any{}, int64(0), "j"}} {
+		_, err := decodeRevoke(r)
+		require.Error(t, err, name)
+		assert.ErrorIs(t, err, flashgate.ErrInternal, name)
+		assert.Contains(t, err.Error(), "revoke script: malformed reply", name)
+	}
+	v, err := decodeRevoke([]any{"REVOKED", int64(5), int64(1), "j"})
+	require.NoError(t, err)
+	assert.Equal(t, revokeReply{at: time.UnixMilli(5), repeated: true, jti: "j"}, v)
+	_, err = decodeLeave(nil)
+	assert.ErrorIs(t, err, flashgate.ErrInternal)
+	_, err = decodeActive([]any{int64(1)})
+	assert.ErrorIs(t, err, flashgate.ErrInternal)
+	_, _, err = decodeDrain([]any{int64(1)})
+	assert.ErrorIs(t, err, flashgate.ErrInternal)
+	_, err = decodeBan("u", []any{"BANNED", int64(1), int64(0), ""})
+	assert.ErrorIs(t, err, flashgate.ErrInternal)
+	_, err = decodeSetRoom([]any{"open", int64(0), "", "x", int64(0)})
+	assert.ErrorIs(t, err, flashgate.ErrInternal, "deleted_ms not a number")
+	s, err := decodeSetRoom([]any{"open", int64(0), "", int64(0), "7"})
+	require.NoError(t, err)
+	assert.EqualValues(t, 7, s.waiting)
 }

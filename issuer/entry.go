@@ -378,7 +378,11 @@ func (is *Issuer) Leave(ctx context.Context, room, user, waitingToken string) er
 	if err != nil {
 		return err
 	}
-	if !decodeLeave(r) {
+	left, err := decodeLeave(r)
+	if err != nil {
+		return err
+	}
+	if !left {
 		return flashgate.Errorf(flashgate.CodeNotFound, "no live entry to leave")
 	}
 	return nil

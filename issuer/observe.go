@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/roomkey"
 )
 
 // scriptNames maps each script's SHA-1 (what EVALSHA carries) to its name
@@ -62,7 +63,7 @@ func (is *Issuer) ClaimExporter(ctx context.Context, room, replica string, lease
 	if lease < time.Millisecond {
 		return false, flashgate.Errorf(flashgate.CodeInvalidInput, "exporter lease must be at least 1ms, got %s", lease)
 	}
-	n, err := exporterScript.Run(ctx, is.cfg.Redis, []string{"fg:{" + room + "}:exporter"}, replica, lease.Milliseconds()).Int()
+	n, err := exporterScript.Run(ctx, is.cfg.Redis, []string{roomkey.Exporter(room)}, replica, lease.Milliseconds()).Int()
 	if err != nil {
 		return false, unavailable(err)
 	}

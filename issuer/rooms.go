@@ -62,7 +62,10 @@ func (is *Issuer) setRoom(ctx context.Context, room string, c RoomConfig, del bo
 	if err != nil {
 		return RoomConfig{}, err
 	}
-	v := decodeSetRoom(r)
+	v, err := decodeSetRoom(r)
+	if err != nil {
+		return RoomConfig{}, err
+	}
 	is.snaps.forget(room) // this replica answers the new state at once (others within a snapshot's age)
 	c.EndedAt, c.DeletedAt = v.ended, v.deleted
 	c.CloseReason = v.closeReason

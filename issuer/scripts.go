@@ -6,56 +6,31 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/roomkey"
 )
 
 //go:embed lua/*.lua
 var luaFS embed.FS
 
+// prelude is lua/prelude.lua cut into its definitions (splitPrelude).
+var prelude = splitPrelude(mustRead("lua/prelude.lua"))
+
+// loadScript returns the room script lua/<name>.lua preceded by the prelude
+// definitions it uses (assemble).
 func loadScript(name string) *redis.Script {
-	prelude, err := luaFS.ReadFile("lua/prelude.lua")
-	if err != nil {
-		panic(err)
-	}
-	body, err := luaFS.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	return redis.NewScript(string(prelude) + "\n" + string(body))
+	return redis.NewScript(assemble(prelude, mustRead("lua/"+name+".lua")))
 }
 
-// The scripts, one per operation (Lua in lua/*.lua). go-redis runs them with
-// EVALSHA and falls back to EVAL on NOSCRIPT, so a SCRIPT FLUSH or a Redis
-// restart only costs one extra round trip.
-var (
-	enterScript     = loadScript("enter")
-	statusScript    = loadScript("status")
-	leaveScript     = loadScript("leave")
-	completeScript  = loadScript("complete")
-	activeScript    = loadScript("active")
-	revokeScript    = loadScript("revoke")
-	tickScript      = loadScript("tick")
-	statsScript     = loadScript("stats")
-	snapshotScript  = loadScript("snapshot")
-	banScript       = loadScript("ban")
-	unbanScript     = loadScript("unban")
-	bansScript      = loadScript("bans")
-	configureScript = loadScript("configure")
-	drainScript     = loadScript("drain")
-	// autoRoomScript is not a room's: its one key is fg:autorooms.
-	autoRoomScript = redis.NewScript(mustRead("lua/autoroom.lua"))
-	inviteScript   = loadScript("invite")
-	auditScript    = loadScript("audit")
-	restoreScript  = loadScript("restore")
-	// mintedScript is not a room's either: its keys are the minted keys
-	// (mintedKey) of the tokens it notes.
-	mintedScript = redis.NewScript(mustRead("lua/minted.lua"))
-)
+// The scripts, one per operation (Lua in lua/*.lua), each declared in the Go
+// file beside it (script_<name>.go: the script value, its KEYS/ARGV layout
+// and its reply decoder). go-redis runs them with EVALSHA and falls back to
+// EVAL on NOSCRIPT, so a SCRIPT FLUSH or a Redis restart only costs one extra
+// round trip.
 
 func mustRead(name string) string {
 	b, err := luaFS.ReadFile(name)
@@ -96,20 +71,15 @@ const (
 )
 
 // roomKeys returns the keys of a room in the order the scripts expect
-// (see lua/prelude.lua).
-func roomKeys(room string) []string {
-	p := "fg:{" + room + "}:"
-	return []string{p + "config", p + "waiting", p + "active", p + "users", p + "seq",
-		p + "admno", p + "admits", p + "bucket", p + "stats", p + "ended",
-		p + "bans", p + "banwhy", p + "unclaimed", p + "priority", p + "invites", p + "laneseqs", p + "journal"}
-}
+// (see lua/prelude.lua): roomkey.All, the one definition of the names.
+func roomKeys(room string) []string { return roomkey.All(room) }
 
 // activeKey is the key of a room's active ZSET (roomKeys(room)[2]).
-func activeKey(room string) string { return "fg:{" + room + "}:active" }
+func activeKey(room string) string { return roomkey.Key(room, roomkey.Active) }
 
 // mintedKey is the key holding the digest of the admission token minted for
 // admission jti of room (lua/minted.lua, read by lua/complete.lua).
-func mintedKey(room, jti string) string { return "fg:{" + room + "}:minted:" + jti }
+func mintedKey(room, jti string) string { return roomkey.Minted(room, jti) }
 
 // unavailable maps a failed Redis call: an OOM refusal (used memory over
 // maxmemory; Redis refuses a script whose first write would allocate, and
@@ -247,6 +217,96 @@ func asString(v any) string {
 	return s
 }
 
+// replyReader reads a script's positional reply element by element: a
+// reply too short, or an element of another type than asked for, is an
+// error naming the script and the element (flashgate.CodeInternal, from
+// err), never a panic or a silent zero. An absent element (Lua false: a
+// Redis nil) reads as 0 or "".
+type replyReader struct {
+	script string
+	r      []any
+	i      int
+	err    error
+}
+
+func newReplyReader(script string, r []any) *replyReader { return &replyReader{script: script, r: r} }
+
+func (c *replyReader) fail(what string) {
+	if c.err == nil {
+		c.err = flashgate.Errorf(flashgate.CodeInternal, "%s script: malformed reply (element %d: %s): %v", c.script, c.i+1, what, c.r)
+	}
+}
+
+func (c *replyReader) next() (any, bool) {
+	if c.err != nil {
+		return nil, false
+	}
+	if c.i >= len(c.r) {
+		c.fail("missing")
+		return nil, false
+	}
+	c.i++
+	return c.r[c.i-1], true
+}
+
+// int64 reads an integer (a Lua number, or a string of one).
+func (c *replyReader) int64() int64 {
+	v, ok := c.next()
+	if !ok {
+		return 0
+	}
+	switch x := v.(type) {
+	case int64:
+		return x
+	case nil:
+		return 0
+	case string:
+		if n, err := strconv.ParseInt(x, 10, 64); err == nil || x == "" {
+			return n
+		}
+	}
+	c.i--
+	c.fail(fmt.Sprintf("want an integer, got %T", v))
+	return 0
+}
+
+// int reads an integer as an int.
+func (c *replyReader) int() int { return int(c.int64()) }
+
+// string reads a string.
+func (c *replyReader) string() string {
+	v, ok := c.next()
+	if !ok {
+		return ""
+	}
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return ""
+	}
+	c.i--
+	c.fail(fmt.Sprintf("want a string, got %T", v))
+	return ""
+}
+
+// list reads a nested array.
+func (c *replyReader) list() []any {
+	v, ok := c.next()
+	if !ok {
+		return nil
+	}
+	l, isList := v.([]any)
+	if !isList && v != nil {
+		c.i--
+		c.fail(fmt.Sprintf("want an array, got %T", v))
+	}
+	return l
+}
+
+// more reports whether elements are left (an optional tail).
+func (c *replyReader) more() bool { return c.err == nil && c.i < len(c.r) }
+
 // entry builds an Entry from a script result; tok is the caller's verified
 
 // Ping checks that Redis answers and takes writes (readiness): one SET NX of
@@ -332,355 +392,4 @@ func (e scriptEntry) admission() (id flashgate.AdmissionID, ok bool) {
 		return flashgate.AdmissionID{}, false
 	}
 	return flashgate.ParseAdmissionID(e.jti)
-}
-
-// decodeStatusBatch decodes the status script's reply for n tokens
-// (lua/status.lua), one flat list: {total_waiting, rate, room_state, eta
-// figures (decodeFigures; {} when nobody in the call waits, or the room is
-// closed), then per token, in order, "WAITING", seq, position, lane,
-// expiry_ms, or state, seq, jti, at_ms, banned_until_ms, reason (every other
-// state)}; position 0 of a WAITING entry: in the pre-queue (preQueue). A
-// reply of any other shape is a flashgate.CodeInternal error.
-func decodeStatusBatch(r []any, n int) ([]outcome[scriptEntry], error) {
-	bad := func() ([]outcome[scriptEntry], error) {
-		return nil, flashgate.Errorf(flashgate.CodeInternal, "status script: malformed reply for %d tokens: %v", n, r)
-	}
-	if len(r) < 4 {
-		return bad()
-	}
-	head := scriptEntry{total: asInt(r[0]), rate: asInt(r[1]), roomState: RoomState(asString(r[2]))}
-	if head.roomState == "" {
-		return bad()
-	}
-	eta, hasETA := decodeFigures(r[3], head.rate)
-	out := make([]outcome[scriptEntry], 0, n)
-	for i := 4; i < len(r); {
-		if i+2 > len(r) {
-			return bad()
-		}
-		e := head
-		e.state, e.seq = flashgate.State(asString(r[i])), asInt(r[i+1])
-		switch {
-		case e.state == flashgate.StateWaiting:
-			if i+5 > len(r) {
-				return bad()
-			}
-			e.pos, e.lane = asInt(r[i+2]), asString(r[i+3])
-			e.preQueue = e.pos == 0
-			if hasETA {
-				e.eta, e.hasETA = eta.forPosition(e.pos, asInt(r[i+4])), true
-			}
-			i += 5
-		case e.state != "":
-			if i+6 > len(r) {
-				return bad()
-			}
-			e.jti, e.at, e.bannedUntil, e.reason = asString(r[i+2]), asInt(r[i+3]), asInt(r[i+4]), asString(r[i+5])
-			i += 6
-		default:
-			return bad()
-		}
-		out = append(out, outcome[scriptEntry]{res: e})
-	}
-	if len(out) != n {
-		return bad()
-	}
-	return out, nil
-}
-
-// decodeEnter decodes the enter script's reply for n users (lua/enter.lua):
-// {created, rate, room_state, epoch, eta figures (decodeFigures; {} when
-// nobody in the batch waits), then per user 1, seq, position,
-// total_waiting, expiry_ms (WAITING, public line; position 0: in the
-// pre-queue; expiry: the position's eta_expiry), 4, the same (WAITING,
-// priority lane; also lua/invite.lua's), 2, seq, total_waiting, jti,
-// expiry_ms (ACTIVE) or 3, banned_until_ms (refused: a scriptEntry with
-// bannedUntil and no state)}.
-// A reply of any other shape is a flashgate.CodeInternal error.
-func decodeEnter(r []any, n int) ([]scriptEntry, error) {
-	bad := func() ([]scriptEntry, error) {
-		return nil, flashgate.Errorf(flashgate.CodeInternal, "enter script: malformed reply for %d users: %v", n, r)
-	}
-	if len(r) < 5 || !flashgate.ValidEpoch(asString(r[3])) {
-		return bad()
-	}
-	head := scriptEntry{created: asInt(r[0]) == 1, rate: asInt(r[1]), roomState: RoomState(asString(r[2])),
-		epoch: asString(r[3])}
-	eta, hasETA := decodeFigures(r[4], head.rate)
-	out := make([]scriptEntry, 0, n)
-	for i := 5; i < len(r); {
-		e := head
-		switch tag := asInt(r[i]); tag {
-		case 1, 4:
-			if i+5 > len(r) || !hasETA {
-				return bad()
-			}
-			e.state, e.seq, e.pos, e.total = flashgate.StateWaiting, asInt(r[i+1]), asInt(r[i+2]), asInt(r[i+3])
-			e.preQueue = e.pos == 0
-			e.lane = flashgate.LanePublic
-			if tag == 4 {
-				e.lane = flashgate.LanePriority
-			}
-			e.eta, e.hasETA = eta.forPosition(e.pos, asInt(r[i+4])), true
-			i += 5
-		case 2:
-			if i+5 > len(r) {
-				return bad()
-			}
-			e.state, e.seq, e.total, e.jti, e.at = flashgate.StateActive, asInt(r[i+1]), asInt(r[i+2]), asString(r[i+3]), asInt(r[i+4])
-			i += 5
-		case 3:
-			if i+2 > len(r) || asInt(r[i+1]) <= 0 {
-				return bad()
-			}
-			e.bannedUntil = asInt(r[i+1])
-			i += 2
-		default:
-			return bad()
-		}
-		out = append(out, e)
-		head.created = false // only the first user's result reports the room's creation
-	}
-	if len(out) != n {
-		return bad()
-	}
-	return out, nil
-}
-
-// decodeLeave decodes the leave script's reply (lua/leave.lua): {'LEFT'}
-// or {'NOT_FOUND'}; true when the entry was left.
-func decodeLeave(r []any) bool { return asString(r[0]) == "LEFT" }
-
-// completeReply is one admission's reply of the complete script
-// (lua/complete.lua): {'COMPLETED', at_ms, repeated}.
-type completeReply struct {
-	at       time.Time // when the admission was completed (the first time)
-	repeated bool
-}
-
-// decodeComplete decodes the complete script's reply for n (user, jti)
-// pairs (lua/complete.lua): one reply per pair, in order, {'COMPLETED',
-// at_ms, repeated} or {'ERROR', code} (that pair's error alone: scriptError
-// for room). A reply of any other shape is a flashgate.CodeInternal error.
-func decodeComplete(r []any, n int, room string) ([]outcome[completeReply], error) {
-	if len(r) != n {
-		return nil, flashgate.Errorf(flashgate.CodeInternal, "complete script: malformed reply for %d admissions: %v", n, r)
-	}
-	out := make([]outcome[completeReply], n)
-	for i, x := range r {
-		v, _ := x.([]any)
-		switch {
-		case len(v) == 3 && v[0] == "COMPLETED":
-			out[i].res = completeReply{at: time.UnixMilli(asInt(v[1])), repeated: asInt(v[2]) == 1}
-		case len(v) == 2 && v[0] == "ERROR":
-			out[i].err = scriptError(asString(v[1]), room)
-		default:
-			return nil, flashgate.Errorf(flashgate.CodeInternal, "complete script: malformed reply for admission %d: %v", i+1, x)
-		}
-	}
-	return out, nil
-}
-
-// revokeReply is the revoke script's reply (lua/revoke.lua):
-// {'REVOKED', at_ms, repeated, jti, banned_until_ms}.
-type revokeReply struct {
-	at          time.Time // when the admission was revoked (the first time)
-	repeated    bool
-	jti         string
-	bannedUntil int64 // ms, 0: no ban
-}
-
-func decodeRevoke(r []any) revokeReply {
-	v := revokeReply{at: time.UnixMilli(asInt(r[1])), repeated: asInt(r[2]) == 1, jti: asString(r[3])}
-	if len(r) > 4 {
-		v.bannedUntil = asInt(r[4])
-	}
-	return v
-}
-
-// decodeBan decodes the ban script's reply (lua/ban.lua): {'BANNED',
-// banned_until_ms, removed, revoked jti or ”, now_ms}.
-func decodeBan(user string, r []any) *Ban {
-	return &Ban{User: user, Until: time.UnixMilli(asInt(r[1])), BannedAt: time.UnixMilli(asInt(r[4])),
-		RemovedWaiting: asInt(r[2]) == 1, RevokedAdmission: asString(r[3])}
-}
-
-// decodeBans decodes the bans script's reply (lua/bans.lua): {total, then
-// per ban user, banned_until_ms, "<banned_ms>:<reason>"}.
-func decodeBans(r []any) (total int64, bans []Ban) {
-	if len(r) == 0 {
-		return 0, nil
-	}
-	total = asInt(r[0])
-	for i := 1; i+2 < len(r); i += 3 {
-		b := Ban{User: asString(r[i]), Until: time.UnixMilli(asInt(r[i+1]))}
-		at, reason, _ := strings.Cut(asString(r[i+2]), ":")
-		if ms, err := strconv.ParseInt(at, 10, 64); err == nil {
-			b.BannedAt = time.UnixMilli(ms)
-		}
-		b.Reason = reason
-		bans = append(bans, b)
-	}
-	return total, bans
-}
-
-// activeReply is the active script's verdict (lua/active.lua):
-// {'ACTIVE', expiry_ms}, {'EXPIRED', expiry_ms} or {'GONE'}.
-type activeReply string
-
-const (
-	activeLive    activeReply = "ACTIVE"
-	activeExpired activeReply = "EXPIRED"
-	activeGone    activeReply = "GONE"
-)
-
-func decodeActive(r []any) activeReply { return activeReply(asString(r[0])) }
-
-// tickReply is one tick script call's reply (lua/tick.lua):
-// {admitted, expired, active, waiting, tick_ms, created, then the room's
-// config as configured: state, capacity, rate, session_ms, batch, opens_ms,
-// closes_ms, arrival_ms, then not_claimed, drawn, prequeue, then drain,
-// ended_ms, deleted_ms, auto, close_reason, retention_ms, closed_out, then
-// priority_admitted}.
-type tickReply struct {
-	admitted, expired int  // this call's admissions and expiries
-	notClaimed        int  // of the expiries, those not claimed within the arrival window
-	placed            int  // pre-queue entries this call moved to their lottery place
-	priorityAdmitted  int  // of the admissions, those from the priority lane
-	active, waiting   int  // after the call
-	created           bool // the call restored the room from the replica's last known config
-	drain             int  // waiting entries of a closed line, for drain.lua (0: none)
-	closedOut         int  // entries of a closed line the call dropped from the head instead of admitting
-	cfg               RoomConfig
-}
-
-// decodeTick decodes a tick reply; one of any other shape is a
-// flashgate.CodeInternal error.
-func decodeTick(r []any) (tickReply, error) {
-	if len(r) < 24 {
-		return tickReply{}, flashgate.Errorf(flashgate.CodeInternal, "tick script: malformed reply %v", r)
-	}
-	return tickReply{admitted: int(asInt(r[0])), expired: int(asInt(r[1])),
-		active: int(asInt(r[2])), waiting: int(asInt(r[3])), created: asInt(r[5]) == 1,
-		notClaimed: int(asInt(r[14])), placed: int(asInt(r[15])),
-		drain: int(asInt(r[17])), closedOut: int(asInt(r[23])), priorityAdmitted: int(asInt(at(r, 24))),
-		cfg: RoomConfig{State: RoomState(asString(r[6])), Capacity: int(asInt(r[7])),
-			RatePerMinute: int(asInt(r[8])), SessionDuration: time.Duration(asInt(r[9])) * time.Millisecond,
-			TickBatch: int(asInt(r[10])), Tick: time.Duration(asInt(r[4])) * time.Millisecond,
-			Opens: windowTime(asInt(r[11])), Closes: windowTime(asInt(r[12])),
-			ArrivalWindow: arrivalWindow(asInt(r[13])), PreQueue: preQueueOf(asString(r[16])),
-			EndedAt: windowTime(asInt(r[18])), DeletedAt: windowTime(asInt(r[19])), Auto: asString(r[20]) == "1",
-			CloseReason: asString(r[21]), Retention: time.Duration(asInt(r[22])) * time.Millisecond}}, nil
-}
-
-// decodeDrain decodes the drain script's reply (lua/drain.lua): {removed, left}.
-func decodeDrain(r []any) (removed, left int) {
-	return int(asInt(r[0])), int(asInt(r[1]))
-}
-
-// setRoomReply is the configure script's reply (lua/configure.lua): {state
-// in effect, ended_ms, close_reason, deleted_ms, waiting}.
-type setRoomReply struct {
-	state       RoomState
-	ended       time.Time
-	closeReason string
-	deleted     time.Time
-	waiting     int64
-}
-
-func decodeSetRoom(r []any) setRoomReply {
-	return setRoomReply{state: RoomState(asString(r[0])), ended: windowTime(asInt(r[1])),
-		closeReason: asString(r[2]), deleted: windowTime(asInt(r[3])), waiting: asInt(r[4])}
-}
-
-// decodeStats decodes the stats script's reply (lua/stats.lua): {'OK',
-// waiting, active, configured state, capacity, rate, session_ms, batch,
-// tick_ms, stats HGETALL flat list, now_ms, entries ever created, state in
-// effect, opens_ms, closes_ms, epoch, arrival_ms, prequeue, then the lottery:
-// cutoff (−1: not drawn), bits, lottery_ms, lottery_done_ms, seed (” before
-// the draw), commitment (” without a seed), then the end: closed_seq,
-// close_reason, ended_ms, deleted_ms, auto, retention_ms, then priority}:
-// Waiting counts both lanes, Priority the priority lane.
-func decodeStats(room string, r []any) *Stats {
-	st := &Stats{Room: room, Waiting: asInt(r[1]), Active: asInt(r[2]),
-		Config: RoomConfig{State: RoomState(asString(r[3])), Capacity: int(asInt(r[4])),
-			RatePerMinute: int(asInt(r[5])), SessionDuration: time.Duration(asInt(r[6])) * time.Millisecond,
-			TickBatch: int(asInt(r[7])), Tick: time.Duration(asInt(r[8])) * time.Millisecond,
-			Opens: windowTime(asInt(r[13])), Closes: windowTime(asInt(r[14])),
-			ArrivalWindow: arrivalWindow(asInt(r[16])), PreQueue: preQueueOf(asString(r[17]))},
-		At: time.UnixMilli(asInt(r[10])), Entered: asInt(r[11]), State: RoomState(asString(r[12])),
-		Epoch: asString(r[15]), Priority: asInt(at(r, 30))}
-	st.Waiting += st.Priority
-	if len(r) > 29 {
-		st.ClosedSeq = asInt(r[24])
-		st.Config.CloseReason, st.Config.EndedAt = asString(r[25]), windowTime(asInt(r[26]))
-		st.Config.DeletedAt, st.Config.Auto = windowTime(asInt(r[27])), asString(r[28]) == "1"
-		st.Config.Retention = time.Duration(asInt(r[29])) * time.Millisecond
-	}
-	kv, _ := r[9].([]any)
-	fields := map[string]*int64{"admitted": &st.Admitted, "fast_track": &st.FastTrack,
-		"expired": &st.Expired, "not_claimed": &st.NotClaimed, "completed": &st.Completed, "revoked": &st.Revoked,
-		"left": &st.Left, "zombies": &st.Zombies, "peak_active": &st.PeakActive,
-		"banned": &st.Banned, "removed": &st.Removed, "closed_out": &st.ClosedOut,
-		"priority_admitted": &st.PriorityAdmitted, "bypassed": &st.Bypassed, "invites_used": &st.InvitesUsed}
-	var placed int64
-	fields["drawn"] = &placed
-	for i := 0; i+1 < len(kv); i += 2 {
-		if p, ok := fields[asString(kv[i])]; ok {
-			*p = asInt(kv[i+1])
-		}
-	}
-	if cutoff, commitment := asInt(r[18]), asString(r[23]); cutoff >= 0 || commitment != "" {
-		l := &Lottery{Commitment: commitment, Placed: placed}
-		if cutoff >= 0 {
-			l.Drawn, l.Cutoff, l.Bits, l.Seed = true, cutoff, int(asInt(r[19])), asString(r[22])
-			l.DrawnAt, l.PlacedAt = windowTime(asInt(r[20])), windowTime(asInt(r[21]))
-		}
-		st.Lottery = l
-	}
-	return st
-}
-
-// decodeSnapshot decodes the snapshot script's reply (lua/snapshot.lua):
-// {waiting, head_seq, tail_seq, room_state, rate, capacity, tick_ms, epoch,
-// banned users, exact_through, before, closed_seq, close reason, ended_ms,
-// priority lane length, the smallest and largest lane seq, the lane seqs,
-// eta figures (decodeFigures), sampled expiries {j, expiry_ms, …}}; at is
-// when the call was sent.
-func decodeSnapshot(r []any, at time.Time) *snapshot {
-	s := &snapshot{at: at, waiting: asInt(r[0]), head: asInt(r[1]), tail: asInt(r[2]),
-		state: RoomState(asString(r[3])), rate: asInt(r[4]), capacity: asInt(r[5]),
-		tick: time.Duration(asInt(r[6])) * time.Millisecond, epoch: asString(r[7])}
-	if len(r) > 8 {
-		if users, _ := r[8].([]any); len(users) > 0 {
-			s.banned = make(map[string]struct{}, len(users))
-			for _, u := range users {
-				s.banned[asString(u)] = struct{}{}
-			}
-		}
-	}
-	if len(r) > 10 {
-		s.exactThrough, s.before = asInt(r[9]), asInt(r[10])
-	}
-	if len(r) > 13 {
-		s.closedSeq, s.closeReason, s.ended = asInt(r[11]), asString(r[12]), asInt(r[13])
-	}
-	if len(r) > 17 {
-		s.priority, s.laneMin, s.laneMax = asInt(r[14]), asInt(r[15]), asInt(r[16])
-		if seqs, _ := r[17].([]any); len(seqs) > 0 {
-			s.laneSeqs = make(map[int64]struct{}, len(seqs))
-			for _, q := range seqs {
-				s.laneSeqs[asInt(q)] = struct{}{}
-			}
-		}
-	}
-	if len(r) > 19 {
-		s.eta, s.hasETA = decodeFigures(r[18], s.rate)
-		sample, _ := r[19].([]any)
-		s.eta.sample = make([]rankedExpiry, 0, len(sample)/2)
-		for i := 0; i+1 < len(sample); i += 2 {
-			s.eta.sample = append(s.eta.sample, rankedExpiry{j: asInt(sample[i]), at: asInt(sample[i+1])})
-		}
-	}
-	return s
 }

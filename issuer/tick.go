@@ -104,7 +104,10 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 		if err != nil {
 			return res, err
 		}
-		removed, left := decodeDrain(r)
+		removed, left, err := decodeDrain(r)
+		if err != nil {
+			return res, err
+		}
 		res.ClosedOut += removed
 		res.Draining = left
 		if res.Ended { // closed in effect: left is what still waits (also when a retried call removed nothing)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/orderservice"
+	"github.com/flashgate/flashgate/internal/roomkey"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/journal"
 	"github.com/flashgate/flashgate/journal/consumer"
@@ -389,7 +390,7 @@ func (e *env) journalReport(ctx context.Context, room string) (*journal.Report, 
 	caught := time.Since(began)
 	// This run's epoch only: the journal may hold earlier runs of the room
 	// (each embedded store starts the room afresh, with a new epoch).
-	epoch, err := e.jrdb.HGet(ctx, "fg:{"+room+"}:config", "epoch").Result()
+	epoch, err := e.jrdb.HGet(ctx, roomkey.Key(room, roomkey.Config), "epoch").Result()
 	if err != nil {
 		return nil, 0, fmt.Errorf("journal: the room's epoch: %w", err)
 	}

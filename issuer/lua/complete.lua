@@ -18,11 +18,11 @@
 -- Returns {'ERROR', code} for the whole call (unknown_room), else one reply per admission, in ARGV
 -- order: {'COMPLETED', at_ms, repeated} or {'ERROR', code} (issuer/scripts.go decodeComplete).
 --
--- Cost: per admission GET minted (with a digest), ZSCORE active (a live admission has no ended
--- record: every script that writes one drops the admission in the same step, so only an admission
--- no longer active needs the ended lookup, up to five ZSCOREs, to tell a repeat from a refusal),
--- HGET users, ZSCORE unclaimed (only while the room has unclaimed admissions: one ZCARD per call)
--- and the journal's XADD; per call, whatever the batch, the writes of all admissions it ends: one
+-- Cost: per call, whatever the batch, the reads of all admissions: one MGET of the minted keys
+-- (those with a digest), one ZMSCORE of active, one of unclaimed, one HMGET of users; per
+-- admission only the journal's XADD, and for one no longer active the ended lookup (one ZMSCORE:
+-- a live admission has no ended record, every script that writes one drops the admission in the
+-- same step) to tell a repeat from a refusal; per call the writes of all admissions it ends: one
 -- ZREM active, one ZREM unclaimed (those never claimed), one HDEL users, one ZADD ended, one
 -- HINCRBY per counter.
 -- Those writes come after the reads, so the admissions later in the batch read the earlier ones'
@@ -32,21 +32,41 @@
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
-local any_unclaimed = redis.call('ZCARD', K_UNCLAIMED) > 0
 local stop_ms = (tonumber(redis.call('HGET', K_CONFIG, 'not_before')) or 0) * 1000
+
+-- What every admission needs, read once for the call (the writes come at the end, so these are
+-- what each admission would read alone, the effects of the earlier ones aside: gone):
+-- the minted digests (one MGET), the expiries in active and the claim deadlines (a ZMSCORE each),
+-- the users' index entries (one HMGET).
+local users, jtis, mkeys, mslot = {}, {}, {}, {}
+for i = 3, #ARGV - 2, 3 do
+  local k = #users + 1
+  users[k], jtis[k] = ARGV[i], ARGV[i + 1]
+  if ARGV[i + 2] ~= '' then
+    mkeys[#mkeys + 1] = KEYS[17 + k]
+    mslot[k] = #mkeys
+  end
+end
+local minted_digests, expiries, deadlines, index = {}, {}, {}, {}
+if #users > 0 then
+  if #mkeys > 0 then minted_digests = redis.call('MGET', unpack(mkeys)) end
+  expiries = redis.call('ZMSCORE', K_ACTIVE, unpack(jtis))
+  deadlines = redis.call('ZMSCORE', K_UNCLAIMED, unpack(jtis))
+  index = redis.call('HMGET', K_USERS, unpack(users))
+end
 
 local gone = {}                 -- jti -> {kind, seq} of the admissions this call ends
 local ends = {}                 -- in order: {kind, seq, user, jti}
 local drop_j, drop_u, drop_n = {}, {}, {} -- ZREM active, HDEL users, ZREM unclaimed
 local completed, expired = 0, 0
 
-local function complete(user, jti, digest, minted)
-  if digest ~= '' and redis.call('GET', minted) ~= digest then return { 'ERROR', 'not_minted' } end
+local function complete(k, user, jti, digest)
+  if digest ~= '' and minted_digests[mslot[k]] ~= digest then return { 'ERROR', 'not_minted' } end
   local seq = seq_of(cfg, jti)
   if not seq then return { 'ERROR', 'stale' } end
   local g = gone[jti]
   local e
-  if not g then e = redis.call('ZSCORE', K_ACTIVE, jti) end
+  if not g then e = expiries[k] end
   if not e then
     local kind, at
     if g then kind, at = g[1], now else kind, at = ended(cfg, seq) end
@@ -56,10 +76,9 @@ local function complete(user, jti, digest, minted)
     return { 'ERROR', 'not_found' } -- left ('L'), or unknown
   end
   if stop_ms > 0 and tonumber(string.match(jti, '%.(%d+)$')) < stop_ms then return { 'ERROR', 'room_stopped' } end
-  if redis.call('HGET', K_USERS, user) ~= jti then return { 'ERROR', 'owner_mismatch' } end
+  if index[k] ~= jti then return { 'ERROR', 'owner_mismatch' } end
   -- The claim deadline of an admission not claimed yet (nil: claimed, or no window).
-  local d
-  if any_unclaimed then d = unclaimed_by(jti) end
+  local d = tonumber(deadlines[k])
   local kind = 'C'
   if tonumber(e) <= now or (d and d <= now) then -- lapsed, or never claimed in time (no token has it then)
     kind = 'E'
@@ -78,7 +97,7 @@ local function complete(user, jti, digest, minted)
 end
 
 local out = {}
-for i = 3, #ARGV - 2, 3 do out[#out + 1] = complete(ARGV[i], ARGV[i + 1], ARGV[i + 2], KEYS[17 + i / 3]) end
+for k = 1, #users do out[k] = complete(k, users[k], jtis[k], ARGV[3 * k + 2]) end
 if #ends > 0 then
   redis.call('ZREM', K_ACTIVE, unpack(drop_j))
   if #drop_n > 0 then redis.call('ZREM', K_UNCLAIMED, unpack(drop_n)) end

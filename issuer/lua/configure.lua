@@ -33,6 +33,7 @@ if ARGV[3] ~= '' then
   redis.call('HSETNX', K_CONFIG, 'lottery_seed', ARGV[3])
 end
 redis.call('HSET', K_CONFIG, unpack(ARGV, 7))
+redis.call('HDEL', K_CONFIG, 'packed') -- stale: the load_config below packs the fields anew
 
 local cfg = load_config(false)
 local now = now_ms(cfg)
@@ -58,6 +59,7 @@ elseif cfg.ended > 0 or cfg.deleted > 0 then
   for i = 1, #KEYS do redis.call('PERSIST', KEYS[i]) end
   cfg.ended, cfg.deleted = 0, 0
 end
+pack_config()
 keep_clock(cfg, now)
 journal_config(cfg, 'configure')
 return { cfg.state, cfg.ended, cfg.close_reason, cfg.deleted, redis.call('ZCARD', K_WAITING) }

@@ -108,7 +108,8 @@ local function enter_one(i, user)
   end
 
   seq = seq + 1
-  journal_entry(cfg, 'entered', seq, clock(), user, 'public')
+  local sq = num(seq) -- (formatted once: the journal's and the ZADD's)
+  journal_entry(cfg, 'entered', sq, clock(), user, 'public')
   -- Fast track: nobody waits in either lane, and capacity and rate allow.
   if cfg.state == 'open' and waiting == 0 and npri == 0 and live_count(clock()) < cfg.capacity then
     local budget, tokens = rate_budget(cfg, now)
@@ -129,7 +130,7 @@ local function enter_one(i, user)
   local pos = npri + waiting
   if in_prequeue(cfg, seq) then pos = 0 end
   joined[user] = { seq, pos }
-  zadd[#zadd + 1] = num(seq)
+  zadd[#zadd + 1] = sq
   zadd[#zadd + 1] = user
   return waiting_reply(seq, pos)
 end

@@ -159,10 +159,15 @@ local JOURNAL_KINDS = { C = 'completed', R = 'revoked', E = 'expired', N = 'expi
 
 -- journal_entry appends one entry event: kind (entered, admitted, exchanged, completed, revoked,
 -- expired, left, closed), the entry's arrival seq, and what is known of user, lane, jti, reason.
+-- seq may be given formatted already (a string). Formatting a number is most of the Lua cost of
+-- an entry, so the bound and the time, the same for every entry of a call, are formatted once.
 local function journal_entry(cfg, kind, seq, now, user, lane, jti, reason)
   if cfg.journal <= 0 then return end
-  redis.pcall('XADD', K_JOURNAL, 'MAXLEN', '~', cfg.journal, '*', 'kind', kind, 'epoch', cfg.epoch,
-    'seq', string.format('%d', seq), 'user', user or '', 'lane', lane or '', 'at', string.format('%d', now),
+  if cfg.journal_at_ms ~= now then cfg.journal_at_ms, cfg.journal_at = now, num(now) end
+  cfg.journal_max = cfg.journal_max or num(cfg.journal)
+  if type(seq) ~= 'string' then seq = num(seq) end
+  redis.pcall('XADD', K_JOURNAL, 'MAXLEN', '~', cfg.journal_max, '*', 'kind', kind, 'epoch', cfg.epoch,
+    'seq', seq, 'user', user or '', 'lane', lane or '', 'at', cfg.journal_at,
     'admission', jti or '', 'reason', reason or '')
 end
 
@@ -174,12 +179,59 @@ journal_config = function(cfg, action)
   local h = redis.call('HGETALL', K_CONFIG)
   local obj, drawn = {}, false
   for i = 1, #h, 2 do
-    obj[h[i]] = h[i + 1]
+    if h[i] ~= 'packed' then obj[h[i]] = h[i + 1] end -- (a copy of the others: load_config)
     if h[i] == 'lottery_cutoff' then drawn = true end
   end
   if not drawn then obj['lottery_seed'] = nil end
+  -- The object's keys in sorted order: HGETALL's order is the hash's encoding's (with the packed
+  -- copy, longer than a listpack value, the hash is a dict, whose order differs between servers).
+  local names, parts = {}, {}
+  for k in pairs(obj) do names[#names + 1] = k end
+  table.sort(names)
+  for i, k in ipairs(names) do parts[i] = cjson.encode(k) .. ':' .. cjson.encode(obj[k]) end
   redis.pcall('XADD', K_JOURNAL, 'MAXLEN', '~', cfg.journal, '*', 'kind', 'config', 'epoch', cfg.epoch,
-    'at', string.format('%d', now_ms(cfg)), 'actor', '', 'action', action, 'detail', cjson.encode(obj))
+    'at', string.format('%d', now_ms(cfg)), 'actor', '', 'action', action, 'detail',
+    '{' .. table.concat(parts, ',') .. '}')
+end
+
+-- The config's packed copy: field 'packed' of the config hash, a JSON array of the fields
+-- read_config_fields reads as HMGET returns them (false: absent), clock_ms and restoring left
+-- out (false): load_config reads it
+-- and the two with one HMGET of five fields (with epoch: a copy of another epoch than the field's
+-- is not used) instead of the 23 (README "Redis data model"). It is
+-- a cache of the fields, which stay the truth (the admin API, the journal and restore read them):
+-- every script that writes a packed field rewrites it (pack_config), one that finds it missing
+-- (a room written by an older version, or a config write that dropped it: restore.lua) writes it
+-- from the fields it read (pack_fields), and the tick rewrites it on every call, so a field
+-- written around the scripts (a replica of an older version mid-upgrade) is seen within a tick.
+-- A room without an epoch yet is not packed (the first script draws one, then packs). Written
+-- with redis.pcall: over maxmemory it stays missing and load_config reads the fields.
+--
+-- read_config_fields returns the config's 23 fields (HMGET: false for an absent one), in the
+-- packed copy's order. (A function, not a table of the names: a script builds every table its
+-- body names on every call, a function only when it runs.)
+local function read_config_fields()
+  return redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms', 'clock_ms',
+    'opens_ms', 'closes_ms', 'epoch', 'arrival_ms', 'prequeue', 'lottery_cutoff', 'lottery_bits', 'lottery_done_ms',
+    'closed_seq', 'close_reason', 'ended_ms', 'deleted_ms', 'auto', 'retention_ms', 'journal_maxlen', 'restoring')
+end
+
+-- pack_fields writes the packed copy of c, the fields by read_config_fields' index (or drops it: no
+-- room, no epoch, mid-restore).
+local function pack_fields(c)
+  if not c[1] or not c[10] or c[23] then
+    redis.call('HDEL', K_CONFIG, 'packed')
+    return
+  end
+  local p = {}
+  for i = 1, 23 do p[i] = c[i] or false end
+  p[7], p[23] = false, false
+  redis.pcall('HSET', K_CONFIG, 'packed', cjson.encode(p))
+end
+
+-- pack_config rewrites the packed copy from the fields as they are now (after a config write).
+local function pack_config()
+  pack_fields(read_config_fields())
 end
 
 -- load_config returns the room's config table and whether this call created
@@ -199,21 +251,30 @@ end
 -- keys are deleted (the journal kept, without its expiry: the new room's
 -- events follow the old room's end) and it is created anew.
 local function load_config(allow_create, reuse_freed)
-  local c = redis.call('HMGET', K_CONFIG, 'state', 'capacity', 'rate', 'session_ms', 'batch', 'tick_ms',
-    'clock_ms', 'opens_ms', 'closes_ms', 'epoch', 'arrival_ms', 'prequeue', 'lottery_cutoff', 'lottery_bits',
-    'lottery_done_ms', 'closed_seq', 'close_reason', 'ended_ms', 'deleted_ms', 'auto', 'retention_ms',
-    'journal_maxlen', 'restoring', 'freed')
+  local h = redis.call('HMGET', K_CONFIG, 'packed', 'clock_ms', 'restoring', 'epoch', 'freed')
   -- A room being restored (restore.lua: its line is written in several calls) is not read by any
   -- other script until the restore's last call: every one fails with a RESTORING error, which the
   -- issuer answers as room_lost (503, retry), so nobody reads a half-written line as NOT_FOUND.
-  if c[23] then error({ err = 'RESTORING the waiting room is being restored from the journal; retry' }) end
-  if c[24] and reuse_freed then
+  if h[3] then error({ err = 'RESTORING the waiting room is being restored from the journal; retry' }) end
+  local c, repack
+  if h[5] and reuse_freed then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
     for i = 1, #KEYS do
       if KEYS[i] ~= K_JOURNAL then redis.call('DEL', KEYS[i]) end
     end
     redis.call('PERSIST', K_JOURNAL)
     c = {}
+  else
+    if h[1] then
+      c = cjson.decode(h[1])
+      c[7] = h[2]
+    end
+    -- No packed copy (written by an older version, or dropped by a config write), or one of
+    -- another epoch than the field's (written around the scripts): the fields.
+    if not c or c[10] ~= h[4] then
+      c = read_config_fields()
+      repack = true
+    end
   end
   local created = 0
   if not c[1] then
@@ -222,7 +283,7 @@ local function load_config(allow_create, reuse_freed)
     for f in string.gmatch(ARGV[2], '[^,]+') do p[#p + 1] = f end
     local auto = (p[12] == '1') and '1' or '0'
     c = { p[1], p[2], p[3], p[4], p[5], p[6], false, p[7], p[8], new_epoch(), p[9] or '0', p[10] or 'fifo',
-      false, false, false, false, false, false, false, auto, false, p[13] or '1000000' }
+      false, false, false, false, false, false, false, auto, false, p[13] or '1000000', false }
     redis.call('HSET', K_CONFIG, 'state', c[1], 'capacity', c[2], 'rate', c[3],
       'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6], 'opens_ms', c[8], 'closes_ms', c[9], 'epoch', c[10],
       'arrival_ms', c[11], 'prequeue', c[12], 'auto', auto, 'journal_maxlen', c[22])
@@ -232,6 +293,7 @@ local function load_config(allow_create, reuse_freed)
     c[10] = new_epoch()
     redis.call('HSET', K_CONFIG, 'epoch', c[10])
   end
+  if repack or created == 1 then pack_fields(c) end
   local cfg = { state = c[1], configured = c[1], capacity = tonumber(c[2]), rate = tonumber(c[3]),
     session = tonumber(c[4]), batch = tonumber(c[5]), tick = tonumber(c[6]), clock = tonumber(c[7]) or 0,
     opens = tonumber(c[8]) or 0, closes = tonumber(c[9]) or 0, epoch = c[10], arrival = tonumber(c[11]) or 0,
@@ -281,6 +343,7 @@ draw_lottery = function(cfg)
     redis.call('HSET', K_CONFIG, 'lottery_done_ms', num(now))
     cfg.drawn_done = now
   end
+  pack_config()
   keep_clock(cfg, now)
   journal_config(cfg, 'draw')
 end
@@ -301,10 +364,13 @@ local function end_entry(cfg, kind, seq, now, user, jti, reason)
   journal_entry(cfg, JOURNAL_KINDS[kind], seq, now, user, '', jti, reason)
 end
 
+-- ended returns the kind and time of entry seq's ended record (the first of C, R, E, L, N that
+-- exists: one ZMSCORE), or nil, 0.
 local function ended(cfg, seq)
-  for _, kind in ipairs({ 'C', 'R', 'E', 'L', 'N' }) do
-    local at = redis.call('ZSCORE', K_ENDED, kind .. ':' .. cfg.epoch .. '.' .. num(seq))
-    if at then return kind, tonumber(at) end
+  local id = ':' .. cfg.epoch .. '.' .. num(seq)
+  local at = redis.call('ZMSCORE', K_ENDED, 'C' .. id, 'R' .. id, 'E' .. id, 'L' .. id, 'N' .. id)
+  for i = 1, 5 do
+    if at[i] then return string.sub('CRELN', i, i), tonumber(at[i]) end
   end
   return nil, 0
 end
@@ -404,18 +470,23 @@ end
 
 -- Estimates (docs/rooms.md "Estimated wait"; the rule itself is Go's, issuer/eta.go, so the exact
 -- and the snapshot paths compute it one way). eta_figures gathers the room's figures with
--- two O(log n) calls and no write:
+-- one O(log n) call and no write:
 --   {now_ms, capacity, live, admits, ends, window_ms, session_ms, batch, tick_ms, opens_ms,
 --    configured state}
 -- opens_ms is the opening time while it is still ahead, else 0. admits, ends and window_ms,
 -- the measured history, are 0 until eta_measure fills them (only an entry that waits for
 -- capacity needs them: eta_expiry calls it). The caller appends eta_expiry's answer.
 local function eta_figures(cfg, now)
-  local lapsed = redis.call('ZCOUNT', K_ACTIVE, '-inf', num(now)) -- not live, not yet dropped
   local opens = 0
   if cfg.opens > now then opens = cfg.opens end
-  return { now, cfg.capacity, redis.call('ZCARD', K_ACTIVE) - lapsed, 0, 0, 0, cfg.session, cfg.batch, cfg.tick,
-    opens, cfg.configured, lapsed = lapsed }
+  return { now, cfg.capacity, live_count(now), 0, 0, 0, cfg.session, cfg.batch, cfg.tick, opens, cfg.configured }
+end
+
+-- eta_lapsed returns how many admissions in active have lapsed at fig's now (not live, not yet
+-- dropped): the rank of the earliest live expiry. Read once, and only by a caller that ranks.
+local function eta_lapsed(fig)
+  fig.lapsed = fig.lapsed or redis.call('ZCOUNT', K_ACTIVE, '-inf', num(fig[1]))
+  return fig.lapsed
 end
 
 -- eta_measure fills fig's measured history (once): admits and ends count the admission log
@@ -450,7 +521,7 @@ local function eta_expiry(fig, pos)
     j = j - math.ceil((j - live) / capacity) * capacity
     if j < 1 then return 0 end
   end
-  local r = fig.lapsed + j - 1
+  local r = eta_lapsed(fig) + j - 1
   local e = redis.call('ZRANGE', K_ACTIVE, r, r, 'WITHSCORES')
   return tonumber(e[2] or '0')
 end
@@ -561,6 +632,7 @@ local function note_end(cfg, now, reason, default)
   reason = reason or end_reason(cfg)
   redis.call('HSET', K_CONFIG, 'closed_seq', num(seq), 'close_reason', reason, 'ended_ms', num(at))
   cfg.closed_seq, cfg.close_reason, cfg.ended = seq, reason, at
+  pack_config()
   apply_retention(cfg, now, default)
   journal_config(cfg, 'end')
 end

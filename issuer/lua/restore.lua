@@ -40,7 +40,7 @@ if step == 'begin' then
   if resuming then state = c[1] end
   local fields = {}
   for k, v in pairs(cfg) do
-    if k ~= 'state' and k ~= 'restoring' then
+    if k ~= 'state' and k ~= 'restoring' and k ~= 'packed' then
       fields[#fields + 1] = k
       fields[#fields + 1] = tostring(v)
     end
@@ -48,7 +48,7 @@ if step == 'begin' then
   if #fields > 0 then redis.call('HSET', K_CONFIG, unpack(fields)) end
   redis.call('HSET', K_CONFIG, 'state', 'paused', 'restoring', state, 'epoch', epoch, 'clock_ms', ARGV[9])
   -- the tick places a drawn pre-queue again (scores 1 ... cutoff) from lottery_seed, cutoff and bits
-  redis.call('HDEL', K_CONFIG, 'lottery_done_ms')
+  redis.call('HDEL', K_CONFIG, 'lottery_done_ms', 'packed') -- packed: load_config packs the restored fields
   local stats = {}
   for k, v in pairs(cjson.decode(ARGV[6])) do
     stats[#stats + 1] = k

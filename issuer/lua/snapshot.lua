@@ -56,8 +56,9 @@ if cfg.state ~= 'closed' then
   local now = now_ms(cfg)
   eta = eta_figures(cfg, now)
   eta_measure(eta)
-  local live, lapsed = eta[3], eta.lapsed
+  local live = eta[3]
   if live > 0 then
+    local lapsed = eta_lapsed(eta)
     local k = math.min(live, 17)
     for i = 0, k - 1 do
       local j = 1

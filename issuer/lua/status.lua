@@ -7,8 +7,12 @@
 -- claim finds it gone and answers the same), so the tick no longer ends it early; the
 -- claim and the answer the exchange mints its token from are one atomic step.
 -- Once per call, whatever the batch: the room's config, the lanes' lengths (two ZCARDs: a
--- claim changes neither), the clock, and the room's estimate figures (eta_figures, only when
--- someone in the batch waits; eta_measure when someone waits for capacity).
+-- claim changes neither), every token's score in the public line (one ZMSCORE) and, while the
+-- priority lane is not empty, in it (one more), the clock, and the room's estimate figures
+-- (eta_figures, only when someone in the batch waits; eta_measure when someone waits for
+-- capacity). Per token waiting: one ZRANK (and one ZRANGE when it waits for capacity). The
+-- tokens no lane answers: one HMGET of their index entries and two ZMSCOREs of those admissions
+-- (active, unclaimed) per call; per token a claim's journal entry, an ended one's ZMSCORE.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 
@@ -62,36 +66,35 @@ local function waiting(seq, pos, lane)
   out[#out + 1] = expiry
 end
 
-local function status(user, seq, epoch, claim)
+local index, expiry, due = {}, {}, {} -- user -> jti, jti -> expiry, jti -> claim deadline (read below)
+-- status answers one token; lane is the lane whose score names its entry (read below), or nil.
+local function status(user, seq, epoch, claim, lane)
   -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
   if epoch ~= cfg.epoch then return result(seq, 'NOT_FOUND', '', 0) end
 
-  local s = redis.call('ZSCORE', K_WAITING, user)
-  if s and seq_of_score(cfg, s) == seq then -- the hot path
+  if lane == 'public' then -- the hot path
     local why = closed_line(cfg, seq)
     if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
     if in_prequeue(cfg, seq) then return waiting(seq, 0, 'public') end -- place not drawn yet
     return waiting(seq, npri + redis.call('ZRANK', K_WAITING, user) + 1, 'public')
   end
-  if npri > 0 then
-    local p = redis.call('ZSCORE', K_PRIORITY, user)
-    if p and tonumber(p) == seq then -- (the priority lane is never drawn: its scores are seqs)
-      local why = closed_line(cfg, seq)
-      if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
-      return waiting(seq, redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
-    end
+  if lane == 'priority' then
+    local why = closed_line(cfg, seq)
+    if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
+    return waiting(seq, redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
   end
   local now = clock()
-  local j = redis.call('HGET', K_USERS, user)
+  local j = index[user]
   if j and seq_of(cfg, j) == seq then
-    local e = redis.call('ZSCORE', K_ACTIVE, j)
+    local e = expiry[j]
     if e then
-      local d = unclaimed_by(j)
+      local d = tonumber(due[j])
       if d and d <= now then return result(seq, 'EXPIRED', j, d, 0, 'not_claimed') end
       if tonumber(e) <= now then return result(seq, 'EXPIRED', j, tonumber(e), 0, 'session_ended') end
       if claim then
         if d then
           redis.call('ZREM', K_UNCLAIMED, j)
+          due[j] = false -- claimed: a repeated claim in this call finds it gone, as a later call would
           keep_clock(cfg, now)
         end
         journal_entry(cfg, 'exchanged', seq, now, user, '', j)
@@ -119,6 +122,49 @@ local function status(user, seq, epoch, claim)
   return result(seq, 'NOT_FOUND', '', 0)
 end
 
-for i = 3, #ARGV - 3, 4 do status(ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3] == '1') end
+-- Every token's scores in both lanes, read once (a claim changes neither lane).
+local users = {}
+for i = 3, #ARGV - 3, 4 do users[#users + 1] = ARGV[i] end
+local scores, pscores = {}, {}
+if #users > 0 then
+  scores = redis.call('ZMSCORE', K_WAITING, unpack(users))
+  if npri > 0 then pscores = redis.call('ZMSCORE', K_PRIORITY, unpack(users)) end
+end
+-- The tokens neither lane answers (admitted, ended, of another entry): their users' index entries
+-- (one HMGET), and those admissions' expiries and claim deadlines (one ZMSCORE each), read once;
+-- the claims of this call are its only writes and update due.
+-- Each token's seq and the lane whose score names its entry are worked out once, here.
+local seqs, lanes, miss = {}, {}, {}
+for k = 1, #users do
+  local i = 4 * k - 1
+  local seq = tonumber(ARGV[i + 1])
+  seqs[k] = seq
+  if ARGV[i + 2] == cfg.epoch then
+    if scores[k] and seq_of_score(cfg, scores[k]) == seq then
+      lanes[k] = 'public'
+    elseif pscores[k] and tonumber(pscores[k]) == seq then -- (the priority lane is never drawn: its scores are seqs)
+      lanes[k] = 'priority'
+    else
+      miss[#miss + 1] = users[k]
+    end
+  end
+end
+if #miss > 0 then
+  local js, jl = redis.call('HMGET', K_USERS, unpack(miss)), {}
+  for n, u in ipairs(miss) do
+    if js[n] then
+      index[u] = js[n]
+      jl[#jl + 1] = js[n]
+    end
+  end
+  if #jl > 0 then
+    local e, d = redis.call('ZMSCORE', K_ACTIVE, unpack(jl)), redis.call('ZMSCORE', K_UNCLAIMED, unpack(jl))
+    for n, j in ipairs(jl) do expiry[j], due[j] = e[n], d[n] end
+  end
+end
+for k = 1, #users do
+  local i = 4 * k - 1
+  status(ARGV[i], seqs[k], ARGV[i + 2], ARGV[i + 3] == '1', lanes[k])
+end
 out[4] = fig or {}
 return out

@@ -198,6 +198,8 @@ elseif cfg.closed_seq > 0 and waiting > 0 then
   drain = redis.call('ZCOUNT', K_WAITING, '-inf', num(cfg.closed_seq)) +
     redis.call('ZCOUNT', K_PRIORITY, '-inf', num(cfg.closed_seq))
 end
+-- The config's packed copy, rewritten from the fields on every call (prelude: pack_config).
+pack_config()
 local auto = '0'
 if cfg.auto then auto = '1' end
 return { admitted, expired, live, waiting, cfg.tick, created,

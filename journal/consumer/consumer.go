@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate/internal/ctxtime"
+	"github.com/flashgate/flashgate/internal/roomkey"
 	"github.com/flashgate/flashgate/journal"
 )
 
@@ -32,7 +33,7 @@ const Group = "flashgate-journal"
 const RoomsKey = "fg:rooms"
 
 // StreamKey is room's journal stream, in the room's hash slot.
-func StreamKey(room string) string { return "fg:{" + room + "}:journal" }
+func StreamKey(room string) string { return roomkey.Key(room, roomkey.Journal) }
 
 // Consumer defaults.
 const (

@@ -1,0 +1,80 @@
+package issuer
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// roomScripts are the scripts assembled with the prelude, by name.
+var roomScripts = []string{"enter", "status", "leave", "complete", "active", "revoke", "tick", "stats", "snapshot",
+	"ban", "unban", "bans", "configure", "drain", "invite", "audit", "restore"}
+
+// luaGlobals are the globals Redis's Lua gives a script.
+var luaGlobals = map[string]bool{"redis": true, "tonumber": true, "tostring": true, "string": true, "math": true,
+	"table": true, "unpack": true, "ipairs": true, "pairs": true, "error": true, "type": true, "cjson": true,
+	"cmsgpack": true, "bit": true, "struct": true, "select": true, "pcall": true, "next": true, "assert": true,
+	"KEYS": true, "ARGV": true}
+
+var (
+	reCall = regexp.MustCompile(`(^|[^.:A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)\s*\(`)
+	// reDecl matches a name's local declarations: local function f, local
+	// a, f = …, f = function, and function parameters.
+	reDecl = regexp.MustCompile(`local function ([A-Za-z_][A-Za-z0-9_]*)|local ([A-Za-z_][A-Za-z0-9_ ,]*)|([A-Za-z_][A-Za-z0-9_]*) = function|function[^(]*\(([^)]*)\)|for ([A-Za-z_][A-Za-z0-9_ ,]*) in`)
+)
+
+// TestScriptsDefineWhatTheyCall checks each assembled script over its
+// source: every function it calls is a Lua or Redis global or declared in
+// it (a prelude definition it needs and assemble left out would be a
+// "nonexistent global" error at run time, in whatever path first calls it).
+func TestScriptsDefineWhatTheyCall(t *testing.T) {
+	keywords := map[string]bool{"if": true, "elseif": true, "while": true, "until": true, "return": true,
+		"and": true, "or": true, "not": true, "function": true, "in": true}
+	for _, name := range roomScripts {
+		src := assemble(prelude, mustRead("lua/"+name+".lua"))
+		code := reLuaNoise.ReplaceAllString(src, " ")
+		declared := map[string]bool{}
+		for _, m := range reDecl.FindAllStringSubmatch(code, -1) {
+			for _, g := range m[1:] {
+				for _, n := range strings.Split(g, ",") {
+					declared[strings.TrimSpace(n)] = true
+				}
+			}
+		}
+		for _, m := range reCall.FindAllStringSubmatch(code, -1) {
+			f := m[2]
+			if keywords[f] || luaGlobals[f] {
+				continue
+			}
+			assert.True(t, declared[f], "script %s calls %s, which it does not define", name, f)
+		}
+	}
+}
+
+// TestAssembleTakesOnlyWhatIsUsed: a script gets the pieces it mentions and
+// theirs, in the prelude's order, and none other.
+func TestAssembleTakesOnlyWhatIsUsed(t *testing.T) {
+	src := assemble(prelude, mustRead("lua/leave.lua"))
+	assert.Contains(t, src, "local function load_config(")
+	assert.Contains(t, src, "local journal_config") // the forward declaration load_config needs…
+	assert.Contains(t, src, "journal_config = function")
+	assert.Less(t, strings.Index(src, "local journal_config"), strings.Index(src, "local function load_config("))
+	assert.NotContains(t, src, "local function ban_user(")
+	assert.NotContains(t, src, "local function eta_expiry(")
+	all := mustRead("lua/prelude.lua")
+	assert.Less(t, len(assemble(prelude, mustRead("lua/status.lua"))), len(all)+len(mustRead("lua/status.lua")))
+}
+
+// TestSplitPreludeKeepsEverything: the pieces, in order, are the whole
+// prelude (no line lost or moved).
+func TestSplitPreludeKeepsEverything(t *testing.T) {
+	var b strings.Builder
+	for _, p := range prelude {
+		require.NotEmpty(t, p.defines)
+		b.WriteString(p.src)
+	}
+	assert.Equal(t, strings.TrimRight(mustRead("lua/prelude.lua"), "\n"), strings.TrimRight(b.String(), "\n"))
+}
