@@ -662,7 +662,7 @@ func (g *golden) run() {
 	p1, p2 := enter(room, "p1"), enter(room, "p2")
 	invite := func(o issuer.InviteOptions) string {
 		var tok string
-		g.step1(fmt.Sprintf("Invites %s %s single=%v", room, o.Lane, o.SingleUse), func() []any {
+		g.step1(fmt.Sprintf("Invites %s %s single=%v", room, o.Lane, !o.Reusable), func() []any {
 			inv, err := is.Invites(room, o)
 			if err != nil {
 				return []any{err}
@@ -683,11 +683,11 @@ func (g *golden) run() {
 		})
 		return e
 	}
-	pri := invite(issuer.InviteOptions{Lane: flashgate.LanePriority, SingleUse: true})
+	pri := invite(issuer.InviteOptions{Lane: flashgate.LanePriority})
 	v1 := enterInv("v1", pri)
 	enterInv("v1", pri) // the same place again
 	enterInv("v2", pri) // used
-	byp := invite(issuer.InviteOptions{Lane: flashgate.LaneBypass, User: "b1"})
+	byp := invite(issuer.InviteOptions{Lane: flashgate.LaneBypass, User: "b1", Reusable: true})
 	enterInv("b1", byp) // admitted at once (paused room: bypass)
 	status(is, v1)
 	status(is, p2)
