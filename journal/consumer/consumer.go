@@ -454,7 +454,7 @@ func (c *Consumer) handle(ctx context.Context, room string, st *roomState, msgs 
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	waits, err := c.cfg.Store.ApplyWaits(actx, events)
+	applied, err := c.cfg.Store.ApplyChecked(actx, events)
 	if err != nil {
 		c.fail("apply", room, err)
 		st.backoff = min(max(2*st.backoff, MinBackoff), MaxBackoff)
@@ -466,9 +466,7 @@ func (c *Consumer) handle(ctx context.Context, room string, st *roomState, msgs 
 	for _, e := range events {
 		c.m.events.WithLabelValues(room, string(e.Kind)).Inc()
 	}
-	for _, w := range waits {
-		c.m.wait.WithLabelValues(w.Room).Observe(w.Wait.Seconds())
-	}
+	c.m.observe(applied)
 	if err := c.cfg.Redis.XAck(actx, key, Group, ids...).Err(); err != nil {
 		c.fail("ack", room, err)
 		return false
@@ -546,7 +544,7 @@ type failLog struct {
 }
 
 // parseEvent maps a stream entry onto an Event (the contract's field
-// layout: entry events `kind epoch seq user lane at admission reason`,
+// layout: entry events `kind epoch seq user lane at admission reason eta`,
 // room events `kind epoch at actor action detail`); Room comes from the
 // key, ID is the stream id. It returns why it cannot, or "". Unknown
 // fields are ignored; a missing field is "".
@@ -558,10 +556,11 @@ func parseEvent(room string, m redis.XMessage) (journal.Event, string) {
 	e := journal.Event{ID: m.ID, Room: room, Kind: journal.Kind(str("kind")), Epoch: str("epoch"), User: str("user"),
 		Lane: str("lane"), AdmissionID: str("admission"), Reason: str("reason"), Actor: str("actor"),
 		Action: str("action"), Detail: str("detail")}
+	var eta int64 = -1
 	for _, f := range []struct {
 		name string
 		to   *int64
-	}{{"seq", &e.Arrival}, {"at", &e.At}} {
+	}{{"seq", &e.Arrival}, {"at", &e.At}, {"eta", &eta}} {
 		v := str(f.name)
 		if v == "" {
 			continue
@@ -571,6 +570,10 @@ func parseEvent(room string, m redis.XMessage) (journal.Event, string) {
 			return e, fmt.Sprintf("%s %q is not a decimal integer", f.name, v)
 		}
 		*f.to = n
+	}
+	if eta >= 0 && e.Kind == journal.KindEntered {
+		d := time.Duration(eta) * time.Millisecond
+		e.EstimatedWait = &d
 	}
 	return e, ""
 }
