@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -302,10 +303,17 @@ type Applied struct {
 	// is. Each pair is found by whichever of its two admitted events is
 	// applied second. Must be 0.
 	Inversions []Finding
-	// RateOvershoots: admitted events whose trailing 60 s (admitted_ms in
-	// (at − 60 s, at]) holds more of the room's journaled admissions than the
-	// rate of the room's last config event at or before at. Must be 0.
-	RateOvershoots []Finding
+	// RateOvershoots and CapacityOvershoots: once per (room, epoch, time) of
+	// the batch's admitted events (a tick admits its batch at one time), the
+	// room's journaled admissions beyond its limits then, as Count: beyond
+	// the rate in the trailing 60 s (admitted_ms in (at − 60 s, at]), and
+	// beyond the capacity live at at (admitted by at, not ended by at, and
+	// admitted less than the room's shortest session_ms before at) — each
+	// limit as the room's last config event at or before at sets it. Must be
+	// 0. Exact when every event before the batch's in the stream has been
+	// applied (the consumer checks); otherwise an end or a config change
+	// not yet applied can make a live count or a limit wrong. Lane is "".
+	RateOvershoots, CapacityOvershoots []Finding
 }
 
 // inversionsOf counts the inversions ($1 room, $2 epoch, $3 arrival, $4
@@ -332,14 +340,24 @@ SELECT COALESCE((SELECT
         AND z.arrival > cut.c)
     FROM z, cut), 0)`
 
-// rateWindow reports whether the room's ($1, epoch $2) journaled
-// admissions in ($3 − 60 s, $3] exceed the rate of its last config event
-// at or before $3 (none journaled: no limit known, false).
-const rateWindow = `
-SELECT count(*) > COALESCE((SELECT (detail->>'rate')::bigint FROM journal_room_events
-        WHERE room = $1 AND epoch = $2 AND kind = 'config' AND at_ms <= $3 AND detail->>'rate' ~ '^[0-9]{1,18}$'
-        ORDER BY at_ms DESC, length(stream_id) DESC, stream_id DESC LIMIT 1), 9223372036854775807)
-FROM journal_entries WHERE room = $1 AND epoch = $2 AND admitted_ms > $3 - 60000 AND admitted_ms <= $3`
+// limitAt is the room's ($1, epoch $2) config field %s at $3: the last
+// config event at or before it (none journaled: NULL, no limit known).
+const limitAt = `(SELECT (detail->>'%[1]s')::bigint FROM journal_room_events
+        WHERE room = $1 AND epoch = $2 AND kind = 'config' AND at_ms <= $3 AND detail->>'%[1]s' ~ '^[0-9]{1,18}$'
+        ORDER BY at_ms DESC, length(stream_id) DESC, stream_id DESC LIMIT 1)`
+
+// overshoots are the room's ($1, epoch $2) journaled admissions at $3
+// beyond its rate (in ($3 − 60 s, $3]) and beyond its capacity (live at
+// $3): Applied.RateOvershoots, CapacityOvershoots. Index range scans of the
+// admissions of the last minute and of the last session (migration 00002).
+var overshoots = `
+SELECT GREATEST(0, (SELECT count(*) FROM journal_entries WHERE room = $1 AND epoch = $2
+            AND admitted_ms > $3 - 60000 AND admitted_ms <= $3) - ` + fmt.Sprintf(limitAt, "rate") + `),
+       GREATEST(0, (SELECT count(*) FROM journal_entries WHERE room = $1 AND epoch = $2
+            AND admitted_ms <= $3 AND admitted_ms > $3 - (SELECT min((detail->>'session_ms')::bigint)
+                FROM journal_room_events WHERE room = $1 AND epoch = $2 AND kind = 'config' AND at_ms <= $3
+                AND detail->>'session_ms' ~ '^[0-9]{1,18}$')
+            AND (ended_ms IS NULL OR ended_ms > $3)) - ` + fmt.Sprintf(limitAt, "capacity") + `)`
 
 // ApplyWaits is Apply, and reports the waits it completed: one Wait for each
 // entered or admitted event of events after whose upsert the entry's row
@@ -367,9 +385,9 @@ func (s *Store) ApplyWaits(ctx context.Context, events []Event) ([]Wait, error) 
 // there). With several journal processes a room's events may be applied out
 // of stream order; a pair of admissions applied at once by two processes is
 // then not compared, and an admission checked before the earlier ones of
-// its 60 s were applied is checked against fewer: a finding can be missed,
-// not invented — except a rate raised by a config event applied after the
-// admissions it allowed (README "The journal process"). Errors: Apply's.
+// its 60 s were applied is checked against fewer: an inversion can be
+// missed, not invented; the overshoots need every earlier event applied
+// (Applied). Errors: Apply's.
 func (s *Store) ApplyChecked(ctx context.Context, events []Event) (Applied, error) {
 	for i := range events {
 		if why := events[i].validate(); why != "" {
@@ -385,6 +403,7 @@ func (s *Store) ApplyChecked(ctx context.Context, events []Event) (Applied, erro
 		out = Applied{}                 // BeginFunc does not retry, but stay correct if it ever did
 		closing := map[[2]string]bool{} // (room, epoch) with a config event that ends a line: closeLine
 		var b pgx.Batch
+		checked := map[[2]string]bool{} // (epoch, at) of admitted events: overshoots
 		for _, e := range events {
 			if e.Kind.entry() {
 				b.Queue(upsertEntry, entryArgs(e)...).QueryRow(func(row pgx.Row) error {
@@ -403,7 +422,9 @@ func (s *Store) ApplyChecked(ctx context.Context, events []Event) (Applied, erro
 					return nil
 				})
 				if e.Kind == KindAdmitted {
-					s.queueChecks(&b, e, &out)
+					at := [2]string{e.Epoch, strconv.FormatInt(e.At, 10)}
+					queueChecks(&b, e, !checked[at], &out)
+					checked[at] = true
 				}
 				continue
 			}
@@ -428,11 +449,12 @@ func (s *Store) ApplyChecked(ctx context.Context, events []Event) (Applied, erro
 }
 
 // queueChecks queues the checks of admitted event e (after its upsert):
-// inversionsOf for the public and priority lanes, rateWindow.
-func (s *Store) queueChecks(b *pgx.Batch, e Event, out *Applied) {
-	f := Finding{Room: e.Room, Epoch: e.Epoch, Lane: e.Lane, Arrival: e.Arrival}
+// inversionsOf for the public and priority lanes, and with limits
+// overshoots.
+func queueChecks(b *pgx.Batch, e Event, limits bool, out *Applied) {
 	if e.Lane == "public" || e.Lane == "priority" {
 		b.Queue(inversionsOf, e.Room, e.Epoch, e.Arrival, e.Lane).QueryRow(func(row pgx.Row) error {
+			f := Finding{Room: e.Room, Epoch: e.Epoch, Lane: e.Lane, Arrival: e.Arrival}
 			if err := row.Scan(&f.Count); err != nil || f.Count == 0 {
 				return err
 			}
@@ -440,13 +462,23 @@ func (s *Store) queueChecks(b *pgx.Batch, e Event, out *Applied) {
 			return nil
 		})
 	}
-	b.Queue(rateWindow, e.Room, e.Epoch, e.At).QueryRow(func(row pgx.Row) error {
-		var over bool
-		if err := row.Scan(&over); err != nil || !over {
+	if !limits {
+		return
+	}
+	b.Queue(overshoots, e.Room, e.Epoch, e.At).QueryRow(func(row pgx.Row) error {
+		var rate, capacity int64
+		if err := row.Scan(&rate, &capacity); err != nil {
 			return err
 		}
-		f.Count = 1
-		out.RateOvershoots = append(out.RateOvershoots, f)
+		f := Finding{Room: e.Room, Epoch: e.Epoch, Arrival: e.Arrival}
+		if rate > 0 {
+			f.Count = rate
+			out.RateOvershoots = append(out.RateOvershoots, f)
+		}
+		if capacity > 0 {
+			f.Count = capacity
+			out.CapacityOvershoots = append(out.CapacityOvershoots, f)
+		}
 		return nil
 	})
 }

@@ -25,6 +25,8 @@ type Metrics struct {
 	under      *prometheus.CounterVec   // flashgate_estimate_under_seconds_total{room}
 	inversions *prometheus.CounterVec   // flashgate_order_inversions_total{room,lane}
 	rateOver   *prometheus.CounterVec   // flashgate_rate_overshoot_total{room}
+	capOver    *prometheus.CounterVec   // flashgate_capacity_overshoot_total{room}
+	skipped    *prometheus.CounterVec   // flashgate_journal_limit_checks_skipped_total{room}
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -83,12 +85,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"room", "lane"}),
 		rateOver: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_rate_overshoot_total",
-			Help: "Admissions whose trailing 60 s held more of the room's admissions than its rate_per_minute, found by the journal. Must stay 0.",
+			Help: "Admissions beyond the room's rate_per_minute in the 60 s up to an admission, found by the journal. Must stay 0.",
+		}, []string{"room"}),
+		capOver: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashgate_capacity_overshoot_total",
+			Help: "Live admissions beyond the room's capacity at an admission, found by the journal. Must stay 0.",
+		}, []string{"room"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashgate_journal_limit_checks_skipped_total",
+			Help: "Batches that found an overshoot while an earlier journal entry was still pending on another journal process, so the finding was dropped (it may be wrong).",
 		}, []string{"room"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.events, m.rejected, m.lagEvents, m.lagSeconds, m.apply, m.errors, m.wait,
-			m.estimate, m.over, m.under, m.inversions, m.rateOver)
+			m.estimate, m.over, m.under, m.inversions, m.rateOver, m.capOver, m.skipped)
 	}
 	return m
 }
@@ -114,6 +124,9 @@ func (m *Metrics) observe(a journal.Applied) {
 	}
 	for _, f := range a.RateOvershoots {
 		m.rateOver.WithLabelValues(f.Room).Add(float64(f.Count))
+	}
+	for _, f := range a.CapacityOvershoots {
+		m.capOver.WithLabelValues(f.Room).Add(float64(f.Count))
 	}
 }
 
