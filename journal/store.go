@@ -343,7 +343,7 @@ SELECT COALESCE((SELECT
 // limitAt is the room's ($1, epoch $2) config field %s at $3: the last
 // config event at or before it (none journaled: NULL, no limit known).
 const limitAt = `(SELECT (detail->>'%[1]s')::bigint FROM journal_room_events
-        WHERE room = $1 AND epoch = $2 AND kind = 'config' AND at_ms <= $3 AND detail->>'%[1]s' ~ '^[0-9]{1,18}$'
+        WHERE room = $1 AND epoch = $2 AND kind = 'config' AND at_ms <= $3::bigint AND detail->>'%[1]s' ~ '^[0-9]{1,18}$'
         ORDER BY at_ms DESC, length(stream_id) DESC, stream_id DESC LIMIT 1)`
 
 // overshoots are the room's ($1, epoch $2) journaled admissions at $3
@@ -352,12 +352,12 @@ const limitAt = `(SELECT (detail->>'%[1]s')::bigint FROM journal_room_events
 // admissions of the last minute and of the last session (migration 00002).
 var overshoots = `
 SELECT GREATEST(0, (SELECT count(*) FROM journal_entries WHERE room = $1 AND epoch = $2
-            AND admitted_ms > $3 - 60000 AND admitted_ms <= $3) - ` + fmt.Sprintf(limitAt, "rate") + `),
+            AND admitted_ms > $3::bigint - 60000 AND admitted_ms <= $3::bigint) - ` + fmt.Sprintf(limitAt, "rate") + `),
        GREATEST(0, (SELECT count(*) FROM journal_entries WHERE room = $1 AND epoch = $2
-            AND admitted_ms <= $3 AND admitted_ms > $3 - (SELECT min((detail->>'session_ms')::bigint)
-                FROM journal_room_events WHERE room = $1 AND epoch = $2 AND kind = 'config' AND at_ms <= $3
+            AND admitted_ms <= $3::bigint AND admitted_ms > $3::bigint - (SELECT min((detail->>'session_ms')::bigint)
+                FROM journal_room_events WHERE room = $1 AND epoch = $2 AND kind = 'config' AND at_ms <= $3::bigint
                 AND detail->>'session_ms' ~ '^[0-9]{1,18}$')
-            AND (ended_ms IS NULL OR ended_ms > $3)) - ` + fmt.Sprintf(limitAt, "capacity") + `)`
+            AND (ended_ms IS NULL OR ended_ms > $3::bigint)) - ` + fmt.Sprintf(limitAt, "capacity") + `)`
 
 // ApplyWaits is Apply, and reports the waits it completed: one Wait for each
 // entered or admitted event of events after whose upsert the entry's row
