@@ -319,7 +319,10 @@ type Applied struct {
 // inversionsOf counts the inversions ($1 room, $2 epoch, $3 arrival, $4
 // lane) the admitted entry forms: Applied.Inversions. Two index range
 // scans of admitted entries of the lane (migration 00002), each empty in a
-// lane admitted in order and applied in stream order.
+// lane admitted in order and applied in stream order: later arrivals by
+// arrival, later admissions by admission number ("+ 0" keeps the planner
+// off the other index, whose range is every earlier admission: 15,000 rows
+// per check at the end of a 20,000-buyer sale).
 const inversionsOf = `
 WITH z AS (
     SELECT arrival, admission_no FROM journal_entries
@@ -333,10 +336,10 @@ WITH z AS (
 )
 SELECT COALESCE((SELECT
     (SELECT count(*) FROM journal_entries x WHERE x.room = $1 AND x.epoch = $2 AND x.lane = $4
-        AND x.admission_no IS NOT NULL AND x.arrival > z.arrival AND x.admission_no < z.admission_no
+        AND x.admission_no IS NOT NULL AND x.arrival > z.arrival AND x.admission_no + 0 < z.admission_no
         AND x.arrival > cut.c) +
     (SELECT count(*) FROM journal_entries x WHERE x.room = $1 AND x.epoch = $2 AND x.lane = $4
-        AND x.admission_no IS NOT NULL AND x.arrival < z.arrival AND x.admission_no > z.admission_no
+        AND x.admission_no IS NOT NULL AND x.arrival + 0 < z.arrival AND x.admission_no > z.admission_no
         AND z.arrival > cut.c)
     FROM z, cut), 0)`
 
