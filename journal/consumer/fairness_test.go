@@ -30,6 +30,18 @@ func xaddAdmitted(t *testing.T, rdb redis.Cmdable, room string, seq, no int64, l
 	xaddEntry(t, rdb, room, "admitted", epoch, seq, "", lane, at, fmt.Sprintf("%s.%d.%d.%d", epoch, seq, no, at), "")
 }
 
+// admitAll admits the public entries seqs at at, in that order, with the
+// admission numbers from, from+1, … (first entering 1 … n at 1000·seq).
+func admitAll(t *testing.T, rdb redis.Cmdable, room string, n, at, from int64, seqs ...int64) {
+	t.Helper()
+	for seq := int64(1); seq <= n; seq++ {
+		xaddEntered(t, rdb, room, seq, "public", 1000*seq, "")
+	}
+	for i, seq := range seqs {
+		xaddAdmitted(t, rdb, room, seq, from+int64(i), "public", at)
+	}
+}
+
 // The journal process's accuracy and fairness series, from hand-written
 // journal streams: the estimate error (absolute, and the bias split in its
 // over and under parts) of each admission shown an estimate; a public line
@@ -61,26 +73,14 @@ func TestConsumerFairnessMetrics(t *testing.T) {
 
 	// fifo: 1, 2, 3 enter; 3 is admitted first, then 1 and 2: two pairs
 	// out of order ((3,1), (3,2)); the priority lane is its own line.
-	for seq := int64(1); seq <= 3; seq++ {
-		xaddEntered(t, r.rdb, fifo, seq, "public", 1000*seq, "")
-	}
 	xaddEntered(t, r.rdb, fifo, 4, "priority", 4000, "")
 	xaddAdmitted(t, r.rdb, fifo, 4, 1, "priority", 100000)
-	xaddAdmitted(t, r.rdb, fifo, 3, 2, "public", 100000)
-	xaddAdmitted(t, r.rdb, fifo, 1, 3, "public", 100000)
-	xaddAdmitted(t, r.rdb, fifo, 2, 4, "public", 100000)
+	admitAll(t, r.rdb, fifo, 3, 100000, 2, 3, 1, 2)
 
 	// lottery: 1 … 3 in the pre-queue (cutoff 3), drawn 3, 1, 2; then 4
 	// arrives. 4 admitted before 2 is one inversion; 3, 1 none.
-	for seq := int64(1); seq <= 3; seq++ {
-		xaddEntered(t, r.rdb, lottery, seq, "public", 1000*seq, "")
-	}
-	xaddRoom(t, r.rdb, lottery, "config", epoch, 10000, "", "draw", `{"rate":"60","prequeue":"shuffle","lottery_cutoff":"3"}`)
-	xaddEntered(t, r.rdb, lottery, 4, "public", 11000, "")
-	xaddAdmitted(t, r.rdb, lottery, 3, 1, "public", 20000)
-	xaddAdmitted(t, r.rdb, lottery, 1, 2, "public", 20000)
-	xaddAdmitted(t, r.rdb, lottery, 4, 3, "public", 20000)
-	xaddAdmitted(t, r.rdb, lottery, 2, 4, "public", 20000)
+	xaddRoom(t, r.rdb, lottery, "config", epoch, 900, "", "draw", `{"rate":"60","prequeue":"shuffle","lottery_cutoff":"3"}`)
+	admitAll(t, r.rdb, lottery, 4, 20000, 1, 3, 1, 4, 2)
 
 	// fast: rate 3 a minute, 5 admissions within 50 s (in order): the 4th
 	// finds 1 too many in its 60 s, the 5th 2; a 6th at 100 s none.
