@@ -453,7 +453,13 @@ func (c *Consumer) handle(ctx context.Context, room string, st *roomState, msgs 
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	inOrder := c.first(actx, key, ids[0])
+	inOrder := true // only admissions are checked against the limits
+	for _, e := range events {
+		if e.Kind == journal.KindAdmitted {
+			inOrder = c.first(actx, key, ids[0])
+			break
+		}
+	}
 	start := time.Now()
 	applied, err := c.cfg.Store.ApplyChecked(actx, events)
 	if err != nil {
