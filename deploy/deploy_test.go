@@ -76,7 +76,7 @@ func serverMetrics(t *testing.T) map[string]bool {
 	}
 	n := len(reg.names)
 	consumer.NewMetrics(reg)
-	if len(reg.names) < n+7 {
+	if len(reg.names) < n+14 {
 		t.Fatalf("the journal registered only %d metrics: %v", len(reg.names)-n, reg.names)
 	}
 	return reg.names
@@ -151,7 +151,8 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"FlashgateQueueGrowing", "FlashgateAdmissionsStalled", "FlashgateRedisDown",
-		"FlashgateRedisErrors", "FlashgateTickFailures", "FlashgateJournalLag", "FlashgateJournalRejected"} {
+		"FlashgateRedisErrors", "FlashgateTickFailures", "FlashgateJournalLag", "FlashgateJournalRejected",
+		"FlashgateOrderInversion", "FlashgateRateOvershoot", "FlashgateCapacityOvershoot", "FlashgateEstimateBiased"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alert %s is missing (have %v)", want, alerts)
 		}
@@ -197,7 +198,9 @@ func TestDashboard(t *testing.T) {
 	}
 	for _, want := range []string{"flashgate_room_waiting", "flashgate_room_admitted_total",
 		"flashgate_redis_script_duration_seconds_bucket", "flashgate_tick_failures_total",
-		"flashgate_journal_lag_seconds", "flashgate_wait_seconds_bucket"} {
+		"flashgate_journal_lag_seconds", "flashgate_wait_seconds_bucket", "flashgate_estimate_error_seconds_bucket",
+		"flashgate_estimate_over_seconds_total", "flashgate_estimate_under_seconds_total", "flashgate_order_inversions_total",
+		"flashgate_rate_overshoot_total", "flashgate_capacity_overshoot_total"} {
 		if !used[want] {
 			t.Errorf("the dashboard shows no %s", want)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func readJournal(t *testing.T, rdb *redis.Client, room string) []journalEntry {
 
 // The stream field layouts the journal consumer reads (journal/doc.go).
 var (
-	entryFields = []string{"kind", "epoch", "seq", "user", "lane", "at", "admission", "reason"}
+	entryFields = []string{"kind", "epoch", "seq", "user", "lane", "at", "admission", "reason", "eta"}
 	roomFields  = []string{"kind", "epoch", "at", "actor", "action", "detail"}
 )
 
@@ -292,4 +293,99 @@ func TestLostRoomAwaitsRestore(t *testing.T) {
 	require.NoError(t, rdb.FlushAll(ctx).Err())
 	_, err = rec.Enter(ctx, room2, "erin")
 	assert.NoError(t, err)
+}
+
+// shownEstimates maps each user of room's entered events to its eta field
+// (the estimate the enter reply showed, ms; "" for none).
+func shownEstimates(t *testing.T, rdb *redis.Client, room string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, e := range readJournal(t, rdb, room) {
+		if e.v["kind"] == "entered" {
+			out[e.v["user"]] = e.v["eta"]
+		}
+	}
+	return out
+}
+
+// The entered event journals the estimate the enter reply showed (the
+// journal's estimate-error metric compares it with the real wait): the
+// script computes it from the figures Go computes the reply's from
+// (lua/prelude.lua eta_shown mirrors issuer/eta.go), and it must be the
+// same number in every case the rule has: the configured pace, capacity
+// bound by the live expiries (and whole sessions beyond), the measured
+// freeing pace, a room paused until its opening time, a batch of enters;
+// none for a fast track, a pre-queue place or a room paused by the operator.
+func TestJournalEnteredCarriesTheShownEstimate(t *testing.T) {
+	ctx := context.Background()
+	check := func(t *testing.T, rdb *redis.Client, room string, es ...*issuer.Entry) {
+		t.Helper()
+		shown := shownEstimates(t, rdb, room)
+		for _, e := range es {
+			want := ""
+			if e.State == flashgate.StateWaiting && e.EstimatedWait >= 0 {
+				want = fmt.Sprint(e.EstimatedWait.Milliseconds())
+			}
+			assert.Equal(t, want, shown[e.User], "%s (position %d, %s)", e.User, e.Position, e.State)
+		}
+	}
+	t.Run("capacity bound and measured pace", func(t *testing.T) {
+		is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 3, RatePerMinute: 600, SessionDuration: 5 * time.Minute,
+			ArrivalWindow: issuer.ArrivalWindowOff})
+		var all, live []*issuer.Entry
+		for _, u := range []string{"a", "b", "c"} {
+			e, err := is.Enter(ctx, room, u)
+			require.NoError(t, err)
+			require.Equal(t, flashgate.StateActive, e.State)
+			all, live = append(all, e), append(live, e)
+			clk.Advance(7 * time.Second)
+		}
+		for i := range 8 { // expiries, then whole sessions beyond them
+			all = append(all, waitingEntry(t, is, room, fmt.Sprint("w", i)))
+		}
+		for _, e := range live[:2] { // two ends: a measured pace after 5 s of history
+			clk.Advance(3 * time.Second)
+			_, err := is.Complete(ctx, room, e.User, e.AdmissionID)
+			require.NoError(t, err)
+			_, err = is.Tick(ctx, room)
+			require.NoError(t, err)
+		}
+		clk.Advance(1234 * time.Millisecond)
+		es := make([]*issuer.Entry, 4) // concurrent enters: batched into script calls (batch.go)
+		var wg sync.WaitGroup
+		for i := range es {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e, err := is.Enter(ctx, room, fmt.Sprint("x", i))
+				assert.NoError(t, err)
+				es[i] = e
+			}()
+		}
+		wg.Wait()
+		all = append(all, es...)
+		check(t, rdb, room, all...)
+	})
+	t.Run("paused until it opens, then by the operator", func(t *testing.T) {
+		is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 10, RatePerMinute: 7})
+		opens := clk.Now().Add(10 * time.Minute)
+		_, _, err := is.UpdateRoom(ctx, room, issuer.RoomPatch{Opens: &opens})
+		require.NoError(t, err)
+		a := waitingEntry(t, is, room, "a")
+		b := waitingEntry(t, is, room, "b")
+		require.Positive(t, b.EstimatedWait)
+		_, err = is.SetState(ctx, room, issuer.RoomPaused)
+		require.NoError(t, err)
+		c := waitingEntry(t, is, room, "c")
+		require.Equal(t, time.Duration(-1), c.EstimatedWait)
+		check(t, rdb, room, a, b, c)
+	})
+	t.Run("pre-queue", func(t *testing.T) {
+		opens := newClock().Now().Add(10 * time.Minute) // setup's clock starts where a new one does
+		is, _, room, rdb := setup(t, issuer.RoomConfig{Capacity: 10, RatePerMinute: 600, PreQueue: issuer.PreQueueShuffle,
+			Opens: opens})
+		a := waitingEntry(t, is, room, "a")
+		require.True(t, a.PreQueue)
+		check(t, rdb, room, a)
+	})
 }

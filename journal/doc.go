@@ -20,7 +20,7 @@
 // applied, not of their order or count (see upsertEntry in store.go). Ack
 // stream entries only after Apply returns nil.
 //
-// # Schema (migrations/00001_journal.sql)
+// # Schema (migrations/00001_journal.sql, 00002_metrics.sql)
 //
 // journal_entries: one row per entry, keyed by (room, epoch, arrival). The
 // epoch (invariant 6, docs/concepts.md "Invariants") separates a room's lines before
@@ -42,8 +42,13 @@
 //	                      room's config event with closed_seq and ended_ms, action end, closes
 //	                      every entry up to closed_seq never admitted: closeLine in store.go)
 //	updated_at            when the row last changed (the database's clock)
+//	estimated_wait_ms     the estimate the enter reply showed (entered's eta; NULL: none)
+//	admission_no          admission_id's admission number: the room's admission order
+//	                      (00002_metrics.sql)
 //
-// Indexed by (room, user_id) for Store.Entry.
+// Indexed by (room, user_id) for Store.Entry; admitted entries by (room, epoch,
+// lane, arrival), (room, epoch, lane, admission_no) and (room, epoch,
+// admitted_ms) for ApplyChecked's inversion and rate checks.
 //
 // journal_room_events: room config changes (kind "config") and admin actions
 // (kind "audit"), keyed by (room, epoch, stream_id), the Redis Stream entry id,

@@ -53,6 +53,21 @@ type Report struct {
 	// admitted_ms to the minute), oldest first; minutes without an
 	// admission are absent.
 	WaitByMinute []WaitMinute `json:"wait_by_minute"`
+	// Estimate is the error of the estimates shown on entering
+	// (estimated_wait_ms) against those entries' waits: what the journal
+	// process's flashgate_estimate_error_seconds observes, exactly.
+	Estimate EstimateStats `json:"estimate"`
+}
+
+// EstimateStats compares, over the admitted entries that were shown an
+// estimate on entering, the estimate with the wait (estimate − wait, ms):
+// |error| percentiles (percentile_cont) and the mean signed error (the
+// bias, > 0: estimates too long).
+type EstimateStats struct {
+	Admitted   int64   `json:"admitted"` // entries compared
+	AbsP50Ms   float64 `json:"abs_error_p50_ms"`
+	AbsP90Ms   float64 `json:"abs_error_p90_ms"`
+	BiasMeanMs float64 `json:"bias_mean_ms"`
 }
 
 // WaitStats summarises waits in milliseconds: P50Ms and P95Ms are
@@ -87,6 +102,16 @@ SELECT count(*),
 FROM journal_entries
 WHERE room = $1 AND ($2 = '' OR epoch = $2)`
 
+// reportEstimates is Report.Estimate.
+const reportEstimates = `
+SELECT count(*),
+       COALESCE(percentile_cont(0.5) WITHIN GROUP (ORDER BY abs(estimated_wait_ms - (admitted_ms - entered_ms))), 0),
+       COALESCE(percentile_cont(0.9) WITHIN GROUP (ORDER BY abs(estimated_wait_ms - (admitted_ms - entered_ms))), 0),
+       COALESCE(avg(estimated_wait_ms - (admitted_ms - entered_ms)), 0)::float8
+FROM journal_entries
+WHERE room = $1 AND ($2 = '' OR epoch = $2) AND admitted_ms IS NOT NULL AND entered_ms IS NOT NULL
+  AND estimated_wait_ms IS NOT NULL`
+
 // reportWaits is the wait percentiles per minute of admission and, as the
 // row whose minute is NULL (the empty grouping set), over all of them (that
 // row is there, with count 0 and percentiles 0, when there is no wait).
@@ -116,6 +141,11 @@ func (s *Store) Report(ctx context.Context, room, epoch string) (Report, error) 
 			}
 			if r.Entered == 0 && !roomEvents {
 				return errNothing
+			}
+			e := &r.Estimate
+			if err := tx.QueryRow(ctx, reportEstimates, room, epoch).Scan(&e.Admitted, &e.AbsP50Ms, &e.AbsP90Ms,
+				&e.BiasMeanMs); err != nil {
+				return err
 			}
 			rows, err := tx.Query(ctx, reportWaits, room, epoch)
 			if err != nil {

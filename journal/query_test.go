@@ -37,17 +37,21 @@ func reportJournal() []journal.Event {
 		})
 	}
 	reason := func(r string) func(*journal.Event) { return func(e *journal.Event) { e.Reason = r } }
+	shown := func(ms int64) func(*journal.Event) {
+		return func(e *journal.Event) { d := time.Duration(ms) * time.Millisecond; e.EstimatedWait = &d }
+	}
 	return []journal.Event{
 		// 1: completed, waited 1 s, admitted in m0.
-		ev(journal.KindEntered, 1, base), adm(1, base+1000), ev(journal.KindCompleted, 1, base+5000),
+		// Shown 2 s, 1 s, 68 s on entering (1 … 3): errors +1 s, −2 s, +4 s.
+		ev(journal.KindEntered, 1, base, shown(2000)), adm(1, base+1000), ev(journal.KindCompleted, 1, base+5000),
 		// 2: abandoned (unclaimed), waited 3 s, m0.
-		ev(journal.KindEntered, 2, base), adm(2, base+3000), ev(journal.KindExpired, 2, base+63000, reason("not_claimed")),
+		ev(journal.KindEntered, 2, base, shown(1000)), adm(2, base+3000), ev(journal.KindExpired, 2, base+63000, reason("not_claimed")),
 		// 3: abandoned (gave the admission back), waited 64 s, m1.
-		ev(journal.KindEntered, 3, base+1000), adm(3, base+65000), ev(journal.KindLeft, 3, base+70000),
+		ev(journal.KindEntered, 3, base+1000, shown(68000)), adm(3, base+65000), ev(journal.KindLeft, 3, base+70000),
 		// 4: live, waited 68 s, m1.
 		ev(journal.KindEntered, 4, base+2000), adm(4, base+70000),
 		// 5: closed while waiting.
-		ev(journal.KindEntered, 5, base+3000), ev(journal.KindClosed, 5, base+90000, reason("sold_out")),
+		ev(journal.KindEntered, 5, base+3000, shown(9000)), ev(journal.KindClosed, 5, base+90000, reason("sold_out")),
 		// 6 and 7: left the line, banned while waiting.
 		ev(journal.KindEntered, 6, base+3000), ev(journal.KindLeft, 6, base+4000),
 		ev(journal.KindEntered, 7, base+3000), ev(journal.KindRevoked, 7, base+4000, reason("banned")),
@@ -83,7 +87,9 @@ func TestReport(t *testing.T) {
 		WaitByMinute: []journal.WaitMinute{
 			{Minute: m0, WaitStats: ws(2, 2000, 2900)},
 			{Minute: m1, WaitStats: ws(2, 66000, 67800)},
-		}}, roundReport(r))
+		},
+		// |errors| 1000, 2000, 4000 (5 was shown one but never admitted).
+		Estimate: journal.EstimateStats{Admitted: 3, AbsP50Ms: 2000, AbsP90Ms: 3600, BiasMeanMs: 1000}}, roundReport(r))
 
 	// Every epoch: the other epoch's entry joins m0 (waits 500, 1000, 3000).
 	r, err = s.Report(ctx, "r", "")

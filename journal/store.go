@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -82,6 +83,11 @@ type Event struct {
 	Actor  string `json:"actor"`
 	Action string `json:"action"`
 	Detail string `json:"detail"`
+	// EstimatedWait is the estimate the enter reply showed the buyer (entered
+	// only; the stream's "eta" field, ms): nil when none was shown (a fast
+	// track, a pre-queue place, a room paused by the operator, a priority or
+	// bypass entry) or not journaled.
+	EstimatedWait *time.Duration `json:"eta,omitempty"`
 }
 
 // Validate returns why e cannot be journaled (CodeInvalidInput), or nil:
@@ -110,6 +116,8 @@ func (e *Event) validate() string {
 		return "no time (at)"
 	case e.Lane != "" && e.Lane != "public" && e.Lane != "priority" && e.Lane != "bypass":
 		return fmt.Sprintf("unknown lane %q", e.Lane)
+	case e.EstimatedWait != nil && (*e.EstimatedWait < 0 || *e.EstimatedWait%time.Millisecond != 0):
+		return fmt.Sprintf("estimated wait %s is not whole milliseconds ≥ 0", *e.EstimatedWait)
 	}
 	if e.Kind.entry() {
 		if e.Arrival < 1 {
@@ -195,9 +203,11 @@ func pgxConfig(dsn string) (*pgxpool.Config, error) {
 // (admitted_ms or admission_id) replaces it (by its own end, or none).
 const upsertEntry = `
 INSERT INTO journal_entries AS j (room, epoch, arrival, user_id, lane, entered_ms, admitted_ms,
-    admission_id, exchanged_ms, ended_ms, end_kind, end_reason)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+    admission_id, exchanged_ms, ended_ms, end_kind, end_reason, estimated_wait_ms, admission_no)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (room, epoch, arrival) DO UPDATE SET
+    estimated_wait_ms = COALESCE(j.estimated_wait_ms, EXCLUDED.estimated_wait_ms),
+    admission_no = COALESCE(j.admission_no, EXCLUDED.admission_no),
     user_id      = COALESCE(j.user_id, EXCLUDED.user_id),
     lane         = COALESCE(j.lane, EXCLUDED.lane),
     entered_ms   = LEAST(j.entered_ms, EXCLUDED.entered_ms),
@@ -208,7 +218,7 @@ ON CONFLICT (room, epoch, arrival) DO UPDATE SET
     end_kind     = CASE WHEN ` + closedWrong + ` OR ` + newEndWins + ` THEN EXCLUDED.end_kind ELSE j.end_kind END,
     end_reason   = CASE WHEN ` + closedWrong + ` OR ` + newEndWins + ` THEN EXCLUDED.end_reason ELSE j.end_reason END,
     updated_at   = now()
-RETURNING j.entered_ms, j.admitted_ms`
+RETURNING j.entered_ms, j.admitted_ms, j.estimated_wait_ms`
 
 const closedWrong = `(j.end_kind = 'closed' AND (EXCLUDED.admitted_ms IS NOT NULL OR EXCLUDED.admission_id IS NOT NULL))`
 
@@ -265,7 +275,92 @@ type Wait struct {
 	// Wait is admitted_ms − entered_ms of the entry's row, both by the room's
 	// clock (millisecond precision; ≥ 0 unless the room's clock went back).
 	Wait time.Duration
+	// Estimate is the wait the buyer was shown on entering (Event.EstimatedWait
+	// of the entered event), or −1 when none was shown.
+	Estimate time.Duration
 }
+
+// Finding is one admitted event an Apply found out of line (ApplyChecked).
+type Finding struct {
+	Room, Epoch, Lane string
+	Arrival           int64 // the admitted entry's
+	// Count is how many: for an inversion, the admissions of the same lane
+	// it is out of order with; for a rate overshoot, 1.
+	Count int64
+}
+
+// Applied is what ApplyChecked reports of a batch it wrote.
+type Applied struct {
+	Waits []Wait // as ApplyWaits
+	// Inversions: for each admitted event of the public or priority lane, the
+	// admissions of its lane (room, epoch) already journaled that it is out of
+	// order with — one that arrived later but was admitted before it, or one
+	// that arrived earlier but was admitted after it (admission numbers, from
+	// the admission ids, give the admission order). A lottery room's drawn
+	// pre-queue (arrival ≤ the draw's lottery_cutoff; all of it while the
+	// draw is not journaled) is in no order by arrival: pairs of two such
+	// entries are not counted; an entry of it admitted after a later arrival
+	// is. Each pair is found by whichever of its two admitted events is
+	// applied second. Must be 0.
+	Inversions []Finding
+	// RateOvershoots and CapacityOvershoots: once per (room, epoch, time) of
+	// the batch's admitted events (a tick admits its batch at one time), the
+	// room's journaled admissions beyond its limits then, as Count: beyond
+	// the rate in the trailing 60 s (admitted_ms in (at − 60 s, at]), and
+	// beyond the capacity live at at (admitted by at, not ended by at, and
+	// admitted less than the room's shortest session_ms before at) — each
+	// limit as the room's last config event at or before at sets it. Must be
+	// 0. Exact when every event before the batch's in the stream has been
+	// applied (the consumer checks); otherwise an end or a config change
+	// not yet applied can make a live count or a limit wrong. Lane is "".
+	RateOvershoots, CapacityOvershoots []Finding
+}
+
+// inversionsOf counts the inversions ($1 room, $2 epoch, $3 arrival, $4
+// lane) the admitted entry forms: Applied.Inversions. Two index range
+// scans of admitted entries of the lane (migration 00002), each empty in a
+// lane admitted in order and applied in stream order: later arrivals by
+// arrival, later admissions by admission number ("+ 0" keeps the planner
+// off the other index, whose range is every earlier admission: 15,000 rows
+// per check at the end of a 20,000-buyer sale).
+const inversionsOf = `
+WITH z AS (
+    SELECT arrival, admission_no FROM journal_entries
+    WHERE room = $1 AND epoch = $2 AND arrival = $3 AND admission_no IS NOT NULL
+), cut AS (
+    SELECT CASE WHEN $4 <> 'public' OR NOT EXISTS (SELECT 1 FROM journal_room_events WHERE room = $1
+            AND epoch = $2 AND kind = 'config' AND detail->>'prequeue' = 'shuffle') THEN 0
+        ELSE COALESCE((SELECT max((detail->>'lottery_cutoff')::bigint) FROM journal_room_events
+            WHERE room = $1 AND epoch = $2 AND kind = 'config' AND detail->>'lottery_cutoff' ~ '^[0-9]{1,18}$'),
+            9223372036854775807) END AS c
+)
+SELECT COALESCE((SELECT
+    (SELECT count(*) FROM journal_entries x WHERE x.room = $1 AND x.epoch = $2 AND x.lane = $4
+        AND x.admission_no IS NOT NULL AND x.arrival > z.arrival AND x.admission_no + 0 < z.admission_no
+        AND x.arrival > cut.c) +
+    (SELECT count(*) FROM journal_entries x WHERE x.room = $1 AND x.epoch = $2 AND x.lane = $4
+        AND x.admission_no IS NOT NULL AND x.arrival + 0 < z.arrival AND x.admission_no > z.admission_no
+        AND z.arrival > cut.c)
+    FROM z, cut), 0)`
+
+// limitAt is the room's ($1, epoch $2) config field %s at $3: the last
+// config event at or before it (none journaled: NULL, no limit known).
+const limitAt = `(SELECT (detail->>'%[1]s')::bigint FROM journal_room_events
+        WHERE room = $1 AND epoch = $2 AND kind = 'config' AND at_ms <= $3::bigint AND detail->>'%[1]s' ~ '^[0-9]{1,18}$'
+        ORDER BY at_ms DESC, length(stream_id) DESC, stream_id DESC LIMIT 1)`
+
+// overshoots are the room's ($1, epoch $2) journaled admissions at $3
+// beyond its rate (in ($3 − 60 s, $3]) and beyond its capacity (live at
+// $3): Applied.RateOvershoots, CapacityOvershoots. Index range scans of the
+// admissions of the last minute and of the last session (migration 00002).
+var overshoots = `
+SELECT GREATEST(0, (SELECT count(*) FROM journal_entries WHERE room = $1 AND epoch = $2
+            AND admitted_ms > $3::bigint - 60000 AND admitted_ms <= $3::bigint) - ` + fmt.Sprintf(limitAt, "rate") + `),
+       GREATEST(0, (SELECT count(*) FROM journal_entries WHERE room = $1 AND epoch = $2
+            AND admitted_ms <= $3::bigint AND admitted_ms > $3::bigint - (SELECT min((detail->>'session_ms')::bigint)
+                FROM journal_room_events WHERE room = $1 AND epoch = $2 AND kind = 'config' AND at_ms <= $3::bigint
+                AND detail->>'session_ms' ~ '^[0-9]{1,18}$')
+            AND (ended_ms IS NULL OR ended_ms > $3::bigint)) - ` + fmt.Sprintf(limitAt, "capacity") + `)`
 
 // ApplyWaits is Apply, and reports the waits it completed: one Wait for each
 // entered or admitted event of events after whose upsert the entry's row
@@ -278,33 +373,62 @@ type Wait struct {
 // observe an entry twice after a retried batch. Errors: Apply's; no Wait
 // is reported when the transaction fails.
 func (s *Store) ApplyWaits(ctx context.Context, events []Event) ([]Wait, error) {
+	a, err := s.ApplyChecked(ctx, events)
+	if err != nil {
+		return nil, err
+	}
+	return a.Waits, nil
+}
+
+// ApplyChecked is ApplyWaits, and also checks each admitted event against
+// the journal written so far, in the same transaction: the inversions of
+// its lane and the rate (Applied; the journal process's fairness counters).
+// As with the waits, a redelivered admitted event is checked again, so a
+// counter fed from it may count a finding twice (never one that is not
+// there). With several journal processes a room's events may be applied out
+// of stream order; a pair of admissions applied at once by two processes is
+// then not compared, and an admission checked before the earlier ones of
+// its 60 s were applied is checked against fewer: an inversion can be
+// missed, not invented; the overshoots need every earlier event applied
+// (Applied). Errors: Apply's.
+func (s *Store) ApplyChecked(ctx context.Context, events []Event) (Applied, error) {
 	for i := range events {
 		if why := events[i].validate(); why != "" {
-			return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "journal: event %d (%s %s): %s",
+			return Applied{}, flashgate.Errorf(flashgate.CodeInvalidInput, "journal: event %d (%s %s): %s",
 				i, events[i].Kind, events[i].ID, why)
 		}
 	}
 	if len(events) == 0 {
-		return nil, nil
+		return Applied{}, nil
 	}
-	var waits []Wait
+	var out Applied
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		waits = waits[:0]               // BeginFunc does not retry, but stay correct if it ever did
+		out = Applied{}                 // BeginFunc does not retry, but stay correct if it ever did
 		closing := map[[2]string]bool{} // (room, epoch) with a config event that ends a line: closeLine
 		var b pgx.Batch
+		checked := map[[2]string]bool{} // (epoch, at) of admitted events: overshoots
 		for _, e := range events {
 			if e.Kind.entry() {
 				b.Queue(upsertEntry, entryArgs(e)...).QueryRow(func(row pgx.Row) error {
-					var entered, admitted *int64
-					if err := row.Scan(&entered, &admitted); err != nil {
+					var entered, admitted, estimate *int64
+					if err := row.Scan(&entered, &admitted, &estimate); err != nil {
 						return err
 					}
 					if (e.Kind == KindEntered || e.Kind == KindAdmitted) && entered != nil && admitted != nil {
-						waits = append(waits, Wait{Room: e.Room, Epoch: e.Epoch, Arrival: e.Arrival,
-							Wait: time.Duration(*admitted-*entered) * time.Millisecond})
+						w := Wait{Room: e.Room, Epoch: e.Epoch, Arrival: e.Arrival,
+							Wait: time.Duration(*admitted-*entered) * time.Millisecond, Estimate: -1}
+						if estimate != nil {
+							w.Estimate = time.Duration(*estimate) * time.Millisecond
+						}
+						out.Waits = append(out.Waits, w)
 					}
 					return nil
 				})
+				if e.Kind == KindAdmitted {
+					at := [2]string{e.Epoch, strconv.FormatInt(e.At, 10)}
+					queueChecks(&b, e, !checked[at], &out)
+					checked[at] = true
+				}
 				continue
 			}
 			detail := e.Detail
@@ -322,9 +446,44 @@ func (s *Store) ApplyWaits(ctx context.Context, events []Event) ([]Wait, error) 
 		return tx.SendBatch(ctx, &b).Close()
 	})
 	if err != nil {
-		return nil, dbError("apply", err)
+		return Applied{}, dbError("apply", err)
 	}
-	return waits, nil
+	return out, nil
+}
+
+// queueChecks queues the checks of admitted event e (after its upsert):
+// inversionsOf for the public and priority lanes, and with limits
+// overshoots.
+func queueChecks(b *pgx.Batch, e Event, limits bool, out *Applied) {
+	if e.Lane == "public" || e.Lane == "priority" {
+		b.Queue(inversionsOf, e.Room, e.Epoch, e.Arrival, e.Lane).QueryRow(func(row pgx.Row) error {
+			f := Finding{Room: e.Room, Epoch: e.Epoch, Lane: e.Lane, Arrival: e.Arrival}
+			if err := row.Scan(&f.Count); err != nil || f.Count == 0 {
+				return err
+			}
+			out.Inversions = append(out.Inversions, f)
+			return nil
+		})
+	}
+	if !limits {
+		return
+	}
+	b.Queue(overshoots, e.Room, e.Epoch, e.At).QueryRow(func(row pgx.Row) error {
+		var rate, capacity int64
+		if err := row.Scan(&rate, &capacity); err != nil {
+			return err
+		}
+		f := Finding{Room: e.Room, Epoch: e.Epoch, Arrival: e.Arrival}
+		if rate > 0 {
+			f.Count = rate
+			out.RateOvershoots = append(out.RateOvershoots, f)
+		}
+		if capacity > 0 {
+			f.Count = capacity
+			out.CapacityOvershoots = append(out.CapacityOvershoots, f)
+		}
+		return nil
+	})
 }
 
 // closes reports whether a config event's detail records the end of a line
@@ -348,11 +507,18 @@ func entryArgs(e Event) []any {
 		return &s
 	}
 	at := e.At
-	var entered, admitted, exchanged, ended *int64
+	var entered, admitted, exchanged, ended, estimate, admno *int64
 	var admission, endKind, endReason *string
+	if id, ok := flashgate.ParseAdmissionID(e.AdmissionID); ok {
+		admno = &id.Number
+	}
 	switch {
 	case e.Kind == KindEntered:
 		entered = &at
+		if e.EstimatedWait != nil {
+			ms := e.EstimatedWait.Milliseconds()
+			estimate = &ms
+		}
 	case e.Kind == KindAdmitted:
 		admitted, admission = &at, str(e.AdmissionID)
 	case e.Kind == KindExchanged:
@@ -362,7 +528,7 @@ func entryArgs(e Event) []any {
 		ended, endKind, endReason = &at, &k, str(e.Reason)
 	}
 	return []any{e.Room, e.Epoch, e.Arrival, str(e.User), str(e.Lane), entered, admitted,
-		admission, exchanged, ended, endKind, endReason}
+		admission, exchanged, ended, endKind, endReason, estimate, admno}
 }
 
 // Entry is what the journal knows of one entry. A zero time means that

@@ -20,10 +20,13 @@ func TestApplyWaits(t *testing.T) {
 		AdmissionID: epoch + ".1.1.4500"}
 	w, err := s.ApplyWaits(ctx, []journal.Event{entered, admitted})
 	require.NoError(t, err)
-	require.Equal(t, []journal.Wait{{Room: "r", Epoch: epoch, Arrival: 1, Wait: 3500 * time.Millisecond}}, w)
+	require.Equal(t, []journal.Wait{{Room: "r", Epoch: epoch, Arrival: 1, Wait: 3500 * time.Millisecond,
+		Estimate: -1}}, w, "no estimate journaled")
 
 	e2, a2 := entered, admitted
 	e2.Arrival, a2.Arrival, a2.AdmissionID = 2, 2, epoch+".2.2.4500"
+	shown := 2 * time.Second
+	e2.EstimatedWait = &shown
 	w, err = s.ApplyWaits(ctx, []journal.Event{a2})
 	require.NoError(t, err)
 	require.Empty(t, w, "admitted before entered: no wait yet")
@@ -31,6 +34,10 @@ func TestApplyWaits(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, w, 1)
 	require.Equal(t, 3500*time.Millisecond, w[0].Wait)
+	require.Equal(t, shown, w[0].Estimate, "the shown estimate comes with the wait, whatever the order")
+	w, err = s.ApplyWaits(ctx, []journal.Event{a2})
+	require.NoError(t, err)
+	require.Equal(t, shown, w[0].Estimate, "and from the row on a redelivery")
 
 	w, err = s.ApplyWaits(ctx, []journal.Event{admitted})
 	require.NoError(t, err)

@@ -83,7 +83,8 @@ func TestJournalRoutes(t *testing.T) {
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.JSONEq(t, `{"room":"r","epoch":"ab12cd34ef","entered":2,"admitted":1,"completed":1,"abandoned":0,
 		"live":0,"closed":0,"left_waiting":1,"waiting":0,"wait":{"admitted":1,"p50_ms":41200,"p95_ms":41200},
-		"wait_by_minute":[{"minute":"1970-01-01T00:00:00Z","admitted":1,"p50_ms":41200,"p95_ms":41200}]}`, string(r.body))
+		"wait_by_minute":[{"minute":"1970-01-01T00:00:00Z","admitted":1,"p50_ms":41200,"p95_ms":41200}],
+		"estimate":{"admitted":0,"abs_error_p50_ms":0,"abs_error_p90_ms":0,"bias_mean_ms":0}}`, string(r.body))
 	adm("/admin/rooms/nope/journal/report").problem(t, 404, "not_found")
 	adm("/admin/rooms/r/journal/report?epoch=NOT-AN-EPOCH").problem(t, 400, "invalid_input")
 

@@ -241,8 +241,13 @@ func writeReport(w io.Writer, r journal.Report) {
 		fmt.Fprintln(w, "wait: no admission with both its entered and admitted times journaled")
 		return
 	}
-	fmt.Fprintf(w, "wait (admitted - entered): p50 %s  p95 %s  over %d admissions\n\n",
+	fmt.Fprintf(w, "wait (admitted - entered): p50 %s  p95 %s  over %d admissions\n",
 		msDuration(r.Wait.P50Ms), msDuration(r.Wait.P95Ms), r.Wait.Admitted)
+	if e := r.Estimate; e.Admitted > 0 {
+		fmt.Fprintf(w, "estimate shown on entering - wait: |error| p50 %s  p90 %s  bias %s  over %d admissions\n",
+			msDuration(e.AbsP50Ms), msDuration(e.AbsP90Ms), msDuration(e.BiasMeanMs), e.Admitted)
+	}
+	fmt.Fprintln(w)
 	tw := table(w)
 	fmt.Fprintln(tw, "minute (UTC)\tadmitted\twait p50\twait p95")
 	for _, m := range r.WaitByMinute {

@@ -66,13 +66,18 @@ func journalSale() []journal.Event {
 		e.AdmissionID = flashgate.AdmissionID{Epoch: ep, Arrival: arrival, Number: n, AdmittedAt: time.UnixMilli(t0 + at)}.String()
 		return e
 	}
+	shown := func(e journal.Event, ms int64) journal.Event { // the estimate its enter showed
+		d := time.Duration(ms) * time.Millisecond
+		e.EstimatedWait = &d
+		return e
+	}
 	xch := adm(3, 2, 51_200)
 	xch.Kind, xch.At, xch.Lane = journal.KindExchanged, t0+52_000, ""
 	return []journal.Event{
 		ev(journal.KindEntered, 1, 0, "alice", "public", ""), ev(journal.KindLeft, 1, 5_000, "", "", ""),
-		ev(journal.KindEntered, 2, 1_000, "bob", "public", ""), adm(2, 1, 30_000),
+		shown(ev(journal.KindEntered, 2, 1_000, "bob", "public", ""), 25_000), adm(2, 1, 30_000),
 		ev(journal.KindExpired, 2, 90_000, "", "", "not_claimed"),
-		ev(journal.KindEntered, 3, 10_000, "alice", "public", ""), adm(3, 2, 51_200), xch,
+		shown(ev(journal.KindEntered, 3, 10_000, "alice", "public", ""), 45_000), adm(3, 2, 51_200), xch,
 		ev(journal.KindCompleted, 3, 130_000, "", "", ""),
 		ev(journal.KindEntered, 4, 20_000, "carol", "public", ""),
 		ev(journal.KindEntered, 5, 21_000, "dave", "public", ""), ev(journal.KindClosed, 5, 180_000, "", "", "sold_out"),

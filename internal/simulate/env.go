@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate"
@@ -49,7 +50,9 @@ type env struct {
 
 	// The journal (Options.Journal): its store, the Redis its consumer reads.
 	journal *journal.Store
-	jrdb    redis.UniversalClient
+	// jmetrics holds the journal process's metrics (what its /metrics shows).
+	jmetrics *prometheus.Registry
+	jrdb     redis.UniversalClient
 }
 
 func (e *env) close() {
@@ -352,7 +355,9 @@ func (e *env) startJournal(ctx context.Context, o *Options, rdb redis.UniversalC
 		return fmt.Errorf("simulate: journal: %w", err)
 	}
 	e.closers = append(e.closers, store.Close)
-	c, err := consumer.New(consumer.Config{Redis: rdb, Store: store, Logger: o.Logger, Idle: 20 * time.Millisecond})
+	e.jmetrics = prometheus.NewRegistry()
+	c, err := consumer.New(consumer.Config{Redis: rdb, Store: store, Logger: o.Logger, Idle: 20 * time.Millisecond,
+		Metrics: consumer.NewMetrics(e.jmetrics)})
 	if err != nil {
 		return err
 	}
@@ -362,6 +367,24 @@ func (e *env) startJournal(ctx context.Context, o *Options, rdb redis.UniversalC
 	e.closers = append(e.closers, func() { stop(); <-done })
 	e.journal, e.jrdb = store, rdb
 	return nil
+}
+
+// journalCounter sums the journal process's series of counter name (0
+// when it has none: the must-be-0 counters appear when they first move).
+func (e *env) journalCounter(name string) float64 {
+	mfs, err := e.jmetrics.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // journalReport waits (up to 30 s) until the consumer has written every

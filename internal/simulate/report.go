@@ -618,6 +618,10 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "journal %s: entered %d, admitted %d, completed %d, abandoned %d, closed %d, live %d; wait p50 %s p95 %s; written %s after the last buyer; %s\n",
 				j.Store, j.Report.Entered, j.Report.Admitted, j.Report.Completed, j.Report.Abandoned, j.Report.Closed,
 				j.Report.Live, ms(int64(j.Report.Wait.P50Ms)), ms(int64(j.Report.Wait.P95Ms)), ms(j.CaughtUp), verdict)
+			e := j.Report.Estimate
+			fmt.Fprintf(w, "journal metrics: estimate error |error| p50 %s p90 %s, bias %s (%d admissions shown one); inversions %d, rate overshoots %d, capacity overshoots %d (checks skipped %d)\n",
+				ms(int64(e.AbsP50Ms)), ms(int64(e.AbsP90Ms)), ms(int64(e.BiasMeanMs)), e.Admitted,
+				j.Inversions, j.RateOvershoots, j.CapacityOvershoots, j.ChecksSkipped)
 		}
 	}
 	fmt.Fprintln(w)
@@ -731,6 +735,15 @@ type JournalReport struct {
 	Store     string          `json:"store"` // the PostgreSQL URL, password redacted
 	CaughtUp  int64           `json:"caught_up_ms"`
 	Report    *journal.Report `json:"report"`
-	Agrees    bool            `json:"agrees"` // entered, admitted and completed equal the issuer's counters
+	Agrees    bool            `json:"agrees"` // entered, admitted and completed equal the issuer's counters, and no inversion or overshoot
 	Disagrees string          `json:"disagrees,omitempty"`
+	// The journal process's must-be-0 counters at the end (its /metrics:
+	// flashgate_order_inversions_total, flashgate_rate_overshoot_total,
+	// flashgate_capacity_overshoot_total), and the overshoot checks it
+	// skipped (flashgate_journal_limit_checks_skipped_total). Any of the
+	// first three above 0 is a violation.
+	Inversions         int64 `json:"inversions"`
+	RateOvershoots     int64 `json:"rate_overshoots"`
+	CapacityOvershoots int64 `json:"capacity_overshoots"`
+	ChecksSkipped      int64 `json:"checks_skipped"`
 }

@@ -239,6 +239,11 @@ func TestRunWithJournal(t *testing.T) {
 	assert.EqualValues(t, o.Users, r.Journal.Report.Entered)
 	assert.EqualValues(t, r.Completed, r.Journal.Report.Completed)
 	assert.Positive(t, r.Journal.Report.Wait.Admitted, "waits measured")
+	// The journal process's accuracy and fairness figures (issue 26 §2).
+	assert.Positive(t, r.Journal.Report.Estimate.Admitted, "estimates shown on entering, compared with the waits")
+	assert.Zero(t, r.Journal.Inversions+r.Journal.RateOvershoots+r.Journal.CapacityOvershoots)
+	assert.Regexp(t, `journal metrics: estimate error \|error\| p50 \S+ p90 \S+, bias \S+ \(\d+ admissions shown one\); `+
+		`inversions 0, rate overshoots 0, capacity overshoots 0`, text.String())
 	assert.Contains(t, text.String(), "agrees with the issuer's counters")
 	assert.NotContains(t, r.Journal.Store, "s3cret", "no password in the report")
 	assert.NotContains(t, text.String(), "s3cret")

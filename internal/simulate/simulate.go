@@ -387,6 +387,18 @@ func (s *sim) checkJournal(ctx context.Context, r *Report, before *server.Stats)
 			}
 		}
 	}
+	jr.Inversions = int64(s.env.journalCounter("flashgate_order_inversions_total"))
+	jr.RateOvershoots = int64(s.env.journalCounter("flashgate_rate_overshoot_total"))
+	jr.CapacityOvershoots = int64(s.env.journalCounter("flashgate_capacity_overshoot_total"))
+	jr.ChecksSkipped = int64(s.env.journalCounter("flashgate_journal_limit_checks_skipped_total"))
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{{"order inversions", jr.Inversions}, {"rate overshoots", jr.RateOvershoots}, {"capacity overshoots", jr.CapacityOvershoots}} {
+		if c.n > 0 {
+			diff = append(diff, fmt.Sprintf("%d %s (must be 0)", c.n, c.name))
+		}
+	}
 	jr.Agrees, jr.Disagrees = len(diff) == 0, strings.Join(diff, "; ")
 	if !jr.Agrees {
 		r.Violations = append(r.Violations, "journal: "+jr.Disagrees)

@@ -70,6 +70,7 @@ local function waiting_reply(s, pos, tag)
   local expiry = 0
   if pos > 0 then expiry = eta_expiry(eta, pos) end
   out[#out + 1] = expiry
+  return expiry
 end
 local function active_reply(s, jti, exp)
   out[#out + 1] = 2; out[#out + 1] = s; out[#out + 1] = waiting + npri; out[#out + 1] = jti; out[#out + 1] = exp
@@ -109,11 +110,11 @@ local function enter_one(i, user)
 
   seq = seq + 1
   local sq = num(seq) -- (formatted once: the journal's and the ZADD's)
-  journal_entry(cfg, 'entered', sq, clock(), user, 'public')
   -- Fast track: nobody waits in either lane, and capacity and rate allow.
   if cfg.state == 'open' and waiting == 0 and npri == 0 and live_count(clock()) < cfg.capacity then
     local budget, tokens = rate_budget(cfg, now)
     if budget >= 1 then
+      journal_entry(cfg, 'entered', sq, now, user, 'public')
       keep_clock(cfg, now)
       rate_consume(tokens, 1, now)
       local jti, exp = admit(cfg, user, seq, now, 'public')
@@ -132,7 +133,10 @@ local function enter_one(i, user)
   joined[user] = { seq, pos }
   zadd[#zadd + 1] = sq
   zadd[#zadd + 1] = user
-  return waiting_reply(seq, pos)
+  local expiry = waiting_reply(seq, pos)
+  local shown -- the estimate the reply shows, journaled for the estimate-error metric
+  if pos > 0 then shown = eta_shown(cfg, eta, pos, expiry) end
+  journal_entry(cfg, 'entered', sq, clock(), user, 'public', nil, nil, shown)
 end
 
 for i, user in ipairs(users) do enter_one(i, user) end

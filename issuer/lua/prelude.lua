@@ -149,7 +149,7 @@ local journal_config -- load_config calls it; defined below
 local draw_lottery -- load_config calls it; defined below, after keep_clock (which it uses)
 
 -- The journal (KEY 17; docs/operations.md "Durability", journal/doc.go). Every state change of an entry is one
--- stream entry with exactly the fields kind, epoch, seq, user, lane, at, admission, reason (in this
+-- stream entry with exactly the fields kind, epoch, seq, user, lane, at, admission, reason, eta (in this
 -- order, '' when not known, so the stream's listpacks share the field names); every config change
 -- one with kind 'config', epoch, at, actor, action, detail. Appended with redis.pcall: over
 -- maxmemory, a script whose journal entry is its first allocating write (an exchange without an
@@ -158,17 +158,18 @@ local draw_lottery -- load_config calls it; defined below, after keep_clock (whi
 local JOURNAL_KINDS = { C = 'completed', R = 'revoked', E = 'expired', N = 'expired', L = 'left' }
 
 -- journal_entry appends one entry event: kind (entered, admitted, exchanged, completed, revoked,
--- expired, left, closed), the entry's arrival seq, and what is known of user, lane, jti, reason.
+-- expired, left, closed), the entry's arrival seq, and what is known of user, lane, jti, reason;
+-- eta (entered only) is the estimated wait the enter reply shows (ms, eta_shown), '' for none.
 -- seq may be given formatted already (a string). Formatting a number is most of the Lua cost of
 -- an entry, so the bound and the time, the same for every entry of a call, are formatted once.
-local function journal_entry(cfg, kind, seq, now, user, lane, jti, reason)
+local function journal_entry(cfg, kind, seq, now, user, lane, jti, reason, eta)
   if cfg.journal <= 0 then return end
   if cfg.journal_at_ms ~= now then cfg.journal_at_ms, cfg.journal_at = now, num(now) end
   cfg.journal_max = cfg.journal_max or num(cfg.journal)
   if type(seq) ~= 'string' then seq = num(seq) end
   redis.pcall('XADD', K_JOURNAL, 'MAXLEN', '~', cfg.journal_max, '*', 'kind', kind, 'epoch', cfg.epoch,
     'seq', seq, 'user', user or '', 'lane', lane or '', 'at', cfg.journal_at,
-    'admission', jti or '', 'reason', reason or '')
+    'admission', jti or '', 'reason', reason or '', 'eta', eta or '')
 end
 
 -- journal_config appends a config event: action (create, configure, draw, end, restore) and, as
@@ -198,7 +199,7 @@ end
 -- read_config_fields reads as HMGET returns them (false: absent), clock_ms and restoring left
 -- out (false): load_config reads it
 -- and the two with one HMGET of five fields (with epoch: a copy of another epoch than the field's
--- is not used) instead of the 23 (README "Redis data model"). It is
+-- is not used) instead of the 23 (docs/operations.md "Redis data model"). It is
 -- a cache of the fields, which stay the truth (the admin API, the journal and restore read them):
 -- every script that writes a packed field rewrites it (pack_config), one that finds it missing
 -- (a room written by an older version, or a config write that dropped it: restore.lua) writes it
@@ -524,6 +525,37 @@ local function eta_expiry(fig, pos)
   local r = eta_lapsed(fig) + j - 1
   local e = redis.call('ZRANGE', K_ACTIVE, r, r, 'WITHSCORES')
   return tonumber(e[2] or '0')
+end
+
+-- eta_shown is the estimated wait (ms, a decimal string) the issuer shows for the entry at pos
+-- (>= 1) given fig and its eta_expiry answer, or nil for none: issuer/eta.go's forPosition,
+-- wait and estimate, operation for operation (the same doubles, so the same value; a test
+-- compares them). Only for the journal's entered event (the estimate-error metric): no call.
+local function eta_shown(cfg, fig, pos, expiry)
+  local now, capacity, live, session, opens = fig[1], fig[2], fig[3], fig[7], fig[10]
+  local base = 0
+  if cfg.state == 'paused' and fig[11] == 'open' and opens > now then
+    base = opens - now
+  elseif cfg.state ~= 'open' then
+    return nil
+  end
+  local pace = cfg.rate / 60000
+  if fig[8] > 0 and fig[9] > 0 then pace = math.min(pace, fig[8] / fig[9]) end
+  if pace <= 0 then return nil end
+  local ms = pos / pace
+  local j = pos - capacity + live
+  if j > 0 and fig[6] >= 5000 then -- minHistory
+    local m, k, slot = 0, j, 0
+    if k > live and capacity > 0 then
+      m = math.floor((k - live + capacity - 1) / capacity)
+      k = k - m * capacity
+    end
+    if k < 1 then slot = m * session else slot = math.max(0, expiry - now) + m * session end
+    local fp = math.min(fig[4], fig[5]) / fig[6]
+    if fp > 0 then slot = math.min(slot, j / fp) end
+    ms = math.max(ms, slot)
+  end
+  return num(base + math.floor(ms + 0.5))
 end
 
 -- Bans (KEYS 11 and 12; docs/rooms.md "Bans"). A ban costs one member in each key
