@@ -103,8 +103,9 @@
 //
 // /v1/complete is for order services not written in Go (Go services use
 // verifier.Middleware and package order directly). The expected
-// product comes from the request — query parameter or JSON body field
-// "product" — never from the token itself; when the user header is present,
+// room (the token's product claim) comes from the request — query
+// parameter or JSON body field "room", with "product" its deprecated
+// alias — never from the token itself; when the user header is present,
 // the token's sub must match it. The token is verified offline
 // (verifier.Verify with Options.Keys), then consumed atomically in Redis.
 //

@@ -182,6 +182,20 @@ func TestComplete(t *testing.T) {
 	assert.Equal(t, "bad_product", p["reason"])
 	p = e.do(req{method: "POST", path: "/v1/complete?product=" + room, user: "mallory", bearer: x.AdmissionToken}).problem(t, 403, "admission_token_scope")
 	assert.Equal(t, "bad_user", p["reason"])
+	// room is the name; product its deprecated alias: either alone works,
+	// both given must agree, in the query or the body.
+	p = e.do(req{method: "POST", path: "/v1/complete?room=other", bearer: x.AdmissionToken}).problem(t, 403, "admission_token_scope")
+	assert.Equal(t, "bad_product", p["reason"])
+	for _, bad := range []req{
+		{path: "/v1/complete?room=" + room + "&product=other"},
+		{path: "/v1/complete?product=" + room + "&room=other"},
+		{path: "/v1/complete?room=" + room, body: `{"product":"other"}`},
+		{path: "/v1/complete", body: `{"room":"` + room + `","product":"other"}`},
+		{path: "/v1/complete?product=" + room, body: `{"room":"other"}`},
+	} {
+		bad.method, bad.bearer = "POST", x.AdmissionToken
+		e.do(bad).problem(t, 400, "invalid_input")
+	}
 	// Query and body disagree.
 	e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: x.AdmissionToken,
 		body: `{"product":"other"}`}).problem(t, 400, "invalid_input")

@@ -241,7 +241,7 @@ func (b *buyer) buy(think time.Duration, i int) {
 		return
 	}
 	tok, _ := m["admission_token"].(string)
-	if _, err := b.call(http.MethodPost, "/v1/complete?product="+b.room, tok); err != nil {
+	if _, err := b.call(http.MethodPost, "/v1/complete?room="+b.room, tok); err != nil {
 		log.Printf("buyer %d: %v", i, err)
 		return
 	}
