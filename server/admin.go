@@ -28,8 +28,10 @@ type RoomConfig struct {
 	OpensAt  *time.Time `json:"opens_at,omitempty"`
 	ClosesAt *time.Time `json:"closes_at,omitempty"`
 	// PreQueue is the pre-queue's order (issuer.RoomConfig.PreQueue): "fifo"
-	// or "shuffle".
-	PreQueue string `json:"prequeue"`
+	// or "shuffle". PreQueueDeprecated is the same value under its old
+	// name, emitted for one release (CHANGELOG.md "Deprecated").
+	PreQueue           string `json:"pre_queue"`
+	PreQueueDeprecated string `json:"prequeue"`
 	// PageTitle, PageMessage and BrandColor brand the waiting page; absent
 	// when not set.
 	PageTitle   string `json:"page_title,omitempty"`
@@ -55,7 +57,8 @@ func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 		SessionSeconds: int64(c.SessionDuration / time.Second), TickMs: c.Tick.Milliseconds(),
 		TickBatch: c.TickBatch, State: string(c.State), ArrivalWindowMs: max(0, c.ArrivalWindow.Milliseconds()),
 		OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes), PreQueue: string(c.WithDefaults().PreQueue),
-		PageTitle: c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor,
+		PreQueueDeprecated: string(c.WithDefaults().PreQueue),
+		PageTitle:          c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor,
 		RetentionMs: c.Retention.Milliseconds(), CloseReason: c.CloseReason,
 		EndedAt: utcOrNil(c.EndedAt), DeletedAt: utcOrNil(c.DeletedAt), Auto: c.Auto}
 }
@@ -84,7 +87,10 @@ type roomPatch struct {
 	OpensAt  *string `json:"opens_at"`
 	ClosesAt *string `json:"closes_at"`
 	// PreQueue sets the pre-queue's order: "fifo" or "shuffle".
-	PreQueue *string `json:"prequeue"`
+	// PreQueueDeprecated is its old name, accepted for one release; both
+	// given must agree.
+	PreQueue           *string `json:"pre_queue"`
+	PreQueueDeprecated *string `json:"prequeue"`
 	// PageTitle, PageMessage and BrandColor brand the waiting page; "" clears one.
 	PageTitle   *string `json:"page_title"`
 	PageMessage *string `json:"page_message"`
@@ -147,6 +153,12 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	if p.State != nil {
 		st := issuer.RoomState(*p.State)
 		patch.State = &st
+	}
+	if p.PreQueueDeprecated != nil {
+		if p.PreQueue != nil && *p.PreQueue != *p.PreQueueDeprecated {
+			return problemFor(string(flashgate.CodeInvalidInput), "pre_queue and prequeue (its deprecated alias) differ")
+		}
+		p.PreQueue = p.PreQueueDeprecated
 	}
 	if p.PreQueue != nil {
 		pq := issuer.PreQueue(*p.PreQueue)

@@ -270,13 +270,13 @@ func TestAdmin(t *testing.T) {
 	var rc RoomConfig
 	require.NoError(t, json.Unmarshal(r.body, &rc))
 	assert.Equal(t, RoomConfig{Room: room, Capacity: 2, RatePerMinute: 120, SessionSeconds: 60,
-		TickMs: 1000, TickBatch: issuer.DefaultTickBatch, State: "open", ArrivalWindowMs: 60000, PreQueue: "fifo"}, rc)
+		TickMs: 1000, TickBatch: issuer.DefaultTickBatch, State: "open", ArrivalWindowMs: 60000, PreQueue: "fifo", PreQueueDeprecated: "fifo"}, rc)
 	// PUT updates (200), keeping omitted fields.
 	r = e.admin("PUT", base, `{"batch":5,"tick_ms":500}`)
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.NoError(t, json.Unmarshal(r.body, &rc))
 	assert.Equal(t, RoomConfig{Room: room, Capacity: 2, RatePerMinute: 120, SessionSeconds: 60,
-		TickMs: 500, TickBatch: 5, State: "open", ArrivalWindowMs: 60000, PreQueue: "fifo"}, rc)
+		TickMs: 500, TickBatch: 5, State: "open", ArrivalWindowMs: 60000, PreQueue: "fifo", PreQueueDeprecated: "fifo"}, rc)
 	cfg, err := e.is.Room(context.Background(), room)
 	require.NoError(t, err)
 	assert.Equal(t, 500*time.Millisecond, cfg.Tick)

@@ -240,7 +240,7 @@ func (s *sim) configureRoom(ctx context.Context) error {
 		"tick_ms":           s.o.Tick.Milliseconds(),
 		"arrival_window_ms": max(0, s.o.ArrivalWindow.Milliseconds()),
 		"state":             "open",
-		"prequeue":          s.o.PreQueue,
+		"pre_queue":         s.o.PreQueue,
 		"opens_at":          opens,
 	})
 	status, raw, err := s.adminDo(ctx, http.MethodPut, "/admin/rooms/"+s.o.Room, body)
