@@ -111,14 +111,20 @@ type Config struct {
 	// including the Sentinel failover client), not a ClusterClient.
 	CompletionReplicas int
 	CompletionTimeout  time.Duration
-	// EnterBatch is the most items one coalesced script call carries:
+	// ScriptBatch is the most items one coalesced script call carries:
 	// concurrent Enter calls for a room are coalesced into one enter script
 	// call while the previous one is in flight, and so are exact Status and
 	// Exchange calls (one status script call, a claim flag per item) and
 	// Complete calls (one complete script call) — each kind in its own
 	// line, one call in flight per room and kind (batch.go). Zero means
-	// DefaultEnterBatch (32); 1 turns coalescing off (every call is its own
-	// script call); at most MaxEnterBatch.
+	// EnterBatch, and when that is zero too DefaultScriptBatch (32); 1 turns
+	// coalescing off (every call is its own script call); at most
+	// MaxScriptBatch.
+	ScriptBatch int
+	// EnterBatch is the old name of ScriptBatch, read when ScriptBatch is 0.
+	//
+	// Deprecated: use ScriptBatch (it bounds every coalesced batch, not only
+	// enters); kept for one release.
 	EnterBatch int
 }
 
@@ -186,14 +192,22 @@ const (
 	// SuggestedStatusSnapshot is a Config.StatusSnapshot for very large
 	// lines (docs/rooms.md "Estimated wait"): off by default, every status is exact.
 	SuggestedStatusSnapshot = 500 * time.Millisecond
-	// DefaultEnterBatch is the default Config.EnterBatch: the most users one
-	// enter script call carries (and tokens one status call, admissions one
-	// complete call).
-	DefaultEnterBatch = 32
-	// MaxEnterBatch bounds Config.EnterBatch: one script call blocks Redis while
-	// it runs (about 3 µs per user), and Lua's unpack takes at most a few
-	// thousand values.
-	MaxEnterBatch = 1000
+	// DefaultScriptBatch is the default Config.ScriptBatch: the most users
+	// one enter script call carries (and tokens one status call, admissions
+	// one complete call).
+	DefaultScriptBatch = 32
+	// MaxScriptBatch bounds Config.ScriptBatch: one script call blocks Redis
+	// while it runs (about 3 µs per user), and Lua's unpack takes at most a
+	// few thousand values.
+	MaxScriptBatch = 1000
+	// DefaultEnterBatch is DefaultScriptBatch.
+	//
+	// Deprecated: use DefaultScriptBatch; kept for one release.
+	DefaultEnterBatch = DefaultScriptBatch
+	// MaxEnterBatch is MaxScriptBatch.
+	//
+	// Deprecated: use MaxScriptBatch; kept for one release.
+	MaxEnterBatch = MaxScriptBatch
 	// MinWaitingSecret is the shortest Config.WaitingSecret, in bytes.
 	MinWaitingSecret = 32
 	// DefaultMaxAutoRooms, DefaultAutoRoomIdle and DefaultIdleTickMax are
@@ -250,8 +264,11 @@ func (c Config) Validate() error {
 			return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: CompletionReplicas is not supported on Redis Cluster (WAIT is per node)")
 		}
 	}
-	if c.EnterBatch < 0 || c.EnterBatch > MaxEnterBatch {
-		return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: EnterBatch must be 0 (default %d) … %d", DefaultEnterBatch, MaxEnterBatch)
+	if c.ScriptBatch < 0 || c.ScriptBatch > MaxScriptBatch {
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: ScriptBatch must be 0 (default %d) … %d", DefaultScriptBatch, MaxScriptBatch)
+	}
+	if c.EnterBatch < 0 || c.EnterBatch > MaxScriptBatch {
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: EnterBatch (deprecated: ScriptBatch) must be 0 (default %d) … %d", DefaultScriptBatch, MaxScriptBatch)
 	}
 	if c.DefaultRoom != nil {
 		if err := c.DefaultRoom.WithDefaults().Validate(); err != nil {
@@ -279,8 +296,11 @@ func (c Config) withDefaults() Config {
 	if c.CompletionReplicas > 0 && c.CompletionTimeout <= 0 {
 		c.CompletionTimeout = DefaultCompletionTimeout
 	}
-	if c.EnterBatch == 0 {
-		c.EnterBatch = DefaultEnterBatch
+	if c.ScriptBatch == 0 {
+		c.ScriptBatch = c.EnterBatch
+	}
+	if c.ScriptBatch == 0 {
+		c.ScriptBatch = DefaultScriptBatch
 	}
 	if c.MaxAutoRooms == 0 {
 		c.MaxAutoRooms = DefaultMaxAutoRooms
