@@ -49,13 +49,17 @@ type Config struct {
 	// MaxAutoRooms bounds the auto rooms that exist at once, across every
 	// replica (a slot in fg:autorooms, reserved before an enter may create
 	// the room): beyond it, an enter into an unknown room is refused with
-	// flashgate.ErrRoomLimit. Zero means DefaultMaxAutoRooms (100), negative
-	// no limit.
+	// flashgate.ErrRoomLimit. Zero means DefaultMaxAutoRooms (100);
+	// NoAutoRoomLimit (any negative) no limit. Unlike FLASHGATE_MAX_AUTO_ROOMS,
+	// whose 0 means no limit (serve maps it to NoAutoRoomLimit): in a Go
+	// struct 0 is "not set", so it takes the safe default.
 	MaxAutoRooms int
 	// AutoRoomIdle is how long an auto room may stay idle — nobody waiting,
 	// no live admission, no time-dependent write — before the tick deletes
 	// it (DeleteRoom's end, reason deleted) and frees its slot. Zero means
-	// DefaultAutoRoomIdle (1 h), negative never.
+	// DefaultAutoRoomIdle (1 h); AutoRoomNeverIdle (any negative) never.
+	// Unlike FLASHGATE_AUTO_ROOM_IDLE, whose 0 means never (serve maps it to
+	// AutoRoomNeverIdle): in a Go struct 0 is "not set".
 	AutoRoomIdle time.Duration
 	// RoomRetention is how long a room's keys live after the room ends
 	// (rooms whose RoomConfig.Retention is zero). Zero means
@@ -78,8 +82,10 @@ type Config struct {
 	// (`flashgate journal run`) trims what it has written, so the bound
 	// matters only while it lags or is not running; past it the oldest
 	// unread entries are lost to the journal. Zero means
-	// DefaultJournalMaxLen (1,000,000: about 40 MB per room); negative
-	// writes no journal.
+	// DefaultJournalMaxLen (1,000,000: about 40 MB per room); NoJournal (any
+	// negative) writes no journal. Unlike FLASHGATE_JOURNAL_MAXLEN, whose 0
+	// means no journal (serve maps it to NoJournal): in a Go struct 0 is
+	// "not set".
 	JournalMaxLen int64
 	// IdleTickMax is the slowest Run ticks a room with nothing to do (nobody
 	// waiting, nothing live, nothing to drain): its tick period doubles at
@@ -219,6 +225,14 @@ const (
 	// entries per room; the scripts' own default for a room config without
 	// journal_maxlen).
 	DefaultJournalMaxLen = 1_000_000
+	// NoAutoRoomLimit, AutoRoomNeverIdle and NoJournal turn off
+	// Config.MaxAutoRooms, AutoRoomIdle and JournalMaxLen: what 0 means for
+	// their environment variables (FLASHGATE_MAX_AUTO_ROOMS,
+	// FLASHGATE_AUTO_ROOM_IDLE, FLASHGATE_JOURNAL_MAXLEN), whereas a Config's
+	// 0 means the default.
+	NoAutoRoomLimit   = -1
+	AutoRoomNeverIdle = -1 * time.Nanosecond
+	NoJournal         = -1
 )
 
 // LostRoomPolicy is Config.LostRooms.

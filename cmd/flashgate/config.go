@@ -369,16 +369,18 @@ func (c *serveConfig) validateLimits() error {
 // setting, none of the dependencies (Redis, Signer, the waiting secret, the
 // logger), which serve adds.
 func (c *serveConfig) issuerConfig() issuer.Config {
+	// The variables' 0 is off; a Config's 0 is the default (issuer.Config
+	// MaxAutoRooms, AutoRoomIdle, JournalMaxLen): off has a name there.
 	maxAuto, idle := c.MaxAutoRooms, c.AutoRoomIdle
 	if maxAuto == 0 {
-		maxAuto = -1 // no limit
+		maxAuto = issuer.NoAutoRoomLimit
 	}
 	if idle == 0 {
-		idle = -1 // never
+		idle = issuer.AutoRoomNeverIdle
 	}
 	journal := c.JournalMaxLen
 	if journal == 0 {
-		journal = -1 // no journal
+		journal = issuer.NoJournal
 	}
 	return issuer.Config{Issuer: c.Issuer, Audience: c.Audience, DefaultRoom: c.defaultRoom(),
 		CompletionReplicas: c.CompletionReplicas, CompletionTimeout: c.CompletionTimeout,

@@ -519,3 +519,22 @@ func TestKeysAddNext(t *testing.T) {
 	r = runCLI(t, "", "keys", "add-next", "-file", file, "extra")
 	assert.Equal(t, exitUsage, r.code, "positional arguments are refused")
 }
+
+// TestServeEnvZeroIsOff: FLASHGATE_MAX_AUTO_ROOMS, FLASHGATE_AUTO_ROOM_IDLE
+// and FLASHGATE_JOURNAL_MAXLEN 0 turn the setting off, and reach the issuer
+// as its named off values (a Config's 0 would be the default); unset, they
+// reach it as the issuer's defaults.
+func TestServeEnvZeroIsOff(t *testing.T) {
+	c, err := loadServeEnv(map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "0", "FLASHGATE_AUTO_ROOM_IDLE": "0", "FLASHGATE_JOURNAL_MAXLEN": "0"})
+	require.NoError(t, err)
+	ic := c.Serve.issuerConfig()
+	assert.Equal(t, issuer.NoAutoRoomLimit, ic.MaxAutoRooms)
+	assert.Equal(t, issuer.AutoRoomNeverIdle, ic.AutoRoomIdle)
+	assert.Equal(t, int64(issuer.NoJournal), ic.JournalMaxLen)
+	c, err = loadServeEnv(map[string]string{})
+	require.NoError(t, err)
+	ic = c.Serve.issuerConfig()
+	assert.Equal(t, issuer.DefaultMaxAutoRooms, ic.MaxAutoRooms)
+	assert.Equal(t, issuer.DefaultAutoRoomIdle, ic.AutoRoomIdle)
+	assert.Equal(t, int64(issuer.DefaultJournalMaxLen), ic.JournalMaxLen)
+}

@@ -128,7 +128,7 @@ func setup(ctx context.Context, o *Options, hc *http.Client) (_ *env, err error)
 	}
 	// The rooms write a journal only when a journal process reads it
 	// (Options.Journal): unread, it would only fill the store.
-	journalMax := int64(-1)
+	journalMax := int64(issuer.NoJournal)
 	if o.Journal != "" {
 		journalMax = 0 // the default bound
 	}
