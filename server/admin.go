@@ -14,9 +14,13 @@ import (
 
 // RoomConfig is the admin API's JSON form of issuer.RoomConfig.
 type RoomConfig struct {
-	Room           string `json:"room,omitempty"`
-	Capacity       int    `json:"capacity"`
-	RatePerMinute  int    `json:"rate_per_minute"`
+	Room          string `json:"room,omitempty"`
+	Capacity      int    `json:"capacity"`
+	RatePerMinute int    `json:"rate_per_minute"`
+	// SessionMs is how long an admission lasts, in ms (whole seconds);
+	// SessionSeconds is the same in seconds, its deprecated old name,
+	// emitted for one release (CHANGELOG.md "Deprecated").
+	SessionMs      int64  `json:"session_ms"`
 	SessionSeconds int64  `json:"session_seconds"`
 	TickMs         int64  `json:"tick_ms"`
 	TickBatch      int    `json:"batch"`
@@ -54,7 +58,7 @@ type RoomConfig struct {
 
 func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 	return RoomConfig{Room: room, Capacity: c.Capacity, RatePerMinute: c.RatePerMinute,
-		SessionSeconds: int64(c.SessionDuration / time.Second), TickMs: c.Tick.Milliseconds(),
+		SessionMs: c.SessionDuration.Milliseconds(), SessionSeconds: int64(c.SessionDuration / time.Second), TickMs: c.Tick.Milliseconds(),
 		TickBatch: c.TickBatch, State: string(c.State), ArrivalWindowMs: max(0, c.ArrivalWindow.Milliseconds()),
 		OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes), PreQueue: string(c.WithDefaults().PreQueue),
 		PreQueueDeprecated: string(c.WithDefaults().PreQueue),
@@ -75,8 +79,12 @@ func utcOrNil(t time.Time) *time.Time {
 // the current value (or the default, for a new room): issuer.RoomPatch in
 // the API's units, merged and checked by issuer.UpdateRoom.
 type roomPatch struct {
-	Capacity       *int    `json:"capacity"`
-	RatePerMinute  *int    `json:"rate_per_minute"`
+	Capacity      *int `json:"capacity"`
+	RatePerMinute *int `json:"rate_per_minute"`
+	// SessionMs sets how long an admission lasts, in ms (whole seconds,
+	// 1,000 … 900,000); SessionSeconds, in seconds, is its deprecated old
+	// name, accepted for one release (both given must agree).
+	SessionMs      *int64  `json:"session_ms"`
 	SessionSeconds *int64  `json:"session_seconds"`
 	TickMs         *int64  `json:"tick_ms"`
 	TickBatch      *int    `json:"batch"`
@@ -136,6 +144,13 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 		PageTitle: p.PageTitle, PageMessage: p.PageMessage, BrandColor: p.BrandColor}
 	if p.SessionSeconds != nil {
 		d := scaled(*p.SessionSeconds, time.Second)
+		if p.SessionMs != nil && scaled(*p.SessionMs, time.Millisecond) != d {
+			return problemFor(string(flashgate.CodeInvalidInput), "session_ms and session_seconds (its deprecated alias) differ")
+		}
+		patch.SessionDuration = &d
+	}
+	if p.SessionMs != nil {
+		d := scaled(*p.SessionMs, time.Millisecond)
 		patch.SessionDuration = &d
 	}
 	if p.TickMs != nil {

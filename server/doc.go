@@ -112,7 +112,7 @@
 // The admin API needs "Authorization: Bearer <Options.AdminToken>", compared
 // in constant time. With an empty AdminToken the admin API is disabled and
 // its routes answer 404 unknown-route. PUT takes {"capacity",
-// "rate_per_minute", "session_seconds", "tick_ms", "batch", "state",
+// "rate_per_minute", "session_ms" ("session_seconds" its deprecated alias), "tick_ms", "batch", "state",
 // "arrival_window_ms" (0: off), "opens_at", "closes_at", "pre_queue" ("fifo"
 // or "shuffle": the pre-queue lottery; "prequeue" is its deprecated alias), branding};
 // omitted members keep the current value (the default for a new room),

@@ -236,7 +236,7 @@ func (s *sim) configureRoom(ctx context.Context) error {
 	body, _ := json.Marshal(map[string]any{
 		"capacity":          s.o.Capacity,
 		"rate_per_minute":   s.o.RatePerMinute,
-		"session_seconds":   int64(s.o.SessionDuration / time.Second),
+		"session_ms":        s.o.SessionDuration.Milliseconds(),
 		"tick_ms":           s.o.Tick.Milliseconds(),
 		"arrival_window_ms": max(0, s.o.ArrivalWindow.Milliseconds()),
 		"state":             "open",
