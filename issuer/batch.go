@@ -232,7 +232,7 @@ func (is *Issuer) roomBatch(room string) *roomBatchers {
 		return b.(*roomBatchers)
 	}
 	room = strings.Clone(room)
-	n := is.cfg.EnterBatch
+	n := is.cfg.ScriptBatch
 	b, _ := is.batchers.LoadOrStore(room, &roomBatchers{room: room,
 		enter: &coalescer[string, scriptEntry]{max: n, send: func(ctx context.Context, users []string) ([]outcome[scriptEntry], error) {
 			args := make([]any, len(users))

@@ -224,7 +224,7 @@ func TestEnterBatchConfig(t *testing.T) {
 	}
 	is, err := New(Config{Redis: rdb})
 	require.NoError(t, err)
-	assert.Equal(t, DefaultEnterBatch, is.cfg.EnterBatch)
+	assert.Equal(t, DefaultScriptBatch, is.cfg.ScriptBatch)
 }
 
 // A batch of MaxEnterBatch users fits one script call.

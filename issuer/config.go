@@ -49,13 +49,17 @@ type Config struct {
 	// MaxAutoRooms bounds the auto rooms that exist at once, across every
 	// replica (a slot in fg:autorooms, reserved before an enter may create
 	// the room): beyond it, an enter into an unknown room is refused with
-	// flashgate.ErrRoomLimit. Zero means DefaultMaxAutoRooms (100), negative
-	// no limit.
+	// flashgate.ErrRoomLimit. Zero means DefaultMaxAutoRooms (100);
+	// NoAutoRoomLimit (any negative) no limit. Unlike FLASHGATE_MAX_AUTO_ROOMS,
+	// whose 0 means no limit (serve maps it to NoAutoRoomLimit): in a Go
+	// struct 0 is "not set", so it takes the safe default.
 	MaxAutoRooms int
 	// AutoRoomIdle is how long an auto room may stay idle — nobody waiting,
 	// no live admission, no time-dependent write — before the tick deletes
 	// it (DeleteRoom's end, reason deleted) and frees its slot. Zero means
-	// DefaultAutoRoomIdle (1 h), negative never.
+	// DefaultAutoRoomIdle (1 h); AutoRoomNeverIdle (any negative) never.
+	// Unlike FLASHGATE_AUTO_ROOM_IDLE, whose 0 means never (serve maps it to
+	// AutoRoomNeverIdle): in a Go struct 0 is "not set".
 	AutoRoomIdle time.Duration
 	// RoomRetention is how long a room's keys live after the room ends
 	// (rooms whose RoomConfig.Retention is zero). Zero means
@@ -78,8 +82,10 @@ type Config struct {
 	// (`flashgate journal run`) trims what it has written, so the bound
 	// matters only while it lags or is not running; past it the oldest
 	// unread entries are lost to the journal. Zero means
-	// DefaultJournalMaxLen (1,000,000: about 40 MB per room); negative
-	// writes no journal.
+	// DefaultJournalMaxLen (1,000,000: about 40 MB per room); NoJournal (any
+	// negative) writes no journal. Unlike FLASHGATE_JOURNAL_MAXLEN, whose 0
+	// means no journal (serve maps it to NoJournal): in a Go struct 0 is
+	// "not set".
 	JournalMaxLen int64
 	// IdleTickMax is the slowest Run ticks a room with nothing to do (nobody
 	// waiting, nothing live, nothing to drain): its tick period doubles at
@@ -111,14 +117,20 @@ type Config struct {
 	// including the Sentinel failover client), not a ClusterClient.
 	CompletionReplicas int
 	CompletionTimeout  time.Duration
-	// EnterBatch is the most items one coalesced script call carries:
+	// ScriptBatch is the most items one coalesced script call carries:
 	// concurrent Enter calls for a room are coalesced into one enter script
 	// call while the previous one is in flight, and so are exact Status and
 	// Exchange calls (one status script call, a claim flag per item) and
 	// Complete calls (one complete script call) — each kind in its own
 	// line, one call in flight per room and kind (batch.go). Zero means
-	// DefaultEnterBatch (32); 1 turns coalescing off (every call is its own
-	// script call); at most MaxEnterBatch.
+	// EnterBatch, and when that is zero too DefaultScriptBatch (32); 1 turns
+	// coalescing off (every call is its own script call); at most
+	// MaxScriptBatch.
+	ScriptBatch int
+	// EnterBatch is the old name of ScriptBatch, read when ScriptBatch is 0.
+	//
+	// Deprecated: use ScriptBatch (it bounds every coalesced batch, not only
+	// enters); kept for one release.
 	EnterBatch int
 }
 
@@ -186,14 +198,22 @@ const (
 	// SuggestedStatusSnapshot is a Config.StatusSnapshot for very large
 	// lines (docs/rooms.md "Estimated wait"): off by default, every status is exact.
 	SuggestedStatusSnapshot = 500 * time.Millisecond
-	// DefaultEnterBatch is the default Config.EnterBatch: the most users one
-	// enter script call carries (and tokens one status call, admissions one
-	// complete call).
-	DefaultEnterBatch = 32
-	// MaxEnterBatch bounds Config.EnterBatch: one script call blocks Redis while
-	// it runs (about 3 µs per user), and Lua's unpack takes at most a few
-	// thousand values.
-	MaxEnterBatch = 1000
+	// DefaultScriptBatch is the default Config.ScriptBatch: the most users
+	// one enter script call carries (and tokens one status call, admissions
+	// one complete call).
+	DefaultScriptBatch = 32
+	// MaxScriptBatch bounds Config.ScriptBatch: one script call blocks Redis
+	// while it runs (about 3 µs per user), and Lua's unpack takes at most a
+	// few thousand values.
+	MaxScriptBatch = 1000
+	// DefaultEnterBatch is DefaultScriptBatch.
+	//
+	// Deprecated: use DefaultScriptBatch; kept for one release.
+	DefaultEnterBatch = DefaultScriptBatch
+	// MaxEnterBatch is MaxScriptBatch.
+	//
+	// Deprecated: use MaxScriptBatch; kept for one release.
+	MaxEnterBatch = MaxScriptBatch
 	// MinWaitingSecret is the shortest Config.WaitingSecret, in bytes.
 	MinWaitingSecret = 32
 	// DefaultMaxAutoRooms, DefaultAutoRoomIdle and DefaultIdleTickMax are
@@ -205,6 +225,14 @@ const (
 	// entries per room; the scripts' own default for a room config without
 	// journal_maxlen).
 	DefaultJournalMaxLen = 1_000_000
+	// NoAutoRoomLimit, AutoRoomNeverIdle and NoJournal turn off
+	// Config.MaxAutoRooms, AutoRoomIdle and JournalMaxLen: what 0 means for
+	// their environment variables (FLASHGATE_MAX_AUTO_ROOMS,
+	// FLASHGATE_AUTO_ROOM_IDLE, FLASHGATE_JOURNAL_MAXLEN), whereas a Config's
+	// 0 means the default.
+	NoAutoRoomLimit   = -1
+	AutoRoomNeverIdle = -1 * time.Nanosecond
+	NoJournal         = -1
 )
 
 // LostRoomPolicy is Config.LostRooms.
@@ -250,8 +278,11 @@ func (c Config) Validate() error {
 			return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: CompletionReplicas is not supported on Redis Cluster (WAIT is per node)")
 		}
 	}
-	if c.EnterBatch < 0 || c.EnterBatch > MaxEnterBatch {
-		return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: EnterBatch must be 0 (default %d) … %d", DefaultEnterBatch, MaxEnterBatch)
+	if c.ScriptBatch < 0 || c.ScriptBatch > MaxScriptBatch {
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: ScriptBatch must be 0 (default %d) … %d", DefaultScriptBatch, MaxScriptBatch)
+	}
+	if c.EnterBatch < 0 || c.EnterBatch > MaxScriptBatch {
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "issuer: EnterBatch (deprecated: ScriptBatch) must be 0 (default %d) … %d", DefaultScriptBatch, MaxScriptBatch)
 	}
 	if c.DefaultRoom != nil {
 		if err := c.DefaultRoom.WithDefaults().Validate(); err != nil {
@@ -279,8 +310,11 @@ func (c Config) withDefaults() Config {
 	if c.CompletionReplicas > 0 && c.CompletionTimeout <= 0 {
 		c.CompletionTimeout = DefaultCompletionTimeout
 	}
-	if c.EnterBatch == 0 {
-		c.EnterBatch = DefaultEnterBatch
+	if c.ScriptBatch == 0 {
+		c.ScriptBatch = c.EnterBatch
+	}
+	if c.ScriptBatch == 0 {
+		c.ScriptBatch = DefaultScriptBatch
 	}
 	if c.MaxAutoRooms == 0 {
 		c.MaxAutoRooms = DefaultMaxAutoRooms

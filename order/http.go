@@ -26,7 +26,7 @@ type HTTPConfig struct {
 const maxAnswer = 64 << 10
 
 // HTTP completes admissions through the issuer's completion endpoint:
-// POST <issuer>/v1/complete?product=P with the admission token as Bearer
+// POST <issuer>/v1/complete?room=P with the admission token as Bearer
 // token. The issuer verifies the token again and consumes the admission.
 type HTTP struct {
 	endpoint string
@@ -49,12 +49,12 @@ func NewHTTP(issuerURL string, cfg *HTTPConfig) (*HTTP, error) {
 }
 
 // Complete sends tok.Raw (the compact token verifier.Verify accepted) for
-// product tok.Product. The issuer's refusals come back as the domain errors
+// room tok.Product (the token's product claim names the room). The issuer's refusals come back as the domain errors
 // their problem documents name (ParseProblem): flashgate.ErrExpired,
 // ErrRevoked, ErrNotFound, ErrOwnerMismatch, …; a network failure, an
 // unreadable answer or a 5xx is flashgate.ErrUnavailable (retry).
 func (h *HTTP) Complete(ctx context.Context, tok *verifier.Token) (*flashgate.Completion, error) {
-	u := h.endpoint + "?product=" + url.QueryEscape(tok.Product)
+	u := h.endpoint + "?room=" + url.QueryEscape(tok.Product)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return nil, &flashgate.Error{Code: flashgate.CodeInternal, Message: "build completion request", Err: err}

@@ -43,7 +43,7 @@ func TestParseProblemServerCodes(t *testing.T) {
 func TestHTTPComplete(t *testing.T) {
 	var gotAuth, gotProduct string
 	issuerSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gotAuth, gotProduct = r.Header.Get("Authorization"), r.URL.Query().Get("product")
+		gotAuth, gotProduct = r.Header.Get("Authorization"), r.URL.Query().Get("room")
 		switch r.Header.Get("Authorization") {
 		case "Bearer good":
 			_, _ = w.Write([]byte(`{"state":"COMPLETED","admission_id":"1.1.1","completed_at_ms":1700000000123,"repeated":true}`))

@@ -3,7 +3,7 @@
 # rounds, default 3), so each
 # ratio compares neighbours of one round on a machine whose speed drifts.
 # Every round runs the bare fiber handler, bare + one Redis PING, enter
-# (coalesced, then EnterBatch 1), status (exact, the default) and status with
+# (coalesced, then ScriptBatch 1), status (exact, the default) and status with
 # the snapshot (FLASHGATE_STATUS_SNAPSHOT, the opt-in), REQUESTS each (default 40000),
 # with Redis flushed in between, and prints each as a percentage of the bare
 # handler's requests/s; the last line gives the medians. Needs REDIS_URL

@@ -14,9 +14,13 @@ import (
 
 // RoomConfig is the admin API's JSON form of issuer.RoomConfig.
 type RoomConfig struct {
-	Room           string `json:"room,omitempty"`
-	Capacity       int    `json:"capacity"`
-	RatePerMinute  int    `json:"rate_per_minute"`
+	Room          string `json:"room,omitempty"`
+	Capacity      int    `json:"capacity"`
+	RatePerMinute int    `json:"rate_per_minute"`
+	// SessionMs is how long an admission lasts, in ms (whole seconds);
+	// SessionSeconds is the same in seconds, its deprecated old name,
+	// emitted for one release (CHANGELOG.md "Deprecated").
+	SessionMs      int64  `json:"session_ms"`
 	SessionSeconds int64  `json:"session_seconds"`
 	TickMs         int64  `json:"tick_ms"`
 	TickBatch      int    `json:"batch"`
@@ -28,8 +32,10 @@ type RoomConfig struct {
 	OpensAt  *time.Time `json:"opens_at,omitempty"`
 	ClosesAt *time.Time `json:"closes_at,omitempty"`
 	// PreQueue is the pre-queue's order (issuer.RoomConfig.PreQueue): "fifo"
-	// or "shuffle".
-	PreQueue string `json:"prequeue"`
+	// or "shuffle". PreQueueDeprecated is the same value under its old
+	// name, emitted for one release (CHANGELOG.md "Deprecated").
+	PreQueue           string `json:"pre_queue"`
+	PreQueueDeprecated string `json:"prequeue"`
 	// PageTitle, PageMessage and BrandColor brand the waiting page; absent
 	// when not set.
 	PageTitle   string `json:"page_title,omitempty"`
@@ -52,10 +58,11 @@ type RoomConfig struct {
 
 func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 	return RoomConfig{Room: room, Capacity: c.Capacity, RatePerMinute: c.RatePerMinute,
-		SessionSeconds: int64(c.SessionDuration / time.Second), TickMs: c.Tick.Milliseconds(),
+		SessionMs: c.SessionDuration.Milliseconds(), SessionSeconds: int64(c.SessionDuration / time.Second), TickMs: c.Tick.Milliseconds(),
 		TickBatch: c.TickBatch, State: string(c.State), ArrivalWindowMs: max(0, c.ArrivalWindow.Milliseconds()),
 		OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes), PreQueue: string(c.WithDefaults().PreQueue),
-		PageTitle: c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor,
+		PreQueueDeprecated: string(c.WithDefaults().PreQueue),
+		PageTitle:          c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor,
 		RetentionMs: c.Retention.Milliseconds(), CloseReason: c.CloseReason,
 		EndedAt: utcOrNil(c.EndedAt), DeletedAt: utcOrNil(c.DeletedAt), Auto: c.Auto}
 }
@@ -72,8 +79,12 @@ func utcOrNil(t time.Time) *time.Time {
 // the current value (or the default, for a new room): issuer.RoomPatch in
 // the API's units, merged and checked by issuer.UpdateRoom.
 type roomPatch struct {
-	Capacity       *int    `json:"capacity"`
-	RatePerMinute  *int    `json:"rate_per_minute"`
+	Capacity      *int `json:"capacity"`
+	RatePerMinute *int `json:"rate_per_minute"`
+	// SessionMs sets how long an admission lasts, in ms (whole seconds,
+	// 1,000 … 900,000); SessionSeconds, in seconds, is its deprecated old
+	// name, accepted for one release (both given must agree).
+	SessionMs      *int64  `json:"session_ms"`
 	SessionSeconds *int64  `json:"session_seconds"`
 	TickMs         *int64  `json:"tick_ms"`
 	TickBatch      *int    `json:"batch"`
@@ -84,7 +95,10 @@ type roomPatch struct {
 	OpensAt  *string `json:"opens_at"`
 	ClosesAt *string `json:"closes_at"`
 	// PreQueue sets the pre-queue's order: "fifo" or "shuffle".
-	PreQueue *string `json:"prequeue"`
+	// PreQueueDeprecated is its old name, accepted for one release; both
+	// given must agree.
+	PreQueue           *string `json:"pre_queue"`
+	PreQueueDeprecated *string `json:"prequeue"`
 	// PageTitle, PageMessage and BrandColor brand the waiting page; "" clears one.
 	PageTitle   *string `json:"page_title"`
 	PageMessage *string `json:"page_message"`
@@ -130,6 +144,13 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 		PageTitle: p.PageTitle, PageMessage: p.PageMessage, BrandColor: p.BrandColor}
 	if p.SessionSeconds != nil {
 		d := scaled(*p.SessionSeconds, time.Second)
+		if p.SessionMs != nil && scaled(*p.SessionMs, time.Millisecond) != d {
+			return problemFor(string(flashgate.CodeInvalidInput), "session_ms and session_seconds (its deprecated alias) differ")
+		}
+		patch.SessionDuration = &d
+	}
+	if p.SessionMs != nil {
+		d := scaled(*p.SessionMs, time.Millisecond)
 		patch.SessionDuration = &d
 	}
 	if p.TickMs != nil {
@@ -147,6 +168,12 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	if p.State != nil {
 		st := issuer.RoomState(*p.State)
 		patch.State = &st
+	}
+	if p.PreQueueDeprecated != nil {
+		if p.PreQueue != nil && *p.PreQueue != *p.PreQueueDeprecated {
+			return problemFor(string(flashgate.CodeInvalidInput), "pre_queue and prequeue (its deprecated alias) differ")
+		}
+		p.PreQueue = p.PreQueueDeprecated
 	}
 	if p.PreQueue != nil {
 		pq := issuer.PreQueue(*p.PreQueue)

@@ -103,17 +103,18 @@
 //
 // /v1/complete is for order services not written in Go (Go services use
 // verifier.Middleware and package order directly). The expected
-// product comes from the request — query parameter or JSON body field
-// "product" — never from the token itself; when the user header is present,
+// room (the token's product claim) comes from the request — query
+// parameter or JSON body field "room", with "product" its deprecated
+// alias — never from the token itself; when the user header is present,
 // the token's sub must match it. The token is verified offline
 // (verifier.Verify with Options.Keys), then consumed atomically in Redis.
 //
 // The admin API needs "Authorization: Bearer <Options.AdminToken>", compared
 // in constant time. With an empty AdminToken the admin API is disabled and
 // its routes answer 404 unknown-route. PUT takes {"capacity",
-// "rate_per_minute", "session_seconds", "tick_ms", "batch", "state",
-// "arrival_window_ms" (0: off), "opens_at", "closes_at", "prequeue" ("fifo"
-// or "shuffle": the pre-queue lottery), branding};
+// "rate_per_minute", "session_ms" ("session_seconds" its deprecated alias), "tick_ms", "batch", "state",
+// "arrival_window_ms" (0: off), "opens_at", "closes_at", "pre_queue" ("fifo"
+// or "shuffle": the pre-queue lottery; "prequeue" is its deprecated alias), branding};
 // omitted members keep the current value (the default for a new room),
 // unknown members and zero values are refused (400).
 //

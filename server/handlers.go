@@ -284,34 +284,30 @@ type CompleteResponse struct {
 }
 
 type completeRequest struct {
-	Product string `json:"product"`
+	Room    string `json:"room"`
+	Product string `json:"product"` // deprecated alias of room
 }
 
-// POST /v1/complete: verify the admission token (product from the request,
-// never from the token; user from the trusted header when present, never
-// in visitor mode), then
-// consume the admission.
+// POST /v1/complete: verify the admission token (room from the request —
+// ?room= or the body's room; ?product= and the body's product are
+// deprecated aliases — never from the token; user from the trusted header
+// when present, never in visitor mode), then consume the admission.
 func (s *Server) complete(c *fiber.Ctx) error {
 	raw, ok := problem.Bearer(header(c, fiber.HeaderAuthorization))
 	if !ok {
 		return tokenProblem("missing", "send the admission token as a Bearer token", nil)
 	}
-	product := query(c, "product")
+	var req completeRequest
 	if body := c.Body(); len(body) > 0 {
-		var req completeRequest
 		if err := decodeJSON(body, &req); err != nil {
 			return err
 		}
-		if product != "" && req.Product != "" && product != req.Product {
-			return problemFor(string(flashgate.CodeInvalidInput), "product in the query and in the body differ")
-		}
-		if req.Product != "" {
-			product = req.Product
-		}
 	}
-	if product == "" {
-		return problemFor(string(flashgate.CodeInvalidInput), "product is required (query parameter or JSON body field)")
+	room, err := completeRoom(query(c, "room"), query(c, "product"), req.Room, req.Product)
+	if err != nil {
+		return err
 	}
+	product := room
 	done, err := s.completeToken(c.UserContext(), raw, verifier.Expect{Product: product, User: s.trustedUser(c)})
 	if err != nil {
 		return err
@@ -320,6 +316,26 @@ func (s *Server) complete(c *fiber.Ctx) error {
 		CompletedAtMs: done.CompletedAt.UnixMilli(), Repeated: done.Repeated}
 	bp := jsonBuf()
 	return sendJSON(c, bp, out.appendJSON(*bp))
+}
+
+// completeRoom returns the one room the completion names: the query's room
+// or product (deprecated alias) or the body's room or product; an
+// invalid_input problem when none is given or two given ones differ.
+func completeRoom(names ...string) (string, error) {
+	room := ""
+	for _, n := range names {
+		if n == "" {
+			continue
+		}
+		if room != "" && n != room {
+			return "", problemFor(string(flashgate.CodeInvalidInput), "room is given twice with different values (room, product, query, body)")
+		}
+		room = n
+	}
+	if room == "" {
+		return "", problemFor(string(flashgate.CodeInvalidInput), "room is required (query parameter or JSON body field)")
+	}
+	return room, nil
 }
 
 // completeToken completes the admission of raw, an admission token, with

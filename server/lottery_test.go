@@ -28,10 +28,17 @@ func TestLotteryOverHTTP(t *testing.T) {
 	e := newEnv(t, withClock(clk.Now))
 	room := e.room(issuer.RoomConfig{})
 	opens := clk.Now().Add(time.Hour).UTC()
-	r := e.admin("PUT", "/admin/rooms/"+room, `{"capacity":1,"prequeue":"shuffle","opens_at":"`+opens.Format(time.RFC3339)+`"}`)
+	r := e.admin("PUT", "/admin/rooms/"+room, `{"capacity":1,"pre_queue":"shuffle","opens_at":"`+opens.Format(time.RFC3339)+`"}`)
 	require.Equal(t, 200, r.status, "%s", r.body)
-	assert.Equal(t, "shuffle", r.json(t)["prequeue"])
+	assert.Equal(t, "shuffle", r.json(t)["pre_queue"])
+	assert.Equal(t, "shuffle", r.json(t)["prequeue"], "the deprecated name, emitted for one release")
+	assert.Equal(t, 400, e.admin("PUT", "/admin/rooms/"+room, `{"pre_queue":"random"}`).status)
 	assert.Equal(t, 400, e.admin("PUT", "/admin/rooms/"+room, `{"prequeue":"random"}`).status)
+	e.admin("PUT", "/admin/rooms/"+room, `{"pre_queue":"shuffle","prequeue":"fifo"}`).problem(t, 400, "invalid_input")
+	// The old spelling is still read on input.
+	r = e.admin("PUT", "/admin/rooms/"+room, `{"prequeue":"shuffle"}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Equal(t, "shuffle", r.json(t)["pre_queue"])
 
 	view := func() map[string]any {
 		r := e.do(req{method: "GET", path: "/v1/rooms/" + room}) // public: no user, no token
@@ -39,7 +46,8 @@ func TestLotteryOverHTTP(t *testing.T) {
 		return r.json(t)
 	}
 	v := view()
-	assert.Equal(t, "shuffle", v["prequeue"])
+	assert.Equal(t, "shuffle", v["pre_queue"])
+	assert.Equal(t, "shuffle", v["prequeue"], "the deprecated name, emitted for one release")
 	pub := v["lottery"].(map[string]any)
 	commitment := pub["commitment"].(string)
 	assert.Len(t, commitment, 64, "SHA-256, public before the draw")
@@ -122,14 +130,14 @@ func TestLotteryOverHTTP(t *testing.T) {
 	assert.EqualValues(t, 4, lot["placed"])
 	assert.EqualValues(t, opens.UnixMilli(), lot["drawn_at_ms"])
 	assert.EqualValues(t, opens.UnixMilli(), lot["placed_at_ms"])
-	assert.Equal(t, "shuffle", st["config"].(map[string]any)["prequeue"])
+	assert.Equal(t, "shuffle", st["config"].(map[string]any)["pre_queue"])
 
 	fifo := e.room(issuer.RoomConfig{})
 	assert.NotContains(t, e.do(req{method: "GET", path: "/v1/rooms/" + fifo}).json(t), "lottery")
 	assert.Equal(t, 404, e.do(req{method: "GET", path: "/v1/rooms/no-such-room-" + fifo}).status)
 	st = e.admin("GET", "/admin/rooms/"+fifo+"/stats", "").json(t)
 	assert.NotContains(t, st, "lottery", "a fifo room has none")
-	assert.Equal(t, "fifo", st["config"].(map[string]any)["prequeue"])
+	assert.Equal(t, "fifo", st["config"].(map[string]any)["pre_queue"])
 }
 
 // TestPagePreQueue: the waiting page of a pre-queue entry says that places
@@ -162,7 +170,7 @@ func TestPagePreQueueReceipt(t *testing.T) {
 	e := newEnv(t, withClock(clk.Now), visitorMode())
 	room := e.room(issuer.RoomConfig{})
 	opens := clk.Now().Add(time.Hour).UTC()
-	r := e.admin("PUT", "/admin/rooms/"+room, `{"capacity":1,"prequeue":"shuffle","opens_at":"`+opens.Format(time.RFC3339)+`"}`)
+	r := e.admin("PUT", "/admin/rooms/"+room, `{"capacity":1,"pre_queue":"shuffle","opens_at":"`+opens.Format(time.RFC3339)+`"}`)
 	require.Equal(t, 200, r.status, "%s", r.body)
 	e.do(req{method: "GET", path: "/wait/" + room}) // someone ahead, so the visitor below still waits after the opening
 	p := e.page(room, "", "")

@@ -12,7 +12,11 @@ import (
 type RoomView struct {
 	Room     string `json:"room"`
 	Epoch    string `json:"epoch,omitempty"`
-	PreQueue string `json:"prequeue"`
+	PreQueue string `json:"pre_queue"`
+	// PreQueueDeprecated is PreQueue under its old name, emitted for one
+	// release (CHANGELOG.md "Deprecated") and read when pre_queue is absent
+	// (a view from an older server).
+	PreQueueDeprecated string `json:"prequeue"`
 	// Lottery is absent for a room with no lottery seed (fifo).
 	Lottery *PublicLottery `json:"lottery,omitempty"`
 }
@@ -38,7 +42,11 @@ type PublicLottery struct {
 // RoomLottery is the issuer's form of v, for issuer.VerifyReceipt: what a
 // checker reads from GET /v1/rooms/{room} (`flashgate lottery verify`).
 func (v RoomView) RoomLottery() issuer.RoomLottery {
-	out := issuer.RoomLottery{Room: v.Room, Epoch: v.Epoch, PreQueue: issuer.PreQueue(v.PreQueue)}
+	pq := v.PreQueue
+	if pq == "" {
+		pq = v.PreQueueDeprecated
+	}
+	out := issuer.RoomLottery{Room: v.Room, Epoch: v.Epoch, PreQueue: issuer.PreQueue(pq)}
 	if l := v.Lottery; l != nil {
 		out.Commitment, out.CommitmentSHA1, out.Drawn, out.Seed = l.Commitment, l.CommitmentSHA1, l.Drawn, l.Seed
 		if l.Cutoff != nil {
@@ -51,7 +59,7 @@ func (v RoomView) RoomLottery() issuer.RoomLottery {
 
 // roomViewJSON is v's JSON form.
 func roomViewJSON(v *issuer.RoomLottery) RoomView {
-	out := RoomView{Room: v.Room, Epoch: v.Epoch, PreQueue: string(v.PreQueue)}
+	out := RoomView{Room: v.Room, Epoch: v.Epoch, PreQueue: string(v.PreQueue), PreQueueDeprecated: string(v.PreQueue)}
 	if v.Commitment == "" && !v.Drawn {
 		return out
 	}

@@ -182,6 +182,20 @@ func TestComplete(t *testing.T) {
 	assert.Equal(t, "bad_product", p["reason"])
 	p = e.do(req{method: "POST", path: "/v1/complete?product=" + room, user: "mallory", bearer: x.AdmissionToken}).problem(t, 403, "admission_token_scope")
 	assert.Equal(t, "bad_user", p["reason"])
+	// room is the name; product its deprecated alias: either alone works,
+	// both given must agree, in the query or the body.
+	p = e.do(req{method: "POST", path: "/v1/complete?room=other", bearer: x.AdmissionToken}).problem(t, 403, "admission_token_scope")
+	assert.Equal(t, "bad_product", p["reason"])
+	for _, bad := range []req{
+		{path: "/v1/complete?room=" + room + "&product=other"},
+		{path: "/v1/complete?product=" + room + "&room=other"},
+		{path: "/v1/complete?room=" + room, body: `{"product":"other"}`},
+		{path: "/v1/complete", body: `{"room":"` + room + `","product":"other"}`},
+		{path: "/v1/complete?product=" + room, body: `{"room":"other"}`},
+	} {
+		bad.method, bad.bearer = "POST", x.AdmissionToken
+		e.do(bad).problem(t, 400, "invalid_input")
+	}
 	// Query and body disagree.
 	e.do(req{method: "POST", path: "/v1/complete?product=" + room, bearer: x.AdmissionToken,
 		body: `{"product":"other"}`}).problem(t, 400, "invalid_input")
@@ -255,14 +269,14 @@ func TestAdmin(t *testing.T) {
 	require.Equal(t, 201, r.status, "%s", r.body)
 	var rc RoomConfig
 	require.NoError(t, json.Unmarshal(r.body, &rc))
-	assert.Equal(t, RoomConfig{Room: room, Capacity: 2, RatePerMinute: 120, SessionSeconds: 60,
-		TickMs: 1000, TickBatch: issuer.DefaultTickBatch, State: "open", ArrivalWindowMs: 60000, PreQueue: "fifo"}, rc)
+	assert.Equal(t, RoomConfig{Room: room, Capacity: 2, RatePerMinute: 120, SessionMs: 60000, SessionSeconds: 60,
+		TickMs: 1000, TickBatch: issuer.DefaultTickBatch, State: "open", ArrivalWindowMs: 60000, PreQueue: "fifo", PreQueueDeprecated: "fifo"}, rc)
 	// PUT updates (200), keeping omitted fields.
 	r = e.admin("PUT", base, `{"batch":5,"tick_ms":500}`)
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.NoError(t, json.Unmarshal(r.body, &rc))
-	assert.Equal(t, RoomConfig{Room: room, Capacity: 2, RatePerMinute: 120, SessionSeconds: 60,
-		TickMs: 500, TickBatch: 5, State: "open", ArrivalWindowMs: 60000, PreQueue: "fifo"}, rc)
+	assert.Equal(t, RoomConfig{Room: room, Capacity: 2, RatePerMinute: 120, SessionMs: 60000, SessionSeconds: 60,
+		TickMs: 500, TickBatch: 5, State: "open", ArrivalWindowMs: 60000, PreQueue: "fifo", PreQueueDeprecated: "fifo"}, rc)
 	cfg, err := e.is.Room(context.Background(), room)
 	require.NoError(t, err)
 	assert.Equal(t, 500*time.Millisecond, cfg.Tick)
@@ -286,6 +300,18 @@ func TestAdmin(t *testing.T) {
 	e.admin("PUT", base, `{"capacity":0}`).problem(t, 400, "invalid_input")
 	e.admin("PUT", base, `{"capacity":-3}`).problem(t, 400, "invalid_input")
 	e.admin("PUT", base, `{"session_seconds":100000}`).problem(t, 400, "invalid_input")
+	// session_ms is the name; session_seconds its deprecated alias (read and
+	// emitted for one release); both given must agree.
+	r = e.admin("PUT", base, `{"session_ms":90000}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.EqualValues(t, 90000, r.json(t)["session_ms"])
+	assert.EqualValues(t, 90, r.json(t)["session_seconds"])
+	r = e.admin("PUT", base, `{"session_ms":60000,"session_seconds":60}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.EqualValues(t, 60000, r.json(t)["session_ms"])
+	e.admin("PUT", base, `{"session_ms":60000,"session_seconds":61}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"session_ms":1500}`).problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"session_ms":100000000}`).problem(t, 400, "invalid_input")
 	e.admin("PUT", base, `{"tick_ms":10}`).problem(t, 400, "invalid_input")
 	e.admin("PUT", base, `{"state":"melted"}`).problem(t, 400, "invalid_input")
 	e.admin("PUT", base, `{"capacity":"many"}`).problem(t, 400, "invalid_input")

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -75,7 +76,8 @@ type serveConfig struct {
 	CompletionReplicas     int           `env:"COMPLETION_REPLICAS" envDefault:"0" help:"Sentinel/standalone with replicas: completions and revocations wait (Redis WAIT) for this many replica acknowledgements and fail closed (503) without them; 0 disables; not on Cluster"`
 	CompletionTimeout      time.Duration `env:"COMPLETION_TIMEOUT" envDefault:"200ms" help:"how long a completion waits for FLASHGATE_COMPLETION_REPLICAS acknowledgements"`
 	StatusSnapshot         time.Duration `env:"STATUS_SNAPSHOT" envDefault:"0s" help:"opt-in for very large lines: largest age of the per-replica room snapshot that answers status for users far behind the head (position_estimated; 500ms suits a line of 100,000s); 0: every status asks Redis (exact positions)"`
-	EnterBatch             int           `env:"ENTER_BATCH" envDefault:"32" help:"most items one script call carries (1 … 1000): concurrent enters, statuses and exchanges, and completions for a room share a call of their kind (group commit); 1 turns coalescing off"`
+	ScriptBatch            int           `env:"SCRIPT_BATCH" envDefault:"32" help:"most items one script call carries (1 … 1000): concurrent enters, statuses and exchanges, and completions for a room share a call of their kind (group commit); 1 turns coalescing off"`
+	EnterBatch             *int          `env:"ENTER_BATCH" help:"deprecated (one release): the old name of FLASHGATE_SCRIPT_BATCH, read when that is unset (serve logs a warning)"`
 	DirectiveMaxAge        time.Duration `env:"DIRECTIVE_MAX_AGE" envDefault:"5s" help:"Cache-Control max-age of the edge directive document (/.well-known/flashgate-directives.json), whole seconds, 1s … 1h: an operator's stop reaches edge verifiers within it plus one fetch; shorter means a faster stop and more fetches"`
 	RedisTimeout           time.Duration `env:"REDIS_TIMEOUT" envDefault:"1s" help:"the most one API request waits for Redis before answering 503 unavailable (a hung Redis costs a client at most this long; requests that use it all open the Redis breaker, after which they fail at once)"`
 	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests (then for the minted notes of the tokens they minted)"`
@@ -105,7 +107,28 @@ func loadServeEnv(environ map[string]string) (serveEnv, error) {
 	if err := env.ParseWithOptions(&c, opts); err != nil {
 		return c, envError(err)
 	}
+	if old := c.Serve.EnterBatch; old != nil {
+		lookup := os.LookupEnv
+		if environ != nil {
+			lookup = func(k string) (string, bool) { v, ok := environ[k]; return v, ok }
+		}
+		if _, set := lookup("FLASHGATE_SCRIPT_BATCH"); !set {
+			c.Serve.ScriptBatch = *old
+		} else if c.Serve.ScriptBatch != *old {
+			return c, fmt.Errorf("FLASHGATE_SCRIPT_BATCH (%d) and its deprecated alias FLASHGATE_ENTER_BATCH (%d) differ: unset FLASHGATE_ENTER_BATCH", c.Serve.ScriptBatch, *old)
+		}
+	}
 	return c, c.Serve.validate()
+}
+
+// deprecations are the warnings serve logs at startup for deprecated
+// variables that are set.
+func (c *serveConfig) deprecations() []string {
+	var out []string
+	if c.EnterBatch != nil {
+		out = append(out, "FLASHGATE_ENTER_BATCH is deprecated and will be removed: set FLASHGATE_SCRIPT_BATCH")
+	}
+	return out
 }
 
 // envError rewrites caarlos0/env's errors, which name the Go field
@@ -187,8 +210,8 @@ func (c *serveConfig) validate() error {
 	}
 	// The variable's default is in its tag (TestServeEnvDefaultsArePackageDefaults):
 	// an explicit 0 is a slip, not "the default" it would mean to the issuer.
-	if c.EnterBatch == 0 {
-		return fmt.Errorf("FLASHGATE_ENTER_BATCH must be 1 … %d (unset: %d), got 0", issuer.MaxEnterBatch, issuer.DefaultEnterBatch)
+	if c.ScriptBatch == 0 {
+		return fmt.Errorf("FLASHGATE_SCRIPT_BATCH must be 1 … %d (unset: %d), got 0", issuer.MaxScriptBatch, issuer.DefaultScriptBatch)
 	}
 	if c.MaxAutoRooms < 0 {
 		return fmt.Errorf("FLASHGATE_MAX_AUTO_ROOMS must be 0 (no limit) or positive, got %d", c.MaxAutoRooms)
@@ -206,7 +229,7 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("FLASHGATE_ROOM_RETENTION must be %s … %s, got %s", issuer.MinRetention, issuer.MaxRetention, c.RoomRetention)
 	}
 	if err := c.issuerConfig().Validate(); err != nil {
-		return fmt.Errorf("FLASHGATE_ENTER_BATCH, FLASHGATE_COMPLETION_*, FLASHGATE_AUTO_ROOM_IDLE, FLASHGATE_ROOM_RETENTION: %w", err)
+		return fmt.Errorf("FLASHGATE_SCRIPT_BATCH, FLASHGATE_COMPLETION_*, FLASHGATE_AUTO_ROOM_IDLE, FLASHGATE_ROOM_RETENTION: %w", err)
 	}
 	if c.DirectiveMaxAge < time.Second || c.DirectiveMaxAge > time.Hour || c.DirectiveMaxAge%time.Second != 0 {
 		return fmt.Errorf("FLASHGATE_DIRECTIVE_MAX_AGE must be whole seconds in 1s … 1h, got %s", c.DirectiveMaxAge)
@@ -346,20 +369,22 @@ func (c *serveConfig) validateLimits() error {
 // setting, none of the dependencies (Redis, Signer, the waiting secret, the
 // logger), which serve adds.
 func (c *serveConfig) issuerConfig() issuer.Config {
+	// The variables' 0 is off; a Config's 0 is the default (issuer.Config
+	// MaxAutoRooms, AutoRoomIdle, JournalMaxLen): off has a name there.
 	maxAuto, idle := c.MaxAutoRooms, c.AutoRoomIdle
 	if maxAuto == 0 {
-		maxAuto = -1 // no limit
+		maxAuto = issuer.NoAutoRoomLimit
 	}
 	if idle == 0 {
-		idle = -1 // never
+		idle = issuer.AutoRoomNeverIdle
 	}
 	journal := c.JournalMaxLen
 	if journal == 0 {
-		journal = -1 // no journal
+		journal = issuer.NoJournal
 	}
 	return issuer.Config{Issuer: c.Issuer, Audience: c.Audience, DefaultRoom: c.defaultRoom(),
 		CompletionReplicas: c.CompletionReplicas, CompletionTimeout: c.CompletionTimeout,
-		StatusSnapshot: c.StatusSnapshot, EnterBatch: c.EnterBatch,
+		StatusSnapshot: c.StatusSnapshot, ScriptBatch: c.ScriptBatch,
 		MaxAutoRooms: maxAuto, AutoRoomIdle: idle, RoomRetention: c.RoomRetention,
 		JournalMaxLen: journal, LostRooms: issuer.LostRoomPolicy(c.LostRooms)}
 }

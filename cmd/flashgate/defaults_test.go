@@ -43,7 +43,7 @@ func TestServeEnvDefaultsArePackageDefaults(t *testing.T) {
 		"AddressPrefixV6":        strconv.Itoa(server.DefaultAddressPrefixV6),
 		"CompletionTimeout":      issuer.DefaultCompletionTimeout.String(),
 		"StatusSnapshot":         time.Duration(0).String(), // off: issuer.Config.StatusSnapshot's zero, exact positions
-		"EnterBatch":             strconv.Itoa(issuer.DefaultEnterBatch),
+		"ScriptBatch":            strconv.Itoa(issuer.DefaultScriptBatch),
 		"RedisTimeout":           server.DefaultRedisTimeout.String(),
 		"MaxAutoRooms":           strconv.Itoa(issuer.DefaultMaxAutoRooms),
 		"AutoRoomIdle":           issuer.DefaultAutoRoomIdle.String(),

@@ -68,7 +68,22 @@ func TestServeConfigDefaultsAndValidation(t *testing.T) {
 	assert.Equal(t, "off", c.Serve.DefaultRoom)
 	assert.Nil(t, c.Serve.defaultRoom())
 	assert.Equal(t, 15*time.Second, c.Serve.ShutdownTimeout)
-	assert.Equal(t, 32, c.Serve.EnterBatch)
+	assert.Equal(t, 32, c.Serve.ScriptBatch)
+	assert.Empty(t, c.Serve.deprecations())
+	// FLASHGATE_ENTER_BATCH is FLASHGATE_SCRIPT_BATCH's deprecated alias:
+	// read when the new name is unset, with a warning; both must agree.
+	c, err = loadServeEnv(map[string]string{"FLASHGATE_ENTER_BATCH": "4"})
+	require.NoError(t, err)
+	assert.Equal(t, 4, c.Serve.ScriptBatch)
+	assert.Equal(t, 4, c.Serve.issuerConfig().ScriptBatch)
+	assert.Equal(t, []string{"FLASHGATE_ENTER_BATCH is deprecated and will be removed: set FLASHGATE_SCRIPT_BATCH"}, c.Serve.deprecations())
+	c, err = loadServeEnv(map[string]string{"FLASHGATE_SCRIPT_BATCH": "5"})
+	require.NoError(t, err)
+	assert.Equal(t, 5, c.Serve.issuerConfig().ScriptBatch)
+	assert.Empty(t, c.Serve.deprecations())
+	c, err = loadServeEnv(map[string]string{"FLASHGATE_SCRIPT_BATCH": "5", "FLASHGATE_ENTER_BATCH": "5"})
+	require.NoError(t, err)
+	assert.Equal(t, 5, c.Serve.ScriptBatch)
 
 	c, err = loadServeEnv(map[string]string{"FLASHGATE_DEFAULT_ROOM": "paused", "FLASHGATE_DEFAULT_CAPACITY": "7"})
 	require.NoError(t, err)
@@ -87,18 +102,21 @@ func TestServeConfigDefaultsAndValidation(t *testing.T) {
 	assert.Equal(t, issuer.PreQueueShuffle, c.Serve.defaultRoom().PreQueue)
 
 	for name, env := range map[string]map[string]string{
-		"bad default room": {"FLASHGATE_DEFAULT_ROOM": "maybe"},
-		"short secret":     {"FLASHGATE_WAITING_SECRET": "c2hvcnQ="},
-		"secret not b64":   {"FLASHGATE_WAITING_SECRET": "!!!"},
-		"bad log format":   {"FLASHGATE_LOG_FORMAT": "xml"},
-		"bad log level":    {"FLASHGATE_LOG_LEVEL": "loud"},
-		"negative flush":   {"FLASHGATE_LOG_FLUSH": "-1s"},
-		"bad duration":     {"FLASHGATE_SHUTDOWN_TIMEOUT": "soon"},
-		"bad session":      {"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_SESSION": "1h"},
-		"bad window":       {"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "10ms"},
-		"bad prequeue":     {"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_PREQUEUE": "random"},
-		"enter batch 0":    {"FLASHGATE_ENTER_BATCH": "0"},
-		"enter batch 1001": {"FLASHGATE_ENTER_BATCH": "1001"},
+		"bad default room":   {"FLASHGATE_DEFAULT_ROOM": "maybe"},
+		"short secret":       {"FLASHGATE_WAITING_SECRET": "c2hvcnQ="},
+		"secret not b64":     {"FLASHGATE_WAITING_SECRET": "!!!"},
+		"bad log format":     {"FLASHGATE_LOG_FORMAT": "xml"},
+		"bad log level":      {"FLASHGATE_LOG_LEVEL": "loud"},
+		"negative flush":     {"FLASHGATE_LOG_FLUSH": "-1s"},
+		"bad duration":       {"FLASHGATE_SHUTDOWN_TIMEOUT": "soon"},
+		"bad session":        {"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_SESSION": "1h"},
+		"bad window":         {"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "10ms"},
+		"bad prequeue":       {"FLASHGATE_DEFAULT_ROOM": "open", "FLASHGATE_DEFAULT_PREQUEUE": "random"},
+		"enter batch 0":      {"FLASHGATE_ENTER_BATCH": "0"},
+		"enter batch 1001":   {"FLASHGATE_ENTER_BATCH": "1001"},
+		"script batch 0":     {"FLASHGATE_SCRIPT_BATCH": "0"},
+		"script batch 1001":  {"FLASHGATE_SCRIPT_BATCH": "1001"},
+		"batch names differ": {"FLASHGATE_SCRIPT_BATCH": "5", "FLASHGATE_ENTER_BATCH": "6"},
 	} {
 		_, err := loadServeEnv(env)
 		assert.Error(t, err, name)
@@ -500,4 +518,23 @@ func TestKeysAddNext(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	r = runCLI(t, "", "keys", "add-next", "-file", file, "extra")
 	assert.Equal(t, exitUsage, r.code, "positional arguments are refused")
+}
+
+// TestServeEnvZeroIsOff: FLASHGATE_MAX_AUTO_ROOMS, FLASHGATE_AUTO_ROOM_IDLE
+// and FLASHGATE_JOURNAL_MAXLEN 0 turn the setting off, and reach the issuer
+// as its named off values (a Config's 0 would be the default); unset, they
+// reach it as the issuer's defaults.
+func TestServeEnvZeroIsOff(t *testing.T) {
+	c, err := loadServeEnv(map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "0", "FLASHGATE_AUTO_ROOM_IDLE": "0", "FLASHGATE_JOURNAL_MAXLEN": "0"})
+	require.NoError(t, err)
+	ic := c.Serve.issuerConfig()
+	assert.Equal(t, issuer.NoAutoRoomLimit, ic.MaxAutoRooms)
+	assert.Equal(t, issuer.AutoRoomNeverIdle, ic.AutoRoomIdle)
+	assert.Equal(t, int64(issuer.NoJournal), ic.JournalMaxLen)
+	c, err = loadServeEnv(map[string]string{})
+	require.NoError(t, err)
+	ic = c.Serve.issuerConfig()
+	assert.Equal(t, issuer.DefaultMaxAutoRooms, ic.MaxAutoRooms)
+	assert.Equal(t, issuer.DefaultAutoRoomIdle, ic.AutoRoomIdle)
+	assert.Equal(t, int64(issuer.DefaultJournalMaxLen), ic.JournalMaxLen)
 }

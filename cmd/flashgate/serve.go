@@ -155,6 +155,9 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	if c.AdminToken == "" {
 		log.Warn("FLASHGATE_ADMIN_TOKEN is not set: the admin API is disabled")
 	}
+	for _, msg := range c.deprecations() {
+		log.Warn(msg)
+	}
 	opts := c.serverOptions()
 	opts.Issuer, opts.Keys, opts.Logger, opts.RedisHealth, opts.RedisPool = is, ring, log, breaker, rdb.PoolStats
 	if c.Identity == server.IdentityVisitor {

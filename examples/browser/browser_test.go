@@ -61,7 +61,7 @@ func TestBrowserShopperPath(t *testing.T) {
 
 	room := redistest.Room("sneakers")
 	admin(t, is.base, "PUT", "/admin/rooms/"+room,
-		`{"capacity":1,"rate_per_minute":6000,"session_seconds":20,"tick_ms":100,"state":"open"}`)
+		`{"capacity":1,"rate_per_minute":6000,"session_ms":20000,"tick_ms":100,"state":"open"}`)
 	product := worker + "/products/" + room + "/red-42?size=42"
 	waitPrefix := is.base + "/wait/" + room
 
@@ -233,7 +233,7 @@ func TestBrowserShopperPath(t *testing.T) {
 	// uses the invite, and the page then shows the priority line; the link
 	// used again is refused.
 	vip := redistest.Room("vip")
-	admin(t, is.base, "PUT", "/admin/rooms/"+vip, `{"capacity":1,"rate_per_minute":6000,"session_seconds":300,"tick_ms":100,"state":"open"}`)
+	admin(t, is.base, "PUT", "/admin/rooms/"+vip, `{"capacity":1,"rate_per_minute":6000,"session_ms":300000,"tick_ms":100,"state":"open"}`)
 	holder := newBuyer(t, "holder", is.base, vip)
 	require.Equal(t, "ACTIVE", holder.enter(t), "the holder takes the one place")
 	invs := admin(t, is.base, "POST", "/admin/rooms/"+vip+"/invites", `{}`)["invites"].([]any)

@@ -122,7 +122,7 @@ func main() {
 
 	// The room and the crowd ahead.
 	room := "sneakers"
-	body := fmt.Sprintf(`{"capacity":%d,"rate_per_minute":600,"session_seconds":120,"tick_ms":250,"state":"open"}`, *capacity)
+	body := fmt.Sprintf(`{"capacity":%d,"rate_per_minute":600,"session_ms":120000,"tick_ms":250,"state":"open"}`, *capacity)
 	req, _ := http.NewRequest(http.MethodPut, issuerBase+"/admin/rooms/"+room, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	req.Header.Set("Content-Type", "application/json")
@@ -241,7 +241,7 @@ func (b *buyer) buy(think time.Duration, i int) {
 		return
 	}
 	tok, _ := m["admission_token"].(string)
-	if _, err := b.call(http.MethodPost, "/v1/complete?product="+b.room, tok); err != nil {
+	if _, err := b.call(http.MethodPost, "/v1/complete?room="+b.room, tok); err != nil {
 		log.Printf("buyer %d: %v", i, err)
 		return
 	}

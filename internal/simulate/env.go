@@ -132,7 +132,7 @@ func setup(ctx context.Context, o *Options, hc *http.Client) (_ *env, err error)
 	}
 	// The rooms write a journal only when a journal process reads it
 	// (Options.Journal): unread, it would only fill the store.
-	journalMax := int64(-1)
+	journalMax := int64(issuer.NoJournal)
 	if o.Journal != "" {
 		journalMax = 0 // the default bound
 	}
@@ -240,11 +240,11 @@ func (s *sim) configureRoom(ctx context.Context) error {
 	body, _ := json.Marshal(map[string]any{
 		"capacity":          s.o.Capacity,
 		"rate_per_minute":   s.o.RatePerMinute,
-		"session_seconds":   int64(s.o.SessionDuration / time.Second),
+		"session_ms":        s.o.SessionDuration.Milliseconds(),
 		"tick_ms":           s.o.Tick.Milliseconds(),
 		"arrival_window_ms": max(0, s.o.ArrivalWindow.Milliseconds()),
 		"state":             "open",
-		"prequeue":          s.o.PreQueue,
+		"pre_queue":         s.o.PreQueue,
 		"opens_at":          opens,
 	})
 	status, raw, err := s.adminDo(ctx, http.MethodPut, "/admin/rooms/"+s.o.Room, body)

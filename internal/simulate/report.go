@@ -69,9 +69,11 @@ type Report struct {
 	// invites"); absent when nobody held an invite.
 	Lanes *LaneReport `json:"lanes,omitempty"`
 	// PreQueue is the room's pre-queue order; Lottery the draw, when the
-	// room had one.
-	PreQueue string         `json:"prequeue"`
-	Lottery  *LotteryReport `json:"lottery,omitempty"`
+	// room had one. PreQueueDeprecated is PreQueue under its old name,
+	// emitted for one release.
+	PreQueue           string         `json:"pre_queue"`
+	PreQueueDeprecated string         `json:"prequeue"`
+	Lottery            *LotteryReport `json:"lottery,omitempty"`
 	// PeakActive is the most admissions live at once, computed from every
 	// buyer's admitted_at_ms and min(completion, expires_at_ms) (server clock).
 	PeakActive int `json:"peak_active"`
@@ -299,7 +301,7 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 		r.ForgedAccepted += b.forgedAccepted
 	}
 	r.Admissions = len(recs)
-	r.PreQueue = o.PreQueue
+	r.PreQueue, r.PreQueueDeprecated = o.PreQueue, o.PreQueue
 	order := func(arrival int64) int64 { return arrival } // the line's order: its waiting score
 	if p := s.public; p != nil && p.view.Drawn {
 		// The audit's public path: the room view (seed, epoch, cutoff) and

@@ -240,7 +240,9 @@ export declare class ReceiptError extends Error {
 export interface RoomView {
   room: string;
   epoch?: string;
-  prequeue: "fifo" | "shuffle";
+  pre_queue: "fifo" | "shuffle";
+  /** Deprecated: pre_queue under its old name (one release). */
+  prequeue?: "fifo" | "shuffle";
   lottery?: {
     /** SHA-256 hex of "flashgate lottery commitment v1" NUL room NUL epoch NUL seed. */
     commitment: string;

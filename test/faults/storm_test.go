@@ -272,8 +272,8 @@ func runStorm(t *testing.T, cfg stormConfig, bin, keysFile string, f stormFault,
 	rooms := []string{redistest.Room("storm-a"), redistest.Room("storm-b")}
 	hc := newStormClient()
 	for _, room := range rooms {
-		body := fmt.Sprintf(`{"capacity":%d,"rate_per_minute":%d,"session_seconds":%d,"tick_ms":%d}`,
-			stormCapacity, stormRate, int(stormSession/time.Second), stormTick.Milliseconds())
+		body := fmt.Sprintf(`{"capacity":%d,"rate_per_minute":%d,"session_ms":%d,"tick_ms":%d}`,
+			stormCapacity, stormRate, stormSession.Milliseconds(), stormTick.Milliseconds())
 		req, err := http.NewRequest(http.MethodPut, replicas[0].base()+"/admin/rooms/"+room, bytes.NewBufferString(body))
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+stormAdmin)

@@ -6,7 +6,7 @@ import (
 )
 
 // maxBatch is the most items one groupCommit call carries (the bare
-// server's batches; flashgate's are bounded by Config.EnterBatch). Under wrk
+// server's batches; flashgate's are bounded by Config.ScriptBatch). Under wrk
 // -c64 a batch never holds more than 64.
 const maxBatch = 10_000
 

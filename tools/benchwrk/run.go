@@ -295,7 +295,7 @@ const (
 // tick), 15-minute (the longest) sessions, no arrival window (docs/http-api.md "HTTP
 // API", PUT /admin/rooms/{room}).
 func (b *bencher) putRoom(srv *server, room, state string, capacity, ratePerMinute int) error {
-	body := fmt.Sprintf(`{"capacity":%d,"rate_per_minute":%d,"session_seconds":900,"tick_ms":100,"batch":10000,"arrival_window_ms":0,"state":%q}`,
+	body := fmt.Sprintf(`{"capacity":%d,"rate_per_minute":%d,"session_ms":900000,"tick_ms":100,"batch":10000,"arrival_window_ms":0,"state":%q}`,
 		capacity, ratePerMinute, state)
 	req, _ := http.NewRequest("PUT", srv.base+"/admin/rooms/"+room, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+b.admin)
