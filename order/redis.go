@@ -28,7 +28,7 @@ type Config struct {
 // Redis completes and checks admissions in the issuer's Redis. Safe for
 // concurrent use.
 type Redis struct {
-	is *issuer.Issuer
+	a *issuer.Admissions
 }
 
 // NewRedis returns the order side over rdb (a *redis.Client,
@@ -39,14 +39,14 @@ func NewRedis(rdb issuer.Redis, cfg *Config) (*Redis, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	// The admission layer of the issuer: the completion and active scripts,
+	// The admission role of the issuer: the completion and active scripts,
 	// with no waiting secret, signer or tick loop.
-	is, err := issuer.New(issuer.Config{Redis: rdb, CompletionReplicas: cfg.CompletionReplicas,
+	a, err := issuer.NewAdmissions(rdb, issuer.AdmissionsConfig{CompletionReplicas: cfg.CompletionReplicas,
 		CompletionTimeout: cfg.CompletionTimeout, Now: cfg.Now})
 	if err != nil {
 		return nil, err
 	}
-	return &Redis{is: is}, nil
+	return &Redis{a: a}, nil
 }
 
 // Complete consumes the admission behind tok (room = tok.Product, user =
@@ -57,7 +57,7 @@ func NewRedis(rdb issuer.Redis, cfg *Config) (*Redis, error) {
 // Redis cannot answer or too few replicas acknowledged: completion fails
 // closed, and a retry returns the first result.
 func (r *Redis) Complete(ctx context.Context, tok *verifier.Token) (*flashgate.Completion, error) {
-	return r.is.Complete(ctx, tok.Product, tok.User, tok.ID)
+	return r.a.Complete(ctx, tok.Product, tok.User, tok.ID)
 }
 
 // CheckActive returns nil while the admission behind tok is live by the
@@ -67,5 +67,5 @@ func (r *Redis) Complete(ctx context.Context, tok *verifier.Token) (*flashgate.C
 // or flashgate.ErrUnavailable when Redis cannot answer (fail
 // closed). One read-only script call.
 func (r *Redis) CheckActive(ctx context.Context, tok *verifier.Token) error {
-	return r.is.CheckActive(ctx, tok.Product, tok.ID)
+	return r.a.CheckActive(ctx, tok.Product, tok.ID)
 }

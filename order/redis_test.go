@@ -136,3 +136,48 @@ func TestCheckActiveUsesTheRoomClock(t *testing.T) {
 	require.True(t, a.ExpiresAt.After(time.Now()), "by the pod's clock the admission is live")
 	assert.ErrorIs(t, chk.CheckActive(ctx, tok), flashgate.ErrExpired, "by the room's clock it lapsed")
 }
+
+// issuer.Admissions (what NewRedis is built on) answers as the Issuer does:
+// a completion through either is the same completion, seen as Repeated by
+// the other, and both then call the admission gone.
+func TestAdmissionsCompleteLikeTheIssuer(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	is, room := issuerRoom(t, rdb)
+	a, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	b, err := is.Enter(ctx, room, "bob")
+	require.NoError(t, err)
+
+	adm, err := issuer.NewAdmissions(rdb, issuer.AdmissionsConfig{})
+	require.NoError(t, err)
+
+	require.NoError(t, adm.CheckActive(ctx, room, a.AdmissionID))
+	first, err := adm.Complete(ctx, room, "alice", a.AdmissionID)
+	require.NoError(t, err)
+	assert.False(t, first.Repeated)
+	again, err := is.Complete(ctx, room, "alice", a.AdmissionID)
+	require.NoError(t, err)
+	assert.True(t, again.Repeated, "the Issuer sees the Admissions' completion")
+	assert.True(t, first.CompletedAt.Equal(again.CompletedAt))
+
+	first, err = is.Complete(ctx, room, "bob", b.AdmissionID)
+	require.NoError(t, err)
+	again, err = adm.Complete(ctx, room, "bob", b.AdmissionID)
+	require.NoError(t, err)
+	assert.True(t, again.Repeated, "the Admissions see the Issuer's completion")
+	assert.True(t, first.CompletedAt.Equal(again.CompletedAt))
+
+	for _, id := range []string{a.AdmissionID, b.AdmissionID} {
+		assert.ErrorIs(t, adm.CheckActive(ctx, room, id), flashgate.ErrNotFound)
+		assert.ErrorIs(t, is.CheckActive(ctx, room, id), flashgate.ErrNotFound)
+	}
+
+	c, err := is.Enter(ctx, room, "carol")
+	require.NoError(t, err)
+	_, err = adm.Complete(ctx, room, "mallory", c.AdmissionID)
+	assert.ErrorIs(t, err, flashgate.ErrOwnerMismatch)
+	_, err = is.Complete(ctx, room, "mallory", c.AdmissionID)
+	assert.ErrorIs(t, err, flashgate.ErrOwnerMismatch)
+	require.NoError(t, adm.CheckActive(ctx, room, c.AdmissionID), "a refused completion consumes nothing")
+}

@@ -1,6 +1,7 @@
 // Package server is flashgate's HTTP layer (fiber v2): thin handlers over
-// issuer.Issuer, RFC 9457 problem documents for every error, and one table
-// (problems.go) mapping error codes to HTTP statuses.
+// Issuer (the calls they make on *issuer.Issuer), RFC 9457 problem documents
+// for every error, and one table (problems.go) mapping error codes to HTTP
+// statuses.
 //
 // # Identity
 //

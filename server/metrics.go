@@ -98,7 +98,7 @@ func (m *metrics) route(route, method string) *routeMetrics {
 	return v.(*routeMetrics)
 }
 
-func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is *issuer.Issuer, health RedisHealth,
+func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is Issuer, health RedisHealth,
 	pool func() *redis.PoolStats) (*metrics, error) {
 	if reg == nil {
 		r := prometheus.NewRegistry()
@@ -259,7 +259,7 @@ func (m *metrics) observe(route, method string, status int, d time.Duration) {
 // one replica at a time exports each room and sum() across replicas counts
 // each room once (docs/operations.md "Observability"). max by (room) is also right.
 type roomCollector struct {
-	is *issuer.Issuer
+	is Issuer
 	// replica names this process in the leases (random, per process).
 	replica string
 	// lease is ExporterLease (tests shorten nothing: they delete the key).
@@ -271,7 +271,7 @@ type roomCollector struct {
 	exported prometheus.Gauge
 }
 
-func newRoomCollector(is *issuer.Issuer) *roomCollector {
+func newRoomCollector(is Issuer) *roomCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, []string{"room"}, nil)
 	}

@@ -69,8 +69,9 @@ const (
 
 // Options configures a Server.
 type Options struct {
-	// Issuer is the domain core the handlers wrap. Required.
-	Issuer *issuer.Issuer
+	// Issuer is the domain core the handlers wrap (an *issuer.Issuer).
+	// Required.
+	Issuer Issuer
 	// Keys signs and verifies admission tokens and publishes the JWKS. Required.
 	Keys KeyRing
 	// AdminToken is the bearer token of the admin API (/admin/...). Empty
@@ -262,11 +263,11 @@ type RedisHealth interface {
 	Rejected() uint64
 }
 
-// Server is the flashgate HTTP layer (fiber v2) over an issuer.Issuer. It
+// Server is the flashgate HTTP layer (fiber v2) over an Issuer. It
 // keeps nothing of a request past its handler but copies (package doc,
 // "Request values"); event streams hold copies of their room, user and token.
 type Server struct {
-	is       *issuer.Issuer
+	is       Issuer
 	keys     KeyRing
 	verify   *verifier.Verifier
 	app      *fiber.App
@@ -368,7 +369,7 @@ func (o Options) Validate() error {
 
 // New returns a Server with every route registered.
 func New(opts Options) (*Server, error) {
-	if opts.Issuer == nil {
+	if is, ok := opts.Issuer.(*issuer.Issuer); opts.Issuer == nil || ok && is == nil {
 		return nil, errors.New("server: Options.Issuer is required")
 	}
 	if opts.Keys == nil {
