@@ -33,8 +33,9 @@ type Redis struct {
 
 // NewRedis returns the order side over rdb (a *redis.Client,
 // *redis.ClusterClient or failover client pointed at the issuer's Redis).
-// Errors: flashgate.ErrInvalidInput for an invalid Config (negative replicas,
-// replicas on a Cluster client).
+// Errors: flashgate.ErrInvalidInput for an invalid Config (replicas on a
+// Cluster client, or on a client without Pipeline); CompletionReplicas <= 0
+// means no WAIT.
 func NewRedis(rdb issuer.Redis, cfg *Config) (*Redis, error) {
 	if cfg == nil {
 		cfg = &Config{}
