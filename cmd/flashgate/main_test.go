@@ -520,21 +520,55 @@ func TestKeysAddNext(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code, "positional arguments are refused")
 }
 
-// TestServeEnvZeroIsOff: FLASHGATE_MAX_AUTO_ROOMS, FLASHGATE_AUTO_ROOM_IDLE
-// and FLASHGATE_JOURNAL_MAXLEN 0 turn the setting off, and reach the issuer
-// as its named off values (a Config's 0 would be the default); unset, they
-// reach it as the issuer's defaults.
-func TestServeEnvZeroIsOff(t *testing.T) {
-	c, err := loadServeEnv(map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "0", "FLASHGATE_AUTO_ROOM_IDLE": "0", "FLASHGATE_JOURNAL_MAXLEN": "0"})
-	require.NoError(t, err)
-	ic := c.Serve.issuerConfig()
-	assert.Equal(t, issuer.NoAutoRoomLimit, ic.MaxAutoRooms)
-	assert.Equal(t, issuer.AutoRoomNeverIdle, ic.AutoRoomIdle)
-	assert.Equal(t, int64(issuer.NoJournal), ic.JournalMaxLen)
-	c, err = loadServeEnv(map[string]string{})
-	require.NoError(t, err)
-	ic = c.Serve.issuerConfig()
-	assert.Equal(t, issuer.DefaultMaxAutoRooms, ic.MaxAutoRooms)
-	assert.Equal(t, issuer.DefaultAutoRoomIdle, ic.AutoRoomIdle)
-	assert.Equal(t, int64(issuer.DefaultJournalMaxLen), ic.JournalMaxLen)
+// TestServeEnvOff: FLASHGATE_MAX_AUTO_ROOMS, FLASHGATE_AUTO_ROOM_IDLE and
+// FLASHGATE_JOURNAL_MAXLEN reach issuer.Config as its named off value when
+// set to off (any case) or to the deprecated 0 (which alone warns), as the
+// issuer's default when unset, as themselves when set to a value; a
+// negative one is refused.
+func TestServeEnvOff(t *testing.T) {
+	type fields struct {
+		maxAuto int
+		idle    time.Duration
+		journal int64
+	}
+	read := func(c issuer.Config) fields { return fields{c.MaxAutoRooms, c.AutoRoomIdle, c.JournalMaxLen} }
+	off := fields{issuer.NoAutoRoomLimit, issuer.AutoRoomNeverIdle, issuer.NoJournal}
+	for _, tc := range []struct {
+		name    string
+		environ map[string]string
+		want    fields
+		warns   []string
+	}{
+		{"off", map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "off", "FLASHGATE_AUTO_ROOM_IDLE": "OFF", "FLASHGATE_JOURNAL_MAXLEN": "Off"}, off, nil},
+		{"0", map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "0", "FLASHGATE_AUTO_ROOM_IDLE": "0", "FLASHGATE_JOURNAL_MAXLEN": "0"}, off, []string{
+			"FLASHGATE_MAX_AUTO_ROOMS=0 means off for one release and will be refused: write FLASHGATE_MAX_AUTO_ROOMS=off",
+			"FLASHGATE_AUTO_ROOM_IDLE=0 means off for one release and will be refused: write FLASHGATE_AUTO_ROOM_IDLE=off",
+			"FLASHGATE_JOURNAL_MAXLEN=0 means off for one release and will be refused: write FLASHGATE_JOURNAL_MAXLEN=off"}},
+		{"0s", map[string]string{"FLASHGATE_AUTO_ROOM_IDLE": "0s"},
+			fields{issuer.DefaultMaxAutoRooms, issuer.AutoRoomNeverIdle, issuer.DefaultJournalMaxLen},
+			[]string{"FLASHGATE_AUTO_ROOM_IDLE=0 means off for one release and will be refused: write FLASHGATE_AUTO_ROOM_IDLE=off"}},
+		{"default", map[string]string{}, fields{issuer.DefaultMaxAutoRooms, issuer.DefaultAutoRoomIdle, issuer.DefaultJournalMaxLen}, nil},
+		{"value", map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "7", "FLASHGATE_AUTO_ROOM_IDLE": "90s", "FLASHGATE_JOURNAL_MAXLEN": "5000"}, fields{7, 90 * time.Second, 5000}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loadServeEnv(tc.environ)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, read(c.Serve.issuerConfig()))
+			assert.Equal(t, tc.warns, c.Serve.deprecations())
+		})
+	}
+	for v, want := range map[string]string{
+		"FLASHGATE_MAX_AUTO_ROOMS": "FLASHGATE_MAX_AUTO_ROOMS must be off or positive, got -1",
+		"FLASHGATE_AUTO_ROOM_IDLE": "FLASHGATE_AUTO_ROOM_IDLE must be off or positive, got -1s",
+		"FLASHGATE_JOURNAL_MAXLEN": "FLASHGATE_JOURNAL_MAXLEN must be off or positive, got -1",
+	} {
+		val := "-1"
+		if v == "FLASHGATE_AUTO_ROOM_IDLE" {
+			val = "-1s"
+		}
+		_, err := loadServeEnv(map[string]string{v: val})
+		assert.EqualError(t, err, want, v)
+	}
+	_, err := loadServeEnv(map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "of"})
+	assert.ErrorContains(t, err, "FLASHGATE_MAX_AUTO_ROOMS: not a valid integer or off")
 }
