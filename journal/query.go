@@ -196,7 +196,8 @@ type RoomEvent struct {
 	Epoch    string          `json:"epoch"`
 	StreamID string          `json:"stream_id"` // the Redis Stream entry id
 	Kind     Kind            `json:"kind"`
-	At       time.Time       `json:"at"` // millisecond precision, the room's clock
+	At       time.Time       `json:"-"`     // millisecond precision, the room's clock
+	AtMs     int64           `json:"at_ms"` // At in Unix ms (docs/http-api.md "Units")
 	Actor    string          `json:"actor,omitempty"`
 	Action   string          `json:"action"`
 	Detail   json.RawMessage `json:"detail"` // a JSON object
@@ -225,7 +226,7 @@ LIMIT $3`, room, from, RoomEventsLimit)
 		var at int64
 		var kind, detail string
 		err := r.Scan(&e.Room, &e.Epoch, &e.StreamID, &kind, &at, &e.Actor, &e.Action, &detail)
-		e.Kind, e.At, e.Detail = Kind(kind), time.UnixMilli(at), json.RawMessage(detail)
+		e.Kind, e.At, e.AtMs, e.Detail = Kind(kind), time.UnixMilli(at), at, json.RawMessage(detail)
 		return e, err
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -158,6 +159,10 @@ func TestRoomEvents(t *testing.T) {
 		`2000-9 config configure  {"state": "open"}`,
 	}, got)
 	require.Equal(t, time.UnixMilli(3000), evs[0].At)
+	b, err := json.Marshal(evs[0])
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"at_ms":3000`, "JSON instants are Unix ms")
+	require.NotContains(t, string(b), `"at":`)
 	all, err := s.RoomEvents(ctx, "r", time.Time{})
 	require.NoError(t, err)
 	require.Len(t, all, 4)

@@ -51,7 +51,7 @@ type serveConfig struct {
 	DefaultRate            int           `env:"DEFAULT_RATE_PER_MINUTE" envDefault:"600" help:"new users per minute of rooms created by DEFAULT_ROOM"`
 	DefaultSessionDuration time.Duration `env:"DEFAULT_SESSION" envDefault:"5m" help:"session duration (admission lifetime, whole seconds, at most 15m) of rooms created by DEFAULT_ROOM"`
 	DefaultTick            time.Duration `env:"DEFAULT_TICK" envDefault:"1s" help:"admission tick of rooms created by DEFAULT_ROOM"`
-	DefaultArrivalWindow   time.Duration `env:"DEFAULT_ARRIVAL_WINDOW" envDefault:"1m" help:"arrival window of rooms created by DEFAULT_ROOM: an admission not exchanged within it ends early (EXPIRED, reason not_claimed) and its slot goes to the next in line; 0: off (the admission lasts the session); else 1s … 15m"`
+	DefaultArrivalWindow   offDuration   `env:"DEFAULT_ARRIVAL_WINDOW" envDefault:"1m" help:"arrival window of rooms created by DEFAULT_ROOM: an admission not exchanged within it ends early (EXPIRED, reason not_claimed) and its slot goes to the next in line; off (or 0, as a room's arrival_window_ms 0): the admission lasts the session; else 1s … 15m"`
 	DefaultPreQueue        string        `env:"DEFAULT_PREQUEUE" envDefault:"fifo" help:"fifo | shuffle: pre-queue order of rooms created by DEFAULT_ROOM (shuffle: everyone who entered before the room first opened is placed by a lottery drawn at opening, each room with its own secret seed)"`
 	MaxAutoRooms           offInt        `env:"MAX_AUTO_ROOMS" envDefault:"100" help:"most rooms DEFAULT_ROOM may have created at once, across replicas (an enter into another unknown room answers 503 room_limit); off: no limit (0 is deprecated: off for one release, with a warning, then refused)"`
 	AutoRoomIdle           offDuration   `env:"AUTO_ROOM_IDLE" envDefault:"1h" help:"a room DEFAULT_ROOM created is deleted after this long with nobody waiting or admitted, and its slot freed; at least 1s; off: never (0 is deprecated: off for one release, with a warning, then refused)"`
@@ -394,27 +394,36 @@ type offSetting struct {
 // offSettings is the one mapping of the variables that the word off turns
 // off to issuer.Config, whose 0 means "the default" (a Go struct's "not
 // set") and whose off has a name (issuer.NoAutoRoomLimit,
-// AutoRoomNeverIdle, NoJournal): it sets those fields of ic (unset
-// variables give the packages' defaults through their envDefault tags;
-// off, and the deprecated 0, the named off values) and returns the
-// variables for validate and deprecations. A new such setting is a row
-// here, an offOr field and a line in TestServeEnvOff.
+// AutoRoomNeverIdle, NoJournal, ArrivalWindowOff): it sets those fields of
+// ic (ic.DefaultRoom's when it is set; unset variables give the packages'
+// defaults through their envDefault tags; off, and 0, the named off
+// values) and returns the variables for validate and deprecations. 0 is
+// deprecated (keptZero false) except for FLASHGATE_DEFAULT_ARRIVAL_WINDOW,
+// a room setting whose 0 is off as the admin API's arrival_window_ms 0 is.
+// A new such setting is a row here, an offOr field and a line in
+// TestServeEnvOff.
 func (c *serveConfig) offSettings(ic *issuer.Config) []offSetting {
+	window := new(time.Duration) // no default room: mapped, then dropped
+	if ic.DefaultRoom != nil {
+		window = &ic.DefaultRoom.ArrivalWindow
+	}
 	return []offSetting{
-		mapOff("FLASHGATE_MAX_AUTO_ROOMS", c.MaxAutoRooms, issuer.NoAutoRoomLimit, &ic.MaxAutoRooms),
-		mapOff("FLASHGATE_AUTO_ROOM_IDLE", c.AutoRoomIdle, issuer.AutoRoomNeverIdle, &ic.AutoRoomIdle),
-		mapOff("FLASHGATE_JOURNAL_MAXLEN", c.JournalMaxLen, issuer.NoJournal, &ic.JournalMaxLen),
+		mapOff("FLASHGATE_MAX_AUTO_ROOMS", c.MaxAutoRooms, issuer.NoAutoRoomLimit, &ic.MaxAutoRooms, false),
+		mapOff("FLASHGATE_AUTO_ROOM_IDLE", c.AutoRoomIdle, issuer.AutoRoomNeverIdle, &ic.AutoRoomIdle, false),
+		mapOff("FLASHGATE_JOURNAL_MAXLEN", c.JournalMaxLen, issuer.NoJournal, &ic.JournalMaxLen, false),
+		mapOff("FLASHGATE_DEFAULT_ARRIVAL_WINDOW", c.DefaultArrivalWindow, issuer.ArrivalWindowOff, window, true),
 	}
 }
 
-// mapOff sets *dst to v's value, or to off when v is off or the deprecated
-// 0, and describes v as an offSetting named name.
-func mapOff[T offNumber](name string, v offOr[T], off T, dst *T) offSetting {
+// mapOff sets *dst to v's value, or to off when v is off or 0, and
+// describes v as an offSetting named name (its 0 deprecated unless
+// keptZero).
+func mapOff[T offNumber](name string, v offOr[T], off T, dst *T, keptZero bool) offSetting {
 	*dst = v.n
 	if v.off || v.zero {
 		*dst = off
 	}
-	return offSetting{name: name, value: v.String(), zero: v.zero, negative: !v.off && v.n < 0}
+	return offSetting{name: name, value: v.String(), zero: v.zero && !keptZero, negative: !v.off && v.n < 0}
 }
 
 // offInt, offInt64 and offDuration are the offOr variables' types.
@@ -578,13 +587,11 @@ func (c *serveConfig) defaultRoom() *issuer.RoomConfig {
 	if c.DefaultRoom == "off" {
 		return nil
 	}
-	window := c.DefaultArrivalWindow
-	if window == 0 {
-		window = issuer.ArrivalWindowOff // 0 here means off, not the issuer's "default"
-	}
-	return &issuer.RoomConfig{Capacity: c.DefaultCapacity, RatePerMinute: c.DefaultRate,
+	ic := issuer.Config{DefaultRoom: &issuer.RoomConfig{Capacity: c.DefaultCapacity, RatePerMinute: c.DefaultRate,
 		SessionDuration: c.DefaultSessionDuration, Tick: c.DefaultTick, State: issuer.RoomState(c.DefaultRoom),
-		TickBatch: issuer.DefaultTickBatch, ArrivalWindow: window, PreQueue: issuer.PreQueue(c.DefaultPreQueue)}
+		TickBatch: issuer.DefaultTickBatch, PreQueue: issuer.PreQueue(c.DefaultPreQueue)}}
+	c.offSettings(&ic) // ArrivalWindow
+	return ic.DefaultRoom
 }
 
 // waitingSecret decodes FLASHGATE_WAITING_SECRET (standard or URL-safe

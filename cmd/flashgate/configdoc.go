@@ -37,8 +37,8 @@ func writeConfigDoc(w io.Writer) {
 		"Durations are Go durations (`1m30s`, `200ms`): the unit is in the value, so no name carries one\n"+
 		"(in JSON, where durations are numbers, names end in `_ms`); lists are comma-separated. Unset means the\n"+
 		"default shown; `0` means off only where the meaning says so. The variables whose meaning names `off`\n"+
-		"take that word (any case): their `0` means off for this release only, with a warning at startup,\n"+
-		"and will then be refused — it never silently becomes the default.\n")
+		"take that word (any case); where their `0` is deprecated it still means off for this release, with a\n"+
+		"warning at startup, and will then be refused — it never silently becomes the default.\n")
 	for _, c := range envCommands {
 		fmt.Fprintf(w, "\n## flashgate %s\n\n%s.\n\n", c.name, c.about)
 		fmt.Fprint(w, "| variable | default | meaning |\n|---|---|---|\n")

@@ -520,9 +520,10 @@ func TestKeysAddNext(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code, "positional arguments are refused")
 }
 
-// TestServeEnvOff: FLASHGATE_MAX_AUTO_ROOMS, FLASHGATE_AUTO_ROOM_IDLE and
-// FLASHGATE_JOURNAL_MAXLEN reach issuer.Config as its named off value when
-// set to off (any case) or to the deprecated 0 (which alone warns), as the
+// TestServeEnvOff: FLASHGATE_MAX_AUTO_ROOMS, FLASHGATE_AUTO_ROOM_IDLE,
+// FLASHGATE_JOURNAL_MAXLEN and FLASHGATE_DEFAULT_ARRIVAL_WINDOW reach
+// issuer.Config as its named off value when set to off (any case) or to 0
+// (deprecated, with a warning, except the arrival window's), as the
 // issuer's default when unset, as themselves when set to a value; a
 // negative one is refused.
 func TestServeEnvOff(t *testing.T) {
@@ -530,40 +531,50 @@ func TestServeEnvOff(t *testing.T) {
 		maxAuto int
 		idle    time.Duration
 		journal int64
+		window  time.Duration
 	}
-	read := func(c issuer.Config) fields { return fields{c.MaxAutoRooms, c.AutoRoomIdle, c.JournalMaxLen} }
-	off := fields{issuer.NoAutoRoomLimit, issuer.AutoRoomNeverIdle, issuer.NoJournal}
+	read := func(c issuer.Config) fields {
+		return fields{c.MaxAutoRooms, c.AutoRoomIdle, c.JournalMaxLen, c.DefaultRoom.ArrivalWindow}
+	}
+	off := fields{issuer.NoAutoRoomLimit, issuer.AutoRoomNeverIdle, issuer.NoJournal, issuer.ArrivalWindowOff}
 	for _, tc := range []struct {
 		name    string
 		environ map[string]string
 		want    fields
 		warns   []string
 	}{
-		{"off", map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "off", "FLASHGATE_AUTO_ROOM_IDLE": "OFF", "FLASHGATE_JOURNAL_MAXLEN": "Off"}, off, nil},
-		{"0", map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "0", "FLASHGATE_AUTO_ROOM_IDLE": "0", "FLASHGATE_JOURNAL_MAXLEN": "0"}, off, []string{
+		{"off", map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "off", "FLASHGATE_AUTO_ROOM_IDLE": "OFF", "FLASHGATE_JOURNAL_MAXLEN": "Off",
+			"FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "off"}, off, nil},
+		{"0", map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "0", "FLASHGATE_AUTO_ROOM_IDLE": "0", "FLASHGATE_JOURNAL_MAXLEN": "0",
+			"FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "0"}, off, []string{
 			"FLASHGATE_MAX_AUTO_ROOMS=0 means off for one release and will be refused: write FLASHGATE_MAX_AUTO_ROOMS=off",
 			"FLASHGATE_AUTO_ROOM_IDLE=0 means off for one release and will be refused: write FLASHGATE_AUTO_ROOM_IDLE=off",
 			"FLASHGATE_JOURNAL_MAXLEN=0 means off for one release and will be refused: write FLASHGATE_JOURNAL_MAXLEN=off"}},
 		{"0s", map[string]string{"FLASHGATE_AUTO_ROOM_IDLE": "0s"},
-			fields{issuer.DefaultMaxAutoRooms, issuer.AutoRoomNeverIdle, issuer.DefaultJournalMaxLen},
+			fields{issuer.DefaultMaxAutoRooms, issuer.AutoRoomNeverIdle, issuer.DefaultJournalMaxLen, issuer.DefaultArrivalWindow},
 			[]string{"FLASHGATE_AUTO_ROOM_IDLE=0 means off for one release and will be refused: write FLASHGATE_AUTO_ROOM_IDLE=off"}},
-		{"default", map[string]string{}, fields{issuer.DefaultMaxAutoRooms, issuer.DefaultAutoRoomIdle, issuer.DefaultJournalMaxLen}, nil},
-		{"value", map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "7", "FLASHGATE_AUTO_ROOM_IDLE": "90s", "FLASHGATE_JOURNAL_MAXLEN": "5000"}, fields{7, 90 * time.Second, 5000}, nil},
+		{"default", map[string]string{},
+			fields{issuer.DefaultMaxAutoRooms, issuer.DefaultAutoRoomIdle, issuer.DefaultJournalMaxLen, issuer.DefaultArrivalWindow}, nil},
+		{"value", map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "7", "FLASHGATE_AUTO_ROOM_IDLE": "90s", "FLASHGATE_JOURNAL_MAXLEN": "5000",
+			"FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "2m"}, fields{7, 90 * time.Second, 5000, 2 * time.Minute}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			tc.environ["FLASHGATE_DEFAULT_ROOM"] = "open"
 			c, err := loadServeEnv(tc.environ)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, read(c.Serve.issuerConfig()))
+			assert.Equal(t, tc.want.window, c.Serve.defaultRoom().ArrivalWindow)
 			assert.Equal(t, tc.warns, c.Serve.deprecations())
 		})
 	}
 	for v, want := range map[string]string{
-		"FLASHGATE_MAX_AUTO_ROOMS": "FLASHGATE_MAX_AUTO_ROOMS must be off or positive, got -1",
-		"FLASHGATE_AUTO_ROOM_IDLE": "FLASHGATE_AUTO_ROOM_IDLE must be off or positive, got -1s",
-		"FLASHGATE_JOURNAL_MAXLEN": "FLASHGATE_JOURNAL_MAXLEN must be off or positive, got -1",
+		"FLASHGATE_MAX_AUTO_ROOMS":         "FLASHGATE_MAX_AUTO_ROOMS must be off or positive, got -1",
+		"FLASHGATE_AUTO_ROOM_IDLE":         "FLASHGATE_AUTO_ROOM_IDLE must be off or positive, got -1s",
+		"FLASHGATE_JOURNAL_MAXLEN":         "FLASHGATE_JOURNAL_MAXLEN must be off or positive, got -1",
+		"FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "FLASHGATE_DEFAULT_ARRIVAL_WINDOW must be off or positive, got -1s",
 	} {
 		val := "-1"
-		if v == "FLASHGATE_AUTO_ROOM_IDLE" {
+		if strings.HasSuffix(want, "s") {
 			val = "-1s"
 		}
 		_, err := loadServeEnv(map[string]string{v: val})
