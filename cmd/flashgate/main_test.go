@@ -407,9 +407,12 @@ func TestServeGracefulShutdown(t *testing.T) {
 	assert.Error(t, err, "the listener is closed")
 }
 
+// TestServeEmbeddedWarns: serve warns at startup of the embedded Redis, and
+// of a deprecated variable (FLASHGATE_JOURNAL_MAXLEN=0: write off).
 func TestServeEmbeddedWarns(t *testing.T) {
 	port := redistest.FreePort(t)
 	t.Setenv("REDIS_URL", "")
+	t.Setenv("FLASHGATE_JOURNAL_MAXLEN", "0")
 	t.Setenv("FLASHGATE_ADDR", fmt.Sprintf("127.0.0.1:%d", port))
 	t.Setenv("FLASHGATE_KEYS_FILE", filepath.Join(t.TempDir(), "keys.json"))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -428,6 +431,8 @@ func TestServeEmbeddedWarns(t *testing.T) {
 	cancel()
 	assert.Equal(t, exitOK, <-done)
 	assert.GreaterOrEqual(t, strings.Count(stderr.String(), embeddedWarning), 2, stderr.String())
+	assert.Regexp(t, `level=WARN msg="FLASHGATE_JOURNAL_MAXLEN=0 means off for one release and will be refused: write FLASHGATE_JOURNAL_MAXLEN=off"`,
+		stderr.String())
 }
 
 func TestServeBadConfig(t *testing.T) {
