@@ -50,16 +50,16 @@ type Config struct {
 	// replica (a slot in fg:autorooms, reserved before an enter may create
 	// the room): beyond it, an enter into an unknown room is refused with
 	// flashgate.ErrRoomLimit. Zero means DefaultMaxAutoRooms (100);
-	// NoAutoRoomLimit (any negative) no limit. Unlike FLASHGATE_MAX_AUTO_ROOMS,
-	// whose 0 means no limit (serve maps it to NoAutoRoomLimit): in a Go
-	// struct 0 is "not set", so it takes the safe default.
+	// NoAutoRoomLimit (any negative) no limit: what FLASHGATE_MAX_AUTO_ROOMS=off
+	// maps to (and its deprecated 0). In a Go struct 0 is "not set", so it
+	// takes the safe default.
 	MaxAutoRooms int
 	// AutoRoomIdle is how long an auto room may stay idle — nobody waiting,
 	// no live admission, no time-dependent write — before the tick deletes
 	// it (DeleteRoom's end, reason deleted) and frees its slot. Zero means
 	// DefaultAutoRoomIdle (1 h); AutoRoomNeverIdle (any negative) never.
-	// Unlike FLASHGATE_AUTO_ROOM_IDLE, whose 0 means never (serve maps it to
-	// AutoRoomNeverIdle): in a Go struct 0 is "not set".
+	// FLASHGATE_AUTO_ROOM_IDLE=off (and its deprecated 0) maps to
+	// AutoRoomNeverIdle: in a Go struct 0 is "not set".
 	AutoRoomIdle time.Duration
 	// RoomRetention is how long a room's keys live after the room ends
 	// (rooms whose RoomConfig.Retention is zero). Zero means
@@ -83,9 +83,8 @@ type Config struct {
 	// matters only while it lags or is not running; past it the oldest
 	// unread entries are lost to the journal. Zero means
 	// DefaultJournalMaxLen (1,000,000: about 40 MB per room); NoJournal (any
-	// negative) writes no journal. Unlike FLASHGATE_JOURNAL_MAXLEN, whose 0
-	// means no journal (serve maps it to NoJournal): in a Go struct 0 is
-	// "not set".
+	// negative) writes no journal: what FLASHGATE_JOURNAL_MAXLEN=off maps to
+	// (and its deprecated 0). In a Go struct 0 is "not set".
 	JournalMaxLen int64
 	// IdleTickMax is the slowest Run ticks a room with nothing to do (nobody
 	// waiting, nothing live, nothing to drain): its tick period doubles at
@@ -226,8 +225,8 @@ const (
 	// journal_maxlen).
 	DefaultJournalMaxLen = 1_000_000
 	// NoAutoRoomLimit, AutoRoomNeverIdle and NoJournal turn off
-	// Config.MaxAutoRooms, AutoRoomIdle and JournalMaxLen: what 0 means for
-	// their environment variables (FLASHGATE_MAX_AUTO_ROOMS,
+	// Config.MaxAutoRooms, AutoRoomIdle and JournalMaxLen: what the word off
+	// means for their environment variables (FLASHGATE_MAX_AUTO_ROOMS,
 	// FLASHGATE_AUTO_ROOM_IDLE, FLASHGATE_JOURNAL_MAXLEN), whereas a Config's
 	// 0 means the default.
 	NoAutoRoomLimit   = -1

@@ -79,9 +79,12 @@ type WaitStats struct {
 	P95Ms    float64 `json:"p95_ms"`
 }
 
-// WaitMinute is WaitStats for the admissions of one minute.
+// WaitMinute is WaitStats for the admissions of one minute. MinuteAtMs
+// is the minute's start, Unix ms; Minute is the same as RFC 3339 (UTC),
+// deprecated in JSON, emitted for one release (docs/http-api.md "Units").
 type WaitMinute struct {
-	Minute time.Time `json:"minute"` // the minute's start, UTC
+	MinuteAtMs int64     `json:"minute_at_ms"`
+	Minute     time.Time `json:"minute"`
 	WaitStats
 }
 
@@ -157,7 +160,8 @@ func (s *Store) Report(ctx context.Context, room, epoch string) (Report, error) 
 				if minute == nil {
 					r.Wait = w
 				} else {
-					r.WaitByMinute = append(r.WaitByMinute, WaitMinute{Minute: time.UnixMilli(*minute * 60000).UTC(), WaitStats: w})
+					r.WaitByMinute = append(r.WaitByMinute, WaitMinute{MinuteAtMs: *minute * 60000,
+						Minute: time.UnixMilli(*minute * 60000).UTC(), WaitStats: w})
 				}
 				return nil
 			})
@@ -192,7 +196,8 @@ type RoomEvent struct {
 	Epoch    string          `json:"epoch"`
 	StreamID string          `json:"stream_id"` // the Redis Stream entry id
 	Kind     Kind            `json:"kind"`
-	At       time.Time       `json:"at"` // millisecond precision, the room's clock
+	At       time.Time       `json:"-"`     // millisecond precision, the room's clock
+	AtMs     int64           `json:"at_ms"` // At in Unix ms (docs/http-api.md "Units")
 	Actor    string          `json:"actor,omitempty"`
 	Action   string          `json:"action"`
 	Detail   json.RawMessage `json:"detail"` // a JSON object
@@ -221,7 +226,7 @@ LIMIT $3`, room, from, RoomEventsLimit)
 		var at int64
 		var kind, detail string
 		err := r.Scan(&e.Room, &e.Epoch, &e.StreamID, &kind, &at, &e.Actor, &e.Action, &detail)
-		e.Kind, e.At, e.Detail = Kind(kind), time.UnixMilli(at), json.RawMessage(detail)
+		e.Kind, e.At, e.AtMs, e.Detail = Kind(kind), time.UnixMilli(at), at, json.RawMessage(detail)
 		return e, err
 	})
 	if err != nil {
@@ -236,25 +241,31 @@ const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // EntryJSON is the JSON form of an Entry (the admin endpoint GET
 // /admin/rooms/{room}/journal and `flashgate journal show --json`): times
-// are TimeLayout strings, absent when not journaled; WaitMs (admitted −
-// entered) and SessionMs (ended − admitted) are milliseconds, absent unless
-// both times are journaled.
+// are Unix ms (…AtMs), absent when not journaled; the same as TimeLayout
+// strings (EnteredAt, …) are deprecated, emitted for one release
+// (docs/http-api.md "Units"); WaitMs (admitted − entered) and SessionMs
+// (ended − admitted) are milliseconds, absent unless both times are
+// journaled.
 type EntryJSON struct {
-	Room        string `json:"room"`
-	Epoch       string `json:"epoch"`
-	Arrival     int64  `json:"arrival"`
-	User        string `json:"user,omitempty"`
-	Lane        string `json:"lane,omitempty"`
-	EnteredAt   string `json:"entered_at,omitempty"`
-	AdmittedAt  string `json:"admitted_at,omitempty"`
-	AdmissionID string `json:"admission_id,omitempty"`
-	ExchangedAt string `json:"exchanged_at,omitempty"`
-	EndedAt     string `json:"ended_at,omitempty"`
-	End         Kind   `json:"end,omitempty"`
-	EndReason   string `json:"end_reason,omitempty"`
-	Completed   bool   `json:"completed"`
-	WaitMs      *int64 `json:"wait_ms,omitempty"`
-	SessionMs   *int64 `json:"session_ms,omitempty"`
+	Room          string `json:"room"`
+	Epoch         string `json:"epoch"`
+	Arrival       int64  `json:"arrival"`
+	User          string `json:"user,omitempty"`
+	Lane          string `json:"lane,omitempty"`
+	EnteredAtMs   int64  `json:"entered_at_ms,omitempty"`
+	AdmittedAtMs  int64  `json:"admitted_at_ms,omitempty"`
+	AdmissionID   string `json:"admission_id,omitempty"`
+	ExchangedAtMs int64  `json:"exchanged_at_ms,omitempty"`
+	EndedAtMs     int64  `json:"ended_at_ms,omitempty"`
+	EnteredAt     string `json:"entered_at,omitempty"`
+	AdmittedAt    string `json:"admitted_at,omitempty"`
+	ExchangedAt   string `json:"exchanged_at,omitempty"`
+	EndedAt       string `json:"ended_at,omitempty"`
+	End           Kind   `json:"end,omitempty"`
+	EndReason     string `json:"end_reason,omitempty"`
+	Completed     bool   `json:"completed"`
+	WaitMs        *int64 `json:"wait_ms,omitempty"`
+	SessionMs     *int64 `json:"session_ms,omitempty"`
 }
 
 // JSON returns e's JSON form.
@@ -265,6 +276,12 @@ func (e Entry) JSON() EntryJSON {
 		}
 		return t.UTC().Format(TimeLayout)
 	}
+	ms := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.UnixMilli()
+	}
 	between := func(a, b time.Time) *int64 {
 		if a.IsZero() || b.IsZero() {
 			return nil
@@ -273,7 +290,9 @@ func (e Entry) JSON() EntryJSON {
 		return &d
 	}
 	return EntryJSON{Room: e.Room, Epoch: e.Epoch, Arrival: e.Arrival, User: e.User, Lane: e.Lane,
-		EnteredAt: ts(e.EnteredAt), AdmittedAt: ts(e.AdmittedAt), AdmissionID: e.AdmissionID,
+		EnteredAtMs: ms(e.EnteredAt), AdmittedAtMs: ms(e.AdmittedAt), AdmissionID: e.AdmissionID,
+		ExchangedAtMs: ms(e.ExchangedAt), EndedAtMs: ms(e.EndedAt),
+		EnteredAt: ts(e.EnteredAt), AdmittedAt: ts(e.AdmittedAt),
 		ExchangedAt: ts(e.ExchangedAt), EndedAt: ts(e.EndedAt), End: e.End, EndReason: e.EndReason,
 		Completed: e.Completed(), WaitMs: between(e.EnteredAt, e.AdmittedAt), SessionMs: between(e.AdmittedAt, e.EndedAt)}
 }

@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -85,8 +86,8 @@ func TestReport(t *testing.T) {
 		// waits 1000, 3000, 64000, 68000: percentile_cont interpolates.
 		Wait: ws(4, 33500, 67400),
 		WaitByMinute: []journal.WaitMinute{
-			{Minute: m0, WaitStats: ws(2, 2000, 2900)},
-			{Minute: m1, WaitStats: ws(2, 66000, 67800)},
+			{MinuteAtMs: m0.UnixMilli(), Minute: m0, WaitStats: ws(2, 2000, 2900)},
+			{MinuteAtMs: m1.UnixMilli(), Minute: m1, WaitStats: ws(2, 66000, 67800)},
 		},
 		// |errors| 1000, 2000, 4000 (5 was shown one but never admitted).
 		Estimate: journal.EstimateStats{Admitted: 3, AbsP50Ms: 2000, AbsP90Ms: 3600, BiasMeanMs: 1000}}, roundReport(r))
@@ -98,8 +99,8 @@ func TestReport(t *testing.T) {
 	require.Equal(t, int64(6), r.Admitted)
 	require.Equal(t, int64(2), r.Live)
 	require.Equal(t, []journal.WaitMinute{
-		{Minute: m0, WaitStats: ws(3, 1000, 2800)},
-		{Minute: m1, WaitStats: ws(2, 66000, 67800)},
+		{MinuteAtMs: m0.UnixMilli(), Minute: m0, WaitStats: ws(3, 1000, 2800)},
+		{MinuteAtMs: m1.UnixMilli(), Minute: m1, WaitStats: ws(2, 66000, 67800)},
 	}, roundReport(r).WaitByMinute)
 	require.Equal(t, r.Entered, r.Completed+r.Abandoned+r.Live+r.Closed+r.LeftWaiting+r.Waiting)
 
@@ -158,6 +159,10 @@ func TestRoomEvents(t *testing.T) {
 		`2000-9 config configure  {"state": "open"}`,
 	}, got)
 	require.Equal(t, time.UnixMilli(3000), evs[0].At)
+	b, err := json.Marshal(evs[0])
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"at_ms":3000`, "JSON instants are Unix ms")
+	require.NotContains(t, string(b), `"at":`)
 	all, err := s.RoomEvents(ctx, "r", time.Time{})
 	require.NoError(t, err)
 	require.Len(t, all, 4)

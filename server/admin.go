@@ -28,9 +28,13 @@ type RoomConfig struct {
 	// ArrivalWindowMs is the arrival window (issuer.RoomConfig.ArrivalWindow)
 	// in ms; 0: off.
 	ArrivalWindowMs int64 `json:"arrival_window_ms"`
-	// OpensAt and ClosesAt are the event window (RFC 3339), absent when unbounded.
-	OpensAt  *time.Time `json:"opens_at,omitempty"`
-	ClosesAt *time.Time `json:"closes_at,omitempty"`
+	// OpensAtMs and ClosesAtMs are the event window (Unix ms), absent when
+	// unbounded. OpensAt and ClosesAt are the same as RFC 3339 strings,
+	// deprecated, emitted for one release (docs/http-api.md "Units").
+	OpensAtMs  int64      `json:"opens_at_ms,omitempty"`
+	ClosesAtMs int64      `json:"closes_at_ms,omitempty"`
+	OpensAt    *time.Time `json:"opens_at,omitempty"`
+	ClosesAt   *time.Time `json:"closes_at,omitempty"`
 	// PreQueue is the pre-queue's order (issuer.RoomConfig.PreQueue): "fifo"
 	// or "shuffle". PreQueueDeprecated is the same value under its old
 	// name, emitted for one release (CHANGELOG.md "Deprecated").
@@ -47,10 +51,14 @@ type RoomConfig struct {
 	RetentionMs int64 `json:"retention_ms"`
 	// Read only (docs/rooms.md "The end of a sale"). CloseReason: why the room is
 	// closed in effect, or why its last line ended (absent: never closed).
-	// EndedAt: when it ended (absent while it has not, or since it was
-	// reopened); its keys expire retention after it. DeletedAt: when it
-	// was deleted. Auto: created by an enter under FLASHGATE_DEFAULT_ROOM.
+	// EndedAtMs: when it ended, Unix ms (absent while it has not, or since
+	// it was reopened); its keys expire retention after it. DeletedAtMs:
+	// when it was deleted, Unix ms. EndedAt and DeletedAt: the same as RFC
+	// 3339 strings, deprecated, emitted for one release. Auto: created by
+	// an enter under FLASHGATE_DEFAULT_ROOM.
 	CloseReason string     `json:"close_reason,omitempty"`
+	EndedAtMs   int64      `json:"ended_at_ms,omitempty"`
+	DeletedAtMs int64      `json:"deleted_at_ms,omitempty"`
 	EndedAt     *time.Time `json:"ended_at,omitempty"`
 	DeletedAt   *time.Time `json:"deleted_at,omitempty"`
 	Auto        bool       `json:"auto,omitempty"`
@@ -60,10 +68,12 @@ func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 	return RoomConfig{Room: room, Capacity: c.Capacity, RatePerMinute: c.RatePerMinute,
 		SessionMs: c.SessionDuration.Milliseconds(), SessionSeconds: int64(c.SessionDuration / time.Second), TickMs: c.Tick.Milliseconds(),
 		TickBatch: c.TickBatch, State: string(c.State), ArrivalWindowMs: max(0, c.ArrivalWindow.Milliseconds()),
-		OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes), PreQueue: string(c.WithDefaults().PreQueue),
+		OpensAtMs: unixMs(c.Opens), ClosesAtMs: unixMs(c.Closes), OpensAt: utcOrNil(c.Opens), ClosesAt: utcOrNil(c.Closes),
+		PreQueue:           string(c.WithDefaults().PreQueue),
 		PreQueueDeprecated: string(c.WithDefaults().PreQueue),
 		PageTitle:          c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor,
 		RetentionMs: c.Retention.Milliseconds(), CloseReason: c.CloseReason,
+		EndedAtMs: unixMs(c.EndedAt), DeletedAtMs: unixMs(c.DeletedAt),
 		EndedAt: utcOrNil(c.EndedAt), DeletedAt: utcOrNil(c.DeletedAt), Auto: c.Auto}
 }
 
@@ -91,9 +101,13 @@ type roomPatch struct {
 	State          *string `json:"state"`
 	// ArrivalWindowMs sets the arrival window in ms; 0 turns it off.
 	ArrivalWindowMs *int64 `json:"arrival_window_ms"`
-	// OpensAt and ClosesAt set the event window (RFC 3339); "" removes a bound.
-	OpensAt  *string `json:"opens_at"`
-	ClosesAt *string `json:"closes_at"`
+	// OpensAtMs and ClosesAtMs set the event window, Unix ms; 0 removes a
+	// bound. OpensAt and ClosesAt set it as an operator types it, RFC 3339
+	// ("" removes a bound); both forms given must name the same instant.
+	OpensAtMs  *int64  `json:"opens_at_ms"`
+	ClosesAtMs *int64  `json:"closes_at_ms"`
+	OpensAt    *string `json:"opens_at"`
+	ClosesAt   *string `json:"closes_at"`
 	// PreQueue sets the pre-queue's order: "fifo" or "shuffle".
 	// PreQueueDeprecated is its old name, accepted for one release; both
 	// given must agree.
@@ -181,20 +195,17 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	}
 	for _, f := range []struct {
 		name string
-		v    *string
+		ms   *int64
+		rfc  *string
 		dst  **time.Time
-	}{{"opens_at", p.OpensAt, &patch.Opens}, {"closes_at", p.ClosesAt, &patch.Closes}} {
-		if f.v == nil {
-			continue
+	}{{"opens_at", p.OpensAtMs, p.OpensAt, &patch.Opens}, {"closes_at", p.ClosesAtMs, p.ClosesAt, &patch.Closes}} {
+		t, set, err := instantInput(f.name, f.ms, f.rfc) // zero: no bound
+		if err != nil {
+			return err
 		}
-		var t time.Time // "": no bound
-		if *f.v != "" {
-			var err error
-			if t, err = time.Parse(time.RFC3339, *f.v); err != nil {
-				return problemFor(string(flashgate.CodeInvalidInput), f.name+` must be an RFC 3339 time ("2026-11-27T09:00:00Z") or "" for none`)
-			}
+		if set {
+			*f.dst = &t
 		}
-		*f.dst = &t
 	}
 	cfg, created, err := s.is.UpdateRoom(c.UserContext(), room, patch)
 	if err != nil {
@@ -204,6 +215,36 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 		c.Status(fiber.StatusCreated)
 	}
 	return c.JSON(roomJSON(room, cfg))
+}
+
+// instantInput reads an instant of a request given as Unix ms (member
+// name+"_ms") or as an operator types it, RFC 3339 (member name):
+// docs/http-api.md "Units". set: either member was given; t is then the
+// instant, or the zero time for 0 or "" (none). Errors (400
+// invalid_input): a negative ms, a string that is not RFC 3339, or both
+// members given for different instants.
+func instantInput(name string, ms *int64, rfc *string) (t time.Time, set bool, err error) {
+	if ms != nil {
+		if *ms < 0 {
+			return t, true, problemFor(string(flashgate.CodeInvalidInput), name+"_ms must be a Unix time in ms, or 0 for none")
+		}
+		if *ms > 0 {
+			t = time.UnixMilli(*ms)
+		}
+	}
+	if rfc != nil {
+		var r time.Time
+		if *rfc != "" {
+			if r, err = time.Parse(time.RFC3339, *rfc); err != nil {
+				return t, true, problemFor(string(flashgate.CodeInvalidInput), name+` must be an RFC 3339 time ("2026-11-27T09:00:00Z") or "" for none`)
+			}
+		}
+		if ms != nil && !r.Equal(t) {
+			return t, true, problemFor(string(flashgate.CodeInvalidInput), name+"_ms and "+name+" (RFC 3339) name different instants: give one")
+		}
+		t = r
+	}
+	return t, ms != nil || rfc != nil, nil
 }
 
 // scaled is n units as a time.Duration, saturating instead of overflowing,
@@ -489,10 +530,13 @@ func (s *Server) adminStats(c *fiber.Ctx) error {
 }
 
 type invitesRequest struct {
-	Lane      string `json:"lane"`
-	User      string `json:"user"`
-	TTLMs     *int64 `json:"ttl_ms"`
-	ExpiresAt string `json:"expires_at"`
+	Lane  string `json:"lane"`
+	User  string `json:"user"`
+	TTLMs *int64 `json:"ttl_ms"`
+	// ExpiresAtMs (Unix ms) or ExpiresAt (RFC 3339, as an operator types
+	// it): when the invites expire, instead of TTLMs.
+	ExpiresAtMs *int64  `json:"expires_at_ms"`
+	ExpiresAt   *string `json:"expires_at"`
 	// Reusable: each invite admits any number of holders until it expires;
 	// the default is single use.
 	Reusable bool `json:"reusable"`
@@ -533,8 +577,15 @@ func (s *Server) adminInvites(c *fiber.Ctx) error {
 			`invites are single use by default; "reusable": true signs reusable ones ("single_use" is no longer needed)`)
 	}
 	o := issuer.InviteOptions{Lane: req.Lane, User: req.User, Reusable: req.Reusable, Count: req.Count}
-	if req.TTLMs != nil && req.ExpiresAt != "" {
-		return problemFor(string(flashgate.CodeInvalidInput), "give ttl_ms or expires_at, not both")
+	if req.ExpiresAt != nil && *req.ExpiresAt == "" {
+		req.ExpiresAt = nil // "": not given, as it always was
+	}
+	exp, expSet, err := instantInput("expires_at", req.ExpiresAtMs, req.ExpiresAt)
+	if err != nil {
+		return err
+	}
+	if req.TTLMs != nil && expSet {
+		return problemFor(string(flashgate.CodeInvalidInput), "give ttl_ms or expires_at_ms (or expires_at), not both")
 	}
 	if req.TTLMs != nil {
 		if *req.TTLMs <= 0 {
@@ -542,13 +593,10 @@ func (s *Server) adminInvites(c *fiber.Ctx) error {
 		}
 		o.TTL = scaled(*req.TTLMs, time.Millisecond)
 	}
-	if req.ExpiresAt != "" {
-		t, err := time.Parse(time.RFC3339, req.ExpiresAt)
-		if err != nil {
-			return problemFor(string(flashgate.CodeInvalidInput), `expires_at must be an RFC 3339 time ("2026-11-27T09:00:00Z")`)
-		}
-		o.ExpiresAt = t
+	if expSet && exp.IsZero() {
+		return problemFor(string(flashgate.CodeInvalidInput), "expires_at_ms must be a positive Unix time in ms (or leave it out for the default lifetime)")
 	}
+	o.ExpiresAt = exp
 	if req.Count < 0 {
 		return problemFor(string(flashgate.CodeInvalidInput), "count must be 1 … "+strconv.Itoa(issuer.MaxInvites))
 	}

@@ -73,16 +73,20 @@ func (d *directiveCache) forget() {
 // StopResponse is the answer of POST /admin/rooms/:room/stop.
 type StopResponse struct {
 	Room string `json:"room"`
-	// NotBefore is the room's not_before, Unix seconds: admissions issued
-	// (token iat) before it are refused at completion now and at the edge
-	// within EdgeMaxAgeS plus one fetch.
+	// NotBefore is the room's not_before, Unix seconds like the token's iat
+	// it is compared with (docs/http-api.md "Units"): admissions issued
+	// before it are refused at completion now and at the edge within
+	// EdgeMaxAgeMs plus one fetch.
 	NotBefore int64 `json:"not_before"`
 	// Paused: the stop paused the room (it was open).
 	Paused bool `json:"paused"`
 	// State is the room's configured state after the stop.
 	State string `json:"state"`
-	// EdgeMaxAgeS is the directive document's max-age, seconds.
-	EdgeMaxAgeS int64 `json:"edge_max_age_s"`
+	// EdgeMaxAgeMs is the directive document's max-age, ms (whole
+	// seconds); EdgeMaxAgeS, the same in seconds, is its deprecated old
+	// name, emitted for one release.
+	EdgeMaxAgeMs int64 `json:"edge_max_age_ms"`
+	EdgeMaxAgeS  int64 `json:"edge_max_age_s"`
 }
 
 // POST /admin/rooms/:room/stop: issuer.Stop — refuse every admission issued
@@ -95,5 +99,5 @@ func (s *Server) adminStop(c *fiber.Ctx) error {
 	}
 	s.directives.forget()
 	return c.JSON(StopResponse{Room: room, NotBefore: r.NotBefore.Unix(), Paused: r.Paused,
-		State: string(r.Config.State), EdgeMaxAgeS: s.directives.maxAge})
+		State: string(r.Config.State), EdgeMaxAgeMs: s.directives.maxAge * 1000, EdgeMaxAgeS: s.directives.maxAge})
 }

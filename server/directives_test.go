@@ -38,7 +38,7 @@ func TestStopRoute(t *testing.T) {
 	require.Equal(t, 200, r.status, "%s", r.body)
 	var st StopResponse
 	require.NoError(t, json.Unmarshal(r.body, &st))
-	assert.Equal(t, StopResponse{Room: room, NotBefore: st.NotBefore, Paused: true, State: "paused", EdgeMaxAgeS: 7}, st)
+	assert.Equal(t, StopResponse{Room: room, NotBefore: st.NotBefore, Paused: true, State: "paused", EdgeMaxAgeMs: 7000, EdgeMaxAgeS: 7}, st)
 	assert.Greater(t, st.NotBefore, x.IssuedAt, "after the token's iat (Unix s)")
 
 	assert.Equal(t, roomDirective{st.NotBefore}, doc().Rooms[room], "published at once through this replica")

@@ -59,17 +59,17 @@
 //	GET    /v1/rooms/{room}/status           user + waiting    200 Entry (Retry-After when WAITING)
 //	GET    /v1/rooms/{room}/events           user + waiting    200 text/event-stream of "status" events
 //	POST   /v1/rooms/{room}/leave            user + waiting    204
-//	POST   /v1/rooms/{room}/exchange         user + waiting    200 {admission_token, admission_id, admission, expires_at, issued_at}
+//	POST   /v1/rooms/{room}/exchange         user + waiting    200 {admission_token, admission_id, admission, expires_at_ms, issued_at_ms}
 //	POST   /v1/complete?product=…            admission token   200 {state, admission_id, completed_at_ms, repeated}
 //	GET    /admin/rooms                      admin             200 {"rooms":[…]}
 //	GET    /admin/rooms/{room}               admin             200 RoomConfig
 //	PUT    /admin/rooms/{room}               admin             201 created / 200 updated, RoomConfig
-//	DELETE /admin/rooms/{room}               admin             200 RoomConfig (deleted_at): close with reason deleted, keys expire retention_ms after
+//	DELETE /admin/rooms/{room}               admin             200 RoomConfig (deleted_at_ms): close with reason deleted, keys expire retention_ms after
 //	POST   /admin/rooms/{room}/open          admin             200 RoomConfig (also /pause)
 //	POST   /admin/rooms/{room}/close         admin             200 RoomConfig; optional body {reason: sold_out|closed|event_ended}
 //	POST   /admin/rooms/{room}/sold-out      admin             200 RoomConfig: close with reason sold_out
 //	POST   /admin/rooms/{room}/revoke        admin             200 {state, admission_id, revoked_at_ms, repeated, banned_until_ms}; body {admission_id} or {user, ban_ms, reason}
-//	POST   /admin/rooms/{room}/stop          admin             200 {room, not_before (Unix s), paused, state, edge_max_age_s}: refuse admissions issued up to now
+//	POST   /admin/rooms/{room}/stop          admin             200 {room, not_before (Unix s, as iat), paused, state, edge_max_age_ms}: refuse admissions issued up to now
 //	POST   /admin/rooms/{room}/ban           admin             200 {user, banned_until_ms, banned_at_ms, reason, removed_waiting, revoked_admission_id}; body {user, duration_ms, reason}
 //	DELETE /admin/rooms/{room}/ban/{user}    admin             204 (404 not_found: no ban in effect)
 //	GET    /admin/rooms/{room}/bans          admin             200 {bans:[{user, banned_until_ms, banned_at_ms, reason}], total, next_cursor}; ?limit=1…1000 (100)&cursor=
@@ -114,7 +114,8 @@
 // in constant time. With an empty AdminToken the admin API is disabled and
 // its routes answer 404 unknown-route. PUT takes {"capacity",
 // "rate_per_minute", "session_ms" ("session_seconds" its deprecated alias), "tick_ms", "batch", "state",
-// "arrival_window_ms" (0: off), "opens_at", "closes_at", "pre_queue" ("fifo"
+// "arrival_window_ms" (0: off), "opens_at_ms", "closes_at_ms" (Unix ms, 0: none;
+// or "opens_at", "closes_at" as RFC 3339), "pre_queue" ("fifo"
 // or "shuffle": the pre-queue lottery; "prequeue" is its deprecated alias), branding};
 // omitted members keep the current value (the default for a new room),
 // unknown members and zero values are refused (400).

@@ -238,11 +238,16 @@ func (s *Server) leave(c *fiber.Ctx) error {
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
-// ExchangeResponse is the answer of a successful exchange (times in Unix seconds).
+// ExchangeResponse is the answer of a successful exchange. ExpiresAtMs and
+// IssuedAtMs are the token's exp and iat as Unix ms (whole seconds, as the
+// claims are); ExpiresAt and IssuedAt are the same in Unix seconds, their
+// deprecated old names, emitted for one release (docs/http-api.md "Units").
 type ExchangeResponse struct {
 	AdmissionToken  string `json:"admission_token"`
 	AdmissionID     string `json:"admission_id"`
 	AdmissionNumber int64  `json:"admission"`
+	ExpiresAtMs     int64  `json:"expires_at_ms"`
+	IssuedAtMs      int64  `json:"issued_at_ms"`
 	ExpiresAt       int64  `json:"expires_at"`
 	IssuedAt        int64  `json:"issued_at"`
 }
@@ -270,6 +275,7 @@ func (s *Server) exchange(c *fiber.Ctx) error {
 		s.setAdmissionCookie(c, a.Token, a.ExpiresAt)
 	}
 	out := ExchangeResponse{AdmissionToken: a.Token, AdmissionID: a.ID, AdmissionNumber: a.Number,
+		ExpiresAtMs: a.ExpiresAt.UnixMilli(), IssuedAtMs: a.IssuedAt.UnixMilli(),
 		ExpiresAt: a.ExpiresAt.Unix(), IssuedAt: a.IssuedAt.Unix()}
 	bp := jsonBuf()
 	return sendJSON(c, bp, out.appendJSON(*bp))

@@ -59,7 +59,7 @@ func TestJournalRoutes(t *testing.T) {
 		entries: map[string][]journal.Entry{"r/alice": {alice, older}},
 		reports: map[string]journal.Report{"r": {Room: "r", Entered: 2, Admitted: 1, Completed: 1, LeftWaiting: 1,
 			Wait:         journal.WaitStats{Admitted: 1, P50Ms: 41200, P95Ms: 41200},
-			WaitByMinute: []journal.WaitMinute{{Minute: time.UnixMilli(0).UTC(), WaitStats: journal.WaitStats{Admitted: 1, P50Ms: 41200, P95Ms: 41200}}}}},
+			WaitByMinute: []journal.WaitMinute{{MinuteAtMs: 60_000, Minute: time.UnixMilli(60_000).UTC(), WaitStats: journal.WaitStats{Admitted: 1, P50Ms: 41200, P95Ms: 41200}}}}},
 	}
 	e := newEnv(t, withOptions(func(o *Options) { o.Journal = f }))
 	adm := func(path string) resp { return e.do(req{method: "GET", path: path, bearer: adminToken}) }
@@ -69,11 +69,12 @@ func TestJournalRoutes(t *testing.T) {
 	require.Equal(t, "no-store", r.header.Get("Cache-Control"))
 	require.JSONEq(t, `{"room":"r","user":"alice","entries":[
 		{"room":"r","epoch":"ab12cd34ef","arrival":7,"user":"alice","lane":"priority",
+		 "entered_at_ms":1000,"admitted_at_ms":42200,"exchanged_at_ms":43000,"ended_at_ms":100000,
 		 "entered_at":"1970-01-01T00:00:01.000Z","admitted_at":"1970-01-01T00:00:42.200Z",
 		 "admission_id":"ab12cd34ef.7.1.42200","exchanged_at":"1970-01-01T00:00:43.000Z",
 		 "ended_at":"1970-01-01T00:01:40.000Z","end":"completed","completed":true,"wait_ms":41200,"session_ms":57800},
-		{"room":"r","epoch":"ab12cd34ef","arrival":2,"user":"alice","entered_at":"1970-01-01T00:00:00.500Z",
-		 "ended_at":"1970-01-01T00:00:00.900Z","end":"left","completed":false}]}`, string(r.body))
+		{"room":"r","epoch":"ab12cd34ef","arrival":2,"user":"alice","entered_at_ms":500,"ended_at_ms":900,
+		 "entered_at":"1970-01-01T00:00:00.500Z","ended_at":"1970-01-01T00:00:00.900Z","end":"left","completed":false}]}`, string(r.body))
 
 	adm("/admin/rooms/r/journal?user=bob").problem(t, 404, "not_found")
 	adm("/admin/rooms/r/journal").problem(t, 400, "invalid_input")
@@ -83,7 +84,7 @@ func TestJournalRoutes(t *testing.T) {
 	require.Equal(t, 200, r.status, "%s", r.body)
 	require.JSONEq(t, `{"room":"r","epoch":"ab12cd34ef","entered":2,"admitted":1,"completed":1,"abandoned":0,
 		"live":0,"closed":0,"left_waiting":1,"waiting":0,"wait":{"admitted":1,"p50_ms":41200,"p95_ms":41200},
-		"wait_by_minute":[{"minute":"1970-01-01T00:00:00Z","admitted":1,"p50_ms":41200,"p95_ms":41200}],
+		"wait_by_minute":[{"minute_at_ms":60000,"minute":"1970-01-01T00:01:00Z","admitted":1,"p50_ms":41200,"p95_ms":41200}],
 		"estimate":{"admitted":0,"abs_error_p50_ms":0,"abs_error_p90_ms":0,"bias_mean_ms":0}}`, string(r.body))
 	adm("/admin/rooms/nope/journal/report").problem(t, 404, "not_found")
 	adm("/admin/rooms/r/journal/report?epoch=NOT-AN-EPOCH").problem(t, 400, "invalid_input")

@@ -131,6 +131,8 @@ func (r *ExchangeResponse) appendJSON(dst []byte) []byte {
 	o.str("admission_token", r.AdmissionToken)
 	o.str("admission_id", r.AdmissionID)
 	o.int("admission", r.AdmissionNumber)
+	o.int("expires_at_ms", r.ExpiresAtMs)
+	o.int("issued_at_ms", r.IssuedAtMs)
 	o.int("expires_at", r.ExpiresAt)
 	o.int("issued_at", r.IssuedAt)
 	return o.end()

@@ -164,7 +164,7 @@ func FuzzEntryJSON(f *testing.F) {
 				Lane: str(), RoomState: str()}
 			sameAsMarshal(t, &e)
 			sameAsMarshal(t, &ExchangeResponse{AdmissionToken: str(), AdmissionID: str(), AdmissionNumber: num(),
-				ExpiresAt: num(), IssuedAt: num()})
+				ExpiresAtMs: num(), IssuedAtMs: num(), ExpiresAt: num(), IssuedAt: num()})
 			sameAsMarshal(t, &CompleteResponse{State: str(), AdmissionID: str(), CompletedAtMs: num(), Repeated: r.IntN(2) == 0})
 		}
 	})

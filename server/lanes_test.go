@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
@@ -83,8 +84,17 @@ func TestAdminInvitesAndEnterWithInvite(t *testing.T) {
 	assert.EqualValues(t, 4, s.Priority)
 	assert.EqualValues(t, 4, s.InvitesUsed)
 
+	// An expiry in Unix ms, or as RFC 3339 (the same instant).
+	exp := time.Now().Add(2 * time.Hour).Truncate(time.Second)
+	inv = e.invites(room, fmt.Sprintf(`{"expires_at_ms":%d}`, exp.UnixMilli()))
+	assert.Equal(t, exp.UnixMilli(), inv[0].ExpiresAtMs)
+	inv = e.invites(room, fmt.Sprintf(`{"expires_at_ms":%d,"expires_at":%q}`, exp.UnixMilli(), exp.UTC().Format(time.RFC3339)))
+	assert.Equal(t, exp.UnixMilli(), inv[0].ExpiresAtMs)
+
 	// Bad requests for invites.
 	for _, body := range []string{`{"lane":"vip"}`, `{"ttl_ms":0}`, `{"ttl_ms":1000,"expires_at":"2030-01-01T00:00:00Z"}`,
+		`{"ttl_ms":1000,"expires_at_ms":1900000000000}`, `{"expires_at_ms":0}`, `{"expires_at_ms":-5}`,
+		`{"expires_at_ms":1900000000000,"expires_at":"2030-01-01T00:00:00Z"}`,
 		`{"expires_at":"tomorrow"}`, `{"count":1001}`, `{"count":-1}`, `{"user":"a b"}`, `{"nope":1}`} {
 		e.admin("POST", "/admin/rooms/"+room+"/invites", body).problem(t, 400, "invalid_input")
 	}

@@ -141,10 +141,13 @@ func TestExchange(t *testing.T) {
 	tok, err := v.Verify(context.Background(), x.AdmissionToken, verifier.Expect{Product: room, User: "alice"})
 	require.NoError(t, err)
 	assert.Equal(t, x.AdmissionID, tok.ID)
+	assert.Equal(t, tok.ExpiresAt.UnixMilli(), x.ExpiresAtMs)
+	assert.Equal(t, tok.IssuedAt.UnixMilli(), x.IssuedAtMs)
+	// expires_at and issued_at, deprecated: the same in Unix seconds.
 	assert.Equal(t, tok.ExpiresAt.Unix(), x.ExpiresAt)
 	assert.Equal(t, tok.IssuedAt.Unix(), x.IssuedAt)
 	assert.EqualValues(t, 1, x.AdmissionNumber)
-	assert.Greater(t, x.ExpiresAt, x.IssuedAt)
+	assert.Greater(t, x.ExpiresAtMs, x.IssuedAtMs)
 
 	// Repeat: the same jti.
 	r = e.exchange(room, "alice", alice)
@@ -152,7 +155,7 @@ func TestExchange(t *testing.T) {
 	var y ExchangeResponse
 	require.NoError(t, json.Unmarshal(r.body, &y))
 	assert.Equal(t, x.AdmissionID, y.AdmissionID)
-	assert.Equal(t, x.ExpiresAt, y.ExpiresAt)
+	assert.Equal(t, x.ExpiresAtMs, y.ExpiresAtMs)
 
 	e.exchange(room, "bob", alice).problem(t, 403, "token_owner_mismatch")
 	e.exchange(room, "alice", "").problem(t, 401, "invalid_waiting_token")
@@ -416,6 +419,49 @@ func TestAdminEventWindow(t *testing.T) {
 	r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", user: "later"})
 	require.Equal(t, 200, r.status, "%s", r.body)
 	assert.Equal(t, "open", r.json(t)["room_state"])
+}
+
+// TestAdminEventWindowMs: the event window in Unix ms (docs/http-api.md
+// "Units"): opens_at_ms and closes_at_ms out, next to the deprecated RFC
+// 3339 opens_at and closes_at for one release; in, either form (both must
+// name the same instant), 0 removing a bound like "".
+func TestAdminEventWindowMs(t *testing.T) {
+	e := newEnv(t)
+	room := e.room(issuer.RoomConfig{Capacity: 5})
+	base := "/admin/rooms/" + room
+	opens := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	closes := opens.Add(2 * time.Hour)
+	r := e.admin("PUT", base, fmt.Sprintf(`{"opens_at_ms":%d,"closes_at":%q}`, opens.UnixMilli(), closes.Format(time.RFC3339Nano)))
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var rc RoomConfig
+	require.NoError(t, json.Unmarshal(r.body, &rc))
+	assert.Equal(t, opens.UnixMilli(), rc.OpensAtMs)
+	assert.Equal(t, closes.UnixMilli(), rc.ClosesAtMs)
+	require.NotNil(t, rc.OpensAt, "deprecated, still emitted")
+	assert.True(t, rc.OpensAt.Equal(opens), "%v", rc.OpensAt)
+
+	// Both forms: the same instant is fine, different ones are refused.
+	r = e.admin("PUT", base, fmt.Sprintf(`{"opens_at_ms":%d,"opens_at":%q}`, opens.UnixMilli(), opens.Format(time.RFC3339Nano)))
+	require.Equal(t, 200, r.status, "%s", r.body)
+	e.admin("PUT", base, fmt.Sprintf(`{"opens_at_ms":%d,"opens_at":%q}`, opens.UnixMilli()+1000, opens.Format(time.RFC3339Nano))).
+		problem(t, 400, "invalid_input")
+	e.admin("PUT", base, `{"opens_at_ms":-1}`).problem(t, 400, "invalid_input")
+
+	// The closed-out room's instants are _ms too.
+	r = e.admin("PUT", base, `{"opens_at_ms":0}`)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	m := r.json(t)
+	assert.NotContains(t, m, "opens_at_ms", "0 removes the bound")
+	assert.NotContains(t, m, "opens_at")
+	assert.EqualValues(t, closes.UnixMilli(), m["closes_at_ms"])
+	r = e.admin("DELETE", base, "")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	require.NoError(t, json.Unmarshal(r.body, &rc))
+	require.NotNil(t, rc.DeletedAt)
+	require.NotNil(t, rc.EndedAt)
+	assert.Equal(t, rc.DeletedAt.UnixMilli(), rc.DeletedAtMs)
+	assert.Equal(t, rc.EndedAt.UnixMilli(), rc.EndedAtMs)
+	assert.NotZero(t, rc.DeletedAtMs)
 }
 
 func TestAdminDisabled(t *testing.T) {

@@ -269,7 +269,7 @@ func TestVisitorExchangeSetsAdmissionCookie(t *testing.T) {
 			// The JSON answer is unchanged.
 			var members map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal(r.body, &members))
-			assert.ElementsMatch(t, []string{"admission_token", "admission_id", "admission", "expires_at", "issued_at"},
+			assert.ElementsMatch(t, []string{"admission_token", "admission_id", "admission", "expires_at_ms", "issued_at_ms", "expires_at", "issued_at"},
 				slices.Collect(func(yield func(string) bool) {
 					for k := range members {
 						if !yield(k) {

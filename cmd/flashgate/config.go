@@ -13,6 +13,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -50,12 +51,12 @@ type serveConfig struct {
 	DefaultRate            int           `env:"DEFAULT_RATE_PER_MINUTE" envDefault:"600" help:"new users per minute of rooms created by DEFAULT_ROOM"`
 	DefaultSessionDuration time.Duration `env:"DEFAULT_SESSION" envDefault:"5m" help:"session duration (admission lifetime, whole seconds, at most 15m) of rooms created by DEFAULT_ROOM"`
 	DefaultTick            time.Duration `env:"DEFAULT_TICK" envDefault:"1s" help:"admission tick of rooms created by DEFAULT_ROOM"`
-	DefaultArrivalWindow   time.Duration `env:"DEFAULT_ARRIVAL_WINDOW" envDefault:"1m" help:"arrival window of rooms created by DEFAULT_ROOM: an admission not exchanged within it ends early (EXPIRED, reason not_claimed) and its slot goes to the next in line; 0: off (the admission lasts the session); else 1s … 15m"`
+	DefaultArrivalWindow   offDuration   `env:"DEFAULT_ARRIVAL_WINDOW" envDefault:"1m" help:"arrival window of rooms created by DEFAULT_ROOM: an admission not exchanged within it ends early (EXPIRED, reason not_claimed) and its slot goes to the next in line; off (or 0, as a room's arrival_window_ms 0): the admission lasts the session; else 1s … 15m"`
 	DefaultPreQueue        string        `env:"DEFAULT_PREQUEUE" envDefault:"fifo" help:"fifo | shuffle: pre-queue order of rooms created by DEFAULT_ROOM (shuffle: everyone who entered before the room first opened is placed by a lottery drawn at opening, each room with its own secret seed)"`
-	MaxAutoRooms           int           `env:"MAX_AUTO_ROOMS" envDefault:"100" help:"most rooms DEFAULT_ROOM may have created at once, across replicas (an enter into another unknown room answers 503 room_limit); 0: no limit"`
-	AutoRoomIdle           time.Duration `env:"AUTO_ROOM_IDLE" envDefault:"1h" help:"a room DEFAULT_ROOM created is deleted after this long with nobody waiting or admitted, and its slot freed; 0: never"`
+	MaxAutoRooms           offInt        `env:"MAX_AUTO_ROOMS" envDefault:"100" help:"most rooms DEFAULT_ROOM may have created at once, across replicas (an enter into another unknown room answers 503 room_limit); off: no limit (0 is deprecated: off for one release, with a warning, then refused)"`
+	AutoRoomIdle           offDuration   `env:"AUTO_ROOM_IDLE" envDefault:"1h" help:"a room DEFAULT_ROOM created is deleted after this long with nobody waiting or admitted, and its slot freed; at least 1s; off: never (0 is deprecated: off for one release, with a warning, then refused)"`
 	RoomRetention          time.Duration `env:"ROOM_RETENTION" envDefault:"24h" help:"how long a room's keys (every one, the user index included) live after the room ends (closed, sold out, its window closed, deleted) before Redis expires them; 1m … 720h; a room's retention_ms overrides it"`
-	JournalMaxLen          int64         `env:"JOURNAL_MAXLEN" envDefault:"1000000" help:"bound of each room's journal stream (fg:{room}:journal, XADD MAXLEN ~, in entries: one per state change; flashgate journal run writes it to PostgreSQL and trims it; past the bound unread entries are lost to the journal); 0: the rooms this replica creates or configures write no journal"`
+	JournalMaxLen          offInt64      `env:"JOURNAL_MAXLEN" envDefault:"1000000" help:"bound of each room's journal stream (fg:{room}:journal, XADD MAXLEN ~, in entries: one per state change; flashgate journal run writes it to PostgreSQL and trims it; past the bound unread entries are lost to the journal); off: the rooms this replica creates or configures write no journal (0 is deprecated: off for one release, with a warning, then refused)"`
 	LostRooms              string        `env:"LOST_ROOMS" envDefault:"recreate" help:"recreate | await-restore: what a replica does with a room it knew whose data Redis lost (docs/operations.md \"Durability\"): recreate it empty with a new epoch (clients re-enter at the back), or answer 503 room_lost (Retry-After 2) until flashgate restore rebuilds it from the journal (clients keep their place)"`
 	EnterPerUser           int           `env:"ENTER_PER_USER" envDefault:"30" help:"enter requests per window per user id (429 beyond; counted in memory per replica); 0 disables"`
 	EnterPerAddress        int           `env:"ENTER_PER_ADDRESS" envDefault:"300" help:"enter requests per window per client address (its /64 for IPv6; many users share one behind a NAT); in visitor mode also the most new visitors (places) one address takes per window; 0 disables; applied with FLASHGATE_PROXY_HEADER set, or in visitor mode (then to the TCP peer without it)"`
@@ -128,6 +129,11 @@ func (c *serveConfig) deprecations() []string {
 	if c.EnterBatch != nil {
 		out = append(out, "FLASHGATE_ENTER_BATCH is deprecated and will be removed: set FLASHGATE_SCRIPT_BATCH")
 	}
+	for _, s := range c.offSettings(&issuer.Config{}) {
+		if s.zero {
+			out = append(out, s.name+"=0 means off for one release and will be refused: write "+s.name+"=off")
+		}
+	}
 	return out
 }
 
@@ -167,6 +173,10 @@ func typeWord(t reflect.Type) string {
 	switch {
 	case t == reflect.TypeOf(time.Duration(0)):
 		return "duration (e.g. 1m30s)"
+	case t == reflect.TypeOf(offOr[time.Duration]{}):
+		return "duration (e.g. 1m30s) or off"
+	case t == reflect.TypeOf(offOr[int]{}), t == reflect.TypeOf(offOr[int64]{}):
+		return "integer or off"
 	case t.Kind() == reflect.Bool:
 		return "boolean (true or false)"
 	case t.Kind() == reflect.Slice:
@@ -213,14 +223,10 @@ func (c *serveConfig) validate() error {
 	if c.ScriptBatch == 0 {
 		return fmt.Errorf("FLASHGATE_SCRIPT_BATCH must be 1 … %d (unset: %d), got 0", issuer.MaxScriptBatch, issuer.DefaultScriptBatch)
 	}
-	if c.MaxAutoRooms < 0 {
-		return fmt.Errorf("FLASHGATE_MAX_AUTO_ROOMS must be 0 (no limit) or positive, got %d", c.MaxAutoRooms)
-	}
-	if c.AutoRoomIdle < 0 {
-		return fmt.Errorf("FLASHGATE_AUTO_ROOM_IDLE must be 0 (never) or at least 1s, got %s", c.AutoRoomIdle)
-	}
-	if c.JournalMaxLen < 0 {
-		return fmt.Errorf("FLASHGATE_JOURNAL_MAXLEN must be 0 (no journal) or positive, got %d", c.JournalMaxLen)
+	for _, s := range c.offSettings(&issuer.Config{}) {
+		if s.negative {
+			return fmt.Errorf("%s must be off or positive, got %s", s.name, s.value)
+		}
 	}
 	if c.LostRooms != string(issuer.LostRoomsRecreate) && c.LostRooms != string(issuer.LostRoomsAwaitRestore) {
 		return fmt.Errorf("FLASHGATE_LOST_ROOMS must be %s or %s, got %q", issuer.LostRoomsRecreate, issuer.LostRoomsAwaitRestore, c.LostRooms)
@@ -369,24 +375,116 @@ func (c *serveConfig) validateLimits() error {
 // setting, none of the dependencies (Redis, Signer, the waiting secret, the
 // logger), which serve adds.
 func (c *serveConfig) issuerConfig() issuer.Config {
-	// The variables' 0 is off; a Config's 0 is the default (issuer.Config
-	// MaxAutoRooms, AutoRoomIdle, JournalMaxLen): off has a name there.
-	maxAuto, idle := c.MaxAutoRooms, c.AutoRoomIdle
-	if maxAuto == 0 {
-		maxAuto = issuer.NoAutoRoomLimit
-	}
-	if idle == 0 {
-		idle = issuer.AutoRoomNeverIdle
-	}
-	journal := c.JournalMaxLen
-	if journal == 0 {
-		journal = issuer.NoJournal
-	}
-	return issuer.Config{Issuer: c.Issuer, Audience: c.Audience, DefaultRoom: c.defaultRoom(),
+	ic := issuer.Config{Issuer: c.Issuer, Audience: c.Audience, DefaultRoom: c.defaultRoom(),
 		CompletionReplicas: c.CompletionReplicas, CompletionTimeout: c.CompletionTimeout,
-		StatusSnapshot: c.StatusSnapshot, ScriptBatch: c.ScriptBatch,
-		MaxAutoRooms: maxAuto, AutoRoomIdle: idle, RoomRetention: c.RoomRetention,
-		JournalMaxLen: journal, LostRooms: issuer.LostRoomPolicy(c.LostRooms)}
+		StatusSnapshot: c.StatusSnapshot, ScriptBatch: c.ScriptBatch, RoomRetention: c.RoomRetention,
+		LostRooms: issuer.LostRoomPolicy(c.LostRooms)}
+	c.offSettings(&ic)
+	return ic
+}
+
+// offSetting is one variable of offSettings, as the operator set it.
+type offSetting struct {
+	name     string // the variable
+	value    string // its value as written back (for errors)
+	zero     bool   // set to the deprecated 0
+	negative bool   // set below 0: refused
+}
+
+// offSettings is the one mapping of the variables that the word off turns
+// off to issuer.Config, whose 0 means "the default" (a Go struct's "not
+// set") and whose off has a name (issuer.NoAutoRoomLimit,
+// AutoRoomNeverIdle, NoJournal, ArrivalWindowOff): it sets those fields of
+// ic (ic.DefaultRoom's when it is set; unset variables give the packages'
+// defaults through their envDefault tags; off, and 0, the named off
+// values) and returns the variables for validate and deprecations. 0 is
+// deprecated (keptZero false) except for FLASHGATE_DEFAULT_ARRIVAL_WINDOW,
+// a room setting whose 0 is off as the admin API's arrival_window_ms 0 is.
+// A new such setting is a row here, an offOr field and a line in
+// TestServeEnvOff.
+func (c *serveConfig) offSettings(ic *issuer.Config) []offSetting {
+	window := new(time.Duration) // no default room: mapped, then dropped
+	if ic.DefaultRoom != nil {
+		window = &ic.DefaultRoom.ArrivalWindow
+	}
+	return []offSetting{
+		mapOff("FLASHGATE_MAX_AUTO_ROOMS", c.MaxAutoRooms, issuer.NoAutoRoomLimit, &ic.MaxAutoRooms, false),
+		mapOff("FLASHGATE_AUTO_ROOM_IDLE", c.AutoRoomIdle, issuer.AutoRoomNeverIdle, &ic.AutoRoomIdle, false),
+		mapOff("FLASHGATE_JOURNAL_MAXLEN", c.JournalMaxLen, issuer.NoJournal, &ic.JournalMaxLen, false),
+		mapOff("FLASHGATE_DEFAULT_ARRIVAL_WINDOW", c.DefaultArrivalWindow, issuer.ArrivalWindowOff, window, true),
+	}
+}
+
+// mapOff sets *dst to v's value, or to off when v is off or 0, and
+// describes v as an offSetting named name (its 0 deprecated unless
+// keptZero).
+func mapOff[T offNumber](name string, v offOr[T], off T, dst *T, keptZero bool) offSetting {
+	*dst = v.n
+	if v.off || v.zero {
+		*dst = off
+	}
+	return offSetting{name: name, value: v.String(), zero: v.zero && !keptZero, negative: !v.off && v.n < 0}
+}
+
+// offInt, offInt64 and offDuration are the offOr variables' types.
+type (
+	offInt      = offOr[int]
+	offInt64    = offOr[int64]
+	offDuration = offOr[time.Duration]
+)
+
+// offNumber is what an offOr holds: a count, or a duration (Go syntax).
+type offNumber interface{ int | int64 | time.Duration }
+
+// offOr is a variable that takes a number (or a Go duration) or the word
+// off (any case). Its 0 means off too, deprecated for one release (serve
+// warns; it will then be refused, never silently become the default): in
+// the environment, unset is the default and off is written off, so 0 has
+// no meaning of its own, unlike in issuer.Config.
+type offOr[T offNumber] struct {
+	n    T    // the value; 0 when off
+	off  bool // the word off
+	zero bool // 0: off, deprecated
+}
+
+// UnmarshalText reads off (any case), a Go duration for
+// offOr[time.Duration], else a base-10 integer. Errors: strconv's or
+// time.ParseDuration's.
+func (o *offOr[T]) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	*o = offOr[T]{}
+	if strings.EqualFold(s, "off") {
+		o.off = true
+		return nil
+	}
+	var n T
+	switch p := any(&n).(type) {
+	case *time.Duration:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*p = d
+	default:
+		i, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		n = T(i)
+	}
+	o.n, o.zero = n, n == 0
+	return nil
+}
+
+// String is o as the operator writes it: off, or the value.
+func (o offOr[T]) String() string {
+	if o.off {
+		return "off"
+	}
+	if d, ok := any(o.n).(time.Duration); ok {
+		return d.String()
+	}
+	return fmt.Sprint(int64(o.n))
 }
 
 // serverOptions is the server's options from the environment, without the
@@ -489,13 +587,11 @@ func (c *serveConfig) defaultRoom() *issuer.RoomConfig {
 	if c.DefaultRoom == "off" {
 		return nil
 	}
-	window := c.DefaultArrivalWindow
-	if window == 0 {
-		window = issuer.ArrivalWindowOff // 0 here means off, not the issuer's "default"
-	}
-	return &issuer.RoomConfig{Capacity: c.DefaultCapacity, RatePerMinute: c.DefaultRate,
+	ic := issuer.Config{DefaultRoom: &issuer.RoomConfig{Capacity: c.DefaultCapacity, RatePerMinute: c.DefaultRate,
 		SessionDuration: c.DefaultSessionDuration, Tick: c.DefaultTick, State: issuer.RoomState(c.DefaultRoom),
-		TickBatch: issuer.DefaultTickBatch, ArrivalWindow: window, PreQueue: issuer.PreQueue(c.DefaultPreQueue)}
+		TickBatch: issuer.DefaultTickBatch, PreQueue: issuer.PreQueue(c.DefaultPreQueue)}}
+	c.offSettings(&ic) // ArrivalWindow
+	return ic.DefaultRoom
 }
 
 // waitingSecret decodes FLASHGATE_WAITING_SECRET (standard or URL-safe
@@ -566,7 +662,7 @@ func envDoc(t reflect.Type, prefix string) []envVar {
 	var out []envVar
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+		if f.Type.Kind() == reflect.Struct && f.Tag.Get("env") == "" {
 			out = append(out, envDoc(f.Type, prefix+f.Tag.Get("envPrefix"))...)
 			continue
 		}

@@ -34,7 +34,11 @@ func writeConfigDoc(w io.Writer) {
 		"     Do not edit: change the tags and run `make docs` (go generate ./cmd/flashgate). -->\n\n"+
 		"Each command below reads only the environment (caarlos0/env); `flashgate CMD -h` prints the same\n"+
 		"table. A value that does not parse is reported under its variable's name and the command exits 2.\n"+
-		"Durations are Go durations (`1m30s`, `200ms`); lists are comma-separated.\n")
+		"Durations are Go durations (`1m30s`, `200ms`): the unit is in the value, so no name carries one\n"+
+		"(in JSON, where durations are numbers, names end in `_ms`); lists are comma-separated. Unset means the\n"+
+		"default shown; `0` means off only where the meaning says so. The variables whose meaning names `off`\n"+
+		"take that word (any case); where their `0` is deprecated it still means off for this release, with a\n"+
+		"warning at startup, and will then be refused — it never silently becomes the default.\n")
 	for _, c := range envCommands {
 		fmt.Fprintf(w, "\n## flashgate %s\n\n%s.\n\n", c.name, c.about)
 		fmt.Fprint(w, "| variable | default | meaning |\n|---|---|---|\n")

@@ -56,7 +56,7 @@ func TestServeEnvDefaultsArePackageDefaults(t *testing.T) {
 			continue
 		}
 		got := f.Tag.Get("envDefault")
-		if f.Type == reflect.TypeOf(time.Duration(0)) {
+		if f.Type == reflect.TypeOf(time.Duration(0)) || f.Type == reflect.TypeOf(offDuration{}) {
 			d, err := time.ParseDuration(got)
 			assert.NoError(t, err, field)
 			got = d.String()

@@ -69,7 +69,8 @@ func TestEnvErrorsNameTheVariable(t *testing.T) {
 	n := 0
 	for _, v := range vars {
 		switch typ[v.field].Kind() {
-		case reflect.Int, reflect.Int64, reflect.Bool: // time.Duration is an int64
+		case reflect.Int, reflect.Int64, reflect.Bool, // time.Duration is an int64
+			reflect.Struct: // offOr: a number or off
 		default:
 			continue
 		}
@@ -94,7 +95,7 @@ func TestEnvErrorsNameTheVariable(t *testing.T) {
 func fieldType(t reflect.Type, out map[string]reflect.Type) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if f.Type.Kind() == reflect.Struct {
+		if f.Type.Kind() == reflect.Struct && f.Tag.Get("env") == "" {
 			fieldType(f.Type, out)
 			continue
 		}

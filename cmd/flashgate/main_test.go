@@ -407,9 +407,12 @@ func TestServeGracefulShutdown(t *testing.T) {
 	assert.Error(t, err, "the listener is closed")
 }
 
+// TestServeEmbeddedWarns: serve warns at startup of the embedded Redis, and
+// of a deprecated variable (FLASHGATE_JOURNAL_MAXLEN=0: write off).
 func TestServeEmbeddedWarns(t *testing.T) {
 	port := redistest.FreePort(t)
 	t.Setenv("REDIS_URL", "")
+	t.Setenv("FLASHGATE_JOURNAL_MAXLEN", "0")
 	t.Setenv("FLASHGATE_ADDR", fmt.Sprintf("127.0.0.1:%d", port))
 	t.Setenv("FLASHGATE_KEYS_FILE", filepath.Join(t.TempDir(), "keys.json"))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -428,6 +431,8 @@ func TestServeEmbeddedWarns(t *testing.T) {
 	cancel()
 	assert.Equal(t, exitOK, <-done)
 	assert.GreaterOrEqual(t, strings.Count(stderr.String(), embeddedWarning), 2, stderr.String())
+	assert.Regexp(t, `level=WARN msg="FLASHGATE_JOURNAL_MAXLEN=0 means off for one release and will be refused: write FLASHGATE_JOURNAL_MAXLEN=off"`,
+		stderr.String())
 }
 
 func TestServeBadConfig(t *testing.T) {
@@ -520,21 +525,66 @@ func TestKeysAddNext(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code, "positional arguments are refused")
 }
 
-// TestServeEnvZeroIsOff: FLASHGATE_MAX_AUTO_ROOMS, FLASHGATE_AUTO_ROOM_IDLE
-// and FLASHGATE_JOURNAL_MAXLEN 0 turn the setting off, and reach the issuer
-// as its named off values (a Config's 0 would be the default); unset, they
-// reach it as the issuer's defaults.
-func TestServeEnvZeroIsOff(t *testing.T) {
-	c, err := loadServeEnv(map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "0", "FLASHGATE_AUTO_ROOM_IDLE": "0", "FLASHGATE_JOURNAL_MAXLEN": "0"})
-	require.NoError(t, err)
-	ic := c.Serve.issuerConfig()
-	assert.Equal(t, issuer.NoAutoRoomLimit, ic.MaxAutoRooms)
-	assert.Equal(t, issuer.AutoRoomNeverIdle, ic.AutoRoomIdle)
-	assert.Equal(t, int64(issuer.NoJournal), ic.JournalMaxLen)
-	c, err = loadServeEnv(map[string]string{})
-	require.NoError(t, err)
-	ic = c.Serve.issuerConfig()
-	assert.Equal(t, issuer.DefaultMaxAutoRooms, ic.MaxAutoRooms)
-	assert.Equal(t, issuer.DefaultAutoRoomIdle, ic.AutoRoomIdle)
-	assert.Equal(t, int64(issuer.DefaultJournalMaxLen), ic.JournalMaxLen)
+// TestServeEnvOff: FLASHGATE_MAX_AUTO_ROOMS, FLASHGATE_AUTO_ROOM_IDLE,
+// FLASHGATE_JOURNAL_MAXLEN and FLASHGATE_DEFAULT_ARRIVAL_WINDOW reach
+// issuer.Config as its named off value when set to off (any case) or to 0
+// (deprecated, with a warning, except the arrival window's), as the
+// issuer's default when unset, as themselves when set to a value; a
+// negative one is refused.
+func TestServeEnvOff(t *testing.T) {
+	type fields struct {
+		maxAuto int
+		idle    time.Duration
+		journal int64
+		window  time.Duration
+	}
+	read := func(c issuer.Config) fields {
+		return fields{c.MaxAutoRooms, c.AutoRoomIdle, c.JournalMaxLen, c.DefaultRoom.ArrivalWindow}
+	}
+	off := fields{issuer.NoAutoRoomLimit, issuer.AutoRoomNeverIdle, issuer.NoJournal, issuer.ArrivalWindowOff}
+	for _, tc := range []struct {
+		name    string
+		environ map[string]string
+		want    fields
+		warns   []string
+	}{
+		{"off", map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "off", "FLASHGATE_AUTO_ROOM_IDLE": "OFF", "FLASHGATE_JOURNAL_MAXLEN": "Off",
+			"FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "off"}, off, nil},
+		{"0", map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "0", "FLASHGATE_AUTO_ROOM_IDLE": "0", "FLASHGATE_JOURNAL_MAXLEN": "0",
+			"FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "0"}, off, []string{
+			"FLASHGATE_MAX_AUTO_ROOMS=0 means off for one release and will be refused: write FLASHGATE_MAX_AUTO_ROOMS=off",
+			"FLASHGATE_AUTO_ROOM_IDLE=0 means off for one release and will be refused: write FLASHGATE_AUTO_ROOM_IDLE=off",
+			"FLASHGATE_JOURNAL_MAXLEN=0 means off for one release and will be refused: write FLASHGATE_JOURNAL_MAXLEN=off"}},
+		{"0s", map[string]string{"FLASHGATE_AUTO_ROOM_IDLE": "0s"},
+			fields{issuer.DefaultMaxAutoRooms, issuer.AutoRoomNeverIdle, issuer.DefaultJournalMaxLen, issuer.DefaultArrivalWindow},
+			[]string{"FLASHGATE_AUTO_ROOM_IDLE=0 means off for one release and will be refused: write FLASHGATE_AUTO_ROOM_IDLE=off"}},
+		{"default", map[string]string{},
+			fields{issuer.DefaultMaxAutoRooms, issuer.DefaultAutoRoomIdle, issuer.DefaultJournalMaxLen, issuer.DefaultArrivalWindow}, nil},
+		{"value", map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "7", "FLASHGATE_AUTO_ROOM_IDLE": "90s", "FLASHGATE_JOURNAL_MAXLEN": "5000",
+			"FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "2m"}, fields{7, 90 * time.Second, 5000, 2 * time.Minute}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.environ["FLASHGATE_DEFAULT_ROOM"] = "open"
+			c, err := loadServeEnv(tc.environ)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, read(c.Serve.issuerConfig()))
+			assert.Equal(t, tc.want.window, c.Serve.defaultRoom().ArrivalWindow)
+			assert.Equal(t, tc.warns, c.Serve.deprecations())
+		})
+	}
+	for v, want := range map[string]string{
+		"FLASHGATE_MAX_AUTO_ROOMS":         "FLASHGATE_MAX_AUTO_ROOMS must be off or positive, got -1",
+		"FLASHGATE_AUTO_ROOM_IDLE":         "FLASHGATE_AUTO_ROOM_IDLE must be off or positive, got -1s",
+		"FLASHGATE_JOURNAL_MAXLEN":         "FLASHGATE_JOURNAL_MAXLEN must be off or positive, got -1",
+		"FLASHGATE_DEFAULT_ARRIVAL_WINDOW": "FLASHGATE_DEFAULT_ARRIVAL_WINDOW must be off or positive, got -1s",
+	} {
+		val := "-1"
+		if strings.HasSuffix(want, "s") {
+			val = "-1s"
+		}
+		_, err := loadServeEnv(map[string]string{v: val})
+		assert.EqualError(t, err, want, v)
+	}
+	_, err := loadServeEnv(map[string]string{"FLASHGATE_MAX_AUTO_ROOMS": "of"})
+	assert.ErrorContains(t, err, "FLASHGATE_MAX_AUTO_ROOMS: not a valid integer or off")
 }

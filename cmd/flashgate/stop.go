@@ -64,7 +64,11 @@ func runStop(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if r.Paused {
 		paused = "; the room was open and is now paused"
 	}
-	fmt.Fprintf(stdout, "room %s stopped: admissions issued before %s (not_before %d) are refused%s; edge verifiers refuse them within %d s plus one fetch\n",
-		r.Room, time.Unix(r.NotBefore, 0).UTC().Format(time.RFC3339), r.NotBefore, paused, r.EdgeMaxAgeS)
+	maxAge := time.Duration(r.EdgeMaxAgeMs) * time.Millisecond
+	if maxAge == 0 { // a server from before edge_max_age_ms
+		maxAge = time.Duration(r.EdgeMaxAgeS) * time.Second
+	}
+	fmt.Fprintf(stdout, "room %s stopped: admissions issued before %s (not_before %d) are refused%s; edge verifiers refuse them within %s plus one fetch\n",
+		r.Room, time.Unix(r.NotBefore, 0).UTC().Format(time.RFC3339), r.NotBefore, paused, maxAge)
 	return exitOK
 }

@@ -23,7 +23,9 @@ func TestStopWiring(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.EscapedPath() {
 		case "/admin/rooms/sale%20one/stop":
-			_, _ = w.Write([]byte(`{"room":"sale one","not_before":1767225601,"paused":true,"state":"paused","edge_max_age_s":5}`))
+			_, _ = w.Write([]byte(`{"room":"sale one","not_before":1767225601,"paused":true,"state":"paused","edge_max_age_ms":5000,"edge_max_age_s":5}`))
+		case "/admin/rooms/old/stop": // a server from before edge_max_age_ms
+			_, _ = w.Write([]byte(`{"room":"old","not_before":1767225601,"paused":false,"state":"paused","edge_max_age_s":7}`))
 		default:
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = w.Write([]byte(`{"code":"unknown_room","detail":"unknown waiting room"}`))
@@ -50,6 +52,10 @@ func TestStopWiring(t *testing.T) {
 	assert.Equal(t, exitOK, code)
 	assert.Contains(t, out, "room sale one stopped: admissions issued before 2026-01-01T00:00:01Z (not_before 1767225601)")
 	assert.Contains(t, out, "now paused")
+	assert.Contains(t, out, "within 5s plus one fetch")
+	code, out, _ = stop("-room", "old", "-url", srv.URL)
+	assert.Equal(t, exitOK, code)
+	assert.Contains(t, out, "within 7s plus one fetch", "edge_max_age_s when edge_max_age_ms is absent")
 	code, out, _ = stop("-room", "sale one", "-url", srv.URL, "-json")
 	assert.Equal(t, exitOK, code)
 	assert.Contains(t, out, `"not_before":1767225601`)

@@ -124,7 +124,7 @@ type exchangeAnswer struct {
 	AdmissionToken string `json:"admission_token"`
 	AdmissionID    string `json:"admission_id"`
 	Admission      int64  `json:"admission"`
-	ExpiresAt      int64  `json:"expires_at"`
+	ExpiresAtMs    int64  `json:"expires_at_ms"`
 }
 
 // problem is the part of an RFC 9457 answer the simulation looks at.

@@ -29,10 +29,13 @@ type Report struct {
 	// exchanged); TabClosedAdmitted those of them admitted by the end.
 	TabClosed         int `json:"tab_closed"`
 	TabClosedAdmitted int `json:"tab_closed_admitted"`
-	// IdleSlotSeconds is admitted-but-unused capacity × time: for every
-	// admission of a buyer who closed the tab, the seconds from admission
-	// until its slot was (or will be) freed — at the end of the arrival
-	// window (ArrivalWindowMs), or of the session without one.
+	// IdleSlotMs is admitted-but-unused capacity × time: for every
+	// admission of a buyer who closed the tab, the ms from admission until
+	// its slot was (or will be) freed — at the end of the arrival window
+	// (ArrivalWindowMs), or of the session without one. IdleSlotSeconds is
+	// the same in seconds, deprecated in JSON (durations are _ms:
+	// docs/http-api.md "Units"), emitted for one release.
+	IdleSlotMs      int64   `json:"idle_slot_ms"`
 	IdleSlotSeconds float64 `json:"idle_slot_seconds"`
 	ArrivalWindowMs int64   `json:"arrival_window_ms"` // the room's (0: off)
 	Admitted        int     `json:"admitted"`          // buyers who saw ACTIVE
@@ -264,7 +267,8 @@ func (s *sim) report(buyers []*buyer, before, after *server.Stats, elapsed time.
 			r.TabClosed++
 			for _, a := range b.admissions { // from closedTabs: never seen by the buyer
 				r.TabClosedAdmitted++
-				r.IdleSlotSeconds += float64(a.expiresAtMs-a.admittedAtMs) / 1000
+				r.IdleSlotMs += a.expiresAtMs - a.admittedAtMs
+				r.IdleSlotSeconds = float64(r.IdleSlotMs) / 1000
 				recs = append(recs, a)
 			}
 			continue

@@ -212,6 +212,8 @@ func TestTabCloseIdleSlotSeconds(t *testing.T) {
 	assert.EqualValues(t, 2000, on.ArrivalWindowMs)
 	assert.InDelta(t, 10*6.0, off.IdleSlotSeconds, 2, "off: each closed tab holds a slot for the session")
 	assert.InDelta(t, 10*2.0, on.IdleSlotSeconds, 2, "on: for the window")
+	assert.InDelta(t, 10*2000, on.IdleSlotMs, 2000, "idle_slot_ms: the same in ms")
+	assert.InDelta(t, on.IdleSlotSeconds*1000, float64(on.IdleSlotMs), 0.5)
 	assert.Zero(t, off.Server.NotClaimed)
 	assert.EqualValues(t, 10, on.Server.NotClaimed+int64(on.Server.Active), "not claimed, or still holding at the end")
 }

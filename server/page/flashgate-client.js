@@ -45,13 +45,16 @@
  */
 
 /**
- * The answer of a successful exchange (times in Unix seconds).
+ * The answer of a successful exchange (times in Unix ms, whole seconds as
+ * the token's exp and iat are).
  * @typedef {object} Admission
  * @property {string} admission_token
  * @property {string} admission_id
  * @property {number} admission
- * @property {number} expires_at
- * @property {number} issued_at
+ * @property {number} expires_at_ms
+ * @property {number} issued_at_ms
+ * @property {number} expires_at deprecated: expires_at_ms in Unix seconds, for one release
+ * @property {number} issued_at deprecated: issued_at_ms in Unix seconds, for one release
  */
 
 /**

@@ -69,7 +69,7 @@ test("enter with an invite posts it as the JSON body", async () => {
 });
 
 test("exchange and leave send the waiting token as a Bearer token", async () => {
-  const adm = { admission_token: "a.b.c", admission_id: "x", admission: 1, expires_at: 2, issued_at: 1 };
+  const adm = { admission_token: "a.b.c", admission_id: "x", admission: 1, expires_at_ms: 2000, issued_at_ms: 1000 };
   const { client, fetch } = setup([[200, adm], [204]]);
   assert.deepEqual(await client.exchange("r", "fgw2_t"), adm);
   assert.equal(await client.leave("r", "fgw2_t"), undefined);

@@ -299,7 +299,7 @@ func TestRows(t *testing.T) {
 	assert.Equal(t, append(limits, rowStatusSnap), names(options{journal: "both", kinds: "status-snapshot"}))
 	var profiled []string
 	for _, r := range (options{journal: "both", kinds: allKinds}).rows() {
-		assert.Equal(t, strings.Contains(r.name, "journal off"), r.journal == "0", r.name)
+		assert.Equal(t, strings.Contains(r.name, "journal off"), r.journal == "off", r.name)
 		assert.Equal(t, r.name == rowBare || r.name == rowPing || r.name == rowBatchPing || r.name == rowBatchEnter, r.hello, r.name)
 		assert.NotEmpty(t, rowLegend[r.name], "every row has a legend line: %s", r.name)
 		assert.Equal(t, r.name == rowStatusSnap, r.snapshot != "", r.name)
@@ -338,7 +338,7 @@ func TestServeEnv(t *testing.T) {
 			assert.Equal(t, 500*time.Millisecond, d)
 		}
 		_, off := e["FLASHGATE_JOURNAL_MAXLEN"]
-		assert.Equal(t, r.journal == "0", off, r.name)
+		assert.Equal(t, r.journal == "off", off, r.name)
 		assert.Equal(t, "redis://x", e["REDIS_URL"])
 	}
 }
@@ -346,7 +346,7 @@ func TestServeEnv(t *testing.T) {
 func TestCompleteTokens(t *testing.T) {
 	b := &bencher{o: options{duration: 5 * time.Second, completeMin: 1000, completeMax: 50000}}
 	on := rowSpec{name: rowComplete, kind: "complete"}
-	off := rowSpec{name: rowCompleteOff, kind: "complete", journal: "0"}
+	off := rowSpec{name: rowCompleteOff, kind: "complete", journal: "off"}
 	assert.Equal(t, 1000, b.completeTokens(on, nil), "no estimate: the floor")
 	prev := []run{runAt(rowExchange, 1, 2000, 1, 1), runAt(rowExchangeOff, 1, 3000, 1, 1)}
 	assert.Equal(t, 20000, b.completeTokens(on, prev), "2 × the exchange rate × 5 s")

@@ -23,7 +23,7 @@
 // repeated exchange re-mints); POST /v1/complete (a distinct admission token
 // per request, minted before the run); GET /.well-known/jwks.json. With
 // -journal both (the default) enter, exchange and complete also run against
-// a server with FLASHGATE_JOURNAL_MAXLEN=0 (journal off). -profile DIR saves
+// a server with FLASHGATE_JOURNAL_MAXLEN=off (journal off). -profile DIR saves
 // a CPU profile of each flashgate row of the last round (journal-off rows
 // excepted) as DIR/<kind>.pprof: enter, status, status-snapshot, exchange,
 // complete, jwks.
@@ -111,7 +111,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "wrk -d of every run")
 	flag.IntVar(&o.threads, "threads", 2, "wrk -t")
 	flag.IntVar(&o.conns, "connections", 64, "wrk -c")
-	flag.StringVar(&o.journal, "journal", "both", "on | off | both: the journal (FLASHGATE_JOURNAL_MAXLEN default, or 0) for enter, exchange and complete")
+	flag.StringVar(&o.journal, "journal", "both", "on | off | both: the journal (FLASHGATE_JOURNAL_MAXLEN default, or off) for enter, exchange and complete")
 	flag.BoolVar(&o.accessLog, "access-log", true, "FLASHGATE_ACCESS_LOG of the server (on, the default, as in production; its output is discarded unless -server-log)")
 	flag.StringVar(&o.serverLog, "server-log", "", "append the server's log (access log included) to this file instead of discarding it")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of every flashgate row of the last round (journal-off rows excepted) as DIR/<kind>.pprof (FLASHGATE_PPROF_ADDR, /debug/pprof/profile)")
@@ -193,7 +193,7 @@ const statusSnapshot = "500ms"
 type rowSpec struct {
 	name     string
 	hello    bool   // the bare fiber server (serveHello) instead of flashgate serve
-	journal  string // "" (the default bound) or "0" (FLASHGATE_JOURNAL_MAXLEN=0)
+	journal  string // "" (the default bound) or "off" (FLASHGATE_JOURNAL_MAXLEN=off)
 	snapshot string // FLASHGATE_STATUS_SNAPSHOT ("": the default, exact statuses)
 	kind     string // hello, ping, batched-ping, batched-enter, enter, status, status-snapshot, exchange, complete, jwks
 }
@@ -223,13 +223,13 @@ func (o options) rows() []rowSpec {
 	add(rowBatchPing, kindBatchPing, "", true)
 	add(rowBatchEnter, kindBatchEnter, "", true)
 	add(rowEnter, "enter", "", on)
-	add(rowEnterOff, "enter", "0", off)
+	add(rowEnterOff, "enter", "off", off)
 	add(rowStatus, "status", "", true)
 	add(rowStatusSnap, kindStatusSnap, "", true)
 	add(rowExchange, "exchange", "", on)
-	add(rowExchangeOff, "exchange", "0", off)
+	add(rowExchangeOff, "exchange", "off", off)
 	add(rowComplete, "complete", "", on)
-	add(rowCompleteOff, "complete", "0", off)
+	add(rowCompleteOff, "complete", "off", off)
 	add(rowJWKS, "jwks", "", true)
 	return rs
 }

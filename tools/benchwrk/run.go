@@ -262,7 +262,7 @@ func (b *bencher) setup(ctx context.Context, spec rowSpec, srv *server, round in
 // flagged (lua/pairs.lua "once"), its req/s a lower bound.
 func (b *bencher) completeTokens(spec rowSpec, prev []run) int {
 	exchange := rowExchange
-	if spec.journal == "0" {
+	if spec.journal == "off" {
 		exchange = rowExchangeOff
 	}
 	rate := 0.0

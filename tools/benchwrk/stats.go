@@ -114,7 +114,7 @@ var rowLegend = map[string]string{
 	rowBatchPing:   "bare + one Redis PING per batch of concurrent requests (POST /batched, leader-handoff group commit as flashgate's): the limit of a batched request",
 	rowBatchEnter:  "bare + per batch one script with the least an enter writes (INCRBY, one ZADD, one journal XADD per user; POST /batched-enter): the limit of enter",
 	rowEnter:       "POST /v1/rooms/{room}/enter, a new user per request, paused room",
-	rowEnterOff:    "enter, the server with FLASHGATE_JOURNAL_MAXLEN=0 (no journal)",
+	rowEnterOff:    "enter, the server with FLASHGATE_JOURNAL_MAXLEN=off (no journal)",
 	rowStatus:      "GET /v1/rooms/{room}/status of users waiting in a paused room (exact statuses)",
 	rowStatusSnap:  "status, the server with FLASHGATE_STATUS_SNAPSHOT=" + statusSnapshot + " (users far behind the head answered from the snapshot)",
 	rowExchange:    "POST /v1/rooms/{room}/exchange of ACTIVE users (a repeat re-mints)",
