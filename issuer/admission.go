@@ -242,11 +242,6 @@ func (is *Issuer) WaitMinted(ctx context.Context) error {
 	}
 }
 
-// MintedNotesLost is the number of minted notes (see CompleteMinted) that
-// did not reach Redis since New: the completions of those tokens check
-// their signatures instead.
-func (is *Issuer) MintedNotesLost() int64 { return is.mintedLost.Load() }
-
 // mintedItems writes items' notes, all of room (lua/minted.lua): one call.
 // Errors: flashgate.ErrUnavailable, flashgate.ErrStoreFull.
 func (is *Issuer) mintedItems(ctx context.Context, room string, items []mintedItem) error {

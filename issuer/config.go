@@ -359,3 +359,10 @@ func New(cfg Config) (*Issuer, error) {
 // TokenClaims returns the iss and aud the admission tokens carry (after
 // defaults), for verifiers in the same process.
 func (is *Issuer) TokenClaims() (iss, aud string) { return is.cfg.Issuer, is.cfg.Audience }
+
+func (is *Issuer) now() time.Time {
+	if is.cfg.Now != nil {
+		return is.cfg.Now()
+	}
+	return time.Now()
+}

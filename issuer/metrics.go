@@ -92,3 +92,115 @@ func (is *Issuer) observeTick(room string, took time.Duration, res TickResult, e
 		(*f)(room, took, res, err)
 	}
 }
+
+// TickCalls counts the tick script calls Run has made (since New).
+func (is *Issuer) TickCalls() int64 { return is.ticks.Load() }
+
+// Stats is a consistent snapshot of one room. Its JSON form is the
+// server's (server.Stats, GET /admin/rooms/{room}/stats).
+type Stats struct {
+	Room string
+	// Config is the room's config as configured, without the page's
+	// branding (PageTitle, PageMessage, BrandColor: read them with Room).
+	Config RoomConfig
+	// State is the state in effect at At: Config.State with the event window
+	// applied (paused before Opens, closed from Closes).
+	State RoomState
+	// Waiting counts the waiting entries of both lanes.
+	Waiting int64
+	Active  int64
+	// Entered counts entries ever created in the room (the arrival counter):
+	// refreshes and repeated enters do not count.
+	Entered   int64
+	Admitted  int64
+	FastTrack int64
+	Expired   int64
+	// NotClaimed counts the expired admissions that ended early, not claimed
+	// within the arrival window (part of Expired).
+	NotClaimed int64
+	Completed  int64
+	Revoked    int64
+	Left       int64
+	Zombies    int64
+	// Banned counts bans set (Ban, and revocations with a ban); Removed the
+	// waiting entries bans removed from the line.
+	Banned  int64
+	Removed int64
+	// ClosedOut counts the waiting entries a closed line's drain removed
+	// (docs/rooms.md "The end of a sale"): entries that ended CLOSED.
+	ClosedOut int64
+	// ClosedSeq is the arrival counter when the room last closed: entries
+	// up to it belong to a line that closing ended (0: never closed).
+	ClosedSeq int64
+	// Priority is how many of Waiting wait in the priority lane.
+	Priority int64
+	// PriorityAdmitted counts admissions from the priority lane (part of
+	// Admitted); Bypassed the bypass invites admitted at once (part of
+	// Admitted, not of FastTrack); InvitesUsed the invites that took a place
+	// (a lane entry or a bypass admission; a repeated enter with the same
+	// invite does not count).
+	PriorityAdmitted, Bypassed, InvitesUsed int64
+	// PeakActive is the highest number of live admissions seen right after an admission.
+	PeakActive int64
+	// Lottery is the room's pre-queue lottery: nil for a room that has
+	// none (fifo, and never drawn); before the draw only its Commitment.
+	Lottery *Lottery
+	// Epoch is the room's epoch: created with the room, new whenever the room
+	// is recreated after Redis lost its data (invariant 6, docs/concepts.md "Invariants").
+	Epoch string
+	At    time.Time
+}
+
+// Stats returns room's counters. Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
+func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
+	if err := checkRoom(room); err != nil {
+		return nil, err
+	}
+	r, err := is.run(ctx, statsScript, room)
+	if err != nil {
+		return nil, err
+	}
+	st := decodeStats(room, r)
+	is.rememberPolicy(room, st.Config)
+	return st, nil
+}
+
+// RoomsRestored counts the rooms this Issuer recreated from their last known
+// config after Redis lost them (since New).
+func (is *Issuer) RoomsRestored() int64 { return is.restored.Load() }
+
+// MintedNotesLost is the number of minted notes (see CompleteMinted) that
+// did not reach Redis since New: the completions of those tokens check
+// their signatures instead.
+func (is *Issuer) MintedNotesLost() int64 { return is.mintedLost.Load() }
+
+// BatchStats are the script calls of one kind an Issuer has sent since New
+// and the items (users, tokens, admissions) they carried; Items/Calls is
+// the mean batch. Calls that bypass coalescing (EnterBatch 1) count as
+// batches of one.
+type BatchStats struct {
+	Calls, Items int64
+}
+
+// ScriptBatchStats are BatchStats per coalesced operation: Enter (enter
+// script), Status (exact Status answers) and Exchange (claims) — both of the
+// status script, whose one call may carry both: such a call counts once in
+// each — and Complete (complete script).
+type ScriptBatchStats struct {
+	Enter, Status, Exchange, Complete BatchStats
+}
+
+// ScriptBatchStats reports the coalesced script calls and their items per
+// operation (counting from New), for metrics (mean batch per kind).
+func (is *Issuer) ScriptBatchStats() ScriptBatchStats {
+	get := func(k *batchKind) BatchStats { return BatchStats{Calls: k.calls.Load(), Items: k.items.Load()} }
+	return ScriptBatchStats{Enter: get(&is.batchStats.enter), Status: get(&is.batchStats.status),
+		Exchange: get(&is.batchStats.exchange), Complete: get(&is.batchStats.complete)}
+}
+
+// EnterBatchStats reports the enter script calls this Issuer has sent and
+// the users they carried (counting from New); users/calls is the mean batch
+// size. Enter calls that bypass coalescing (EnterBatch 1) count as batches of one.
+func (is *Issuer) EnterBatchStats() (calls, users int64) {
+	return is.batchStats.enter.calls.Load(), is.batchStats.enter.items.Load()
+}
