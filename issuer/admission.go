@@ -131,7 +131,7 @@ type mintedNote struct {
 // the queue full, Redis unavailable, the process stopping, a completion
 // faster than the note — costs nothing but the signature check of that
 // token's completion (CompleteMinted's ErrNotMinted); lost notes are
-// counted (MintedNotesLost).
+// counted (Observation.MintedNotesLost).
 func (is *Issuer) noteMinted(room string, a *Admission) {
 	// A TTL, not Redis's clock: exp is on the issuer's (Config.Now).
 	ttl := a.ExpiresAt.Sub(is.now()).Milliseconds()

@@ -93,9 +93,6 @@ func (is *Issuer) observeTick(room string, took time.Duration, res TickResult, e
 	}
 }
 
-// TickCalls counts the tick script calls Run has made (since New).
-func (is *Issuer) TickCalls() int64 { return is.ticks.Load() }
-
 // Stats is a consistent snapshot of one room. Its JSON form is the
 // server's (server.Stats, GET /admin/rooms/{room}/stats).
 type Stats struct {
@@ -165,18 +162,9 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 	return st, nil
 }
 
-// RoomsRestored counts the rooms this Issuer recreated from their last known
-// config after Redis lost them (since New).
-func (is *Issuer) RoomsRestored() int64 { return is.restored.Load() }
-
-// MintedNotesLost is the number of minted notes (see CompleteMinted) that
-// did not reach Redis since New: the completions of those tokens check
-// their signatures instead.
-func (is *Issuer) MintedNotesLost() int64 { return is.mintedLost.Load() }
-
 // BatchStats are the script calls of one kind an Issuer has sent since New
 // and the items (users, tokens, admissions) they carried; Items/Calls is
-// the mean batch. Calls that bypass coalescing (EnterBatch 1) count as
+// the mean batch. Calls that bypass coalescing (ScriptBatch 1) count as
 // batches of one.
 type BatchStats struct {
 	Calls, Items int64
@@ -190,17 +178,34 @@ type ScriptBatchStats struct {
 	Enter, Status, Exchange, Complete BatchStats
 }
 
-// ScriptBatchStats reports the coalesced script calls and their items per
-// operation (counting from New), for metrics (mean batch per kind).
-func (is *Issuer) ScriptBatchStats() ScriptBatchStats {
-	get := func(k *batchKind) BatchStats { return BatchStats{Calls: k.calls.Load(), Items: k.items.Load()} }
-	return ScriptBatchStats{Enter: get(&is.batchStats.enter), Status: get(&is.batchStats.status),
-		Exchange: get(&is.batchStats.exchange), Complete: get(&is.batchStats.complete)}
+// Observation is one reading of this Issuer's own counters, each counting
+// from New (a replica's, not the room-wide figures of Stats): what the
+// server's /metrics exports (docs/operations.md "Observability").
+type Observation struct {
+	// Batches counts the coalesced script calls and the items they carried,
+	// per operation: Items/Calls is the mean batch of each.
+	Batches ScriptBatchStats
+	// TickCalls counts the room ticks Run has run (one Tick each, however
+	// many script calls it took).
+	TickCalls int64
+	// RoomsRestored counts the rooms this Issuer recreated from their last
+	// known config after Redis lost them (recovery.go).
+	RoomsRestored int64
+	// MintedNotesLost counts the minted notes (CompleteMinted) that did not
+	// reach Redis: the completions of those tokens check their signatures
+	// instead.
+	MintedNotesLost int64
 }
 
-// EnterBatchStats reports the enter script calls this Issuer has sent and
-// the users they carried (counting from New); users/calls is the mean batch
-// size. Enter calls that bypass coalescing (EnterBatch 1) count as batches of one.
-func (is *Issuer) EnterBatchStats() (calls, users int64) {
-	return is.batchStats.enter.calls.Load(), is.batchStats.enter.items.Load()
+// Observe returns the Issuer's counters in one Observation: one atomic
+// load per counter, no Redis call, no error; cheap enough for every scrape.
+func (is *Issuer) Observe() Observation {
+	get := func(k *batchKind) BatchStats { return BatchStats{Calls: k.calls.Load(), Items: k.items.Load()} }
+	return Observation{
+		Batches: ScriptBatchStats{Enter: get(&is.batchStats.enter), Status: get(&is.batchStats.status),
+			Exchange: get(&is.batchStats.exchange), Complete: get(&is.batchStats.complete)},
+		TickCalls:       is.ticks.Load(),
+		RoomsRestored:   is.restored.Load(),
+		MintedNotesLost: is.mintedLost.Load(),
+	}
 }

@@ -23,7 +23,7 @@ import (
 //     recreated from it — by the next tick of any replica that knew it, or by
 //     the next enter — instead of answering 404 unknown_room or falling back
 //     to the default policy. Each restore is logged (WARN) and counted
-//     (RoomsRestored, the metric flashgate_rooms_restored_total). The
+//     (Observation.RoomsRestored, the metric flashgate_rooms_restored_total). The
 //     page's branding (RoomConfig.PageTitle, PageMessage, BrandColor) is
 //     not part of the scripts' policy: the replica that restored the room
 //     puts it back right after (restorePage), if it knew it (SetRoom, Room).
