@@ -360,6 +360,9 @@ func New(cfg Config) (*Issuer, error) {
 // defaults), for verifiers in the same process.
 func (is *Issuer) TokenClaims() (iss, aud string) { return is.cfg.Issuer, is.cfg.Audience }
 
+// now is the Issuer's clock on the Go side: Config.Now when set (tests),
+// else the local clock. The scripts read Redis TIME unless Config.Now is
+// set (nowArg).
 func (is *Issuer) now() time.Time {
 	if is.cfg.Now != nil {
 		return is.cfg.Now()
