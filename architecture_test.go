@@ -1,10 +1,15 @@
 package flashgate_test
 
 import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"go/version"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -305,6 +310,240 @@ func archProblems(doc string, pkgs []string, exists func(string) bool) []string 
 		}
 		if !covered {
 			problems = append(problems, "package "+p+" is missing from the table")
+		}
+	}
+	return problems
+}
+
+// TestEnterWalk holds docs/architecture.md "Walk of one enter" to the code:
+// every function a row names is declared in the row's file, and no file has
+// two rows (a layer's part of the walk is one file).
+func TestEnterWalk(t *testing.T) {
+	data, err := os.ReadFile(archDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := walkRows(string(data))
+	if len(rows) < 8 {
+		t.Fatalf("%s: %d rows under %q: the table is gone or unread", archDoc, len(rows), walkHeading)
+	}
+	for _, p := range walkProblems(rows, goDecls) {
+		t.Error(archDoc + ": " + p)
+	}
+}
+
+// TestEnterWalkRules: walkProblems reports a function its file does not
+// declare, a file named by two rows, and a file that does not parse, and
+// nothing for a method, a function or a non-identifier in backquotes.
+func TestEnterWalkRules(t *testing.T) {
+	doc := "## Walk of one enter\n\n| step | layer | file | functions |\n|---|---|---|---|\n" +
+		"| 1 | a | `a.go` | `T.M` then `f` (EVALSHA of `lua/x.lua`, read as in `x.go`) |\n" +
+		"| 2 | b | `b.go` | `gone` |\n" +
+		"| 3 | a | `a.go` | `f` |\n" +
+		"| 4 | c | `c.go` | `f` |\n\n## Next\n\n| step | layer | file | functions |\n|---|---|---|---|\n" +
+		"| 9 | z | `z.go` | `nothing` |\n"
+	rows := walkRows(doc)
+	if len(rows) != 4 {
+		t.Fatalf("walkRows read %d rows, want 4 (the section's table only)", len(rows))
+	}
+	decls := func(file string) (map[string]bool, error) {
+		switch file {
+		case "a.go":
+			return map[string]bool{"T.M": true, "f": true}, nil
+		case "b.go":
+			return map[string]bool{"f": true}, nil
+		}
+		return nil, os.ErrNotExist
+	}
+	got := walkProblems(rows, decls)
+	want := []string{
+		"step 2: b.go declares no gone",
+		"step 3: a.go is also step 1's: a layer's part of the walk is one file",
+		"step 4: c.go: " + os.ErrNotExist.Error(),
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// walkHeading is the section of archDoc that holds the walk.
+const walkHeading = "## Walk of one enter"
+
+// walkRow is one row of the walk: its step, its file and the functions
+// (Func or Recv.Method) it names there.
+type walkRow struct {
+	step, file string
+	funcs      []string
+}
+
+var (
+	backquoted = regexp.MustCompile("`([^`]+)`")
+	goIdent    = regexp.MustCompile(`^[A-Za-z_]\w*(\.[A-Za-z_]\w*)?$`)
+	fileName   = regexp.MustCompile(`\.(go|lua|md)$`)
+)
+
+// walkRows reads the table of doc's walkHeading section: | step | layer |
+// `file` | text with the functions in backquotes |. A backquoted word that
+// is not an identifier or Recv.Method (a path, a file name, a Lua reply) is
+// not a function.
+func walkRows(doc string) []walkRow {
+	_, sec, ok := strings.Cut("\n"+doc, "\n"+walkHeading+"\n")
+	if !ok {
+		return nil
+	}
+	if i := strings.Index(sec, "\n## "); i >= 0 {
+		sec = sec[:i]
+	}
+	var rows []walkRow
+	for _, line := range strings.Split(sec, "\n") {
+		cells := strings.Split(strings.Trim(line, "| "), "|")
+		if len(cells) != 4 {
+			continue
+		}
+		file := backquoted.FindStringSubmatch(cells[2])
+		if file == nil {
+			continue // the header and its rule
+		}
+		r := walkRow{step: strings.TrimSpace(cells[0]), file: file[1]}
+		for _, m := range backquoted.FindAllStringSubmatch(cells[3], -1) {
+			if goIdent.MatchString(m[1]) && !fileName.MatchString(m[1]) {
+				r.funcs = append(r.funcs, m[1])
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// walkProblems checks rows against decls, which returns the functions and
+// methods a file declares (Func, Recv.Method).
+func walkProblems(rows []walkRow, decls func(file string) (map[string]bool, error)) []string {
+	var problems []string
+	first := map[string]string{}
+	for _, r := range rows {
+		if s, ok := first[r.file]; ok {
+			problems = append(problems, fmt.Sprintf("step %s: %s is also step %s's: a layer's part of the walk is one file", r.step, r.file, s))
+			continue
+		}
+		first[r.file] = r.step
+		have, err := decls(r.file)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("step %s: %s: %v", r.step, r.file, err))
+			continue
+		}
+		for _, f := range r.funcs {
+			if !have[f] {
+				problems = append(problems, fmt.Sprintf("step %s: %s declares no %s", r.step, r.file, f))
+			}
+		}
+	}
+	return problems
+}
+
+// goDecls parses file and returns its functions and methods: "Func" and
+// "Recv.Method" (the receiver's type name, without * or type parameters).
+func goDecls(file string) (map[string]bool, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.FromSlash(file), nil, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok {
+			continue
+		}
+		name := fd.Name.Name
+		if fd.Recv != nil && len(fd.Recv.List) == 1 {
+			t := fd.Recv.List[0].Type
+			if s, ok := t.(*ast.StarExpr); ok {
+				t = s.X
+			}
+			switch x := t.(type) {
+			case *ast.IndexExpr:
+				t = x.X
+			case *ast.IndexListExpr:
+				t = x.X
+			}
+			if id, ok := t.(*ast.Ident); ok {
+				name = id.Name + "." + name
+			}
+		}
+		out[name] = true
+	}
+	return out, nil
+}
+
+// TestIssuerFileMap holds docs/architecture.md "The issuer's files by layer"
+// to issuer/: every non-test Go file of the package is in the table
+// (script_<name>.go stands for the script files), and every file the table
+// names exists.
+func TestIssuerFileMap(t *testing.T) {
+	data, err := os.ReadFile(archDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join("issuer", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") {
+			names = append(names, filepath.Base(f))
+		}
+	}
+	exists := func(name string) bool { _, err := os.Stat(filepath.Join("issuer", name)); return err == nil }
+	for _, p := range fileMapProblems(string(data), names, exists) {
+		t.Error(archDoc + ": " + p)
+	}
+}
+
+// TestIssuerFileMapRules: fileMapProblems reports a file the table misses
+// and a named file that does not exist, and takes script_<name>.go for
+// every script file.
+func TestIssuerFileMapRules(t *testing.T) {
+	doc := "## The issuer's files by layer\n\n| layer | files | what |\n|---|---|---|\n" +
+		"| a | `a.go`, `gone.go` | `notafile` |\n| s | `script_<name>.go`, `lua/` | x |\n\n## Next\n\n`b.go`\n"
+	got := fileMapProblems(doc, []string{"a.go", "b.go", "script_enter.go", "doc.go"},
+		func(name string) bool { return name == "a.go" })
+	want := []string{"`gone.go`: no such file in issuer/", "issuer/b.go is in no row"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// fileMapHeading is the section of archDoc that maps issuer/'s files.
+const fileMapHeading = "## The issuer's files by layer"
+
+// fileMapProblems checks the files column of doc's fileMapHeading table
+// against names, the package's non-test files (doc.go needs no row).
+func fileMapProblems(doc string, names []string, exists func(string) bool) []string {
+	_, sec, _ := strings.Cut("\n"+doc, "\n"+fileMapHeading+"\n")
+	if i := strings.Index(sec, "\n## "); i >= 0 {
+		sec = sec[:i]
+	}
+	var problems []string
+	named := map[string]bool{"doc.go": true}
+	for _, line := range strings.Split(sec, "\n") {
+		cells := strings.Split(strings.Trim(line, "| "), "|")
+		if len(cells) != 3 {
+			continue
+		}
+		for _, m := range backquoted.FindAllStringSubmatch(cells[1], -1) {
+			name := m[1]
+			if !strings.HasSuffix(name, ".go") {
+				continue
+			}
+			named[name] = true
+			if name != "script_<name>.go" && !exists(name) {
+				problems = append(problems, "`"+name+"`: no such file in issuer/")
+			}
+		}
+	}
+	for _, n := range names {
+		if !named[n] && !(named["script_<name>.go"] && strings.HasPrefix(n, "script_")) {
+			problems = append(problems, "issuer/"+n+" is in no row")
 		}
 	}
 	return problems

@@ -131,7 +131,7 @@ type mintedNote struct {
 // the queue full, Redis unavailable, the process stopping, a completion
 // faster than the note — costs nothing but the signature check of that
 // token's completion (CompleteMinted's ErrNotMinted); lost notes are
-// counted (MintedNotesLost).
+// counted (Observation.MintedNotesLost).
 func (is *Issuer) noteMinted(room string, a *Admission) {
 	// A TTL, not Redis's clock: exp is on the issuer's (Config.Now).
 	ttl := a.ExpiresAt.Sub(is.now()).Milliseconds()
@@ -241,11 +241,6 @@ func (is *Issuer) WaitMinted(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
-
-// MintedNotesLost is the number of minted notes (see CompleteMinted) that
-// did not reach Redis since New: the completions of those tokens check
-// their signatures instead.
-func (is *Issuer) MintedNotesLost() int64 { return is.mintedLost.Load() }
 
 // mintedItems writes items' notes, all of room (lua/minted.lua): one call.
 // Errors: flashgate.ErrUnavailable, flashgate.ErrStoreFull.

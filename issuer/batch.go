@@ -267,37 +267,6 @@ func (k *batchKind) add(items int) {
 	k.items.Add(int64(items))
 }
 
-// BatchStats are the script calls of one kind an Issuer has sent since New
-// and the items (users, tokens, admissions) they carried; Items/Calls is
-// the mean batch. Calls that bypass coalescing (EnterBatch 1) count as
-// batches of one.
-type BatchStats struct {
-	Calls, Items int64
-}
-
-// ScriptBatchStats are BatchStats per coalesced operation: Enter (enter
-// script), Status (exact Status answers) and Exchange (claims) — both of the
-// status script, whose one call may carry both: such a call counts once in
-// each — and Complete (complete script).
-type ScriptBatchStats struct {
-	Enter, Status, Exchange, Complete BatchStats
-}
-
-// ScriptBatchStats reports the coalesced script calls and their items per
-// operation (counting from New), for metrics (mean batch per kind).
-func (is *Issuer) ScriptBatchStats() ScriptBatchStats {
-	get := func(k *batchKind) BatchStats { return BatchStats{Calls: k.calls.Load(), Items: k.items.Load()} }
-	return ScriptBatchStats{Enter: get(&is.batchStats.enter), Status: get(&is.batchStats.status),
-		Exchange: get(&is.batchStats.exchange), Complete: get(&is.batchStats.complete)}
-}
-
-// EnterBatchStats reports the enter script calls this Issuer has sent and
-// the users they carried (counting from New); users/calls is the mean batch
-// size. Enter calls that bypass coalescing (EnterBatch 1) count as batches of one.
-func (is *Issuer) EnterBatchStats() (calls, users int64) {
-	return is.batchStats.enter.calls.Load(), is.batchStats.enter.items.Load()
-}
-
 // enterUsers runs the enter script for users, in that order, and decodes
 // its reply (decodeEnter).
 //

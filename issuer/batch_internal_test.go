@@ -137,9 +137,9 @@ func TestEnterCoalescesConcurrentCalls(t *testing.T) {
 			close(start)
 			wg.Wait()
 			calls := evalCalls(t, rdb)
-			c, u := is.EnterBatchStats()
-			assert.Equal(t, calls+1, c, "EnterBatchStats calls (with the warm-up)")
-			assert.Equal(t, int64(users+1), u, "EnterBatchStats users")
+			st := is.Observe().Batches.Enter
+			assert.Equal(t, calls+1, st.Calls, "Observe().Batches.Enter.Calls (with the warm-up)")
+			assert.Equal(t, int64(users+1), st.Items, "Observe().Batches.Enter.Items: users")
 			if batch == 1 {
 				assert.Equal(t, int64(users), calls)
 			} else {

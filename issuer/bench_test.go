@@ -205,8 +205,8 @@ func BenchmarkEnter(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			calls, users := is.EnterBatchStats()
-			b.ReportMetric(float64(users)/float64(calls), "users/call")
+			st := is.Observe().Batches.Enter
+			b.ReportMetric(float64(st.Items)/float64(st.Calls), "users/call")
 		})
 	}
 }

@@ -139,7 +139,7 @@ func TestLostRoomRestoresBranding(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, rdb.FlushAll(ctx).Err())
 		defer runUntilRestored(t, b)()
-		require.EqualValues(t, 1, b.RoomsRestored())
+		require.EqualValues(t, 1, b.Observe().RoomsRestored)
 		got, err := b.Room(ctx, room)
 		require.NoError(t, err)
 		assert.Equal(t, cfg, got)

@@ -211,7 +211,7 @@ func TestStatusBatchIsSequential(t *testing.T) {
 	n, err := batched.rdb.ZCard(ctx, roomKeys(room)[12]).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "a1's claim took it out of the unclaimed set")
-	st := batched.is.ScriptBatchStats()
+	st := batched.is.Observe().Batches
 	assert.Equal(t, BatchStats{Calls: 1, Items: 7}, st.Status, "the mixed call counts its plain items under Status")
 	assert.Equal(t, BatchStats{Calls: 1, Items: 4}, st.Exchange, "and its claims under Exchange")
 }
@@ -242,7 +242,7 @@ func TestCompleteCoalescedPerItem(t *testing.T) {
 	b.mu.Lock()
 	b.busy = true // a call in flight: the callers below queue
 	b.mu.Unlock()
-	base := is.ScriptBatchStats().Complete
+	base := is.Observe().Batches.Complete
 
 	type res struct {
 		c   *flashgate.Completion
@@ -272,7 +272,7 @@ func TestCompleteCoalescedPerItem(t *testing.T) {
 	assert.ErrorIs(t, out[2].err, flashgate.ErrUnavailable, "b gave up")
 	require.NoError(t, out[3].err)
 	assert.True(t, out[3].c.Repeated)
-	st := is.ScriptBatchStats().Complete
+	st := is.Observe().Batches.Complete
 	assert.Equal(t, BatchStats{Calls: 1, Items: 3}, BatchStats{st.Calls - base.Calls, st.Items - base.Items},
 		"one call, without the caller who gave up")
 	b.mu.Lock()
@@ -320,7 +320,7 @@ func TestStatusCoalescedWholeCallError(t *testing.T) {
 	for i, err := range errs {
 		assert.ErrorIs(t, err, flashgate.ErrUnknownRoom, "caller %d", i)
 	}
-	st := is.ScriptBatchStats()
+	st := is.Observe().Batches
 	assert.Equal(t, BatchStats{Calls: 1, Items: 2}, st.Status)
 	assert.Equal(t, BatchStats{Calls: 1, Items: 1}, st.Exchange)
 }
@@ -421,7 +421,7 @@ func TestBatchOfOneBypassesTheQueue(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, c.Repeated)
 	one := BatchStats{Calls: 1, Items: 1}
-	assert.Equal(t, ScriptBatchStats{Enter: one, Status: one, Exchange: one, Complete: one}, is.ScriptBatchStats())
+	assert.Equal(t, ScriptBatchStats{Enter: one, Status: one, Exchange: one, Complete: one}, is.Observe().Batches)
 	for _, q := range []int{len(rb.enter.queue), len(rb.status.queue), len(rb.complete.queue)} {
 		assert.Zero(t, q, "nothing queued")
 	}

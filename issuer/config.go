@@ -156,14 +156,14 @@ type Issuer struct {
 	// known holds the last config this replica saw of each room (*knownRoom),
 	// to restore a room lost with Redis's data (recovery.go).
 	known sync.Map
-	// restored counts rooms this replica restored (RoomsRestored).
+	// restored counts rooms this replica restored (Observation.RoomsRestored).
 	restored atomic.Int64
 	// registered holds the rooms this process has added to fg:rooms.
 	registered sync.Map
 	// batchers holds each room's *roomBatchers (batch.go).
 	batchers sync.Map
 	// batchStats count the coalesced script calls per kind and the items
-	// they carried (ScriptBatchStats, EnterBatchStats).
+	// they carried (Observation.Batches).
 	batchStats struct{ enter, status, exchange, complete batchKind }
 	// notes queues the minted notes for their writer (noteMinted), which
 	// runs while noteWriter is set; minting counts the notes queued or being
@@ -177,7 +177,7 @@ type Issuer struct {
 	idle sync.Map
 	// wakeups receives the rooms to tick at once (Run reads it).
 	wakeups chan string
-	// ticks counts the tick script calls Run has made (TickCalls).
+	// ticks counts the room ticks Run has run (Observation.TickCalls).
 	ticks atomic.Int64
 	// tickObs is ObserveTicks's observer (nil: none).
 	tickObs atomic.Pointer[TickObserver]
@@ -358,3 +358,13 @@ func New(cfg Config) (*Issuer, error) {
 // TokenClaims returns the iss and aud the admission tokens carry (after
 // defaults), for verifiers in the same process.
 func (is *Issuer) TokenClaims() (iss, aud string) { return is.cfg.Issuer, is.cfg.Audience }
+
+// now is the Issuer's clock on the Go side: Config.Now when set (tests),
+// else the local clock. The scripts read Redis TIME unless Config.Now is
+// set (nowArg).
+func (is *Issuer) now() time.Time {
+	if is.cfg.Now != nil {
+		return is.cfg.Now()
+	}
+	return time.Now()
+}

@@ -154,7 +154,7 @@ func benchRedisCPU(b *testing.B, batch int, op string) {
 		}
 	}
 	_ = fn(1) // loads the script
-	base := is.ScriptBatchStats()
+	base := is.Observe().Batches
 	var next atomic.Int64
 	next.Store(1)
 	cmd0 := commandStats(b, rdb)
@@ -177,7 +177,7 @@ func benchRedisCPU(b *testing.B, batch int, op string) {
 	cmds := commandStats(b, rdb).sub(cmd0)
 	opUs := float64(cpu.Nanoseconds()) / 1000 / float64(b.N)
 	b.ReportMetric(opUs, "µs-redis/op")
-	st := is.ScriptBatchStats()
+	st := is.Observe().Batches
 	k := map[string][2]issuer.BatchStats{"enter": {base.Enter, st.Enter}, "status": {base.Status, st.Status},
 		"exchange": {base.Exchange, st.Exchange}, "complete": {base.Complete, st.Complete},
 		"complete-minted": {base.Complete, st.Complete}}[op]

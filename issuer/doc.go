@@ -18,12 +18,34 @@
 //	Ban       remove a user's waiting entry (it reads REVOKED), revoke their admission, refuse their enters until a time
 //	Unban     lift a ban; Bans lists the bans in effect
 //
-// plus room administration (SetRoom, Room, SetState, Rooms, Stats) and the
+// plus room administration (SetRoom, Room, SetState, Rooms, Stats), the
+// issuer's own counters (Observe: one Observation) and the
 // active check CheckActive (the order side, package order, calls Complete and
 // CheckActive).
 // Run ticks every registered room until its context ends; any number of Issuers
 // (replicas) may share one Redis, and the rate budget lives in Redis, so
 // three replicas ticking at once admit no more than one would.
+//
+// # Files by layer
+//
+// The files are split by layer (docs/architecture.md "The issuer's files by layer";
+// "Walk of one enter" follows one Enter through them):
+//
+//	core        config.go (Config, Issuer, New, the clock), room.go (RoomConfig, id checks), errors.go
+//	queue       queue.go (Enter, Status, Leave, the Entry), waiting.go (the waiting token),
+//	            snapshot.go (status of long lines), eta.go (the wait estimate)
+//	coalescer   batch.go (group commit of enter, status/exchange and complete calls)
+//	scripts     scripts.go (running a script, its errors), prelude.go, script_<name>.go
+//	            (one per lua/<name>.lua: the script and its reply decoder)
+//	admission   admission.go (Exchange, Complete, CheckActive, Revoke, minted notes),
+//	            admissions.go (Admissions, the order side's role)
+//	admin       admin.go (SetRoom, UpdateRoom, Close, SoldOut, DeleteRoom, SetState, Room, Rooms),
+//	            bans.go, invite.go, stop.go, lottery.go, receipt.go, audit.go (room policies)
+//	ticker      ticker.go (Tick, Run, the drain, idle rooms)
+//	auto rooms  autorooms.go (the slots of fg:autorooms)
+//	recovery    recovery.go (last known configs, restore after a data loss), restore.go (Restore)
+//	secret      secret.go (the shared waiting-token secret: LoadOrCreateSecret, SyncSecret)
+//	metrics     metrics.go (Observe, Stats, ClaimExporter, ObserveTicks, ScriptName)
 //
 // # Data model
 //
@@ -37,14 +59,14 @@
 //
 // Concurrent Enter calls for a room share one script call (batch.go, group
 // commit): the first to find the room idle goes at once, and calls arriving
-// while it is in flight go together in the next, up to Config.EnterBatch, in
+// while it is in flight go together in the next, up to Config.ScriptBatch, in
 // arrival order. The script enters them one after another, so the result is
-// that of sequential enters; EnterBatchStats reports the mean batch. Exact
+// that of sequential enters. Exact
 // Status and Exchange calls share status script calls the same way (a claim
 // flag per token), and Complete calls complete script calls: each item is
 // answered exactly as one call of its own would answer it, in queue order,
 // its own refusal reaching its caller alone, and a whole-call failure every
-// caller of the batch. ScriptBatchStats reports calls and items per kind.
+// caller of the batch. Observe().Batches reports calls and items per kind.
 //
 // # Time
 //

@@ -212,7 +212,7 @@ func (g *golden) step1(name string, f func() []any) {
 // the hook before its script runs; each of calls is started once the one
 // before it waits in the room's queue; then hold is let go, and the
 // queued calls go together. Records hold's and each call's results, and
-// the script calls and items the batch took (ScriptBatchStats).
+// the script calls and items the batch took (Observe().Batches).
 func (g *golden) batch(name, room, kind string, hold func() []any, calls ...func() []any) {
 	g.t.Helper()
 	g.begin(name)
@@ -220,7 +220,7 @@ func (g *golden) batch(name, room, kind string, hold func() []any, calls ...func
 	g.mu.Lock()
 	g.hold, g.held, g.inBatch, g.mintedSum = h, held, true, 0
 	g.mu.Unlock()
-	before := g.is.ScriptBatchStats()
+	before := g.is.Observe().Batches
 	results := make([][]any, len(calls)+1)
 	var wg sync.WaitGroup
 	wg.Go(func() { results[0] = hold() })
@@ -240,7 +240,7 @@ func (g *golden) batch(name, room, kind string, hold func() []any, calls ...func
 	if err := g.is.WaitMinted(g.ctx); err != nil {
 		g.t.Fatal(err)
 	}
-	after := g.is.ScriptBatchStats()
+	after := g.is.Observe().Batches
 	g.mu.Lock()
 	g.inBatch = false
 	if g.mintedSum > 0 {

@@ -55,9 +55,9 @@ func idleTicks(b *testing.B, rdb *redis.Client, maxIdle time.Duration, window ti
 	go func() { _ = is.Run(rctx); close(done) }()
 	b.ResetTimer()
 	time.Sleep(window * 2 / 3)
-	mid := is.TickCalls()
+	mid := is.Observe().TickCalls
 	time.Sleep(window / 3)
-	end := is.TickCalls()
+	end := is.Observe().TickCalls
 	b.StopTimer()
 	cancel()
 	<-done

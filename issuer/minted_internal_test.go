@@ -54,7 +54,7 @@ func TestMintedNotesWriter(t *testing.T) {
 		queued = append(queued, mint(i))
 	}
 	mint(5) // the queue (3) is full
-	assert.Equal(t, int64(1), is.MintedNotesLost())
+	assert.Equal(t, int64(1), is.Observe().MintedNotesLost)
 	waited := make(chan error, 1)
 	go func() { waited <- is.WaitMinted(ctx) }()
 	select {
@@ -70,7 +70,7 @@ func TestMintedNotesWriter(t *testing.T) {
 		assert.Equal(t, MintedDigest(a.Token), rdb.Get(ctx, mintedKey(room, a.ID)).Val(), a.ID)
 	}
 	assert.Zero(t, rdb.Exists(ctx, mintedKey(room, "e0.5.1.1")).Val(), "the dropped note")
-	assert.Equal(t, int64(1), is.MintedNotesLost())
+	assert.Equal(t, int64(1), is.Observe().MintedNotesLost)
 
 	// Expired already: no note.
 	is.noteMinted(room, &Admission{ID: "e0.6.1.1", Token: "t6", ExpiresAt: time.Now().Add(-time.Second)})

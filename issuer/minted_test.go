@@ -90,7 +90,7 @@ func TestCompleteMinted(t *testing.T) {
 		_, err = is.CompleteMinted(ctx, bad[0], bad[1], bad[2], carol.Token)
 		require.ErrorIs(t, err, issuer.ErrNotMinted, "%v", bad)
 	}
-	assert.Zero(t, is.MintedNotesLost())
+	assert.Zero(t, is.Observe().MintedNotesLost)
 }
 
 // failMinted is a Redis whose minted script calls fail (the others pass).
@@ -120,7 +120,7 @@ func TestMintedNoteLost(t *testing.T) {
 	a, err := is.Exchange(ctx, room, "alice", e.WaitingToken)
 	require.NoError(t, err, "the exchange does not wait for its note")
 	require.NoError(t, is.WaitMinted(ctx))
-	assert.Equal(t, int64(1), is.MintedNotesLost())
+	assert.Equal(t, int64(1), is.Observe().MintedNotesLost)
 	assert.Zero(t, rdb.Exists(ctx, "fg:{"+room+"}:minted:"+a.ID).Val())
 	_, err = is.CompleteMinted(ctx, room, "alice", a.ID, a.Token)
 	require.ErrorIs(t, err, issuer.ErrNotMinted)

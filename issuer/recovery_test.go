@@ -182,7 +182,7 @@ func TestLostRoomRestoredFromLastKnownConfig(t *testing.T) {
 		after, err := a.Stats(ctx, room)
 		require.NoError(t, err)
 		assert.NotEqual(t, before.Epoch, after.Epoch, "a restored room starts a new epoch")
-		assert.EqualValues(t, 1, a.RoomsRestored())
+		assert.EqualValues(t, 1, a.Observe().RoomsRestored)
 		assert.Equal(t, 1, logs.Count("waiting room restored"), "logged: %q", logs.Lines())
 		rooms, err := a.Rooms(ctx)
 		require.NoError(t, err)
@@ -196,7 +196,7 @@ func TestLostRoomRestoredFromLastKnownConfig(t *testing.T) {
 		require.NoError(t, rdb.FlushAll(ctx).Err())
 
 		defer runUntilRestored(t, b)()
-		require.EqualValues(t, 1, b.RoomsRestored(), "Run restores a room fg:rooms no longer lists")
+		require.EqualValues(t, 1, b.Observe().RoomsRestored, "Run restores a room fg:rooms no longer lists")
 		got, err := b.Room(ctx, room)
 		require.NoError(t, err)
 		assert.Equal(t, 7, got.Capacity)
@@ -292,7 +292,7 @@ func runUntilRestored(t *testing.T, b *issuer.Issuer) (stop func()) {
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for b.RoomsRestored() == 0 && time.Now().Before(deadline) {
+	for b.Observe().RoomsRestored == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return func() { cancel(); <-done }

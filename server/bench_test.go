@@ -73,8 +73,8 @@ func benchEnter(b *testing.B, batch int) {
 		return r
 	})
 	b.StopTimer()
-	if calls, users := e.is.EnterBatchStats(); calls > 0 {
-		b.ReportMetric(float64(users)/float64(calls), "users/call")
+	if st := e.is.Observe().Batches.Enter; st.Calls > 0 {
+		b.ReportMetric(float64(st.Items)/float64(st.Calls), "users/call")
 	}
 }
 

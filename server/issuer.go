@@ -59,13 +59,11 @@ type Admin interface {
 }
 
 // Observed is what /metrics reads: per-room stats under an exporter lease,
-// the batching and journal counters, and the tick observer.
+// the issuer's own counters as one snapshot (Observe: batching, restores,
+// minted notes), and the tick observer.
 type Observed interface {
 	ClaimExporter(ctx context.Context, room, replica string, lease time.Duration) (bool, error)
-	EnterBatchStats() (calls, users int64)
-	ScriptBatchStats() issuer.ScriptBatchStats
-	MintedNotesLost() int64
-	RoomsRestored() int64
+	Observe() issuer.Observation
 	ObserveTicks(f issuer.TickObserver)
 }
 

@@ -143,38 +143,7 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is Issuer, h
 	m.scripts, m.ticks = newScriptMetrics(), newTickMetrics()
 	rc := newRoomCollector(is)
 	m.rooms = rc
-	batches := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "flashgate_enter_script_calls_total",
-		Help: "Enter script calls this replica sent; concurrent enters for a room share one call.",
-	}, func() float64 { c, _ := is.EnterBatchStats(); return float64(c) })
-	batched := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "flashgate_enter_script_users_total",
-		Help: "Users those enter script calls carried (divided by the calls: the mean batch size).",
-	}, func() float64 { _, u := is.EnterBatchStats(); return float64(u) })
-	// The coalesced script calls of every kind (issuer.ScriptBatchStats):
-	// items / calls per op is the mean batch.
-	var coalesced []prometheus.Collector
-	for _, op := range []struct {
-		name string
-		get  func(issuer.ScriptBatchStats) issuer.BatchStats
-	}{
-		{"enter", func(s issuer.ScriptBatchStats) issuer.BatchStats { return s.Enter }},
-		{"status", func(s issuer.ScriptBatchStats) issuer.BatchStats { return s.Status }},
-		{"exchange", func(s issuer.ScriptBatchStats) issuer.BatchStats { return s.Exchange }},
-		{"complete", func(s issuer.ScriptBatchStats) issuer.BatchStats { return s.Complete }},
-	} {
-		labels := prometheus.Labels{"op": op.name}
-		coalesced = append(coalesced, prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "flashgate_script_batch_calls_total",
-			Help:        "Coalesced script calls this replica sent, by operation (enter, status, exchange, complete; a status call carrying exchanges counts under both).",
-			ConstLabels: labels,
-		}, func() float64 { return float64(op.get(is.ScriptBatchStats()).Calls) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Name:        "flashgate_script_batch_items_total",
-				Help:        "Items (users, tokens, admissions) those calls carried, by operation; divided by the calls: the mean batch.",
-				ConstLabels: labels,
-			}, func() float64 { return float64(op.get(is.ScriptBatchStats()).Items) }))
-	}
+	obs := newObservationCollector(is)
 	checks := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flashgate_complete_token_checks_total",
 		Help: "Admission tokens /v1/complete authenticated, by check: minted (byte for byte a token this issuer minted, " +
@@ -182,20 +151,11 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is Issuer, h
 			"by a replica that does not note, and every forged one).",
 	}, []string{"check"})
 	m.mintedChecks, m.signatureChecks = checks.WithLabelValues("minted"), checks.WithLabelValues("signature")
-	notesLost := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "flashgate_minted_notes_lost_total",
-		Help: "Notes of minted admission tokens that did not reach Redis (their completions check the signature instead).",
-	}, func() float64 { return float64(is.MintedNotesLost()) })
-	restored := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "flashgate_rooms_restored_total",
-		Help: "Rooms this replica recreated from their last known config after Redis lost them (each also logged at WARN).",
-	}, func() float64 { return float64(is.RoomsRestored()) })
 	for _, r := range []string{sseReplaced, sseAddressLimit} {
 		m.sseLimits.WithLabelValues(r) // both series from the start
 	}
 	cs := []prometheus.Collector{m.requests, m.latency, m.sseOpen, m.sseLimits, m.storeErrors, rc, rc.errors, rc.exported,
-		batches, batched, restored, checks, notesLost, m.scripts.dur, m.scripts.errs, m.ticks.dur, m.ticks.failures}
-	cs = append(cs, coalesced...)
+		obs, checks, m.scripts.dur, m.scripts.errs, m.ticks.dur, m.ticks.failures}
 	if pool != nil {
 		cs = append(cs, poolCollectors(pool)...)
 	}
@@ -251,6 +211,59 @@ func (m *metrics) observe(route, method string, status int, d time.Duration) {
 	rm := m.route(route, method)
 	rm.counter(status).Inc()
 	rm.latency.Observe(d.Seconds())
+}
+
+// observationCollector exports the issuer's own counters (this replica's,
+// since it started) from one issuer.Observation per scrape, so the series
+// of one scrape come from one reading.
+type observationCollector struct {
+	is Observed
+
+	enterCalls, enterUsers, batchCalls, batchItems, notesLost, restored *prometheus.Desc
+}
+
+func newObservationCollector(is Observed) *observationCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &observationCollector{is: is,
+		enterCalls: d("flashgate_enter_script_calls_total",
+			"Enter script calls this replica sent; concurrent enters for a room share one call."),
+		enterUsers: d("flashgate_enter_script_users_total",
+			"Users those enter script calls carried (divided by the calls: the mean batch size)."),
+		batchCalls: d("flashgate_script_batch_calls_total",
+			"Coalesced script calls this replica sent, by operation (enter, status, exchange, complete; a status call carrying exchanges counts under both).", "op"),
+		batchItems: d("flashgate_script_batch_items_total",
+			"Items (users, tokens, admissions) those calls carried, by operation; divided by the calls: the mean batch.", "op"),
+		notesLost: d("flashgate_minted_notes_lost_total",
+			"Notes of minted admission tokens that did not reach Redis (their completions check the signature instead)."),
+		restored: d("flashgate_rooms_restored_total",
+			"Rooms this replica recreated from their last known config after Redis lost them (each also logged at WARN)."),
+	}
+}
+
+func (oc *observationCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{oc.enterCalls, oc.enterUsers, oc.batchCalls, oc.batchItems, oc.notesLost, oc.restored} {
+		ch <- d
+	}
+}
+
+func (oc *observationCollector) Collect(ch chan<- prometheus.Metric) {
+	o := oc.is.Observe()
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(oc.enterCalls, o.Batches.Enter.Calls)
+	counter(oc.enterUsers, o.Batches.Enter.Items)
+	for _, op := range []struct {
+		name string
+		s    issuer.BatchStats
+	}{{"enter", o.Batches.Enter}, {"status", o.Batches.Status}, {"exchange", o.Batches.Exchange}, {"complete", o.Batches.Complete}} {
+		counter(oc.batchCalls, op.s.Calls, op.name)
+		counter(oc.batchItems, op.s.Items, op.name)
+	}
+	counter(oc.notesLost, o.MintedNotesLost)
+	counter(oc.restored, o.RoomsRestored)
 }
 
 // roomCollector reads issuer.Stats for the rooms whose exporter lease this

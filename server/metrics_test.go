@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,4 +145,46 @@ func TestNoMetricsRoute(t *testing.T) {
 	e.srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	require.Equal(t, 200, rec.Code)
 	require.Contains(t, rec.Body.String(), "flashgate_sse_streams_limited_total{reason=\"replaced\"} 0")
+}
+
+// observedOnce is an Issuer whose Observe returns a fixed Observation
+// (a distinct number per field) and counts its calls.
+type observedOnce struct {
+	Issuer
+	calls atomic.Int64
+}
+
+func (o *observedOnce) Observe() issuer.Observation {
+	o.calls.Add(1)
+	return issuer.Observation{
+		Batches: issuer.ScriptBatchStats{Enter: issuer.BatchStats{Calls: 1, Items: 2}, Status: issuer.BatchStats{Calls: 3, Items: 4},
+			Exchange: issuer.BatchStats{Calls: 5, Items: 6}, Complete: issuer.BatchStats{Calls: 7, Items: 8}},
+		MintedNotesLost: 9, RoomsRestored: 10, TickCalls: 11,
+	}
+}
+
+// /metrics exports the issuer's own counters from one Observe per scrape,
+// each field as its series.
+func TestMetricsReadOneObservation(t *testing.T) {
+	var obs *observedOnce
+	e := newEnv(t, withOptions(func(o *Options) { obs = &observedOnce{Issuer: o.Issuer}; o.Issuer = obs }))
+	r := e.do(req{method: "GET", path: "/metrics"})
+	require.Equal(t, 200, r.status)
+	assert.Equal(t, int64(1), obs.calls.Load(), "one Observe per scrape")
+	for _, want := range []string{
+		"flashgate_enter_script_calls_total 1\n",
+		"flashgate_enter_script_users_total 2\n",
+		`flashgate_script_batch_calls_total{op="enter"} 1` + "\n",
+		`flashgate_script_batch_items_total{op="enter"} 2` + "\n",
+		`flashgate_script_batch_calls_total{op="status"} 3` + "\n",
+		`flashgate_script_batch_items_total{op="status"} 4` + "\n",
+		`flashgate_script_batch_calls_total{op="exchange"} 5` + "\n",
+		`flashgate_script_batch_items_total{op="exchange"} 6` + "\n",
+		`flashgate_script_batch_calls_total{op="complete"} 7` + "\n",
+		`flashgate_script_batch_items_total{op="complete"} 8` + "\n",
+		"flashgate_minted_notes_lost_total 9\n",
+		"flashgate_rooms_restored_total 10\n",
+	} {
+		assert.Contains(t, string(r.body), want)
+	}
 }

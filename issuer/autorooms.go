@@ -3,8 +3,6 @@ package issuer
 import (
 	"context"
 	"errors"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,38 +10,14 @@ import (
 	"github.com/flashgate/flashgate"
 )
 
-// The end of a sale (docs/rooms.md "The end of a sale"): closing a room — Close,
-// SoldOut, DeleteRoom, or its event window passing — ends its line at once
-// (every waiting entry reads CLOSED from the room's state, lua/prelude.lua
-// closed_line), the tick drains the line in bounded script calls (drain.lua,
-// DrainPerCall entries each), and the room's keys expire a retention after
-// the end. Auto rooms (Config.DefaultRoom) hold a slot of fg:autorooms
-// (Config.MaxAutoRooms) and are deleted when idle (Config.AutoRoomIdle); Run
-// ticks rooms with nothing to do slowly (Config.IdleTickMax).
-
-// DrainPerCall is the most waiting entries one drain script call removes
-// from a closed line (ZREMRANGEBYRANK of a bounded count): small enough that
-// no drain call takes longer than an enter batch of DefaultEnterBatch users
-// (docs/performance.md "Measurements", TestSoldOutDrainIsBounded), so Redis serves other
-// clients between the calls of a million-entry drain.
-const DrainPerCall = 128
-
-// MaxDrainCallsPerTick bounds the drain calls of one Tick (so a Tick of a
-// million-entry closed line returns, and other rooms are ticked, while the
-// line drains over several ticks).
-const MaxDrainCallsPerTick = 200
+// Auto rooms (Config.DefaultRoom): a room an enter creates from the default
+// policy holds a slot of fg:autorooms (Config.MaxAutoRooms) and is deleted
+// by its tick when idle (Config.AutoRoomIdle, lua/tick.lua).
 
 // autoRoomGrace is how old a slot of fg:autorooms must be before the sweep
 // (reserveAutoRoom) may free it for a room whose config does not exist: a
 // slot reserved moments ago belongs to a room being created.
 const autoRoomGrace = time.Minute
-
-func (is *Issuer) now() time.Time {
-	if is.cfg.Now != nil {
-		return is.cfg.Now()
-	}
-	return time.Now()
-}
 
 // autoLimited reports whether auto rooms are limited (DefaultRoom set and
 // MaxAutoRooms positive): an enter may then only create a room once its slot
@@ -144,64 +118,3 @@ func (is *Issuer) AutoRooms(ctx context.Context) ([]string, error) {
 	}
 	return out, nil
 }
-
-// idleRoom is a room Run ticks slowly: Enter sets on to false and sends the
-// room to Run (wake).
-type idleRoom struct {
-	room string
-	on   atomic.Bool
-}
-
-// wake tells Run to tick room at once if it is ticking it slowly (an enter
-// through this Issuer: there may be work now). Cheap when it is not: one
-// sync.Map lookup.
-func (is *Issuer) wake(room string) {
-	v, ok := is.idle.Load(room)
-	if !ok {
-		return
-	}
-	r := v.(*idleRoom)
-	if r.on.CompareAndSwap(true, false) {
-		select {
-		case is.wakeups <- r.room:
-		default: // Run is behind: it ticks the room at its slow period
-		}
-	}
-}
-
-// setIdle records whether Run ticks room slowly.
-func (is *Issuer) setIdle(room string, idle bool) {
-	v, ok := is.idle.Load(room)
-	if !ok {
-		if !idle {
-			return
-		}
-		v, _ = is.idle.LoadOrStore(strings.Clone(room), &idleRoom{room: strings.Clone(room)})
-	}
-	v.(*idleRoom).on.Store(idle)
-}
-
-// busy reports whether a room has work for its next tick: someone waiting,
-// an admission live, a line to drain, or anything done by this tick.
-func (r TickResult) busy() bool {
-	return r.Waiting > 0 || r.Active > 0 || r.Draining > 0 || r.Admitted > 0 || r.Expired > 0 || r.ClosedOut > 0
-}
-
-// nextTick is how long Run waits before it ticks a room again after res, and
-// the room's idle period to remember (0: not idle). A busy room is ticked at
-// its configured tick; an idle one at twice its previous idle period (at
-// first twice the tick), up to maxIdle (<= 0: never slower than the tick).
-func nextTick(res TickResult, prevIdle, maxIdle time.Duration) (wait, idle time.Duration) {
-	if res.busy() || maxIdle <= 0 || res.Tick <= 0 {
-		return res.Tick, 0
-	}
-	idle = 2 * res.Tick
-	if prevIdle > 0 {
-		idle = 2 * prevIdle
-	}
-	idle = min(idle, max(maxIdle, res.Tick))
-	return idle, idle
-}
-
-// TickCalls counts the tick script calls Run has made (since New).
-func (is *Issuer) TickCalls() int64 { return is.ticks.Load() }
