@@ -117,4 +117,5 @@ if #ends > 0 then
   if completed > 0 then redis.call('HINCRBY', K_STATS, 'completed', completed) end
   if expired > 0 then redis.call('HINCRBY', K_STATS, 'expired', expired) end
 end
+journal_flush(cfg)
 return out

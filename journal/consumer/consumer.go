@@ -439,18 +439,21 @@ func (c *Consumer) handle(ctx context.Context, room string, st *roomState, msgs 
 		if len(m.Values) == 0 {
 			continue // deleted from the stream while pending: nothing to write
 		}
-		e, why := parseEvent(room, m)
-		if why == "" {
+		evs, bad := journal.StreamEvents(room, m.ID, func(k string) string {
+			v, _ := m.Values[k].(string)
+			return v
+		})
+		for _, e := range evs {
 			if err := e.Validate(); err != nil {
-				why = err.Error()
+				bad = append(bad, err.Error())
+				continue
 			}
+			events = append(events, e)
 		}
-		if why != "" {
+		for _, why := range bad {
 			c.log.Error("journal event rejected", "room", room, "id", m.ID, "why", why)
 			c.m.rejected.WithLabelValues(room).Inc()
-			continue
 		}
-		events = append(events, e)
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -582,41 +585,6 @@ func (c *Consumer) fail(stage, room string, err error) {
 type failLog struct {
 	at       time.Time
 	unlogged int
-}
-
-// parseEvent maps a stream entry onto an Event (the contract's field
-// layout: entry events `kind epoch seq user lane at admission reason eta`,
-// room events `kind epoch at actor action detail`); Room comes from the
-// key, ID is the stream id. It returns why it cannot, or "". Unknown
-// fields are ignored; a missing field is "".
-func parseEvent(room string, m redis.XMessage) (journal.Event, string) {
-	str := func(k string) string {
-		s, _ := m.Values[k].(string)
-		return s
-	}
-	e := journal.Event{ID: m.ID, Room: room, Kind: journal.Kind(str("kind")), Epoch: str("epoch"), User: str("user"),
-		Lane: str("lane"), AdmissionID: str("admission"), Reason: str("reason"), Actor: str("actor"),
-		Action: str("action"), Detail: str("detail")}
-	var eta int64 = -1
-	for _, f := range []struct {
-		name string
-		to   *int64
-	}{{"seq", &e.Arrival}, {"at", &e.At}, {"eta", &eta}} {
-		v := str(f.name)
-		if v == "" {
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return e, fmt.Sprintf("%s %q is not a decimal integer", f.name, v)
-		}
-		*f.to = n
-	}
-	if eta >= 0 && e.Kind == journal.KindEntered {
-		d := time.Duration(eta) * time.Millisecond
-		e.EstimatedWait = &d
-	}
-	return e, ""
 }
 
 // idMillis is the milliseconds part of a stream id "<ms>-<n>".
