@@ -17,8 +17,10 @@ import (
 const KindBatch Kind = "batch"
 
 // batchFields is the number of comma-separated fields of an event of a
-// batch entry.
+// batch entry; batchField maps their names to their places.
 const batchFields = 8
+
+var batchField = map[string]int{"kind": 0, "seq": 1, "user": 2, "lane": 3, "at": 4, "admission": 5, "reason": 6, "eta": 7}
 
 // StreamEvents maps one entry of room's journal stream onto its events, in
 // order: a batch entry (KindBatch) onto one Event per line, any other (an
@@ -61,23 +63,8 @@ func StreamEvents(room, id string, field func(name string) string) (events []Eve
 			continue
 		}
 		e, why := parseFields(room, id, epoch, func(name string) string {
-			switch name {
-			case "kind":
-				return f[0]
-			case "seq":
-				return f[1]
-			case "user":
-				return f[2]
-			case "lane":
-				return f[3]
-			case "at":
-				return f[4]
-			case "admission":
-				return f[5]
-			case "reason":
-				return f[6]
-			case "eta":
-				return f[7]
+			if i, ok := batchField[name]; ok {
+				return f[i]
 			}
 			return ""
 		})
