@@ -38,16 +38,20 @@ func buyerEvents(seq int64) [3]string {
 	}
 }
 
-// oldBuyer journals buyerEvents(seq) in the layout written before batches:
-// one stream entry per event.
+// xaddOld appends ev (a batch line) in the layout written before batches:
+// a stream entry of its own with its fields by name.
+func xaddOld(rdb redis.Cmdable, room, ev string) *redis.StringCmd {
+	f := strings.Split(ev, ",")
+	return rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: consumer.StreamKey(room), Values: []any{
+		"kind", f[0], "epoch", epoch, "seq", f[1], "user", f[2], "lane", f[3], "at", f[4], "admission", f[5],
+		"reason", f[6], "eta", f[7]}})
+}
+
+// oldBuyer journals buyerEvents(seq) in the layout written before batches.
 func oldBuyer(t *testing.T, rdb redis.Cmdable, room string, seq int64) {
 	t.Helper()
 	for _, ev := range buyerEvents(seq) {
-		f := strings.Split(ev, ",")
-		_, err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: consumer.StreamKey(room), Values: []any{
-			"kind", f[0], "epoch", epoch, "seq", f[1], "user", f[2], "lane", f[3], "at", f[4], "admission", f[5],
-			"reason", f[6], "eta", f[7]}}).Result()
-		require.NoError(t, err)
+		require.NoError(t, xaddOld(rdb, room, ev).Err())
 	}
 }
 
@@ -204,4 +208,28 @@ func TestBadBatchEventIsRejected(t *testing.T) {
 		"entered without a user"} {
 		require.Contains(t, logs.String(), why)
 	}
+}
+
+// TestLargeReadIsWrittenInParts: a read whose batch entries hold more than
+// MaxApply events is written in several transactions of at most MaxApply
+// events, each entry's events in one, and acked once all are written.
+func TestLargeReadIsWrittenInParts(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	room := redistest.Room("big")
+	require.NoError(t, r.rdb.SAdd(ctx, consumer.RoomsKey, room).Err())
+	for k := int64(0); k < 10; k++ { // 10 entries of 250 events: 1,000 + 1,000 + 500
+		lines := make([]string, 250)
+		for i := range lines {
+			seq := 250*k + int64(i) + 1
+			lines[i] = fmt.Sprintf("entered,%d,u%d,public,%d,,,", seq, seq, 1000*seq)
+		}
+		xaddBatch(t, r.rdb, room, epoch, lines...)
+	}
+	c, reg := r.consumer(t, "c", nil)
+	require.True(t, c.Round(ctx))
+	require.Equal(t, 2500, count(t, r.dsn, `SELECT count(*) FROM journal_entries WHERE room = $1`, room))
+	require.Equal(t, 3.0, metric(t, reg, "flashgate_journal_apply_seconds", nil), "three transactions")
+	require.Equal(t, 2500.0, metric(t, reg, "flashgate_journal_events_total", map[string]string{"room": room}))
+	require.Zero(t, pending(t, r.rdb, room))
 }
