@@ -42,7 +42,7 @@ func store(t testing.TB) (*journal.Store, string) {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// xaddEntry appends an entry event in the contract's exact field layout
+// xaddEntry appends an entry event in the layout written before batches
 // (kind epoch seq user lane at admission reason) and returns its id.
 func xaddEntry(t *testing.T, rdb redis.Cmdable, room, kind, ep string, seq int64, user, lane string, at int64, admission, reason string) string {
 	t.Helper()
