@@ -27,7 +27,7 @@
 -- HINCRBY per counter, and the journal's one XADD (journal_flush).
 -- Those writes come after the reads, so the admissions later in the batch read the earlier ones'
 -- effects from this script's own tables (gone: admissions ended in this call). Frees first
--- (ZREM, HDEL), then writes (keep_clock, ZADD, XADD, HINCRBY), as over maxmemory Redis lets a
+-- (ZREM, HDEL), then writes (keep_clock, ZADD, HINCRBY, the journal's XADD), as over maxmemory Redis lets a
 -- script's later allocating writes through once its first write has freed.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
