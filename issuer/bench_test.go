@@ -90,8 +90,15 @@ func BenchmarkWaitingUserMemory(b *testing.B) {
 					if n := rdb.ZCard(ctx, issuer.RoomKeys(room)[1]).Val(); n != memUsers {
 						b.Fatalf("waiting = %d, want %d", n, memUsers)
 					}
-					if n := rdb.XLen(ctx, issuer.RoomKeys(room)[16]).Val(); (n >= memUsers) != (tc.journal == 0) {
-						b.Fatalf("journal has %d entries", n)
+					// The journal's last batch entry ends with the last arrival's entered event.
+					last := rdb.XRevRangeN(ctx, issuer.RoomKeys(room)[16], "+", "-", 1).Val()
+					var ev string
+					if len(last) == 1 {
+						evs, _ := last[0].Values["events"].(string)
+						ev = evs[strings.LastIndexByte(evs, '\n')+1:]
+					}
+					if want := fmt.Sprintf("entered,%d,", memUsers); strings.HasPrefix(ev, want) != (tc.journal == 0) {
+						b.Fatalf("journal's last event %q (journal on: want %s…)", ev, want)
 					}
 				})
 			}

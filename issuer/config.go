@@ -76,8 +76,9 @@ type Config struct {
 	// that retry keep their place.
 	LostRooms LostRoomPolicy
 	// JournalMaxLen bounds each room's journal stream (fg:{room}:journal,
-	// XADD MAXLEN ~, in stream entries: one per state change of an entry or
-	// config change; docs/operations.md "Durability"), written into the config of every
+	// XADD MAXLEN ~, in stream entries: one per script call that changes
+	// entries, holding up to 256 events, and one per config change;
+	// docs/operations.md "Durability"), written into the config of every
 	// room this Issuer creates or configures (journal_maxlen). The consumer
 	// (`flashgate journal run`) trims what it has written, so the bound
 	// matters only while it lags or is not running; past it the oldest

@@ -310,20 +310,26 @@ func (c cmdStats) scriptShare() (lua, inner float64) {
 // (issuer.RoomKeys; exchange's and complete-minted's minted keys after
 // them), ARGV the items:
 //   - enter (new users): INCRBY seq and ZCARD waiting per call; ZADD NX
-//     waiting and XADD journal per user;
+//     waiting per user;
 //   - status (exact, WAITING): ZCARD waiting per call; ZSCORE and ZRANK
 //     waiting per token;
 //   - exchange (a repeated claim): HGET users, ZSCORE active, ZREM unclaimed,
-//     SET of the minted note (the op writes it in a call of its own) and
-//     XADD journal per user;
+//     SET of the minted note (the op writes it in a call of its own) per user;
 //   - complete (complete-minted: and GET of the minted note): ZSCORE active,
-//     HGET users, XADD journal per admission; one ZREM active, HDEL users,
-//     ZADD ended and HINCRBY stats per call.
+//     HGET users per admission; one ZREM active, HDEL users, ZADD ended and
+//     HINCRBY stats per call;
+//   - enter, exchange and complete: one XADD journal per call, the batch
+//     entry of lua/prelude.lua's journal_flush (kind batch, epoch, events:
+//     one comma-separated line per item, joined by table.concat).
 //
 // Each answers a reply of the op's shape and size.
-const limitJournal = `local function journal(kind, seq, user, jti)
-  redis.call('XADD', KEYS[17], 'MAXLEN', '~', 1000000, '*', 'kind', kind, 'epoch', 'mjx2k0q8a1', 'seq', seq,
-    'user', user, 'lane', '', 'at', '1795176000000', 'admission', jti, 'reason', '')
+const limitJournal = `local events = {}
+local function journal(kind, seq, user, jti)
+  events[#events + 1] = kind .. ',' .. seq .. ',' .. user .. ',,1795176000000,' .. jti .. ',,'
+end
+local function journal_flush()
+  redis.call('XADD', KEYS[17], 'MAXLEN', '~', 1000000, '*', 'kind', 'batch', 'epoch', 'mjx2k0q8a1',
+    'events', table.concat(events, '\n'))
 end
 `
 
@@ -339,6 +345,7 @@ for i = 1, n do
   journal('entered', seq, ARGV[i], '')
   out[#out + 1] = 1; out[#out + 1] = seq; out[#out + 1] = total; out[#out + 1] = total; out[#out + 1] = 0
 end
+journal_flush()
 return out`),
 	"status": redis.NewScript(`
 local out = { redis.call('ZCARD', KEYS[2]), 6000, 'paused', {} }
@@ -358,6 +365,7 @@ for i = 1, #ARGV do
   journal('exchanged', i, ARGV[i], j)
   out[#out + 1] = 'ACTIVE'; out[#out + 1] = i; out[#out + 1] = j; out[#out + 1] = tonumber(e); out[#out + 1] = 0; out[#out + 1] = ''
 end
+journal_flush()
 return out`),
 	"complete": redis.NewScript(limitJournal + `
 local out, js, us, z = {}, {}, {}, {}
@@ -376,6 +384,7 @@ redis.call('ZREM', KEYS[3], unpack(js))
 redis.call('HDEL', KEYS[4], unpack(us))
 redis.call('ZADD', KEYS[10], unpack(z))
 redis.call('HINCRBY', KEYS[9], 'completed', #js)
+journal_flush()
 return out`),
 }
 

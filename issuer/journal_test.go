@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,14 +20,18 @@ import (
 	"github.com/flashgate/flashgate/issuer"
 )
 
-// journalEntry is one entry of a room's journal stream, its fields in the
-// order the script wrote them.
+// journalEntry is one event of a room's journal stream: a room event is a
+// stream entry of its own, an entry event one line of a batch entry.
 type journalEntry struct {
-	id     string
-	fields []string // names, in order
+	id     string   // the stream entry's id (the events of one batch share it)
+	fields []string // the stream entry's field names, in order
 	v      map[string]string
 }
 
+// readJournal reads room's journal stream, each batch entry expanded into
+// its events by the contract's encoding (docs/operations.md "Durability"):
+// one event per line, its fields entryFields after kind and epoch,
+// comma-separated.
 func readJournal(t *testing.T, rdb *redis.Client, room string) []journalEntry {
 	t.Helper()
 	raw, err := rdb.Do(context.Background(), "XRANGE", issuer.RoomKeys(room)[16], "-", "+").Slice()
@@ -40,13 +45,28 @@ func readJournal(t *testing.T, rdb *redis.Client, room string) []journalEntry {
 			je.fields = append(je.fields, kv[i].(string))
 			je.v[kv[i].(string)] = kv[i+1].(string)
 		}
-		out = append(out, je)
+		if je.v["kind"] != "batch" {
+			out = append(out, je)
+			continue
+		}
+		for _, line := range strings.Split(je.v["events"], "\n") {
+			f := strings.Split(line, ",")
+			require.Len(t, f, len(entryFields)-1, "event %q: the fields after epoch", line)
+			ev := journalEntry{id: je.id, fields: je.fields, v: map[string]string{"epoch": je.v["epoch"]}}
+			for i, name := range slices.Delete(slices.Clone(entryFields), 1, 2) {
+				ev.v[name] = f[i]
+			}
+			out = append(out, ev)
+		}
 	}
 	return out
 }
 
-// The stream field layouts the journal consumer reads (journal/doc.go).
+// The stream layouts the journal consumer reads (journal/doc.go): a batch
+// entry's fields, and the fields of each of its events (its lines: all but
+// epoch, which is the entry's), and a room event's fields.
 var (
+	batchFields = []string{"kind", "epoch", "events"}
 	entryFields = []string{"kind", "epoch", "seq", "user", "lane", "at", "admission", "reason", "eta"}
 	roomFields  = []string{"kind", "epoch", "at", "actor", "action", "detail"}
 )
@@ -135,7 +155,7 @@ func TestJournalRecordsEveryChange(t *testing.T) {
 			assert.Equal(t, epoch, detail["epoch"])
 			continue
 		}
-		assert.Equal(t, entryFields, e.fields, "entry %d (%s): the entry event layout", i, w.kind)
+		assert.Equal(t, batchFields, e.fields, "entry %d (%s): in a batch entry", i, w.kind)
 		assert.Equal(t, w.user, e.v["user"], "entry %d", i)
 		assert.Equal(t, w.seq, e.v["seq"], "entry %d", i)
 		assert.Equal(t, w.lane, e.v["lane"], "entry %d", i)
@@ -157,6 +177,11 @@ func TestJournalRecordsEveryChange(t *testing.T) {
 	assert.NotEmpty(t, end["ended_ms"])
 	assert.Equal(t, alice.AdmissionID, js[2].v["admission"], "the admission journaled is the one the buyer holds")
 	assert.Equal(t, js[2].v["admission"], js[7].v["admission"], "completed names the admission")
+	// One stream entry per script call: the fast track's entered and admitted share one, each
+	// later enter (a call of its own here) has its own.
+	assert.Equal(t, js[1].id, js[2].id, "alice's enter: one batch entry")
+	assert.NotEqual(t, js[2].id, js[3].id)
+	assert.NotEqual(t, js[3].id, js[4].id)
 }
 
 // TestJournalLanesBansAndDrawsRecorded: the priority lane and bypass invites
@@ -236,7 +261,7 @@ func TestJournalOff(t *testing.T) {
 		if tc.want == "0" {
 			assert.Zero(t, n, "no journal")
 		} else {
-			assert.EqualValues(t, 3, n, "configure, entered, admitted")
+			assert.EqualValues(t, 2, n, "configure, then the enter's batch: entered, admitted")
 		}
 	}
 }
@@ -388,4 +413,46 @@ func TestJournalEnteredCarriesTheShownEstimate(t *testing.T) {
 		require.True(t, a.PreQueue)
 		check(t, rdb, room, a)
 	})
+}
+
+// TestJournalOneEntryPerCall: the entry events of one script call are one
+// stream entry (a batch), at most 256 events each: a tick that admits 300
+// writes two, of 256 and 44 admissions, in admission order.
+func TestJournalOneEntryPerCall(t *testing.T) {
+	ctx := context.Background()
+	cfg := issuer.RoomConfig{Capacity: 1000, RatePerMinute: 100_000, TickBatch: 1000, State: issuer.RoomPaused}
+	is, _, room, rdb := setup(t, cfg)
+	const n = 300
+	for i := 1; i <= n; i++ {
+		_, err := is.Enter(ctx, room, fmt.Sprintf("u%d", i))
+		require.NoError(t, err)
+	}
+	cfg.State = issuer.RoomOpen
+	_, err := is.SetRoom(ctx, room, cfg)
+	require.NoError(t, err)
+	before, err := rdb.XLen(ctx, issuer.RoomKeys(room)[16]).Result()
+	require.NoError(t, err)
+	tk, err := is.Tick(ctx, room)
+	require.NoError(t, err)
+	require.Equal(t, n, tk.Admitted)
+	after, err := rdb.XLen(ctx, issuer.RoomKeys(room)[16]).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, after-before, "300 admissions in one tick: two batch entries")
+	per := map[string]int{}
+	var ids []string
+	seq := 0
+	for _, e := range readJournal(t, rdb, room) {
+		if e.v["kind"] != "admitted" {
+			continue
+		}
+		seq++
+		assert.Equal(t, fmt.Sprint(seq), e.v["seq"], "in admission order")
+		if per[e.id] == 0 {
+			ids = append(ids, e.id)
+		}
+		per[e.id]++
+	}
+	require.Len(t, ids, 2)
+	assert.Equal(t, 256, per[ids[0]])
+	assert.Equal(t, 44, per[ids[1]])
 }

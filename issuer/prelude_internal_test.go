@@ -68,6 +68,22 @@ func TestAssembleTakesOnlyWhatIsUsed(t *testing.T) {
 	assert.Less(t, len(assemble(prelude, mustRead("lua/status.lua"))), len(all)+len(mustRead("lua/status.lua")))
 }
 
+// TestScriptsFlushTheirJournal: journal_entry only collects a call's entry
+// events; a script that may journal one (its assembly holds journal_entry)
+// writes them with journal_flush, or they are lost.
+func TestScriptsFlushTheirJournal(t *testing.T) {
+	var journaling []string
+	for _, name := range roomScripts {
+		body := mustRead("lua/" + name + ".lua")
+		if !strings.Contains(assemble(prelude, body), "local function journal_entry(") {
+			continue
+		}
+		journaling = append(journaling, name)
+		assert.Contains(t, body, "journal_flush(cfg)", "%s journals entry events", name)
+	}
+	assert.Equal(t, []string{"enter", "status", "leave", "complete", "revoke", "tick", "ban", "invite"}, journaling)
+}
+
 // TestSplitPreludeKeepsEverything: the pieces, in order, are the whole
 // prelude (no line lost or moved).
 func TestSplitPreludeKeepsEverything(t *testing.T) {

@@ -20,6 +20,15 @@
 // applied, not of their order or count (see upsertEntry in store.go). Ack
 // stream entries only after Apply returns nil.
 //
+// # The stream
+//
+// A script call journals the entry events it makes as one stream entry,
+// kind "batch" (KindBatch): one XADD per call, not per buyer. StreamEvents
+// reads it, and the one-entry-per-event layout of streams written before
+// (docs/operations.md "Durability"). The events of a batch entry share its
+// stream id; they are keyed by (room, epoch, arrival) like any entry
+// event, so a redelivered batch writes nothing new.
+//
 // # Schema (migrations/00001_journal.sql, 00002_metrics.sql)
 //
 // journal_entries: one row per entry, keyed by (room, epoch, arrival). The

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
 	"testing"
 	"time"
 
@@ -123,8 +122,8 @@ func (s *sale) positions() map[string]int64 {
 
 // journal writes the room's journal stream (fg:{room}:journal, written by
 // the issuer's scripts) into the journal as `flashgate journal run` does:
-// each stream entry is one journal.Event (the contract's fields, the room
-// from the key, the stream id as ID), then Store.Apply.
+// each stream entry is its events (journal.StreamEvents: the room from the
+// key, the stream id as ID), then Store.Apply.
 func (s *sale) journal(store *journal.Store) {
 	require.NoError(s.t, store.Apply(context.Background(), streamEvents(s.t, s.rdb, s.room)))
 }
@@ -133,13 +132,11 @@ func streamEvents(t *testing.T, rdb *redis.Client, room string) []journal.Event 
 	msgs, err := rdb.XRange(context.Background(), "fg:{"+room+"}:journal", "-", "+").Result()
 	require.NoError(t, err)
 	require.NotEmpty(t, msgs)
-	evs := make([]journal.Event, 0, len(msgs))
+	var evs []journal.Event
 	for _, m := range msgs {
-		str := func(k string) string { v, _ := m.Values[k].(string); return v }
-		n := func(k string) int64 { v, _ := strconv.ParseInt(str(k), 10, 64); return v }
-		evs = append(evs, journal.Event{ID: m.ID, Room: room, Kind: journal.Kind(str("kind")), Epoch: str("epoch"),
-			Arrival: n("seq"), User: str("user"), Lane: str("lane"), At: n("at"), AdmissionID: str("admission"),
-			Reason: str("reason"), Actor: str("actor"), Action: str("action"), Detail: str("detail")})
+		e, bad := journal.StreamEvents(room, m.ID, func(k string) string { v, _ := m.Values[k].(string); return v })
+		require.Empty(t, bad, "stream entry %s", m.ID)
+		evs = append(evs, e...)
 	}
 	return evs
 }

@@ -8,4 +8,5 @@ if not cfg then return { 'ERROR', 'unknown_room' } end
 local now = now_ms(cfg)
 local ends = now + tonumber(ARGV[4])
 local removed, revoked = ban_user(cfg, ARGV[3], ends, ARGV[5], now)
+journal_flush(cfg)
 return { 'BANNED', ends, removed, revoked, now }

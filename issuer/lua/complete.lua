@@ -20,14 +20,14 @@
 --
 -- Cost: per call, whatever the batch, the reads of all admissions: one MGET of the minted keys
 -- (those with a digest), one ZMSCORE of active, one of unclaimed, one HMGET of users; per
--- admission only the journal's XADD, and for one no longer active the ended lookup (one ZMSCORE:
+-- admission no command but, for one no longer active, the ended lookup (one ZMSCORE:
 -- a live admission has no ended record, every script that writes one drops the admission in the
 -- same step) to tell a repeat from a refusal; per call the writes of all admissions it ends: one
 -- ZREM active, one ZREM unclaimed (those never claimed), one HDEL users, one ZADD ended, one
--- HINCRBY per counter.
+-- HINCRBY per counter, and the journal's one XADD (journal_flush).
 -- Those writes come after the reads, so the admissions later in the batch read the earlier ones'
 -- effects from this script's own tables (gone: admissions ended in this call). Frees first
--- (ZREM, HDEL), then writes (keep_clock, ZADD, XADD, HINCRBY), as over maxmemory Redis lets a
+-- (ZREM, HDEL), then writes (keep_clock, ZADD, HINCRBY, the journal's XADD), as over maxmemory Redis lets a
 -- script's later allocating writes through once its first write has freed.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
@@ -55,9 +55,10 @@ if #users > 0 then
   index = redis.call('HMGET', K_USERS, unpack(users))
 end
 
-local gone = {}                 -- jti -> {kind, seq} of the admissions this call ends
-local ends = {}                 -- in order: {kind, seq, user, jti}
+local gone = {}                 -- jti -> the ended-record kind of the admissions this call ends
 local drop_j, drop_u, drop_n = {}, {}, {} -- ZREM active, HDEL users, ZREM unclaimed
+local z = {}                    -- ZADD ended: per end its time and "<kind>:<epoch>.<seq>"
+local nows, prefix = num(now), ':' .. cfg.epoch .. '.' -- (formatted once for the call)
 local completed, expired = 0, 0
 
 local function complete(k, user, jti, digest)
@@ -69,7 +70,7 @@ local function complete(k, user, jti, digest)
   if not g then e = expiries[k] end
   if not e then
     local kind, at
-    if g then kind, at = g[1], now else kind, at = ended(cfg, seq) end
+    if g then kind, at = g, now else kind, at = ended(cfg, seq) end
     if kind == 'C' then return { 'COMPLETED', at, 1 } end
     if kind == 'R' then return { 'ERROR', 'revoked' } end
     if kind == 'E' or kind == 'N' then return { 'ERROR', 'expired' } end
@@ -84,9 +85,15 @@ local function complete(k, user, jti, digest)
     kind = 'E'
     if d then kind = 'N' end -- (drop_admission's verdict)
   end
-  gone[jti] = { kind, seq }
-  ends[#ends + 1] = { kind, seq, user, jti }
-  drop_j[#drop_j + 1], drop_u[#drop_u + 1] = jti, user
+  gone[jti] = kind
+  -- Its ended record (ZADD at the end) and its journal event (buffered until journal_flush), the
+  -- seq formatted once for both.
+  local n, sq = #drop_j + 1, num(seq)
+  drop_j[n], drop_u[n] = jti, user
+  z[2 * n - 1], z[2 * n] = nows, kind .. prefix .. sq
+  local reason
+  if kind == 'E' then reason = 'session_ended' elseif kind == 'N' then reason = 'not_claimed' end
+  journal_entry(cfg, JOURNAL_KINDS[kind], sq, now, user, '', jti, reason)
   if d then drop_n[#drop_n + 1] = jti end
   if kind ~= 'C' then
     expired = expired + 1
@@ -98,23 +105,14 @@ end
 
 local out = {}
 for k = 1, #users do out[k] = complete(k, users[k], jtis[k], ARGV[3 * k + 2]) end
-if #ends > 0 then
+if #drop_j > 0 then
   redis.call('ZREM', K_ACTIVE, unpack(drop_j))
   if #drop_n > 0 then redis.call('ZREM', K_UNCLAIMED, unpack(drop_n)) end
   redis.call('HDEL', K_USERS, unpack(drop_u))
   keep_clock(cfg, now)
-  local z = {}
-  for _, x in ipairs(ends) do
-    z[#z + 1] = num(now)
-    z[#z + 1] = x[1] .. ':' .. cfg.epoch .. '.' .. num(x[2])
-  end
   redis.call('ZADD', K_ENDED, unpack(z))
-  for _, x in ipairs(ends) do
-    local reason
-    if x[1] == 'E' then reason = 'session_ended' elseif x[1] == 'N' then reason = 'not_claimed' end
-    journal_entry(cfg, JOURNAL_KINDS[x[1]], x[2], now, x[3], '', x[4], reason)
-  end
   if completed > 0 then redis.call('HINCRBY', K_STATS, 'completed', completed) end
   if expired > 0 then redis.call('HINCRBY', K_STATS, 'expired', expired) end
 end
+journal_flush(cfg)
 return out

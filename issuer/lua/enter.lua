@@ -143,4 +143,5 @@ for i, user in ipairs(users) do enter_one(i, user) end
 if #zadd > 0 then redis.call('ZADD', K_WAITING, unpack(zadd)) end
 if seq > seq0 then redis.call('SET', K_SEQ, num(seq)) end
 out[5] = eta or {}
+journal_flush(cfg)
 return out

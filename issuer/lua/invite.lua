@@ -91,9 +91,11 @@ if lane == 'bypass' and cfg.state == 'open' and live_count(now) < cfg.capacity t
     redis.call('HINCRBY', K_STATS, 'bypassed', 1)
     note_peak(now)
     out[#out + 1] = 2; out[#out + 1] = seq; out[#out + 1] = total(); out[#out + 1] = jti; out[#out + 1] = exp
+    journal_flush(cfg)
     return out
   end
 end
 redis.call('ZADD', K_PRIORITY, num(seq), user)
 journal_entry(cfg, 'entered', seq, now, user, 'priority') -- a bypass invite that waits waits here
+journal_flush(cfg)
 return waiting_reply(seq, redis.call('ZCARD', K_PRIORITY))

@@ -15,6 +15,7 @@ for _, k in ipairs({ K_WAITING, K_PRIORITY }) do
     keep_clock(cfg, now)
     end_entry(cfg, 'L', seq, now, user)
     redis.call('HINCRBY', K_STATS, 'left', 1)
+    journal_flush(cfg)
     return { 'LEFT' }
   end
 end
@@ -26,6 +27,7 @@ if j and seq_of(cfg, j) == seq then
     keep_clock(cfg, now)
     end_entry(cfg, 'L', seq, now, user, j)
     redis.call('HINCRBY', K_STATS, 'left', 1)
+    journal_flush(cfg)
     return { 'LEFT' }
   end
 end

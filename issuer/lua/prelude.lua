@@ -41,8 +41,8 @@
 --                   or bypass), kept until the public line's head passes it (trimmed by the tick). A lane
 --                   entry's seq falls anywhere among the public line's, so the status snapshot (snapshot.lua)
 --                   lists these to answer them exactly instead of interpolating a public place.
---  17 journal  STREAM the room's journal (docs/operations.md "Durability"): one entry per state change of an entry and per
---                   config change, appended by the script that makes the change (journal_entry, journal_config
+--  17 journal  STREAM the room's journal (docs/operations.md "Durability"): one entry per script call that changes
+--                   entries (its events: journal_entry, journal_flush) and per config change (journal_config
 --                   below), read by `flashgate journal run` into PostgreSQL (journal/), which trims what it has
 --                   written (XTRIM MINID). Bounded by XADD MAXLEN ~ journal_maxlen (config; absent: 1,000,000;
 --                   0: the room writes no journal).
@@ -148,28 +148,49 @@ end
 local journal_config -- load_config calls it; defined below
 local draw_lottery -- load_config calls it; defined below, after keep_clock (which it uses)
 
--- The journal (KEY 17; docs/operations.md "Durability", journal/doc.go). Every state change of an entry is one
--- stream entry with exactly the fields kind, epoch, seq, user, lane, at, admission, reason, eta (in this
--- order, '' when not known, so the stream's listpacks share the field names); every config change
--- one with kind 'config', epoch, at, actor, action, detail. Appended with redis.pcall: over
--- maxmemory, a script whose journal entry is its first allocating write (an exchange without an
--- arrival window) still answers, and that entry is not journaled; every other script writes it
--- after its first, freeing, write, which Redis then lets through (see keep_clock).
+-- The journal (KEY 17; docs/operations.md "Durability", journal/doc.go). The state changes of entries
+-- a script call makes are one stream entry, written at the end of the call (journal_flush): the
+-- fields kind 'batch', epoch, events, where events holds the call's events in order, one per line
+-- ('\n' between them), each the comma-separated fields kind,seq,user,lane,at,admission,reason,eta
+-- ('' when not known). Neither separator occurs in a field: user ids are issuer.ValidID's
+-- [A-Za-z0-9-_.~@+=], the rest numbers, words and jtis ("<epoch>.<seq>.<admno>.<admitted_ms>").
+-- An entry holds at most JOURNAL_BATCH_MAX events (a longer call writes several), so one read of
+-- the consumer stays bounded. Every config change is one entry with kind 'config', epoch, at,
+-- actor, action, detail; it flushes the call's events before it, so the stream keeps the order in
+-- which the script made the changes. Appended with redis.pcall: over maxmemory, a script whose
+-- journal entry is its first allocating write (an exchange without an arrival window) still
+-- answers, and its events are not journaled; every other script writes it after its first,
+-- freeing, write, which Redis then lets through (see keep_clock).
 local JOURNAL_KINDS = { C = 'completed', R = 'revoked', E = 'expired', N = 'expired', L = 'left' }
+local JOURNAL_BATCH_MAX = 256
 
--- journal_entry appends one entry event: kind (entered, admitted, exchanged, completed, revoked,
--- expired, left, closed), the entry's arrival seq, and what is known of user, lane, jti, reason;
--- eta (entered only) is the estimated wait the enter reply shows (ms, eta_shown), '' for none.
--- seq may be given formatted already (a string). Formatting a number is most of the Lua cost of
--- an entry, so the bound and the time, the same for every entry of a call, are formatted once.
+-- journal_flush writes the events journal_entry has collected in cfg as one stream entry (none:
+-- nothing). Every script that journals an entry event calls it before it returns.
+local function journal_flush(cfg)
+  local b = cfg.journal_buf
+  if not b then return end
+  cfg.journal_buf, cfg.journal_n = nil, 0
+  cfg.journal_max = cfg.journal_max or num(cfg.journal)
+  redis.pcall('XADD', K_JOURNAL, 'MAXLEN', '~', cfg.journal_max, '*', 'kind', 'batch', 'epoch', cfg.epoch,
+    'events', table.concat(b, '\n'))
+end
+
+-- journal_entry adds one entry event to the call's batch: kind (entered, admitted, exchanged,
+-- completed, revoked, expired, left, closed), the entry's arrival seq, and what is known of user,
+-- lane, jti, reason; eta (entered only) is the estimated wait the enter reply shows (ms,
+-- eta_shown), '' for none. seq may be given formatted already (a string). Formatting a number is
+-- most of the Lua cost of an event, so the time, the same for every event of a call, is formatted
+-- once; per event one concatenation, per call one table.concat and one XADD (journal_flush).
 local function journal_entry(cfg, kind, seq, now, user, lane, jti, reason, eta)
   if cfg.journal <= 0 then return end
   if cfg.journal_at_ms ~= now then cfg.journal_at_ms, cfg.journal_at = now, num(now) end
-  cfg.journal_max = cfg.journal_max or num(cfg.journal)
   if type(seq) ~= 'string' then seq = num(seq) end
-  redis.pcall('XADD', K_JOURNAL, 'MAXLEN', '~', cfg.journal_max, '*', 'kind', kind, 'epoch', cfg.epoch,
-    'seq', seq, 'user', user or '', 'lane', lane or '', 'at', cfg.journal_at,
-    'admission', jti or '', 'reason', reason or '', 'eta', eta or '')
+  local b, n = cfg.journal_buf, 1
+  if b then n = cfg.journal_n + 1 else b = {}; cfg.journal_buf = b end
+  b[n] = kind .. ',' .. seq .. ',' .. (user or '') .. ',' .. (lane or '') .. ',' .. cfg.journal_at .. ',' ..
+    (jti or '') .. ',' .. (reason or '') .. ',' .. (eta or '')
+  cfg.journal_n = n
+  if n >= JOURNAL_BATCH_MAX then journal_flush(cfg) end
 end
 
 -- journal_config appends a config event: action (create, configure, draw, end, restore) and, as
@@ -177,6 +198,7 @@ end
 -- is not drawn (the seed stays secret until then: docs/rooms.md "Pre-queue lottery").
 journal_config = function(cfg, action)
   if cfg.journal <= 0 then return end
+  journal_flush(cfg)
   local h = redis.call('HGETALL', K_CONFIG)
   local obj, drawn = {}, false
   for i = 1, #h, 2 do

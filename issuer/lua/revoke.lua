@@ -33,4 +33,5 @@ if banning then
   ends = now + ban_ms
   ban_user(cfg, user, ends, ARGV[6], now)
 end
+journal_flush(cfg)
 return { 'REVOKED', now, 0, jti, ends }

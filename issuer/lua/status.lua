@@ -167,4 +167,5 @@ for k = 1, #users do
   status(ARGV[i], seqs[k], ARGV[i + 2], ARGV[i + 3] == '1', lanes[k])
 end
 out[4] = fig or {}
+journal_flush(cfg)
 return out

@@ -200,6 +200,7 @@ elseif cfg.closed_seq > 0 and waiting > 0 then
 end
 -- The config's packed copy, rewritten from the fields on every call (prelude: pack_config).
 pack_config()
+journal_flush(cfg)
 local auto = '0'
 if cfg.auto then auto = '1' end
 return { admitted, expired, live, waiting, cfg.tick, created,

@@ -38,6 +38,7 @@ func StreamKey(room string) string { return roomkey.Key(room, roomkey.Journal) }
 // Consumer defaults.
 const (
 	MaxBatch         = 1000             // the most entries one XREADGROUP of one room returns
+	MaxApply         = 1000             // the most events one transaction writes (but a stream entry's are never split)
 	DefaultClaimIdle = 30 * time.Second // entries pending this long on another consumer are claimed
 	// A room whose batch failed to apply is retried after MinBackoff,
 	// doubling up to MaxBackoff while it keeps failing.
@@ -430,49 +431,72 @@ func (c *Consumer) read(ctx context.Context, key, id string) ([]redis.XMessage, 
 // down, or refusing the batch) acks nothing: the room backs off (st.retryAt)
 // and its pending entries are read again, while the other rooms go on. The
 // batch in flight is finished even if ctx is cancelled meanwhile.
+// The events are applied in transactions of at most MaxApply events, each
+// stream entry's events in one (a read of MaxBatch batch entries can hold
+// 256 times as many events as entries: one transaction of them all could
+// outlast its timeout on every retry); the metrics are observed once all are
+// written, so a retried read counts them once.
 func (c *Consumer) handle(ctx context.Context, room string, st *roomState, msgs []redis.XMessage) bool {
 	key := StreamKey(room)
 	ids := make([]string, 0, len(msgs))
-	events := make([]journal.Event, 0, len(msgs))
+	var chunks [][]journal.Event // each ≤ MaxApply events, or one stream entry's
+	var admitted bool
 	for _, m := range msgs {
 		ids = append(ids, m.ID)
 		if len(m.Values) == 0 {
 			continue // deleted from the stream while pending: nothing to write
 		}
-		e, why := parseEvent(room, m)
-		if why == "" {
+		evs, bad := journal.StreamEvents(room, m.ID, func(k string) string {
+			v, _ := m.Values[k].(string)
+			return v
+		})
+		valid := evs[:0]
+		for _, e := range evs {
 			if err := e.Validate(); err != nil {
-				why = err.Error()
+				bad = append(bad, err.Error())
+				continue
 			}
+			valid = append(valid, e)
+			admitted = admitted || e.Kind == journal.KindAdmitted
 		}
-		if why != "" {
+		for _, why := range bad {
 			c.log.Error("journal event rejected", "room", room, "id", m.ID, "why", why)
 			c.m.rejected.WithLabelValues(room).Inc()
-			continue
 		}
-		events = append(events, e)
+		if n := len(chunks); n == 0 || len(chunks[n-1])+len(valid) > MaxApply {
+			chunks = append(chunks, nil)
+		}
+		chunks[len(chunks)-1] = append(chunks[len(chunks)-1], valid...)
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	inOrder := true // only admissions are checked against the limits
-	for _, e := range events {
-		if e.Kind == journal.KindAdmitted {
-			inOrder = c.first(actx, key, ids[0])
-			break
-		}
+	if admitted {
+		inOrder = c.first(actx, key, ids[0])
 	}
-	start := time.Now()
-	applied, err := c.cfg.Store.ApplyChecked(actx, events)
-	if err != nil {
-		c.fail("apply", room, err)
-		st.backoff = min(max(2*st.backoff, MinBackoff), MaxBackoff)
-		st.retryAt = c.cfg.Now().Add(st.backoff)
-		return false
+	var applied journal.Applied
+	for _, events := range chunks {
+		start := time.Now()
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		a, err := c.cfg.Store.ApplyChecked(pctx, events)
+		cancel()
+		if err != nil {
+			c.fail("apply", room, err)
+			st.backoff = min(max(2*st.backoff, MinBackoff), MaxBackoff)
+			st.retryAt = c.cfg.Now().Add(st.backoff)
+			return false
+		}
+		c.m.apply.Observe(time.Since(start).Seconds())
+		applied.Waits = append(applied.Waits, a.Waits...)
+		applied.Inversions = append(applied.Inversions, a.Inversions...)
+		applied.RateOvershoots = append(applied.RateOvershoots, a.RateOvershoots...)
+		applied.CapacityOvershoots = append(applied.CapacityOvershoots, a.CapacityOvershoots...)
 	}
 	st.backoff = 0
-	c.m.apply.Observe(time.Since(start).Seconds())
-	for _, e := range events {
-		c.m.events.WithLabelValues(room, string(e.Kind)).Inc()
+	for _, events := range chunks {
+		for _, e := range events {
+			c.m.events.WithLabelValues(room, string(e.Kind)).Inc()
+		}
 	}
 	if !inOrder && len(applied.RateOvershoots)+len(applied.CapacityOvershoots) > 0 {
 		// An end or a config change before the batch may not be written yet:
@@ -582,41 +606,6 @@ func (c *Consumer) fail(stage, room string, err error) {
 type failLog struct {
 	at       time.Time
 	unlogged int
-}
-
-// parseEvent maps a stream entry onto an Event (the contract's field
-// layout: entry events `kind epoch seq user lane at admission reason eta`,
-// room events `kind epoch at actor action detail`); Room comes from the
-// key, ID is the stream id. It returns why it cannot, or "". Unknown
-// fields are ignored; a missing field is "".
-func parseEvent(room string, m redis.XMessage) (journal.Event, string) {
-	str := func(k string) string {
-		s, _ := m.Values[k].(string)
-		return s
-	}
-	e := journal.Event{ID: m.ID, Room: room, Kind: journal.Kind(str("kind")), Epoch: str("epoch"), User: str("user"),
-		Lane: str("lane"), AdmissionID: str("admission"), Reason: str("reason"), Actor: str("actor"),
-		Action: str("action"), Detail: str("detail")}
-	var eta int64 = -1
-	for _, f := range []struct {
-		name string
-		to   *int64
-	}{{"seq", &e.Arrival}, {"at", &e.At}, {"eta", &eta}} {
-		v := str(f.name)
-		if v == "" {
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return e, fmt.Sprintf("%s %q is not a decimal integer", f.name, v)
-		}
-		*f.to = n
-	}
-	if eta >= 0 && e.Kind == journal.KindEntered {
-		d := time.Duration(eta) * time.Millisecond
-		e.EstimatedWait = &d
-	}
-	return e, ""
 }
 
 // idMillis is the milliseconds part of a stream id "<ms>-<n>".

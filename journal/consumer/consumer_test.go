@@ -42,7 +42,7 @@ func store(t testing.TB) (*journal.Store, string) {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// xaddEntry appends an entry event in the contract's exact field layout
+// xaddEntry appends an entry event in the layout written before batches
 // (kind epoch seq user lane at admission reason) and returns its id.
 func xaddEntry(t *testing.T, rdb redis.Cmdable, room, kind, ep string, seq int64, user, lane string, at int64, admission, reason string) string {
 	t.Helper()
@@ -536,8 +536,18 @@ func TestConsumerOnRedisCluster(t *testing.T) {
 
 // BenchmarkConsumer measures how fast one consumer writes a room's stream
 // to PostgreSQL: 3,000 events (1,000 buyers entered, admitted, completed),
-// XADDed beforehand, drained in batches of 1,000. Reports events/s.
+// XADDed beforehand, drained in reads of up to 1,000 stream entries. Reports
+// events/s.
 func BenchmarkConsumer(b *testing.B) {
+	// per-event: the layout written before batches, one stream entry per
+	// event; batch: the scripts' batch entries, 32 events each (a batch of
+	// enters, then of admissions, then of completions).
+	for _, layout := range []string{"per-event", "batch"} {
+		b.Run("layout="+layout, func(b *testing.B) { benchConsumer(b, layout == "batch") })
+	}
+}
+
+func benchConsumer(b *testing.B, batched bool) {
 	st, _ := store(b)
 	rdb := redistest.Start(b).Client(b)
 	ctx := context.Background()
@@ -550,17 +560,31 @@ func BenchmarkConsumer(b *testing.B) {
 		room := redistest.Room("bench")
 		require.NoError(b, rdb.SAdd(ctx, consumer.RoomsKey, room).Err())
 		pipe := rdb.Pipeline()
-		for seq := int64(1); seq <= buyers; seq++ {
-			at := 1000 * seq
-			adm := fmt.Sprintf("%s.%d.%d.%d", epoch, seq, seq, at+5000)
-			for _, v := range [][]any{
-				{"kind", "entered", "epoch", epoch, "seq", seq, "user", fmt.Sprintf("u%d", seq), "lane", "public", "at", at, "admission", "", "reason", ""},
-				{"kind", "admitted", "epoch", epoch, "seq", seq, "user", "", "lane", "public", "at", at + 5000, "admission", adm, "reason", ""},
-				{"kind", "completed", "epoch", epoch, "seq", seq, "user", "", "lane", "", "at", at + 6000, "admission", adm, "reason", ""},
-			} {
-				pipe.XAdd(ctx, &redis.XAddArgs{Stream: consumer.StreamKey(room), Values: v})
+		var lines [3][]string
+		flush := func() {
+			for k := range lines {
+				if len(lines[k]) > 0 {
+					pipe.XAdd(ctx, &redis.XAddArgs{Stream: consumer.StreamKey(room),
+						Values: []any{"kind", "batch", "epoch", epoch, "events", strings.Join(lines[k], "\n")}})
+				}
+				lines[k] = lines[k][:0]
 			}
 		}
+		for seq := int64(1); seq <= buyers; seq++ {
+			if batched {
+				for k, ev := range buyerEvents(seq) {
+					lines[k] = append(lines[k], ev)
+				}
+				if seq%32 == 0 {
+					flush()
+				}
+				continue
+			}
+			for _, ev := range buyerEvents(seq) {
+				xaddOld(pipe, room, ev)
+			}
+		}
+		flush()
 		_, err := pipe.Exec(ctx)
 		require.NoError(b, err)
 		c.Refresh(ctx)

@@ -40,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"room", "kind"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_journal_rejected_total",
-			Help: "Journal stream entries rejected as invalid (logged, acked, not written), by room.",
+			Help: "Journal events rejected as invalid (logged, acked, not written; an event of a batch entry alone), by room.",
 		}, []string{"room"}),
 		lagEvents: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flashgate_journal_lag_events",
@@ -52,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"room"}),
 		apply: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "flashgate_journal_apply_seconds",
-			Help:    "Time to write one batch (one room, at most 1000 events) to PostgreSQL, successful batches.",
+			Help:    "Time to write one batch (one room, the events of at most 1000 stream entries) to PostgreSQL, successful batches.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14), // 1 ms … 8 s
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{

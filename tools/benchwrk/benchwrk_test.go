@@ -522,7 +522,8 @@ func TestHelloBatched(t *testing.T) {
 	}
 
 	// The batched-enter script's writes: distinct users, numbers 1…n in
-	// batch order (user-0 alone first), n journal entries.
+	// batch order (user-0 alone first), one journal entry per batch holding
+	// its n events.
 	line, err := rdb.ZRangeWithScores(ctx, benchEnterKeys[1], 0, -1).Result()
 	require.NoError(t, err)
 	require.Len(t, line, n)
@@ -541,17 +542,23 @@ func TestHelloBatched(t *testing.T) {
 	assert.Equal(t, n, seq)
 	journal, err := rdb.XRange(ctx, benchEnterKeys[2], "-", "+").Result()
 	require.NoError(t, err)
-	require.Len(t, journal, n)
-	for i, e := range journal {
-		assert.Equal(t, "entered", e.Values["kind"])
-		assert.Equal(t, fmt.Sprint(i+1), e.Values["seq"])
-		assert.Equal(t, "public", e.Values["lane"])
-		assert.Len(t, e.Values, 8, "journal_entry's fields: kind epoch seq user lane at admission reason")
-		for _, f := range []string{"epoch", "user", "at", "admission", "reason"} {
-			assert.Contains(t, e.Values, f)
-		}
+	require.Len(t, journal, 2, "one XADD per batch")
+	var events []string
+	for _, e := range journal {
+		assert.Equal(t, map[string]any{"kind": "batch", "epoch": "bench", "events": e.Values["events"]}, e.Values,
+			"journal_flush's fields: kind epoch events")
+		lines := strings.Split(e.Values["events"].(string), "\n")
+		assert.LessOrEqual(t, len(lines), 256, "at most 256 events per entry, as journal_flush")
+		events = append(events, lines...)
 	}
-	assert.Equal(t, "user-0", journal[0].Values["user"])
+	require.Len(t, events, n)
+	for i, ev := range events {
+		f := strings.Split(ev, ",")
+		require.Len(t, f, 8, "journal_entry's fields after epoch: kind seq user lane at admission reason eta")
+		assert.Equal(t, []string{"entered", fmt.Sprint(i + 1), "public", "", "", ""}, []string{f[0], f[1], f[3], f[5], f[6], f[7]})
+		assert.NotEmpty(t, f[4], "at")
+	}
+	assert.Equal(t, "user-0", strings.Split(events[0], ",")[2])
 
 	code, _ := post("/batched-enter", "")
 	assert.Equal(t, 400, code, "no X-User-ID")

@@ -133,12 +133,12 @@ const benchJournalMaxLen = "1000000"
 // work flashgate's enter script does for them (issuer/lua/enter.lua): one
 // INCRBY of the arrival counter (KEYS[1]) by the batch size, one ZADD of
 // every user into the line (KEYS[2]) scored by its arrival number (in
-// chunks of 3,000 users: Lua 5.1's unpack stops at 8,000 values), and per
-// user one XADD to the journal (KEYS[3]), MAXLEN ~ ARGV[1], with the fields
-// of prelude.lua's journal_entry for an 'entered' event (kind, epoch, seq,
-// user, lane 'public', at = ARGV[2] in ms, admission, reason). No reads, no
-// checks, no token: flashgate's enter does all this and more. Returns the
-// counter after the batch.
+// chunks of 3,000 users: Lua 5.1's unpack stops at 8,000 values), and one
+// XADD to the journal (KEYS[3]) per 256 users, MAXLEN ~ ARGV[1]: a batch
+// entry of prelude.lua's journal_flush (kind 'batch', epoch, events: per
+// user the line "entered,<seq>,<user>,public,<at>,,," of journal_entry, at
+// = ARGV[2] in ms). No reads, no checks, no token: flashgate's enter does
+// all this and more. Returns the counter after the batch.
 var batchedEnterScript = redis.NewScript(`
 local n = #ARGV - 2
 local last = redis.call('INCRBY', KEYS[1], n)
@@ -152,10 +152,13 @@ for from = 1, n, chunk do
   end
   redis.call('ZADD', KEYS[2], unpack(z))
 end
-for i = 1, n do
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[1], '*', 'kind', 'entered', 'epoch', 'bench',
-    'seq', string.format('%d', first + i), 'user', ARGV[i + 2], 'lane', 'public', 'at', ARGV[2],
-    'admission', '', 'reason', '')
+for from = 1, n, 256 do
+  local ev = {}
+  for i = from, math.min(n, from + 255) do
+    ev[#ev + 1] = 'entered,' .. string.format('%d', first + i) .. ',' .. ARGV[i + 2] .. ',public,' .. ARGV[2] .. ',,,'
+  end
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[1], '*', 'kind', 'batch', 'epoch', 'bench',
+    'events', table.concat(ev, '\n'))
 end
 return last
 `)
