@@ -46,24 +46,39 @@ local function clock()
 end
 local fig -- the room's estimate figures, read once (eta_figures)
 
-local out = { total, cfg.rate, cfg.state, false } -- [4] = the figures, set at the end
+-- out[n] is the reply's last element (a counter, not #out: the length operator searches).
+local out, n = { total, cfg.rate, cfg.state, false }, 4 -- [4] = the figures, set at the end
+
+-- What is the same for every token of the call, worked out once: whether the room shows
+-- estimates (not closed), the seqs whose place is not drawn yet (in_prequeue: seq <= pq_to),
+-- and the seqs of a line that closing ended (closed_line: every seq while the room is
+-- closed in effect, else seq <= closed_seq).
+local open = cfg.state ~= 'closed'
+local pq_to = -1
+if cfg.cutoff then
+  if not cfg.drawn_done then pq_to = cfg.cutoff end
+elseif cfg.prequeue == 'shuffle' then
+  pq_to = math.huge
+end
+local closed_to = cfg.closed_seq
+if not open then closed_to = math.huge end
 
 -- result appends the reply of a token that does not wait; waiting the reply of one WAITING at pos
 -- (0: in the pre-queue, place not drawn yet) in lane, with the position's expiry (the room's
 -- figures are read once per call: a few O(log n) reads, two, four more when capacity binds; one
 -- more per position waiting for capacity; no write).
 local function result(seq, state, jti, at, ban, reason)
-  out[#out + 1] = state; out[#out + 1] = seq; out[#out + 1] = jti; out[#out + 1] = at
-  out[#out + 1] = ban or 0; out[#out + 1] = reason or ''
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = state, seq, jti, at, ban or 0, reason or ''
+  n = n + 6
 end
 local function waiting(seq, pos, lane)
   local expiry = 0
-  if cfg.state ~= 'closed' then
+  if open then
     fig = fig or eta_figures(cfg, clock())
     if pos > 0 then expiry = eta_expiry(fig, pos) end
   end
-  out[#out + 1] = 'WAITING'; out[#out + 1] = seq; out[#out + 1] = pos; out[#out + 1] = lane
-  out[#out + 1] = expiry
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 'WAITING', seq, pos, lane, expiry
+  n = n + 5
 end
 
 local index, expiry, due = {}, {}, {} -- user -> jti, jti -> expiry, jti -> claim deadline (read below)
@@ -72,15 +87,15 @@ local function status(user, seq, epoch, claim, lane)
   -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
   if epoch ~= cfg.epoch then return result(seq, 'NOT_FOUND', '', 0) end
 
-  if lane == 'public' then -- the hot path
-    local why = closed_line(cfg, seq)
-    if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
-    if in_prequeue(cfg, seq) then return waiting(seq, 0, 'public') end -- place not drawn yet
-    return waiting(seq, npri + redis.call('ZRANK', K_WAITING, user) + 1, 'public')
-  end
-  if lane == 'priority' then
-    local why = closed_line(cfg, seq)
-    if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
+  if lane then
+    if seq <= closed_to then
+      local why = closed_line(cfg, seq)
+      if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
+    end
+    if lane == 'public' then
+      if seq <= pq_to then return waiting(seq, 0, 'public') end -- place not drawn yet
+      return waiting(seq, npri + redis.call('ZRANK', K_WAITING, user) + 1, 'public')
+    end
     return waiting(seq, redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
   end
   local now = clock()
@@ -123,10 +138,13 @@ local function status(user, seq, epoch, claim, lane)
 end
 
 -- Every token's scores in both lanes, read once (a claim changes neither lane).
-local users = {}
-for i = 3, #ARGV - 3, 4 do users[#users + 1] = ARGV[i] end
+local users, nt = {}, 0
+for i = 3, #ARGV - 3, 4 do
+  nt = nt + 1
+  users[nt] = ARGV[i]
+end
 local scores, pscores = {}, {}
-if #users > 0 then
+if nt > 0 then
   scores = redis.call('ZMSCORE', K_WAITING, unpack(users))
   if npri > 0 then pscores = redis.call('ZMSCORE', K_PRIORITY, unpack(users)) end
 end
@@ -135,7 +153,7 @@ end
 -- the claims of this call are its only writes and update due.
 -- Each token's seq and the lane whose score names its entry are worked out once, here.
 local seqs, lanes, miss = {}, {}, {}
-for k = 1, #users do
+for k = 1, nt do
   local i = 4 * k - 1
   local seq = tonumber(ARGV[i + 1])
   seqs[k] = seq
@@ -162,7 +180,7 @@ if #miss > 0 then
     for n, j in ipairs(jl) do expiry[j], due[j] = e[n], d[n] end
   end
 end
-for k = 1, #users do
+for k = 1, nt do
   local i = 4 * k - 1
   status(ARGV[i], seqs[k], ARGV[i + 2], ARGV[i + 3] == '1', lanes[k])
 end
