@@ -180,9 +180,20 @@ if #miss > 0 then
     for n, j in ipairs(jl) do expiry[j], due[j] = e[n], d[n] end
   end
 end
+-- The hot path, a public token waiting in the drawn line, inline: its ZRANK and its reply.
 for k = 1, nt do
-  local i = 4 * k - 1
-  status(ARGV[i], seqs[k], ARGV[i + 2], ARGV[i + 3] == '1', lanes[k])
+  local i, seq = 4 * k - 1, seqs[k]
+  if lanes[k] == 'public' and seq > closed_to and seq > pq_to then
+    local pos, expiry = npri + redis.call('ZRANK', K_WAITING, ARGV[i]) + 1, 0
+    if open then
+      fig = fig or eta_figures(cfg, clock())
+      expiry = eta_expiry(fig, pos)
+    end
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 'WAITING', seq, pos, 'public', expiry
+    n = n + 5
+  else
+    status(ARGV[i], seq, ARGV[i + 2], ARGV[i + 3] == '1', lanes[k])
+  end
 end
 out[4] = fig or {}
 return out
