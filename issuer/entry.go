@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/roomkey"
 )
 
 // Entry is a client's view of its place: the answer of Enter and Status.
@@ -343,7 +344,7 @@ func (is *Issuer) statusItems(ctx context.Context, room string, items []statusIt
 	if claims > 0 {
 		is.batchStats.exchange.add(claims)
 	}
-	r, err := is.run(ctx, statusScript, room, args...)
+	r, err := is.runKeys(ctx, statusScript, room, roomkey.Some(room, statusKeys), "", args...) // status creates no room: no policy
 	if err != nil {
 		return nil, err
 	}

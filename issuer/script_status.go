@@ -4,10 +4,11 @@ import (
 	"github.com/flashgate/flashgate"
 )
 
-// statusScript is lua/status.lua (with the prelude definitions it uses). KEYS: the room's keys
-// (roomKeys: lua/prelude.lua's layout). ARGV[1] = now (ms, "": Redis TIME), ARGV[2] = "" (no create
-// policy); per token four more: user, arrival seq, epoch, '1' to claim (exchange) or "".
-var statusScript = loadScript("status")
+// statusScript is lua/status.lua (with the prelude definitions it uses). KEYS: the room keys it
+// uses, statusKeys (assembleKeys: indices into roomKeys, lua/prelude.lua's layout; fewer keys, less
+// per call). ARGV[1] = now (ms, "": Redis TIME), ARGV[2] = "" (no create policy); per token four
+// more: user, arrival seq, epoch, '1' to claim (exchange) or "".
+var statusScript, statusKeys = loadScriptKeys("status")
 
 // decodeStatusBatch decodes the status script's reply for n tokens
 // (lua/status.lua), one flat list: {total_waiting, rate, room_state, eta

@@ -235,6 +235,16 @@ local function pack_config()
   pack_fields(read_config_fields())
 end
 
+-- clear_freed deletes a freed room's keys for its name's reuse (load_config's reuse_freed):
+-- every key but the journal, which is kept, without its expiry (the new room's events follow
+-- the old room's end).
+local function clear_freed()
+  for i = 1, #KEYS do
+    if KEYS[i] ~= K_JOURNAL then redis.call('DEL', KEYS[i]) end
+  end
+  redis.call('PERSIST', K_JOURNAL)
+end
+
 -- load_config returns the room's config table and whether this call created
 -- the room, or nil for an unknown room. With allow_create and a policy in
 -- ARGV[2], a missing room is created from it (a new room, or one restored
@@ -246,11 +256,12 @@ end
 -- configured is cfg.configured. Only windowed rooms read the clock here.
 -- A shuffle room found open in effect for the first time has its pre-queue
 -- lottery drawn here (draw_lottery), before the script does anything else.
--- With reuse_freed (enter, invite), a freed room (an auto room deleted idle
+-- With reuse_freed (enter, invite: clear_freed), a freed room (an auto room deleted idle
 -- with nothing sold: tick.lua sets 'freed') is unknown: without a policy nil
 -- (the issuer reserves an auto room's slot and calls again), with one its
--- keys are deleted (the journal kept, without its expiry: the new room's
--- events follow the old room's end) and it is created anew.
+-- keys are deleted (reuse_freed()) and it is created anew. (A function, not a flag: load_config
+-- names no KEYS, so a script that never reuses a freed room takes only the keys it uses:
+-- issuer/prelude.go assembleKeys.)
 local function load_config(allow_create, reuse_freed)
   local h = redis.call('HMGET', K_CONFIG, 'packed', 'clock_ms', 'restoring', 'epoch', 'freed')
   -- A room being restored (restore.lua: its line is written in several calls) is not read by any
@@ -260,10 +271,7 @@ local function load_config(allow_create, reuse_freed)
   local c, repack
   if h[5] and reuse_freed then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
-    for i = 1, #KEYS do
-      if KEYS[i] ~= K_JOURNAL then redis.call('DEL', KEYS[i]) end
-    end
-    redis.call('PERSIST', K_JOURNAL)
+    reuse_freed()
     c = {}
   else
     if h[1] then
