@@ -138,29 +138,34 @@ local function status(user, seq, epoch, claim, lane)
 end
 
 -- Every token's scores in both lanes, read once (a claim changes neither lane).
+local argv, call = ARGV, redis.call -- (locals: a global is a table lookup at every use)
 local users, nt = {}, 0
-for i = 3, #ARGV - 3, 4 do
+for i = 3, #argv - 3, 4 do
   nt = nt + 1
-  users[nt] = ARGV[i]
+  users[nt] = argv[i]
 end
-local scores, pscores = {}, {}
+local scores, pscores
 if nt > 0 then
-  scores = redis.call('ZMSCORE', K_WAITING, unpack(users))
-  if npri > 0 then pscores = redis.call('ZMSCORE', K_PRIORITY, unpack(users)) end
+  scores = call('ZMSCORE', K_WAITING, unpack(users))
+  if npri > 0 then pscores = call('ZMSCORE', K_PRIORITY, unpack(users)) end
 end
 -- The tokens neither lane answers (admitted, ended, of another entry): their users' index entries
 -- (one HMGET), and those admissions' expiries and claim deadlines (one ZMSCORE each), read once;
 -- the claims of this call are its only writes and update due.
 -- Each token's seq and the lane whose score names its entry are worked out once, here.
-local seqs, lanes, miss = {}, {}, {}
+local seqs, lanes, miss, epoch = {}, {}, {}, cfg.epoch
 for k = 1, nt do
   local i = 4 * k - 1
-  local seq = tonumber(ARGV[i + 1])
+  local seq, s = tonumber(argv[i + 1]), scores[k]
   seqs[k] = seq
-  if ARGV[i + 2] == cfg.epoch then
-    if scores[k] and seq_of_score(cfg, scores[k]) == seq then
+  if argv[i + 2] == epoch then
+    if s then
+      s = tonumber(s)
+      if s < 0 then s = seq_of_score(cfg, s) end -- a drawn entry's lottery score
+    end
+    if s and s == seq then
       lanes[k] = 'public'
-    elseif pscores[k] and tonumber(pscores[k]) == seq then -- (the priority lane is never drawn: its scores are seqs)
+    elseif pscores and pscores[k] and tonumber(pscores[k]) == seq then -- (the priority lane is never drawn: its scores are seqs)
       lanes[k] = 'priority'
     else
       miss[#miss + 1] = users[k]
@@ -168,7 +173,7 @@ for k = 1, nt do
   end
 end
 if #miss > 0 then
-  local js, jl = redis.call('HMGET', K_USERS, unpack(miss)), {}
+  local js, jl = call('HMGET', K_USERS, unpack(miss)), {}
   for n, u in ipairs(miss) do
     if js[n] then
       index[u] = js[n]
@@ -176,23 +181,29 @@ if #miss > 0 then
     end
   end
   if #jl > 0 then
-    local e, d = redis.call('ZMSCORE', K_ACTIVE, unpack(jl)), redis.call('ZMSCORE', K_UNCLAIMED, unpack(jl))
+    local e, d = call('ZMSCORE', K_ACTIVE, unpack(jl)), call('ZMSCORE', K_UNCLAIMED, unpack(jl))
     for n, j in ipairs(jl) do expiry[j], due[j] = e[n], d[n] end
   end
 end
--- The hot path, a public token waiting in the drawn line, inline: its ZRANK and its reply.
+-- The hot path, a public token waiting in the drawn line, inline: its ZRANK and its reply, with
+-- eta_expiry's answers that need no command worked out here: 0 for a position no admission's
+-- end frees (j <= 0) and, while nobody is admitted (live 0), for every position (j - ceil(j /
+-- capacity) * capacity < 1), once the history is measured (eta_measure: the figures show it).
 for k = 1, nt do
   local i, seq = 4 * k - 1, seqs[k]
   if lanes[k] == 'public' and seq > closed_to and seq > pq_to then
-    local pos, expiry = npri + redis.call('ZRANK', K_WAITING, ARGV[i]) + 1, 0
+    local pos, ex = npri + call('ZRANK', K_WAITING, argv[i]) + 1, 0
     if open then
       fig = fig or eta_figures(cfg, clock())
-      expiry = eta_expiry(fig, pos)
+      local j = pos - fig[2] + fig[3]
+      if j > 0 then
+        if fig[3] == 0 and fig[2] > 0 then eta_measure(fig) else ex = eta_expiry(fig, pos) end
+      end
     end
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 'WAITING', seq, pos, 'public', expiry
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 'WAITING', seq, pos, 'public', ex
     n = n + 5
   else
-    status(ARGV[i], seq, ARGV[i + 2], ARGV[i + 3] == '1', lanes[k])
+    status(argv[i], seq, argv[i + 2], argv[i + 3] == '1', lanes[k])
   end
 end
 out[4] = fig or {}
