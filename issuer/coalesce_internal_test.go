@@ -214,6 +214,24 @@ func TestStatusBatchIsSequential(t *testing.T) {
 	st := batched.is.ScriptBatchStats()
 	assert.Equal(t, BatchStats{Calls: 1, Items: 7}, st.Status, "the mixed call counts its plain items under Status")
 	assert.Equal(t, BatchStats{Calls: 1, Items: 4}, st.Exchange, "and its claims under Exchange")
+
+	// The call's epoch is its first token's (statusItems): a call led by an
+	// earlier epoch's token, with an empty epoch among them, answers the
+	// current epoch's tokens as before.
+	items = append([]statusItem{items[9], {user: "w3", seq: es[4].seq, epoch: "", claim: true}}, items[:9]...)
+	got, err = batched.is.statusItems(ctx, room, items)
+	require.NoError(t, err)
+	require.Len(t, got, len(items))
+	states = states[:0]
+	for i, x := range items {
+		want, err := single.is.statusItems(ctx, room, []statusItem{x})
+		require.NoError(t, err)
+		assert.Equal(t, want[0], got[i], "item %d %+v: batched vs alone", i, x)
+		states = append(states, got[i].res.state)
+	}
+	assert.Equal(t, []flashgate.State{"NOT_FOUND", "NOT_FOUND", "ACTIVE", "ACTIVE", "ACTIVE", "ACTIVE", "WAITING",
+		"WAITING", "WAITING", "COMPLETED", "COMPLETED"}, states)
+	assert.Equal(t, redistest.Dump(t, single.rdb, false), redistest.Dump(t, batched.rdb, false), "Redis data: one call vs one call per token")
 }
 
 // queued waits until c has n callers queued (each caller goroutine has

@@ -1,5 +1,8 @@
--- status: per token four ARGV, from ARGV[3]: user, arrival seq and epoch from the (already
--- authenticated) waiting token, and '1' to claim the admission (exchange), else ''; one script
+-- status: ARGV[3] = the call's epoch (E: the epoch of most of its tokens), then per token two
+-- ARGV: user, and ref: the arrival seq from the (already authenticated) waiting token, prefixed
+-- with 'c' to claim the admission (exchange), and followed by '/' and the token's epoch when it
+-- is not E ("123": a status of epoch E, "c123/k2x0": a claim of epoch k2x0; two ARGV a token,
+-- not four: Redis makes a Lua string of each ARGV on every call). One script
 -- call per batch of concurrent exact statuses and exchanges for the room (issuer/batch.go).
 -- Each token is answered exactly as if it had run alone, in ARGV order.
 -- Read-mostly: it never admits or cleans up. A claim is its one write: an ACTIVE
@@ -140,7 +143,7 @@ end
 -- Every token's scores in both lanes, read once (a claim changes neither lane).
 local argv, call = ARGV, redis.call -- (locals: a global is a table lookup at every use)
 local users, nt = {}, 0
-for i = 3, #argv - 3, 4 do
+for i = 4, #argv - 1, 2 do
   nt = nt + 1
   users[nt] = argv[i]
 end
@@ -152,13 +155,22 @@ end
 -- The tokens neither lane answers (admitted, ended, of another entry): their users' index entries
 -- (one HMGET), and those admissions' expiries and claim deadlines (one ZMSCORE each), read once;
 -- the claims of this call are its only writes and update due.
--- Each token's seq and the lane whose score names its entry are worked out once, here.
-local seqs, lanes, miss, epoch = {}, {}, {}, cfg.epoch
+-- Each token's seq, epoch, claim and the lane whose score names its entry are worked out once,
+-- here: a plain ref is the seq (tonumber), any other is parsed (odd: k -> {epoch, claim}).
+local seqs, lanes, miss, odd, e0 = {}, {}, {}, {}, argv[3]
+local current = e0 == cfg.epoch
 for k = 1, nt do
-  local i = 4 * k - 1
-  local seq, s = tonumber(argv[i + 1]), scores[k]
+  local ref, s = argv[2 * k + 3], scores[k]
+  local seq, mine = tonumber(ref), current
+  if not seq then
+    local c, sq, slash, e = string.match(ref, '^(c?)(-?%d+)(/?)(.*)$')
+    seq = tonumber(sq)
+    if slash == '' then e = e0 end
+    odd[k] = { e, c == 'c' }
+    mine = e == cfg.epoch
+  end
   seqs[k] = seq
-  if argv[i + 2] == epoch then
+  if mine then
     if s then
       s = tonumber(s)
       if s < 0 then s = seq_of_score(cfg, s) end -- a drawn entry's lottery score
@@ -190,9 +202,9 @@ end
 -- end frees (j <= 0) and, while nobody is admitted (live 0), for every position (j - ceil(j /
 -- capacity) * capacity < 1), once the history is measured (eta_measure: the figures show it).
 for k = 1, nt do
-  local i, seq = 4 * k - 1, seqs[k]
+  local seq = seqs[k]
   if lanes[k] == 'public' and seq > closed_to and seq > pq_to then
-    local pos, ex = npri + call('ZRANK', K_WAITING, argv[i]) + 1, 0
+    local pos, ex = npri + call('ZRANK', K_WAITING, users[k]) + 1, 0
     if open then
       fig = fig or eta_figures(cfg, clock())
       local j = pos - fig[2] + fig[3]
@@ -203,7 +215,8 @@ for k = 1, nt do
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 'WAITING', seq, pos, 'public', ex
     n = n + 5
   else
-    status(argv[i], seq, argv[i + 2], argv[i + 3] == '1', lanes[k])
+    local o = odd[k]
+    if o then status(users[k], seq, o[1], o[2], lanes[k]) else status(users[k], seq, e0, false, lanes[k]) end
   end
 end
 out[4] = fig or {}
