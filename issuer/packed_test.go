@@ -152,8 +152,7 @@ func TestPackedCopyOfAnOlderFormatIsNotUsed(t *testing.T) {
 // number JSON cannot hold is not packed: the scripts read the fields.
 func TestPackedNumbersKeepEveryDigit(t *testing.T) {
 	ctx := context.Background()
-	_, _, room, rdb := setup(t, issuer.RoomConfig{Capacity: 1, RatePerMinute: 600})
-	is := newIssuer(t, rdb, nil)
+	is, _, room, rdb := setup(t, issuer.RoomConfig{Capacity: 1, RatePerMinute: 600})
 	key := issuer.RoomKeys(room)[0]
 	require.NoError(t, rdb.HSet(ctx, key, "retention_ms", "123456789012345678").Err())
 	_, err := is.Tick(ctx, room)
