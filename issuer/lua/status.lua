@@ -66,6 +66,59 @@ end
 local closed_to = cfg.closed_seq
 if not open then closed_to = math.huge end
 
+-- Every token's scores in both lanes, read once (a claim changes neither lane).
+local argv, call = ARGV, redis.call -- (locals: a global is a table lookup at every use)
+local users, nt = {}, 0
+for i = 4, #argv - 1, 2 do
+  nt = nt + 1
+  users[nt] = argv[i]
+end
+local scores, pscores
+if nt > 0 then
+  scores = call('ZMSCORE', K_WAITING, unpack(users))
+  if npri > 0 then pscores = call('ZMSCORE', K_PRIORITY, unpack(users)) end
+end
+-- The tokens neither lane answers (admitted, ended, of another entry): their users' index entries
+-- (one HMGET), and those admissions' expiries and claim deadlines (one ZMSCORE each), read once;
+-- the claims of this call are its only writes and update due.
+-- Each token's seq, epoch, claim and the lane whose score names its entry are worked out once,
+-- here: a plain ref is the seq (tonumber), any other is parsed (odd: k -> {epoch, claim}).
+local seqs, lanes, miss, odd, e0 = {}, {}, {}, {}, argv[3]
+local hot, slow = {}, false -- hot[k]: token k is a public one waiting in the drawn line; slow: some is not
+local current = e0 == cfg.epoch
+for k = 1, nt do
+  local ref, s = argv[2 * k + 3], scores[k]
+  local seq, mine = tonumber(ref), current
+  if not seq then
+    local c, sq, slash, e = string.match(ref, '^(c?)(-?%d+)(/?)(.*)$')
+    seq = tonumber(sq)
+    if slash == '' then e = e0 end
+    odd[k] = { e, c == 'c' }
+    mine = e == cfg.epoch
+  end
+  seqs[k] = seq
+  if mine then
+    if s then
+      s = tonumber(s)
+      if s < 0 then s = seq_of_score(cfg, s) end -- a drawn entry's lottery score
+    end
+    if s and s == seq then
+      lanes[k] = 'public'
+    elseif pscores and pscores[k] and tonumber(pscores[k]) == seq then -- (the priority lane is never drawn: its scores are seqs)
+      lanes[k] = 'priority'
+    else
+      miss[#miss + 1] = users[k]
+    end
+  end
+  if lanes[k] == 'public' and seq > closed_to and seq > pq_to then hot[k] = true else slow = true end
+end
+-- The functions and tables of every token but a hot one (result, waiting, status; index, expiry,
+-- due) are made only when a token of the call needs them: a closure costs its upvalues' lookup on
+-- every call (these three ≈ 15k redis-server instructions of a status call's 210k).
+-- (The block is not indented, so that its lines stay those of the functions.)
+local status, index, expiry, due
+if slow then
+
 -- result appends the reply of a token that does not wait; waiting the reply of one WAITING at pos
 -- (0: in the pre-queue, place not drawn yet) in lane, with the position's expiry (the room's
 -- figures are read once per call: a few O(log n) reads, two, four more when capacity binds; one
@@ -84,9 +137,9 @@ local function waiting(seq, pos, lane)
   n = n + 5
 end
 
-local index, expiry, due = {}, {}, {} -- user -> jti, jti -> expiry, jti -> claim deadline (read below)
+index, expiry, due = {}, {}, {} -- user -> jti, jti -> expiry, jti -> claim deadline (read below)
 -- status answers one token; lane is the lane whose score names its entry (read below), or nil.
-local function status(user, seq, epoch, claim, lane)
+status = function(user, seq, epoch, claim, lane)
   -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
   if epoch ~= cfg.epoch then return result(seq, 'NOT_FOUND', '', 0) end
 
@@ -140,50 +193,7 @@ local function status(user, seq, epoch, claim, lane)
   return result(seq, 'NOT_FOUND', '', 0)
 end
 
--- Every token's scores in both lanes, read once (a claim changes neither lane).
-local argv, call = ARGV, redis.call -- (locals: a global is a table lookup at every use)
-local users, nt = {}, 0
-for i = 4, #argv - 1, 2 do
-  nt = nt + 1
-  users[nt] = argv[i]
-end
-local scores, pscores
-if nt > 0 then
-  scores = call('ZMSCORE', K_WAITING, unpack(users))
-  if npri > 0 then pscores = call('ZMSCORE', K_PRIORITY, unpack(users)) end
-end
--- The tokens neither lane answers (admitted, ended, of another entry): their users' index entries
--- (one HMGET), and those admissions' expiries and claim deadlines (one ZMSCORE each), read once;
--- the claims of this call are its only writes and update due.
--- Each token's seq, epoch, claim and the lane whose score names its entry are worked out once,
--- here: a plain ref is the seq (tonumber), any other is parsed (odd: k -> {epoch, claim}).
-local seqs, lanes, miss, odd, e0 = {}, {}, {}, {}, argv[3]
-local current = e0 == cfg.epoch
-for k = 1, nt do
-  local ref, s = argv[2 * k + 3], scores[k]
-  local seq, mine = tonumber(ref), current
-  if not seq then
-    local c, sq, slash, e = string.match(ref, '^(c?)(-?%d+)(/?)(.*)$')
-    seq = tonumber(sq)
-    if slash == '' then e = e0 end
-    odd[k] = { e, c == 'c' }
-    mine = e == cfg.epoch
-  end
-  seqs[k] = seq
-  if mine then
-    if s then
-      s = tonumber(s)
-      if s < 0 then s = seq_of_score(cfg, s) end -- a drawn entry's lottery score
-    end
-    if s and s == seq then
-      lanes[k] = 'public'
-    elseif pscores and pscores[k] and tonumber(pscores[k]) == seq then -- (the priority lane is never drawn: its scores are seqs)
-      lanes[k] = 'priority'
-    else
-      miss[#miss + 1] = users[k]
-    end
-  end
-end
+end -- if slow
 if #miss > 0 then
   local js, jl = call('HMGET', K_USERS, unpack(miss)), {}
   for n, u in ipairs(miss) do
@@ -203,7 +213,7 @@ end
 -- capacity) * capacity < 1), once the history is measured (eta_measure: the figures show it).
 for k = 1, nt do
   local seq = seqs[k]
-  if lanes[k] == 'public' and seq > closed_to and seq > pq_to then
+  if hot[k] then
     local pos, ex = npri + call('ZRANK', K_WAITING, users[k]) + 1, 0
     if open then
       fig = fig or eta_figures(cfg, clock())
