@@ -1,4 +1,4 @@
--- status: ARGV[3] = the call's epoch (E: the epoch of most of its tokens), then per token two
+-- status: ARGV[3] = the call's epoch (E: its first token's, issuer/entry.go statusItems), then per token two
 -- ARGV: user, and ref: the arrival seq from the (already authenticated) waiting token, prefixed
 -- with 'c' to claim the admission (exchange), and followed by '/' and the token's epoch when it
 -- is not E ("123": a status of epoch E, "c123/k2x0": a claim of epoch k2x0; two ARGV a token,
