@@ -211,16 +211,7 @@ func TestStatusBatchIsSequential(t *testing.T) {
 		{user: "w1", seq: es[2].seq, epoch: "old", claim: false},
 		it(2, "w2", false), // another user's seq: NOT_FOUND
 	}
-	got, err := batched.is.statusItems(ctx, room, items)
-	require.NoError(t, err)
-	require.Len(t, got, len(items))
-	var states []flashgate.State
-	for i, x := range items {
-		want, err := single.is.statusItems(ctx, room, []statusItem{x})
-		require.NoError(t, err)
-		assert.Equal(t, want[0], got[i], "item %d %+v: batched vs alone", i, x)
-		states = append(states, got[i].res.state)
-	}
+	got, states := batchedVsAlone(t, batched, single, room, items)
 	assert.Equal(t, []flashgate.State{"ACTIVE", "ACTIVE", "ACTIVE", "ACTIVE", "WAITING", "WAITING", "WAITING",
 		"COMPLETED", "COMPLETED", "NOT_FOUND", "NOT_FOUND"}, states)
 	assert.Equal(t, []int64{1, 3, 2}, []int64{got[4].res.pos, got[5].res.pos, got[6].res.pos})
@@ -232,6 +223,34 @@ func TestStatusBatchIsSequential(t *testing.T) {
 	st := batched.is.Observe().Batches
 	assert.Equal(t, BatchStats{Calls: 1, Items: 7}, st.Status, "the mixed call counts its plain items under Status")
 	assert.Equal(t, BatchStats{Calls: 1, Items: 4}, st.Exchange, "and its claims under Exchange")
+
+	// The call's epoch is its first token's (statusItems): a call led by an
+	// earlier epoch's token, with an empty epoch among them, answers the
+	// current epoch's tokens as before.
+	items = append([]statusItem{items[9], {user: "w3", seq: es[4].seq, epoch: "", claim: true}}, items[:9]...)
+	_, states = batchedVsAlone(t, batched, single, room, items)
+	assert.Equal(t, []flashgate.State{"NOT_FOUND", "NOT_FOUND", "ACTIVE", "ACTIVE", "ACTIVE", "ACTIVE", "WAITING",
+		"WAITING", "WAITING", "COMPLETED", "COMPLETED"}, states)
+	assert.Equal(t, redistest.Dump(t, single.rdb, false), redistest.Dump(t, batched.rdb, false), "Redis data: one call vs one call per token")
+}
+
+// batchedVsAlone runs items in one status script call on batched and one
+// call per item on single, checks that each item reads the same, and
+// returns the batched answers and their states.
+func batchedVsAlone(t *testing.T, batched, single twin, room string, items []statusItem) ([]outcome[scriptEntry], []flashgate.State) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := batched.is.statusItems(ctx, room, items)
+	require.NoError(t, err)
+	require.Len(t, got, len(items))
+	var states []flashgate.State
+	for i, x := range items {
+		want, err := single.is.statusItems(ctx, room, []statusItem{x})
+		require.NoError(t, err)
+		assert.Equal(t, want[0], got[i], "item %d %+v: batched vs alone", i, x)
+		states = append(states, got[i].res.state)
+	}
+	return got, states
 }
 
 // queued waits until c has n callers queued (each caller goroutine has

@@ -325,3 +325,30 @@ func TestEstimatePreQueueCountsDownWithoutAnEstimate(t *testing.T) {
 	assert.Equal(t, time.Duration(-1), st.EstimatedWait)
 	assert.True(t, opens.Equal(st.OpensAt))
 }
+
+// With nobody admitted any more (live 0) and a line longer than the
+// capacity, the measured freeing pace still counts: 1 admission in the 11 s
+// since the first (a's, at the window's open end) and 2 ends, a slot every
+// 11 s; the status script answers such positions without a command of their
+// own (lua/status.lua), but with the room's measured history.
+func TestEstimateWithNobodyAdmittedReadsTheMeasuredPace(t *testing.T) {
+	ctx := context.Background()
+	is, clk, room, _ := setup(t, issuer.RoomConfig{Capacity: 2, RatePerMinute: 6000, SessionDuration: 5 * time.Minute,
+		ArrivalWindow: issuer.ArrivalWindowOff})
+	a := admittedEntry(t, is, room, "a")
+	clk.Advance(time.Second)
+	b := admittedEntry(t, is, room, "b")
+	c := waitingEntry(t, is, room, "c")
+	d := waitingEntry(t, is, room, "d")
+	e := waitingEntry(t, is, room, "e")
+	clk.Advance(10 * time.Second)
+	for _, x := range []*issuer.Entry{a, b} {
+		_, err := is.Complete(ctx, room, x.User, x.AdmissionID)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 10*time.Millisecond, status(t, is, c).EstimatedWait, "position 1: the rate's pace")
+	assert.Equal(t, 20*time.Millisecond, status(t, is, d).EstimatedWait, "position 2: the rate's pace")
+	st := status(t, is, e)
+	require.EqualValues(t, 3, st.Position)
+	assert.InDelta(t, 11*time.Second, st.EstimatedWait, float64(time.Millisecond), "position 3: one slot at the measured pace")
+}

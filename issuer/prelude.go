@@ -2,6 +2,8 @@ package issuer
 
 import (
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -88,6 +90,20 @@ func luaIdents(src string) map[string]bool {
 // mention, in the prelude's order (so forward declarations stay ahead of
 // their definitions).
 func assemble(pieces []preludePiece, body string) string {
+	need := needed(pieces, body)
+	var b strings.Builder
+	for i, p := range pieces {
+		if need[i] {
+			b.WriteString(p.src)
+		}
+	}
+	b.WriteString("\n")
+	b.WriteString(body)
+	return b.String()
+}
+
+// needed tells, by index, the pieces body needs (assemble).
+func needed(pieces []preludePiece, body string) []bool {
 	need := make([]bool, len(pieces))
 	definers := map[string][]int{}
 	for i, p := range pieces {
@@ -107,13 +123,79 @@ func assemble(pieces []preludePiece, body string) string {
 		}
 	}
 	visit(body)
+	return need
+}
+
+// reKeyBinding matches the code of a prelude piece binding room keys to
+// names: "local K_A, K_B = KEYS[1], KEYS[2]".
+var reKeyBinding = regexp.MustCompile(`^local (K_\w+(?:, K_\w+)*) = (KEYS\[\d+\](?:, KEYS\[\d+\])*)$`)
+
+// keyBinding returns the names and the KEYS indices (from 1) a key binding
+// piece binds, or nil for any other piece.
+func keyBinding(p preludePiece) map[string]int {
+	code := strings.TrimSpace(reLuaNoise.ReplaceAllString(p.src, ""))
+	m := reKeyBinding.FindStringSubmatch(code)
+	if m == nil {
+		return nil
+	}
+	names, idx := strings.Split(m[1], ", "), strings.Split(m[2], ", ")
+	if len(names) != len(idx) {
+		return nil
+	}
+	out := map[string]int{}
+	for i, n := range names {
+		k, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(idx[i], "KEYS["), "]"))
+		out[n] = k
+	}
+	return out
+}
+
+// assembleKeys is assemble for a script that takes only the room keys it
+// uses instead of all of them (Redis turns every key of an EVALSHA into a
+// Lua string on every call, ≈ 0.1 µs each): the key bindings it needs become
+// one line binding those names to KEYS[1], KEYS[2]… in the room's key order,
+// and keys returns their indices in roomKeys (from 0), the KEYS to pass.
+// It panics if body or a piece it needs names KEYS other than through a
+// binding (such a script takes every key: assemble).
+func assembleKeys(pieces []preludePiece, body string) (src string, keys []int) {
+	need := needed(pieces, body)
+	used := luaIdents(body)
 	var b strings.Builder
+	bound := map[string]int{}
 	for i, p := range pieces {
-		if need[i] {
-			b.WriteString(p.src)
+		if !need[i] {
+			continue
+		}
+		if kb := keyBinding(p); kb != nil {
+			for n, k := range kb {
+				bound[n] = k
+			}
+			continue
+		}
+		for id := range luaIdents(p.src) {
+			used[id] = true
+		}
+		b.WriteString(p.src)
+	}
+	if used["KEYS"] {
+		panic("assembleKeys: the script names KEYS: it takes every room key (assemble)")
+	}
+	var names []string
+	for n, k := range bound {
+		if used[n] {
+			names = append(names, n)
+			keys = append(keys, k-1)
 		}
 	}
-	b.WriteString("\n")
-	b.WriteString(body)
-	return b.String()
+	sort.Slice(names, func(i, j int) bool { return bound[names[i]] < bound[names[j]] })
+	sort.Ints(keys)
+	refs := make([]string, len(names))
+	for i := range names {
+		refs[i] = "KEYS[" + strconv.Itoa(i+1) + "]"
+	}
+	head := ""
+	if len(names) > 0 {
+		head = "local " + strings.Join(names, ", ") + " = " + strings.Join(refs, ", ") + "\n"
+	}
+	return head + b.String() + "\n" + body, keys
 }

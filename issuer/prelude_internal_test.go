@@ -21,9 +21,9 @@ var luaGlobals = map[string]bool{"redis": true, "tonumber": true, "tostring": tr
 
 var (
 	reCall = regexp.MustCompile(`(^|[^.:A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)\s*\(`)
-	// reDecl matches a name's local declarations: local function f, local
-	// a, f = …, f = function, and function parameters.
-	reDecl = regexp.MustCompile(`local function ([A-Za-z_][A-Za-z0-9_]*)|local ([A-Za-z_][A-Za-z0-9_ ,]*)|([A-Za-z_][A-Za-z0-9_]*) = function|function[^(]*\(([^)]*)\)|for ([A-Za-z_][A-Za-z0-9_ ,]*) in`)
+	// reDecl matches a name's local declarations: local function f (and its
+	// parameters), local a, f = …, f = function, and function parameters.
+	reDecl = regexp.MustCompile(`local function ([A-Za-z_][A-Za-z0-9_]*)\(([^)]*)\)|local ([A-Za-z_][A-Za-z0-9_ ,]*)|([A-Za-z_][A-Za-z0-9_]*) = function|function[^(]*\(([^)]*)\)|for ([A-Za-z_][A-Za-z0-9_ ,]*) in`)
 )
 
 // TestScriptsDefineWhatTheyCall checks each assembled script over its
@@ -93,4 +93,35 @@ func TestSplitPreludeKeepsEverything(t *testing.T) {
 		b.WriteString(p.src)
 	}
 	assert.Equal(t, strings.TrimRight(mustRead("lua/prelude.lua"), "\n"), strings.TrimRight(b.String(), "\n"))
+}
+
+// TestAssembleKeysTakesOnlyTheKeysUsed: a script assembled with
+// assembleKeys binds exactly the K_ names its code mentions, to KEYS[1…n]
+// in the room's key order, and names the roomKeys it takes; a body naming
+// KEYS itself cannot take a subset.
+func TestAssembleKeysTakesOnlyTheKeysUsed(t *testing.T) {
+	src, keys := assembleKeys(prelude, "return redis.call('GET', K_SEQ)")
+	assert.Equal(t, []int{4}, keys)
+	assert.True(t, strings.HasPrefix(src, "local K_SEQ = KEYS[1]\n"), src)
+
+	src, keys = assembleKeys(prelude, mustRead("lua/status.lua"))
+	assert.Equal(t, statusKeys, keys)
+	head, code, _ := strings.Cut(src, "\n")
+	m := regexp.MustCompile(`^local ([A-Z_, ]+) = ([A-Z0-9\[\], ]+)$`).FindStringSubmatch(head)
+	require.NotNil(t, m, head)
+	names := strings.Split(m[1], ", ")
+	require.Len(t, names, len(keys))
+	all := roomKeys("r")
+	for i, n := range names {
+		assert.Equal(t, "fg:{r}:"+strings.ToLower(strings.TrimPrefix(n, "K_")), all[keys[i]], "KEYS[%d]", i+1)
+		assert.Contains(t, luaIdents(code), n, "%s is bound but not used", n)
+	}
+	for id := range luaIdents(code) {
+		if strings.HasPrefix(id, "K_") {
+			assert.Contains(t, names, id, "%s is used but not bound", id)
+		}
+	}
+	assert.Less(t, len(keys), len(all))
+	assert.NotContains(t, names, "K_INVITES")
+	assert.Panics(t, func() { assembleKeys(prelude, "return #KEYS") })
 }

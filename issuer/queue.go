@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	mrand "math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/roomkey"
 )
 
 // Entry is a client's view of its place: the answer of Enter and Status.
@@ -327,15 +329,23 @@ func (is *Issuer) statusOrClaim(ctx context.Context, room, user, tok string, ref
 // Errors: the script's whole-call errors (flashgate.ErrUnknownRoom, or
 // flashgate.ErrRoomLost as lostRoom maps it), flashgate.ErrUnavailable.
 func (is *Issuer) statusItems(ctx context.Context, room string, items []statusItem) ([]outcome[scriptEntry], error) {
-	args := make([]any, 0, 4*len(items))
+	args := make([]any, 0, 1+2*len(items))
+	epoch := ""
+	if len(items) > 0 {
+		epoch = items[0].epoch
+	}
+	args = append(args, epoch)
 	claims := 0
 	for _, it := range items {
-		claim := ""
+		ref := strconv.FormatInt(it.seq, 10)
 		if it.claim {
-			claim = "1"
+			ref = "c" + ref
 			claims++
 		}
-		args = append(args, it.user, it.seq, it.epoch, claim)
+		if it.epoch != epoch {
+			ref += "/" + it.epoch
+		}
+		args = append(args, it.user, ref)
 	}
 	if claims < len(items) {
 		is.batchStats.status.add(len(items) - claims)
@@ -343,7 +353,7 @@ func (is *Issuer) statusItems(ctx context.Context, room string, items []statusIt
 	if claims > 0 {
 		is.batchStats.exchange.add(claims)
 	}
-	r, err := is.run(ctx, statusScript, room, args...)
+	r, err := is.runKeys(ctx, statusScript, room, roomkey.Some(room, statusKeys), "", args...) // status creates no room: no policy
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,13 @@ import (
 	"github.com/flashgate/flashgate"
 )
 
-// statusScript is lua/status.lua (with the prelude definitions it uses). KEYS: the room's keys
-// (roomKeys: lua/prelude.lua's layout). ARGV[1] = now (ms, "": Redis TIME), ARGV[2] = "" (no create
-// policy); per token four more: user, arrival seq, epoch, '1' to claim (exchange) or "".
-var statusScript = loadScript("status")
+// statusScript is lua/status.lua (with the prelude definitions it uses). KEYS: the room keys it
+// uses, statusKeys (assembleKeys: indices into roomKeys, lua/prelude.lua's layout; fewer keys, less
+// per call). ARGV[1] = now (ms, "": Redis TIME), ARGV[2] = "" (no create policy), ARGV[3] = the
+// call's epoch (its first token's); per token two more: user, and ref: the arrival seq, prefixed
+// with "c" to claim (exchange), followed by "/" and the token's epoch when it is not the call's
+// (statusItems).
+var statusScript, statusKeys = loadScriptKeys("status")
 
 // decodeStatusBatch decodes the status script's reply for n tokens
 // (lua/status.lua), one flat list: {total_waiting, rate, room_state, eta

@@ -32,6 +32,13 @@ func loadScript(name string) *redis.Script {
 // EVAL on NOSCRIPT, so a SCRIPT FLUSH or a Redis restart only costs one extra
 // round trip.
 
+// loadScriptKeys is loadScript for a script that takes only the room keys
+// it uses (assembleKeys): it returns them too, as indices into roomKeys.
+func loadScriptKeys(name string) (*redis.Script, []int) {
+	src, keys := assembleKeys(prelude, mustRead("lua/"+name+".lua"))
+	return redis.NewScript(src), keys
+}
+
 func mustRead(name string) string {
 	b, err := luaFS.ReadFile(name)
 	if err != nil {

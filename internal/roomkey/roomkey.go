@@ -45,6 +45,17 @@ func All(room string) []string {
 	return keys
 }
 
+// Some returns the keys of room at positions idx of All (from 0), in
+// that order: the KEYS of a script that takes only the keys it uses.
+func Some(room string, idx []int) []string {
+	p := "fg:{" + room + "}:"
+	keys := make([]string, len(idx))
+	for i, k := range idx {
+		keys[i] = p + names[k]
+	}
+	return keys
+}
+
 // Minted is the key holding the digest of the admission token minted for
 // admission jti of room (issuer/lua/minted.lua, read by complete.lua).
 func Minted(room, jti string) string { return "fg:{" + room + "}:minted:" + jti }

@@ -31,7 +31,7 @@
 -- position counts the whole priority lane ahead; total_waiting counts both
 -- lanes; the fast track needs both empty. A room without a priority lane
 -- costs one ZCARD.
-local cfg, created = load_config(true, true) -- a freed auto room's name is free
+local cfg, created = load_config(true, clear_freed) -- a freed auto room's name is free
 if not cfg then return { 'ERROR', 'unknown_room' } end
 if cfg.deleted > 0 then return { 'ERROR', 'room_deleted' } end -- kept for its retention only
 if cfg.state == 'closed' then return { 'ERROR', 'room_closed' } end

@@ -25,7 +25,7 @@
 -- figures, eta_figures; {} unless WAITING), then 4, seq, position, total_waiting,
 -- expiry_ms (WAITING, priority lane; expiry: eta_expiry) or 2, seq, total_waiting, jti,
 -- expiry_ms (ACTIVE) or 3, banned_until_ms}, or {'ERROR', code}.
-local cfg, created = load_config(true, true) -- a freed auto room's name is free
+local cfg, created = load_config(true, clear_freed) -- a freed auto room's name is free
 if not cfg then return { 'ERROR', 'unknown_room' } end
 if cfg.deleted > 0 then return { 'ERROR', 'room_deleted' } end -- kept for its retention only
 if cfg.state == 'closed' then return { 'ERROR', 'room_closed' } end

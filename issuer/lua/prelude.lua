@@ -218,10 +218,12 @@ journal_config = function(cfg, action)
 end
 
 -- The config's packed copy: field 'packed' of the config hash, a JSON array of the fields
--- read_config_fields reads as HMGET returns them (false: absent), clock_ms and restoring left
--- out (false): load_config reads it
+-- read_config_fields reads, by its index, as config_numbers makes them (numbers as JSON numbers,
+-- false: absent), clock_ms and restoring left out (false), and a 24th element, 2: the format (a
+-- copy of another format, an older version's strings, is not used). load_config reads it
 -- and the two with one HMGET of five fields (with epoch: a copy of another epoch than the field's
--- is not used) instead of the 23 (docs/operations.md "Redis data model"). It is
+-- is not used) instead of the 23 (docs/operations.md "Redis data model"), and decodes it without
+-- a tonumber per field. It is
 -- a cache of the fields, which stay the truth (the admin API, the journal and restore read them):
 -- every script that writes a packed field rewrites it (pack_config), one that finds it missing
 -- (a room written by an older version, or a config write that dropped it: restore.lua) writes it
@@ -239,22 +241,58 @@ local function read_config_fields()
     'closed_seq', 'close_reason', 'ended_ms', 'deleted_ms', 'auto', 'retention_ms', 'journal_maxlen', 'restoring')
 end
 
--- pack_fields writes the packed copy of c, the fields by read_config_fields' index (or drops it: no
--- room, no epoch, mid-restore).
+-- CONFIG_KINDS tells read_config_fields' fields apart, by index: n a number, s a string.
+local CONFIG_KINDS = 'snnnnnnnnsnsnnnnsnnsnns'
+
+-- config_numbers turns the numeric fields of c (by read_config_fields' index, as HMGET answers
+-- them) into numbers, in place (tonumber; false when absent or not a number), and returns c.
+local function config_numbers(c)
+  for i = 1, 23 do
+    if c[i] and string.byte(CONFIG_KINDS, i) == 110 then c[i] = tonumber(c[i]) or false end
+  end
+  return c
+end
+
+-- pack_fields writes the packed copy of c (config_numbers' values, by read_config_fields' index),
+-- or drops it: no room, no epoch, mid-restore, a number JSON cannot hold (inf, nan). Numbers are
+-- written with 17 significant digits (exact for a double; cjson.encode keeps 14).
 local function pack_fields(c)
   if not c[1] or not c[10] or c[23] then
     redis.call('HDEL', K_CONFIG, 'packed')
     return
   end
   local p = {}
-  for i = 1, 23 do p[i] = c[i] or false end
-  p[7], p[23] = false, false
-  redis.pcall('HSET', K_CONFIG, 'packed', cjson.encode(p))
+  for i = 1, 22 do
+    local v = c[i]
+    if i == 7 or not v then
+      p[i] = 'false'
+    elseif type(v) == 'number' then
+      if v ~= v or v == math.huge or v == -math.huge then
+        redis.call('HDEL', K_CONFIG, 'packed')
+        return
+      end
+      p[i] = string.format('%.17g', v)
+    else
+      p[i] = cjson.encode(v)
+    end
+  end
+  p[23], p[24] = 'false', '2'
+  redis.pcall('HSET', K_CONFIG, 'packed', '[' .. table.concat(p, ',') .. ']')
 end
 
 -- pack_config rewrites the packed copy from the fields as they are now (after a config write).
 local function pack_config()
-  pack_fields(read_config_fields())
+  pack_fields(config_numbers(read_config_fields()))
+end
+
+-- clear_freed deletes a freed room's keys for its name's reuse (load_config's reuse_freed):
+-- every key but the journal, which is kept, without its expiry (the new room's events follow
+-- the old room's end).
+local function clear_freed()
+  for i = 1, #KEYS do
+    if KEYS[i] ~= K_JOURNAL then redis.call('DEL', KEYS[i]) end
+  end
+  redis.call('PERSIST', K_JOURNAL)
 end
 
 -- load_config returns the room's config table and whether this call created
@@ -268,11 +306,12 @@ end
 -- configured is cfg.configured. Only windowed rooms read the clock here.
 -- A shuffle room found open in effect for the first time has its pre-queue
 -- lottery drawn here (draw_lottery), before the script does anything else.
--- With reuse_freed (enter, invite), a freed room (an auto room deleted idle
+-- With reuse_freed (enter, invite: clear_freed), a freed room (an auto room deleted idle
 -- with nothing sold: tick.lua sets 'freed') is unknown: without a policy nil
 -- (the issuer reserves an auto room's slot and calls again), with one its
--- keys are deleted (the journal kept, without its expiry: the new room's
--- events follow the old room's end) and it is created anew.
+-- keys are deleted (reuse_freed()) and it is created anew. (A function, not a flag: load_config
+-- names no KEYS, so a script that never reuses a freed room takes only the keys it uses:
+-- issuer/prelude.go assembleKeys.)
 local function load_config(allow_create, reuse_freed)
   local h = redis.call('HMGET', K_CONFIG, 'packed', 'clock_ms', 'restoring', 'epoch', 'freed')
   -- A room being restored (restore.lua: its line is written in several calls) is not read by any
@@ -282,20 +321,17 @@ local function load_config(allow_create, reuse_freed)
   local c, repack
   if h[5] and reuse_freed then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
-    for i = 1, #KEYS do
-      if KEYS[i] ~= K_JOURNAL then redis.call('DEL', KEYS[i]) end
-    end
-    redis.call('PERSIST', K_JOURNAL)
+    reuse_freed()
     c = {}
   else
     if h[1] then
       c = cjson.decode(h[1])
-      c[7] = h[2]
+      if c[24] == 2 then c[7] = tonumber(h[2]) or false else c = nil end
     end
     -- No packed copy (written by an older version, or dropped by a config write), or one of
-    -- another epoch than the field's (written around the scripts): the fields.
+    -- another format or epoch than the field's (written around the scripts): the fields.
     if not c or c[10] ~= h[4] then
-      c = read_config_fields()
+      c = config_numbers(read_config_fields())
       repack = true
     end
   end
@@ -311,20 +347,22 @@ local function load_config(allow_create, reuse_freed)
       'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6], 'opens_ms', c[8], 'closes_ms', c[9], 'epoch', c[10],
       'arrival_ms', c[11], 'prequeue', c[12], 'auto', auto, 'journal_maxlen', c[22])
     if c[12] == 'shuffle' and p[11] and p[11] ~= '-' then redis.call('HSET', K_CONFIG, 'lottery_seed', p[11]) end
+    config_numbers(c)
     created = 1
   elseif not c[10] then
     c[10] = new_epoch()
     redis.call('HSET', K_CONFIG, 'epoch', c[10])
   end
   if repack or created == 1 then pack_fields(c) end
-  local cfg = { state = c[1], configured = c[1], capacity = tonumber(c[2]), rate = tonumber(c[3]),
-    session = tonumber(c[4]), batch = tonumber(c[5]), tick = tonumber(c[6]), clock = tonumber(c[7]) or 0,
-    opens = tonumber(c[8]) or 0, closes = tonumber(c[9]) or 0, epoch = c[10], arrival = tonumber(c[11]) or 0,
-    prequeue = c[12] or 'fifo', cutoff = tonumber(c[13]), bits = tonumber(c[14]) or 0,
-    drawn_done = tonumber(c[15]),
-    closed_seq = tonumber(c[16]) or 0, close_reason = c[17] or '', ended = tonumber(c[18]) or 0,
-    deleted = tonumber(c[19]) or 0, auto = c[20] == '1', retention = tonumber(c[21]) or 0,
-    journal = tonumber(c[22]) or 1000000 }
+  -- (c holds numbers already: config_numbers, or the packed copy; x or nil: false reads as nil.)
+  local cfg = { state = c[1], configured = c[1], capacity = c[2] or nil, rate = c[3] or nil,
+    session = c[4] or nil, batch = c[5] or nil, tick = c[6] or nil, clock = c[7] or 0,
+    opens = c[8] or 0, closes = c[9] or 0, epoch = c[10], arrival = c[11] or 0,
+    prequeue = c[12] or 'fifo', cutoff = c[13] or nil, bits = c[14] or 0,
+    drawn_done = c[15] or nil,
+    closed_seq = c[16] or 0, close_reason = c[17] or '', ended = c[18] or 0,
+    deleted = c[19] or 0, auto = c[20] == '1', retention = c[21] or 0,
+    journal = c[22] or 1000000 }
   if created == 1 then journal_config(cfg, 'create') end
   if (cfg.opens > 0 or cfg.closes > 0) and cfg.state ~= 'closed' then
     local now = now_ms(cfg)

@@ -1,5 +1,8 @@
--- status: per token four ARGV, from ARGV[3]: user, arrival seq and epoch from the (already
--- authenticated) waiting token, and '1' to claim the admission (exchange), else ''; one script
+-- status: ARGV[3] = the call's epoch (E: its first token's, issuer/entry.go statusItems), then per token two
+-- ARGV: user, and ref: the arrival seq from the (already authenticated) waiting token, prefixed
+-- with 'c' to claim the admission (exchange), and followed by '/' and the token's epoch when it
+-- is not E ("123": a status of epoch E, "c123/k2x0": a claim of epoch k2x0; two ARGV a token,
+-- not four: Redis makes a Lua string of each ARGV on every call). One script
 -- call per batch of concurrent exact statuses and exchanges for the room (issuer/batch.go).
 -- Each token is answered exactly as if it had run alone, in ARGV order.
 -- Read-mostly: it never admits or cleans up. A claim is its one write: an ACTIVE
@@ -46,41 +49,109 @@ local function clock()
 end
 local fig -- the room's estimate figures, read once (eta_figures)
 
-local out = { total, cfg.rate, cfg.state, false } -- [4] = the figures, set at the end
+-- out[n] is the reply's last element (a counter, not #out: the length operator searches).
+local out, n = { total, cfg.rate, cfg.state, false }, 4 -- [4] = the figures, set at the end
+
+-- What is the same for every token of the call, worked out once: whether the room shows
+-- estimates (not closed), the seqs whose place is not drawn yet (in_prequeue: seq <= pq_to),
+-- and the seqs of a line that closing ended (closed_line: every seq while the room is
+-- closed in effect, else seq <= closed_seq).
+local open = cfg.state ~= 'closed'
+local pq_to = -1
+if cfg.cutoff then
+  if not cfg.drawn_done then pq_to = cfg.cutoff end
+elseif cfg.prequeue == 'shuffle' then
+  pq_to = math.huge
+end
+local closed_to = cfg.closed_seq
+if not open then closed_to = math.huge end
+
+-- Every token's scores in both lanes, read once (a claim changes neither lane).
+local argv, call = ARGV, redis.call -- (locals: a global is a table lookup at every use)
+local users, nt = {}, 0
+for i = 4, #argv - 1, 2 do
+  nt = nt + 1
+  users[nt] = argv[i]
+end
+local scores, pscores
+if nt > 0 then
+  scores = call('ZMSCORE', K_WAITING, unpack(users))
+  if npri > 0 then pscores = call('ZMSCORE', K_PRIORITY, unpack(users)) end
+end
+-- The tokens neither lane answers (admitted, ended, of another entry): their users' index entries
+-- (one HMGET), and those admissions' expiries and claim deadlines (one ZMSCORE each), read once;
+-- the claims of this call are its only writes and update due.
+-- Each token's seq, epoch, claim and the lane whose score names its entry are worked out once,
+-- here: a plain ref is the seq (tonumber), any other is parsed (odd: k -> {epoch, claim}).
+local seqs, lanes, miss, odd, e0 = {}, {}, {}, {}, argv[3]
+local hot, slow = {}, false -- hot[k]: token k is a public one waiting in the drawn line; slow: some is not
+local current = e0 == cfg.epoch
+for k = 1, nt do
+  local ref, s = argv[2 * k + 3], scores[k]
+  local seq, mine = tonumber(ref), current
+  if not seq then
+    local c, sq, slash, e = string.match(ref, '^(c?)(-?%d+)(/?)(.*)$')
+    seq = tonumber(sq)
+    if slash == '' then e = e0 end
+    odd[k] = { e, c == 'c' }
+    mine = e == cfg.epoch
+  end
+  seqs[k] = seq
+  if mine then
+    if s then
+      s = tonumber(s)
+      if s < 0 then s = seq_of_score(cfg, s) end -- a drawn entry's lottery score
+    end
+    if s and s == seq then
+      lanes[k] = 'public'
+    elseif pscores and pscores[k] and tonumber(pscores[k]) == seq then -- (the priority lane is never drawn: its scores are seqs)
+      lanes[k] = 'priority'
+    else
+      miss[#miss + 1] = users[k]
+    end
+  end
+  if lanes[k] == 'public' and seq > closed_to and seq > pq_to then hot[k] = true else slow = true end
+end
+-- The functions and tables of every token but a hot one (result, waiting, status; index, expiry,
+-- due) are made only when a token of the call needs them: a closure costs its upvalues' lookup on
+-- every call (these three ≈ 15k redis-server instructions of a status call's 210k).
+-- (The block is not indented, so that its lines stay those of the functions.)
+local status, index, expiry, due
+if slow then
 
 -- result appends the reply of a token that does not wait; waiting the reply of one WAITING at pos
 -- (0: in the pre-queue, place not drawn yet) in lane, with the position's expiry (the room's
 -- figures are read once per call: a few O(log n) reads, two, four more when capacity binds; one
 -- more per position waiting for capacity; no write).
 local function result(seq, state, jti, at, ban, reason)
-  out[#out + 1] = state; out[#out + 1] = seq; out[#out + 1] = jti; out[#out + 1] = at
-  out[#out + 1] = ban or 0; out[#out + 1] = reason or ''
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = state, seq, jti, at, ban or 0, reason or ''
+  n = n + 6
 end
 local function waiting(seq, pos, lane)
   local expiry = 0
-  if cfg.state ~= 'closed' then
+  if open then
     fig = fig or eta_figures(cfg, clock())
     if pos > 0 then expiry = eta_expiry(fig, pos) end
   end
-  out[#out + 1] = 'WAITING'; out[#out + 1] = seq; out[#out + 1] = pos; out[#out + 1] = lane
-  out[#out + 1] = expiry
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 'WAITING', seq, pos, lane, expiry
+  n = n + 5
 end
 
-local index, expiry, due = {}, {}, {} -- user -> jti, jti -> expiry, jti -> claim deadline (read below)
+index, expiry, due = {}, {}, {} -- user -> jti, jti -> expiry, jti -> claim deadline (read below)
 -- status answers one token; lane is the lane whose score names its entry (read below), or nil.
-local function status(user, seq, epoch, claim, lane)
+status = function(user, seq, epoch, claim, lane)
   -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
   if epoch ~= cfg.epoch then return result(seq, 'NOT_FOUND', '', 0) end
 
-  if lane == 'public' then -- the hot path
-    local why = closed_line(cfg, seq)
-    if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
-    if in_prequeue(cfg, seq) then return waiting(seq, 0, 'public') end -- place not drawn yet
-    return waiting(seq, npri + redis.call('ZRANK', K_WAITING, user) + 1, 'public')
-  end
-  if lane == 'priority' then
-    local why = closed_line(cfg, seq)
-    if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
+  if lane then
+    if seq <= closed_to then
+      local why = closed_line(cfg, seq)
+      if why then return result(seq, 'CLOSED', '', cfg.ended, 0, why) end
+    end
+    if lane == 'public' then
+      if seq <= pq_to then return waiting(seq, 0, 'public') end -- place not drawn yet
+      return waiting(seq, npri + redis.call('ZRANK', K_WAITING, user) + 1, 'public')
+    end
     return waiting(seq, redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
   end
   local now = clock()
@@ -122,35 +193,9 @@ local function status(user, seq, epoch, claim, lane)
   return result(seq, 'NOT_FOUND', '', 0)
 end
 
--- Every token's scores in both lanes, read once (a claim changes neither lane).
-local users = {}
-for i = 3, #ARGV - 3, 4 do users[#users + 1] = ARGV[i] end
-local scores, pscores = {}, {}
-if #users > 0 then
-  scores = redis.call('ZMSCORE', K_WAITING, unpack(users))
-  if npri > 0 then pscores = redis.call('ZMSCORE', K_PRIORITY, unpack(users)) end
-end
--- The tokens neither lane answers (admitted, ended, of another entry): their users' index entries
--- (one HMGET), and those admissions' expiries and claim deadlines (one ZMSCORE each), read once;
--- the claims of this call are its only writes and update due.
--- Each token's seq and the lane whose score names its entry are worked out once, here.
-local seqs, lanes, miss = {}, {}, {}
-for k = 1, #users do
-  local i = 4 * k - 1
-  local seq = tonumber(ARGV[i + 1])
-  seqs[k] = seq
-  if ARGV[i + 2] == cfg.epoch then
-    if scores[k] and seq_of_score(cfg, scores[k]) == seq then
-      lanes[k] = 'public'
-    elseif pscores[k] and tonumber(pscores[k]) == seq then -- (the priority lane is never drawn: its scores are seqs)
-      lanes[k] = 'priority'
-    else
-      miss[#miss + 1] = users[k]
-    end
-  end
-end
+end -- if slow
 if #miss > 0 then
-  local js, jl = redis.call('HMGET', K_USERS, unpack(miss)), {}
+  local js, jl = call('HMGET', K_USERS, unpack(miss)), {}
   for n, u in ipairs(miss) do
     if js[n] then
       index[u] = js[n]
@@ -158,13 +203,31 @@ if #miss > 0 then
     end
   end
   if #jl > 0 then
-    local e, d = redis.call('ZMSCORE', K_ACTIVE, unpack(jl)), redis.call('ZMSCORE', K_UNCLAIMED, unpack(jl))
+    local e, d = call('ZMSCORE', K_ACTIVE, unpack(jl)), call('ZMSCORE', K_UNCLAIMED, unpack(jl))
     for n, j in ipairs(jl) do expiry[j], due[j] = e[n], d[n] end
   end
 end
-for k = 1, #users do
-  local i = 4 * k - 1
-  status(ARGV[i], seqs[k], ARGV[i + 2], ARGV[i + 3] == '1', lanes[k])
+-- The hot path, a public token waiting in the drawn line, inline: its ZRANK and its reply, with
+-- eta_expiry's answers that need no command worked out here: 0 for a position no admission's
+-- end frees (j <= 0) and, while nobody is admitted (live 0), for every position (j - ceil(j /
+-- capacity) * capacity < 1), once the history is measured (eta_measure: the figures show it).
+for k = 1, nt do
+  local seq = seqs[k]
+  if hot[k] then
+    local pos, ex = npri + call('ZRANK', K_WAITING, users[k]) + 1, 0
+    if open then
+      fig = fig or eta_figures(cfg, clock())
+      local j = pos - fig[2] + fig[3]
+      if j > 0 then
+        if fig[3] == 0 and fig[2] > 0 then eta_measure(fig) else ex = eta_expiry(fig, pos) end
+      end
+    end
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 'WAITING', seq, pos, 'public', ex
+    n = n + 5
+  else
+    local o = odd[k]
+    if o then status(users[k], seq, o[1], o[2], lanes[k]) else status(users[k], seq, e0, false, lanes[k]) end
+  end
 end
 out[4] = fig or {}
 journal_flush(cfg)
