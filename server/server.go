@@ -689,7 +689,7 @@ func requestStart(c *fiber.Ctx) time.Time {
 // sse.go): one shared with the requests of the same millisecond (budgets)
 // when the request's context is fiber's default, else one of its own.
 func (s *Server) noStoreBudget(c *fiber.Ctx) error {
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Response().Header.SetCanonical(hdrCacheControl, valNoStore)
 	if s.redisTimeout <= 0 {
 		return c.Next()
 	}
