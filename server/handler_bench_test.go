@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -46,14 +45,7 @@ func BenchmarkHandlerStatus(b *testing.B) {
 	e := newEnv(b, withOptions(accessLogDiscard))
 	room := e.room(issuer.RoomConfig{Capacity: 1, RatePerMinute: 1})
 	const users = 1000
-	toks := make([]string, users)
-	for i := range toks {
-		en, err := e.is.Enter(context.Background(), room, "u"+strconv.Itoa(i))
-		if err != nil {
-			b.Fatal(err)
-		}
-		toks[i] = en.WaitingToken
-	}
+	toks := waitingUsers(b, e, room, users)
 	var n atomic.Int64
 	driveHandler(b, e, func(req *fasthttp.Request) {
 		k := int(n.Add(1) % users)
