@@ -180,7 +180,7 @@ func (b *coalescer[T, R]) flush(batch []*pending[T, R], leader *pending[T, R]) {
 		}
 	}
 	items := make([]T, 0, len(batch))
-	live := batch[:0:0]
+	live := make([]*pending[T, R], 0, len(batch))
 	for _, c := range batch {
 		if c.ctx.Err() != nil {
 			c.err = unavailable(c.ctx.Err())
