@@ -10,9 +10,10 @@ import (
 // (Options.RedisTimeout): one context.Context per millisecond of deadline,
 // shared by every request whose deadline falls in it, instead of one
 // context.WithDeadline per request — its timer, its three allocations and
-// its cancellation were 5–7 % of an exact status's server CPU
-// (BenchmarkHandlerStatus). A request's deadline is its start plus the
-// budget, rounded up to the next whole millisecond: at most 1 ms later.
+// its cancellation were 4–7 % of an exact status's server CPU
+// (BenchmarkHandlerStatus; 3.6 % in benchwrk's profile). A request's
+// deadline is its start plus the budget, rounded up to the next whole
+// millisecond: at most 1 ms later.
 //
 // A shared context is never cancelled before its deadline (a request that
 // ends does not end its neighbours' budget); its timer ends it then, and it
