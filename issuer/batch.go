@@ -57,8 +57,20 @@ type pending[T, R any] struct {
 	wake chan struct{}
 	lead bool
 	gone bool // gave up (its context ended); set under the mutex
-	res  R
-	err  error
+	// res points at the caller's result in its batch's reply (nil without
+	// one: an error): a reply (scriptEntry, ~330 bytes) is not copied into
+	// every waiter, each of which is a heap object.
+	res *R
+	err error
+}
+
+// result is c's result and error.
+func (c *pending[T, R]) result() (R, error) {
+	if c.res == nil {
+		var zero R
+		return zero, c.err
+	}
+	return *c.res, c.err
 }
 
 // call returns item's result: through the queue (do, with clone(item):
@@ -91,7 +103,7 @@ func (b *coalescer[T, R]) do(ctx context.Context, item T) (R, error) {
 	b.mu.Unlock()
 	if lead {
 		b.run(c)
-		return c.res, c.err
+		return c.result()
 	}
 	select {
 	case <-c.wake:
@@ -114,7 +126,7 @@ func (b *coalescer[T, R]) do(ctx context.Context, item T) (R, error) {
 	if c.lead {
 		b.run(c)
 	}
-	return c.res, c.err
+	return c.result()
 }
 
 // run sends one batch from the head of the queue (leader, when not nil, is
@@ -168,7 +180,7 @@ func (b *coalescer[T, R]) flush(batch []*pending[T, R], leader *pending[T, R]) {
 		}
 	}
 	items := make([]T, 0, len(batch))
-	live := batch[:0:0]
+	live := make([]*pending[T, R], 0, len(batch))
 	for _, c := range batch {
 		if c.ctx.Err() != nil {
 			c.err = unavailable(c.ctx.Err())
@@ -193,7 +205,7 @@ func (b *coalescer[T, R]) flush(batch []*pending[T, R], leader *pending[T, R]) {
 		if err != nil {
 			c.err = err
 		} else {
-			c.res, c.err = res[i].res, res[i].err
+			c.res, c.err = &res[i].res, res[i].err
 		}
 		done(c)
 	}
@@ -218,8 +230,9 @@ func latestDeadline[T, R any](calls []*pending[T, R]) (time.Time, bool) {
 // roomBatchers are one room's coalescers, one per script: enter, status
 // (status and exchange items share its calls) and complete.
 type roomBatchers struct {
-	room     string // a copy (invariant 7)
-	enter    *coalescer[string, scriptEntry]
+	room string // a copy (invariant 7)
+	// enter's results point into its batch's decoded reply.
+	enter    *coalescer[string, *scriptEntry]
 	status   *coalescer[statusItem, scriptEntry]
 	complete *coalescer[completeItem, completeReply]
 }
@@ -234,7 +247,7 @@ func (is *Issuer) roomBatch(room string) *roomBatchers {
 	room = strings.Clone(room)
 	n := is.cfg.ScriptBatch
 	b, _ := is.batchers.LoadOrStore(room, &roomBatchers{room: room,
-		enter: &coalescer[string, scriptEntry]{max: n, send: func(ctx context.Context, users []string) ([]outcome[scriptEntry], error) {
+		enter: &coalescer[string, *scriptEntry]{max: n, send: func(ctx context.Context, users []string) ([]outcome[*scriptEntry], error) {
 			args := make([]any, len(users))
 			for i, u := range users {
 				args[i] = u
@@ -243,9 +256,10 @@ func (is *Issuer) roomBatch(room string) *roomBatchers {
 			if err != nil {
 				return nil, err
 			}
-			out := make([]outcome[scriptEntry], len(rs))
-			for i, r := range rs {
-				out[i].res = r
+			// Each caller's result points into the decoded reply, not a copy of it.
+			out := make([]outcome[*scriptEntry], len(rs))
+			for i := range rs {
+				out[i].res = &rs[i]
 			}
 			return out, nil
 		}},

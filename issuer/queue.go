@@ -221,7 +221,7 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 	if err != nil {
 		return nil, err
 	}
-	return is.entered(ctx, room, user, r)
+	return is.entered(ctx, room, user, *r)
 }
 
 // entered turns an enter script's result for user into the Entry (or the

@@ -53,7 +53,7 @@ type macPool struct {
 
 func newMACPool(secret []byte) *macPool {
 	p := &macPool{secret: secret, sid: secretID(secret)}
-	p.pool.New = func() any { return hmac.New(sha256.New, secret) }
+	p.pool.New = func() any { return &macState{h: hmac.New(sha256.New, secret)} }
 	return p
 }
 
@@ -67,18 +67,37 @@ func secretID(secret []byte) string {
 
 // mac returns the first 16 bytes of HMAC-SHA256 over the length-prefixed
 // fields "fgw2", room, user, epoch, seq.
+//
+// The fields go to the hash in one Write, from the pooled state's buffer
+// (valid ids, ValidID, fit it without growing it): a status or an enter
+// computes one MAC each, without an allocation.
 func (p *macPool) mac(room, user, epoch string, seq int64) [16]byte {
-	m := p.pool.Get().(hash.Hash)
-	m.Reset()
-	var b [64]byte
-	for _, f := range [...]string{"fgw2", room, user, epoch, strconv.FormatInt(seq, 10)} {
-		m.Write(append(strconv.AppendInt(b[:0], int64(len(f)), 10), ':'))
-		m.Write(unsafe.Slice(unsafe.StringData(f), len(f)))
+	st := p.pool.Get().(*macState)
+	msg := st.buf[:0]
+	field := func(f string) {
+		msg = append(strconv.AppendInt(msg, int64(len(f)), 10), ':')
+		msg = append(msg, f...)
 	}
+	field("fgw2")
+	field(room)
+	field(user)
+	field(epoch)
+	var digits [20]byte
+	seqs := strconv.AppendInt(digits[:0], seq, 10)
+	msg = append(strconv.AppendInt(msg, int64(len(seqs)), 10), ':')
+	msg = append(msg, seqs...)
+	st.h.Reset()
+	st.h.Write(msg)
 	var out [16]byte
-	copy(out[:], m.Sum(b[:0]))
-	p.pool.Put(m)
+	copy(out[:], st.h.Sum(st.buf[:0]))
+	p.pool.Put(st)
 	return out
+}
+
+// macState is one pooled keyed HMAC state and its message buffer.
+type macState struct {
+	h   hash.Hash
+	buf [384]byte
 }
 
 func (p *macPool) token(room, user, epoch string, seq int64) string {

@@ -101,14 +101,7 @@ func benchStatusHTTP(b *testing.B, snapshot time.Duration, opts ...envOption) {
 	base := e.listen()
 	room := e.room(issuer.RoomConfig{Capacity: 1, RatePerMinute: 1})
 	const users = 1000
-	toks := make([]string, users)
-	for i := range toks {
-		en, err := e.is.Enter(context.Background(), room, "u"+strconv.Itoa(i))
-		if err != nil {
-			b.Fatal(err)
-		}
-		toks[i] = en.WaitingToken
-	}
+	toks := waitingUsers(b, e, room, users)
 	url := base + "/v1/rooms/" + room + "/status"
 	drive(b, benchClient(), func(i int64) *http.Request {
 		k := int(i % users)
@@ -117,6 +110,20 @@ func benchStatusHTTP(b *testing.B, snapshot time.Duration, opts ...envOption) {
 		r.Header.Set("Authorization", "Bearer "+toks[k])
 		return r
 	})
+}
+
+// waitingUsers enters the users u0 … u<n-1> into room and returns their
+// waiting tokens.
+func waitingUsers(b *testing.B, e *env, room string, n int) []string {
+	toks := make([]string, n)
+	for i := range toks {
+		en, err := e.is.Enter(context.Background(), room, "u"+strconv.Itoa(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		toks[i] = en.WaitingToken
+	}
+	return toks
 }
 
 // bareFiber serves GET /x with h on a loopback fiber app and drives it.

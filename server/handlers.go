@@ -103,9 +103,21 @@ func entryWith(e *issuer.Entry, ms *[2]int64) Entry {
 }
 
 // retryAfter is poll_after in whole seconds, rounded up, at least 1.
-func retryAfter(d time.Duration) string {
-	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
+func retryAfter(d time.Duration) string { return string(appendRetryAfter(nil, d)) }
+
+// appendRetryAfter appends retryAfter(d) to b.
+func appendRetryAfter(b []byte, d time.Duration) []byte {
+	return strconv.AppendInt(b, max(1, int64((d+time.Second-1)/time.Second)), 10)
 }
+
+// Header names and values of the hot paths (every enter, status and API
+// answer), set with ResponseHeader.SetCanonical: fiber's c.Set copies and
+// normalizes the name and copies the value on every call.
+var (
+	hdrCacheControl = []byte(fiber.HeaderCacheControl)
+	hdrRetryAfter   = []byte(fiber.HeaderRetryAfter)
+	valNoStore      = []byte("no-store")
+)
 
 // Handlers read the request through param, header and query, which copy
 // (invariant 7, docs/concepts.md "Invariants"): fiber's strings alias buffers that fasthttp and
@@ -153,7 +165,8 @@ func waitingToken(c *fiber.Ctx) string {
 
 func (s *Server) renderEntry(c *fiber.Ctx, e *issuer.Entry) error {
 	if e.State == flashgate.StateWaiting {
-		c.Set(fiber.HeaderRetryAfter, retryAfter(e.PollAfter))
+		var b [20]byte
+		c.Response().Header.SetCanonical(hdrRetryAfter, appendRetryAfter(b[:0], e.PollAfter))
 	}
 	var ms [2]int64
 	out := entryWith(e, &ms)

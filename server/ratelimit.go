@@ -140,10 +140,12 @@ func completeUser(c *fiber.Ctx) string {
 // this replica knows costs nothing; one it does not is looked up once (one
 // HGETALL), so only a room that does not exist counts.
 func (s *Server) autoRoomGuard(c *fiber.Ctx) error {
-	room := param(c, "room")
-	if s.autoRooms == nil || s.is.Knows(room) {
+	// A room this replica knows (every enter but a room's first ones) is
+	// only looked up: fiber's string, not a copy (invariant 7 needs none).
+	if s.autoRooms == nil || s.is.Knows(c.Params("room")) {
 		return c.Next()
 	}
+	room := param(c, "room")
 	if _, err := s.is.Room(c.UserContext(), room); !errors.Is(err, flashgate.ErrUnknownRoom) {
 		return c.Next() // it exists, or the enter reports the error
 	}

@@ -309,8 +309,10 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopping chan struct{}
-	// redisTimeout is Options.RedisTimeout.
+	// redisTimeout is Options.RedisTimeout; budgets the contexts that
+	// carry it (noStoreBudget).
 	redisTimeout time.Duration
+	budgets      budgets
 	// sseInterval, when non-zero, replaces the entries' poll_after between
 	// SSE events (tests).
 	sseInterval time.Duration
@@ -684,15 +686,21 @@ func requestStart(c *fiber.Ctx) time.Time {
 // noStoreBudget marks the answer Cache-Control: no-store and gives the
 // handler's issuer calls a context with the Options.RedisTimeout deadline,
 // counted from requestStart (an SSE stream's later polls have their own,
-// sse.go).
+// sse.go): one shared with the requests of the same millisecond (budgets)
+// when the request's context is fiber's default, else one of its own.
 func (s *Server) noStoreBudget(c *fiber.Ctx) error {
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Response().Header.SetCanonical(hdrCacheControl, valNoStore)
 	if s.redisTimeout <= 0 {
 		return c.Next()
 	}
-	ctx, cancel := context.WithDeadline(c.UserContext(), requestStart(c).Add(s.redisTimeout))
-	defer cancel()
-	c.SetUserContext(ctx)
+	deadline := requestStart(c).Add(s.redisTimeout)
+	if parent := c.UserContext(); parent != context.Background() {
+		ctx, cancel := context.WithDeadline(parent, deadline)
+		defer cancel()
+		c.SetUserContext(ctx)
+		return c.Next()
+	}
+	c.SetUserContext(s.budgets.until(deadline))
 	return c.Next()
 }
 

@@ -227,6 +227,7 @@ func TestSummarizeAndBudgets(t *testing.T) {
 		}
 		if strings.HasPrefix(l, "| "+rowBare+" ") {
 			assert.Equal(t, 0, strings.Count(l, "%)"), "no percentage on %q", l)
+			assert.Contains(t, l, "| 0.00 ", "bare /hello shows its Redis µs/req too (the idle floor)")
 		}
 		if strings.HasPrefix(l, "| "+rowComplete+" ") {
 			assert.Equal(t, 2, strings.Count(l, "%)"), "%% of bare and of the batched limit, no %% of the PING limit on %q", l)
