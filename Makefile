@@ -1,7 +1,7 @@
 # flashgate — see README.md. Every target installs or starts what it needs.
 GO        ?= go
 USERS     ?= 3000
-# JOURNAL=postgres://… : make run also runs the journal process and reports what it wrote (docs/operations.md "Durability")
+# JOURNAL=postgres://… : make run also runs the journal process and reports what it wrote (docs/operations.md#durability)
 JOURNAL   ?=
 SIM_FLAGS ?= --users $(USERS) --capacity 100 --rate 3000 --session 30s --think 1s $(if $(JOURNAL),--journal '$(JOURNAL)')
 # A count (Nx), not a duration: Go 1.26's fuzz coordinator can fail a duration-bounded run with a

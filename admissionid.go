@@ -14,7 +14,7 @@ const MaxEpochLen = 13
 // "<epoch>.<arrival>.<admission>.<admitted_ms>", as the issuer's admit step
 // writes it (issuer/lua/prelude.lua admit, which has its own reader seq_of).
 type AdmissionID struct {
-	Epoch      string    // the room's epoch when admitted (invariant 6, docs/concepts.md "Invariants")
+	Epoch      string    // the room's epoch when admitted (invariant 6, docs/concepts.md#invariants)
 	Arrival    int64     // arrival number in the room (FIFO order), ≥ 1
 	Number     int64     // admission number in the room (1, 2, …)
 	AdmittedAt time.Time // millisecond precision, the room's clock

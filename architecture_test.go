@@ -27,7 +27,7 @@ func deps(t *testing.T, pkg string) []string {
 
 const module = "github.com/flashgate/flashgate"
 
-// TestImportDirection holds the package graph docs/architecture.md "Architecture" draws:
+// TestImportDirection holds the package graph docs/architecture.md#architecture draws:
 // which package may depend on what. go list answers for the non-test files.
 func TestImportDirection(t *testing.T) {
 	for _, tc := range []struct {
@@ -170,7 +170,7 @@ func TestVerifierBuildsAtGo121(t *testing.T) {
 	}
 }
 
-// TestInternalShips holds docs/architecture.md "Architecture"'s rule for the tree:
+// TestInternalShips holds docs/architecture.md#architecture's rule for the tree:
 // internal/ holds what the flashgate binary links, and nothing else but
 // internal/testing/…, the test helpers, which no binary links. A package
 // main belongs under tools/ (or its own module), a suite of tests under
@@ -315,7 +315,7 @@ func archProblems(doc string, pkgs []string, exists func(string) bool) []string 
 	return problems
 }
 
-// TestEnterWalk holds docs/architecture.md "Walk of one enter" to the code:
+// TestEnterWalk holds docs/architecture.md#walk-of-one-enter to the code:
 // every function a row names is declared in the row's file, and no file has
 // two rows (a layer's part of the walk is one file).
 func TestEnterWalk(t *testing.T) {
@@ -474,7 +474,7 @@ func goDecls(file string) (map[string]bool, error) {
 	return out, nil
 }
 
-// TestIssuerFileMap holds docs/architecture.md "The issuer's files by layer"
+// TestIssuerFileMap holds docs/architecture.md#the-issuers-files-by-layer
 // to issuer/: every non-test Go file of the package is in the table
 // (script_<name>.go stands for the script files), and every file the table
 // names exists.

@@ -10,6 +10,6 @@
 // TinyGo on its own — and keeps its own copy of the token profile's
 // constants, which a test holds equal to TokenType and friends here.
 //
-// Vocabulary and invariants: docs/concepts.md "What flashgate is"; the HTTP form of every code: package
+// Vocabulary and invariants: docs/concepts.md#what-flashgate-is; the HTTP form of every code: package
 // problem.
 package flashgate

@@ -38,6 +38,7 @@ func TestDocLinksFixture(t *testing.T) {
 		`README.md:8: link docs/missing.md: no such file`,
 		`README.md:9: link docs/guide.md#no-such-anchor: no heading or id "no-such-anchor" in docs/guide.md`,
 		`README.md:10: link #nope: no heading or id "nope" in README.md`,
+		`cite.go:4: citation docs/guide.md "Setup steps": in code, cite it as docs/guide.md#setup-steps`,
 		`cite.go:6: citation README "Scaling": no such heading in README.md`,
 		`cite.go:7: citation docs/guide.md#gone: no heading or id "gone" in docs/guide.md`,
 		`cite.go:8: citation docs/gone.md: no such file`,
@@ -47,6 +48,15 @@ func TestDocLinksFixture(t *testing.T) {
 	if !slices.Equal(problems, want) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(problems, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// readmeExt is ".md" for a citation of the bare README, which code cites
+// as README.md#anchor.
+func readmeExt(what string) string {
+	if strings.HasPrefix(what, `README "`) {
+		return ".md"
+	}
+	return ""
 }
 
 // TestSlug pins GitHub's heading anchors (github-slugger): lower case,
@@ -322,7 +332,15 @@ func checkDocs(t *testing.T, root string) ([]string, docCounts) {
 					if !ok {
 						return // not a Markdown file we can read: nothing to check
 					}
-					if (frag != "" && d.anchors[frag]) || (section != "" && d.anchors[slug(section)]) {
+					if frag != "" && d.anchors[frag] {
+						return
+					}
+					if section != "" && d.anchors[slug(section)] {
+						if !strings.HasSuffix(f, ".md") {
+							// Code cites the anchor (issue 25 §3), which editors follow;
+							// prose may name the section.
+							report(i+1, "citation %s: in code, cite it as %s#%s", what, strings.TrimSuffix(strings.SplitN(what, ` "`, 2)[0], " ")+readmeExt(what), slug(section))
+						}
 						return
 					}
 				}

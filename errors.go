@@ -30,7 +30,7 @@ const (
 	CodeInviteExpired Code = "invite_expired"        // the invite's expiry has passed (by the room's clock)
 	CodeInviteUsed    Code = "invite_used"           // a single-use invite already used by someone else
 	CodeJournalOff    Code = "journal_off"           // the journal (PostgreSQL) is not configured on this server
-	CodeRoomNotEmpty  Code = "room_not_empty"        // restore refused: the room has entries in Redis (docs/operations.md "Restoring a room")
+	CodeRoomNotEmpty  Code = "room_not_empty"        // restore refused: the room has entries in Redis (docs/operations.md#restoring-a-room)
 	CodeUnavailable   Code = "unavailable"           // Redis unreachable or failing; retry later
 	CodeStoreFull     Code = "store_full"            // Redis refuses writes for memory (maxmemory); retry later
 	CodeRoomLost      Code = "room_lost"             // the room's data was lost from Redis and awaits `flashgate restore`; retry later

@@ -2,7 +2,7 @@ package flashgate
 
 import "encoding/json"
 
-// The invite token profile (docs/rooms.md "Priority lanes and invites"). An invite
+// The invite token profile (docs/rooms.md#priority-lanes-and-invites). An invite
 // is a compact JWS signed with the issuer's admission keys (EdDSA, the same
 // key ring and JWKS) but with its own typ and aud, so that neither kind can
 // stand for the other: the verifier refuses an invite as an admission token

@@ -2,7 +2,7 @@ package flashgate
 
 import "encoding/json"
 
-// The join receipt profile (docs/rooms.md "Pre-queue lottery"). A receipt is a
+// The join receipt profile (docs/rooms.md#pre-queue-lottery). A receipt is a
 // compact JWS that the issuer hands every pre-queue entrant, signed with the
 // admission keys (EdDSA, the same key ring and JWKS) but with its own typ,
 // so that it can never stand for an admission token (the verifier refuses

@@ -2,7 +2,7 @@ package flashgate
 
 import "time"
 
-// State is what a client can see of its entry (docs/concepts.md "What flashgate is", vocabulary).
+// State is what a client can see of its entry (docs/concepts.md#what-flashgate-is, vocabulary).
 type State string
 
 // Entry states.
@@ -20,7 +20,7 @@ const (
 )
 
 // Completion is the result of completing an admission (the order went
-// through; docs/concepts.md "The flow").
+// through; docs/concepts.md#the-flow).
 type Completion struct {
 	AdmissionID string
 	// CompletedAt is when the admission was consumed, millisecond precision,

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The admission token profile (docs/order-service.md "Using `verifier` in an order service"). The verifier core keeps
+// The admission token profile (docs/order-service.md#using-verifier-in-an-order-service). The verifier core keeps
 // its own copies (verifier.TokenType, verifier.Alg, verifier.ProductClaim) so
 // that it compiles with TinyGo alone; TestTokenProfileMatchesVerifier holds
 // them equal.

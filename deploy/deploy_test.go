@@ -123,7 +123,7 @@ func metricNames(t *testing.T, p parser.Parser, where, expr string) []string {
 
 // TestAlertRules: prometheus/alerts.yml parses and validates as Prometheus
 // does it (rulefmt: known fields only, PromQL expressions, templates), has
-// the alerts docs/operations.md "Observability" lists, and every flashgate_* metric its
+// the alerts docs/operations.md#observability lists, and every flashgate_* metric its
 // expressions select exists in the server.
 func TestAlertRules(t *testing.T) {
 	names := serverMetrics(t)

@@ -29,7 +29,7 @@ import (
 // runtime would apply and the layer a runtime would unpack — and runs the
 // binary taken from that layer: -h, version, and serve against a throwaway
 // redis-server until /readyz answers 200. No container is started (this
-// machine cannot run one: docs/operations.md "Deploying on Kubernetes"). buildah comes from
+// machine cannot run one: docs/operations.md#deploying-on-kubernetes). buildah comes from
 // scripts/install-buildah.sh (make test's prerequisite image-deps).
 func TestImage(t *testing.T) {
 	if _, err := exec.LookPath("buildah"); err != nil {

@@ -287,7 +287,7 @@ func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) 
 // not note — it returns ErrNotMinted having read and changed nothing; the
 // caller then verifies the signature and calls Complete. This spares
 // /v1/complete the Ed25519 arithmetic for the tokens this issuer minted
-// (docs/security.md "Security model").
+// (docs/security.md#security-model).
 //
 // Errors: the admission's answers of Complete once the token is known as
 // minted (flashgate.ErrNotFound, flashgate.ErrExpired, flashgate.ErrRevoked,

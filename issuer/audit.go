@@ -7,7 +7,7 @@ import (
 	"github.com/flashgate/flashgate"
 )
 
-// Audit is one admin action as the journal records it (docs/operations.md "Durability"):
+// Audit is one admin action as the journal records it (docs/operations.md#durability):
 // who did what to a room.
 type Audit struct {
 	// Actor names who acted, e.g. "admin token 1a2b3c4d from 10.0.0.7"

@@ -9,7 +9,7 @@ import (
 	"github.com/flashgate/flashgate"
 )
 
-// Bounds of a ban (docs/rooms.md "Bans").
+// Bounds of a ban (docs/rooms.md#bans).
 const (
 	// MaxBan is the longest ban: 30 days. Longer is an account matter for
 	// the platform's gateway, not the queue's.

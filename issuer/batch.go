@@ -15,7 +15,7 @@ import (
 // is in flight queue up and go together in the next call, up to
 // Config.EnterBatch items, in arrival order. One call carries the script's
 // fixed cost (EVALSHA dispatch, the prelude, the room's config, TIME, the
-// round trip with its syscalls) for the whole batch (docs/performance.md "Measurements").
+// round trip with its syscalls) for the whole batch (docs/performance.md#measurements).
 //
 // Leadership passes from caller to caller: the caller that sent a batch
 // delivers its results and, when callers are queued, wakes the first of

@@ -243,7 +243,7 @@ func BenchmarkRedisPing(b *testing.B) {
 // over the iterations, the script calls per tick, the script time per
 // admitted user, and the median idle PING
 // round trip measured just before each tick as the reference. Not a unit
-// test: the numbers depend on the host (docs/performance.md "Measurements").
+// test: the numbers depend on the host (docs/performance.md#measurements).
 func BenchmarkTickRedisTime(b *testing.B) {
 	for _, batch := range []int{1000, 10_000} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
@@ -358,7 +358,7 @@ func BenchmarkTickRedisTime(b *testing.B) {
 // ends in the logs) with every status exact (Config.StatusSnapshot off): the
 // round trip per call (ns/op, from one goroutine), and the status script's
 // own time in Redis (SLOWLOG with a 0 µs threshold; p10, median and p99 over
-// the calls: on a shared host the p10 is the least disturbed). Not a unit test: the numbers depend on the host (docs/performance.md "Measurements").
+// the calls: on a shared host the p10 is the least disturbed). Not a unit test: the numbers depend on the host (docs/performance.md#measurements).
 func BenchmarkStatus(b *testing.B) {
 	ctx := context.Background()
 	srv := redistest.Start(b)

@@ -78,7 +78,7 @@ type Config struct {
 	// JournalMaxLen bounds each room's journal stream (fg:{room}:journal,
 	// XADD MAXLEN ~, in stream entries: one per script call that changes
 	// entries, holding up to 256 events, and one per config change;
-	// docs/operations.md "Durability"), written into the config of every
+	// docs/operations.md#durability), written into the config of every
 	// room this Issuer creates or configures (journal_maxlen). The consumer
 	// (`flashgate journal run`) trims what it has written, so the bound
 	// matters only while it lags or is not running; past it the oldest
@@ -146,7 +146,7 @@ type pipeliner interface {
 // An Issuer never retains a caller's string beyond the call: what it keeps
 // (room ids as keys of its per-room state, user ids queued for an enter
 // script call) it copies first, so callers may pass strings that alias
-// buffers they reuse, such as fiber's request values (invariant 7, docs/concepts.md "Invariants").
+// buffers they reuse, such as fiber's request values (invariant 7, docs/concepts.md#invariants).
 type Issuer struct {
 	cfg    Config
 	policy string // the default room policy (lua/prelude.lua ARGV[2]), or ""
@@ -196,7 +196,7 @@ const (
 	// DefaultCompletionTimeout is the default Config.CompletionTimeout.
 	DefaultCompletionTimeout = 200 * time.Millisecond
 	// SuggestedStatusSnapshot is a Config.StatusSnapshot for very large
-	// lines (docs/rooms.md "Estimated wait"): off by default, every status is exact.
+	// lines (docs/rooms.md#estimated-wait): off by default, every status is exact.
 	SuggestedStatusSnapshot = 500 * time.Millisecond
 	// DefaultScriptBatch is the default Config.ScriptBatch: the most users
 	// one enter script call carries (and tokens one status call, admissions

@@ -28,7 +28,7 @@
 //
 // # Files by layer
 //
-// The files are split by layer (docs/architecture.md "The issuer's files by layer";
+// The files are split by layer (docs/architecture.md#the-issuers-files-by-layer;
 // "Walk of one enter" follows one Enter through them):
 //
 //	core        config.go (Config, Issuer, New, the clock), room.go (RoomConfig, id checks), errors.go
@@ -53,7 +53,7 @@
 // script touches one Redis Cluster slot. A waiting user is one member of the
 // room's waiting ZSET (user → arrival number from the room's counter); the
 // waiting token "fgw2_<sid>_<epoch>_<arrival>_<mac>" is an HMAC over room, user, epoch and arrival
-// (Config.WaitingSecret) and is never stored. See docs/operations.md "Redis data model".
+// (Config.WaitingSecret) and is never stored. See docs/operations.md#redis-data-model.
 //
 // # Coalescing
 //

@@ -56,7 +56,7 @@ func enterBatch(t testing.TB, rdb *redis.Client, clk interface{ Now() time.Time 
 	require.NoError(t, issuer.EnterScript.Run(context.Background(), rdb, issuer.RoomKeys(room), args...).Err())
 }
 
-// TestSoldOutDrainIsBounded: the budget of docs/rooms.md "The end of a sale" on a
+// TestSoldOutDrainIsBounded: the budget of docs/rooms.md#the-end-of-a-sale on a
 // real redis-server. Two rooms each hold a line of 1,000,000 waiting users
 // (FLASHGATE_DRAIN_LINE overrides the size). One is sold out and drained by
 // the tick in calls of at most issuer.DrainPerCall entries; after each call
@@ -67,7 +67,7 @@ func enterBatch(t testing.TB, rdb *redis.Client, clk interface{ Now() time.Time 
 // batches at the median and at the 99th percentile. Their maxima are
 // logged, with how many sold-out calls took longer than the slowest enter
 // batch: on a shared host both maxima are set by preemption (milliseconds,
-// either way round), so they are reported (docs/performance.md "Measurements"), not
+// either way round), so they are reported (docs/performance.md#measurements), not
 // asserted.
 func TestSoldOutDrainIsBounded(t *testing.T) {
 	n := 1_000_000

@@ -73,7 +73,7 @@ func (f etaFigures) forPosition(pos, expiry int64) etaFigures {
 }
 
 // estimate is the wait of the entry at position pos (1-based), in ms from
-// f.now, for an open room (docs/rooms.md "Estimated wait"):
+// f.now, for an open room (docs/rooms.md#estimated-wait):
 //
 //	pace = min(rate / 60 s, batch / tick)      the configured pacing (a floor: pos / pace)
 //	j    = pos − capacity + live               slots that must free before pos is admitted

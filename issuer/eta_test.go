@@ -14,7 +14,7 @@ import (
 	"github.com/flashgate/flashgate/issuer"
 )
 
-// Estimates (docs/rooms.md "Estimated wait"): what the scripts read for
+// Estimates (docs/rooms.md#estimated-wait): what the scripts read for
 // issuer/eta.go, on real Redis with a fake clock.
 
 func waitingEntry(t *testing.T, is *issuer.Issuer, room, user string) *issuer.Entry {

@@ -26,7 +26,7 @@ type InviteKeys interface {
 	PublicKey(ctx context.Context, kid string) (ed25519.PublicKey, error)
 }
 
-// Bounds of invites (docs/rooms.md "Priority lanes and invites").
+// Bounds of invites (docs/rooms.md#priority-lanes-and-invites).
 const (
 	// MaxInviteTTL is the longest an invite may stay valid: 30 days.
 	MaxInviteTTL = 30 * 24 * time.Hour

@@ -88,7 +88,7 @@ func TestEnterIsIdempotentAndFastTracks(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, c.Position)
 	assert.EqualValues(t, 2, c.TotalWaiting)
-	// No history yet (docs/rooms.md "Estimated wait"): the configured pace, the
+	// No history yet (docs/rooms.md#estimated-wait): the configured pace, the
 	// head one admission step at 600/min (not 0), carol two; the poll hint
 	// is half the soonest, at least 1 s, ±20 %.
 	assert.Equal(t, 100*time.Millisecond, b.EstimatedWait, "the head: one step")
@@ -475,7 +475,7 @@ func TestRoomConfigValidation(t *testing.T) {
 
 // TestInvariantsUnderConcurrency runs three issuer replicas ticking one room
 // while thousands of users enter (one of them 100 times at once) and a
-// consumer completes admissions, then checks invariants 1-3 (docs/concepts.md "Invariants") from
+// consumer completes admissions, then checks invariants 1-3 (docs/concepts.md#invariants) from
 // the admissions themselves.
 func TestInvariantsUnderConcurrency(t *testing.T) {
 	t.Run("rate binds", func(t *testing.T) {

@@ -29,7 +29,7 @@ type journalEntry struct {
 }
 
 // readJournal reads room's journal stream, each batch entry expanded into
-// its events by the contract's encoding (docs/operations.md "Durability"):
+// its events by the contract's encoding (docs/operations.md#durability):
 // one event per line, its fields entryFields after kind and epoch,
 // comma-separated.
 func readJournal(t *testing.T, rdb *redis.Client, room string) []journalEntry {
@@ -74,7 +74,7 @@ var (
 // TestJournalRecordsEveryChange runs one of each state change of an entry
 // and of the room's config through the issuer and reads the room's journal
 // stream: one entry per change, in the order they happened, each with the
-// contract's fields in the contract's order (docs/operations.md "Durability").
+// contract's fields in the contract's order (docs/operations.md#durability).
 func TestJournalRecordsEveryChange(t *testing.T) {
 	ctx := context.Background()
 	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 1, SessionDuration: 10 * time.Second})
@@ -188,7 +188,7 @@ func TestJournalRecordsEveryChange(t *testing.T) {
 // journal their lane, a ban's removals are revocations with reason banned,
 // and the lottery's draw is a config event whose detail reveals the seed only
 // from the draw on, its commitment an audit event from the configuration on
-// (docs/rooms.md "Pre-queue lottery").
+// (docs/rooms.md#pre-queue-lottery).
 func TestJournalLanesBansAndDrawsRecorded(t *testing.T) {
 	ctx := context.Background()
 	opens := testkit.Epoch.Add(time.Hour)

@@ -12,7 +12,7 @@ import (
 )
 
 // PreQueue is how a room orders its pre-queue: everyone who entered before
-// the room first opened (RoomConfig.PreQueue; docs/rooms.md "Pre-queue lottery").
+// the room first opened (RoomConfig.PreQueue; docs/rooms.md#pre-queue-lottery).
 type PreQueue string
 
 // Pre-queue orders.

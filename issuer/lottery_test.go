@@ -722,7 +722,7 @@ func TestLotteryUnderConcurrency(t *testing.T) {
 // longest script call (SLOWLOG), the script time per placed entry, and the
 // memory per waiting user once placed (lottery scores instead of arrival
 // numbers) against before. Not a unit test: the numbers depend on the host
-// (docs/rooms.md "Pre-queue lottery").
+// (docs/rooms.md#pre-queue-lottery).
 func BenchmarkLotteryPlacing(b *testing.B) {
 	ctx := context.Background()
 	for range b.N {

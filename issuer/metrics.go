@@ -54,7 +54,7 @@ var exporterScript = redis.NewScript(mustRead("lua/exporter.lua"))
 // fg:{room}:exporter (the room's hash slot), expiring by itself. The
 // server's /metrics exports room-wide series (read from Redis, the same on
 // every replica) only for the rooms whose lease it holds, so that sum()
-// across replicas counts each room once (docs/operations.md "Observability").
+// across replicas counts each room once (docs/operations.md#observability).
 // Errors: flashgate.ErrInvalidInput (room id), flashgate.ErrUnavailable.
 func (is *Issuer) ClaimExporter(ctx context.Context, room, replica string, lease time.Duration) (bool, error) {
 	if err := checkRoom(room); err != nil {
@@ -124,7 +124,7 @@ type Stats struct {
 	Banned  int64
 	Removed int64
 	// ClosedOut counts the waiting entries a closed line's drain removed
-	// (docs/rooms.md "The end of a sale"): entries that ended CLOSED.
+	// (docs/rooms.md#the-end-of-a-sale): entries that ended CLOSED.
 	ClosedOut int64
 	// ClosedSeq is the arrival counter when the room last closed: entries
 	// up to it belong to a line that closing ended (0: never closed).
@@ -143,7 +143,7 @@ type Stats struct {
 	// none (fifo, and never drawn); before the draw only its Commitment.
 	Lottery *Lottery
 	// Epoch is the room's epoch: created with the room, new whenever the room
-	// is recreated after Redis lost its data (invariant 6, docs/concepts.md "Invariants").
+	// is recreated after Redis lost its data (invariant 6, docs/concepts.md#invariants).
 	Epoch string
 	At    time.Time
 }
@@ -180,7 +180,7 @@ type ScriptBatchStats struct {
 
 // Observation is one reading of this Issuer's own counters, each counting
 // from New (a replica's, not the room-wide figures of Stats): what the
-// server's /metrics exports (docs/operations.md "Observability").
+// server's /metrics exports (docs/operations.md#observability).
 type Observation struct {
 	// Batches counts the coalesced script calls and the items they carried,
 	// per operation: Items/Calls is the mean batch of each.

@@ -34,7 +34,7 @@ type Entry struct {
 	Ahead             int64
 	TotalWaiting      int64
 	// EstimatedWait is how long until the entry is admitted, from the
-	// room's measured outflow (docs/rooms.md "Estimated wait", etaFigures.estimate):
+	// room's measured outflow (docs/rooms.md#estimated-wait, etaFigures.estimate):
 	// at least Position at the configured pace (rate per minute, batch per
 	// tick); when capacity is the limit, the time until enough slots free at
 	// the pace slots freed (completions, expiries, leaves) over the last

@@ -16,7 +16,7 @@ import (
 	"github.com/flashgate/flashgate"
 )
 
-// Join receipts and the public lottery (docs/rooms.md "Pre-queue lottery"): the
+// Join receipts and the public lottery (docs/rooms.md#pre-queue-lottery): the
 // commitment to a shuffle room's seed is public from the moment the seed
 // exists (RoomLottery, the room view), every pre-queue entrant gets a
 // receipt carrying it (Entry.Receipt), and once the seed is public after the

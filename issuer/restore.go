@@ -10,7 +10,7 @@ import (
 	"github.com/flashgate/flashgate"
 )
 
-// Restoring a room after Redis lost its data (docs/operations.md "Restoring a room";
+// Restoring a room after Redis lost its data (docs/operations.md#restoring-a-room;
 // `flashgate restore`): the room's newest line, as the journal in
 // PostgreSQL recorded it (journal.Store.RoomState), is written back into
 // Redis by lua/restore.lua, with the journaled epoch, so the waiting tokens

@@ -93,7 +93,7 @@ type RoomConfig struct {
 	// default, "" here) keeps arrival order; PreQueueShuffle places them in
 	// a uniformly random order drawn once, atomically, when the room first
 	// opens, from a secret 128-bit seed shown after the draw (Stats.Lottery,
-	// lottery.go; docs/rooms.md "Pre-queue lottery"). Later arrivals queue behind
+	// lottery.go; docs/rooms.md#pre-queue-lottery). Later arrivals queue behind
 	// them in arrival order. Set it before the sale begins: a room switched
 	// to shuffle once anyone has been admitted, or has entered while it was
 	// open, has no pre-queue (its draw is recorded as empty).

@@ -67,7 +67,7 @@ type Redis interface {
 }
 
 // Key names. Every key of a room carries the hash tag {room}, so each script
-// touches one Cluster slot (docs/operations.md "Redis data model").
+// touches one Cluster slot (docs/operations.md#redis-data-model).
 const (
 	keyRooms  = "fg:rooms"          // SET of room ids, read by the tick loop and the admin API
 	keySecret = "fg:waiting-secret" // shared HMAC key for waiting tokens (when not configured)

@@ -154,7 +154,7 @@ func (is *Issuer) autoIdleMs() int64 {
 	return is.cfg.AutoRoomIdle.Milliseconds()
 }
 
-// The end of a sale (docs/rooms.md "The end of a sale"): closing a room — Close,
+// The end of a sale (docs/rooms.md#the-end-of-a-sale): closing a room — Close,
 // SoldOut, DeleteRoom, or its event window passing — ends its line at once
 // (every waiting entry reads CLOSED from the room's state, lua/prelude.lua
 // closed_line), the tick drains the line in bounded script calls (drain.lua,
@@ -164,7 +164,7 @@ func (is *Issuer) autoIdleMs() int64 {
 // DrainPerCall is the most waiting entries one drain script call removes
 // from a closed line (ZREMRANGEBYRANK of a bounded count): small enough that
 // no drain call takes longer than an enter batch of DefaultEnterBatch users
-// (docs/performance.md "Measurements", TestSoldOutDrainIsBounded), so Redis serves other
+// (docs/performance.md#measurements, TestSoldOutDrainIsBounded), so Redis serves other
 // clients between the calls of a million-entry drain.
 const DrainPerCall = 128
 

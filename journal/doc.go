@@ -25,14 +25,14 @@
 // A script call journals the entry events it makes as one stream entry,
 // kind "batch" (KindBatch): one XADD per call, not per buyer. StreamEvents
 // reads it, and the one-entry-per-event layout of streams written before
-// (docs/operations.md "Durability"). The events of a batch entry share its
+// (docs/operations.md#durability). The events of a batch entry share its
 // stream id; they are keyed by (room, epoch, arrival) like any entry
 // event, so a redelivered batch writes nothing new.
 //
 // # Schema (migrations/00001_journal.sql, 00002_metrics.sql)
 //
 // journal_entries: one row per entry, keyed by (room, epoch, arrival). The
-// epoch (invariant 6, docs/concepts.md "Invariants") separates a room's lines before
+// epoch (invariant 6, docs/concepts.md#invariants) separates a room's lines before
 // and after a Redis data loss, whose arrival numbers restart at 1. Times are
 // bigint milliseconds since 1970 by the room's clock, as the scripts write
 // them; NULL means "not journaled (yet)".

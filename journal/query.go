@@ -81,7 +81,7 @@ type WaitStats struct {
 
 // WaitMinute is WaitStats for the admissions of one minute. MinuteAtMs
 // is the minute's start, Unix ms; Minute is the same as RFC 3339 (UTC),
-// deprecated in JSON, emitted for one release (docs/http-api.md "Units").
+// deprecated in JSON, emitted for one release (docs/http-api.md#units).
 type WaitMinute struct {
 	MinuteAtMs int64     `json:"minute_at_ms"`
 	Minute     time.Time `json:"minute"`
@@ -197,7 +197,7 @@ type RoomEvent struct {
 	StreamID string          `json:"stream_id"` // the Redis Stream entry id
 	Kind     Kind            `json:"kind"`
 	At       time.Time       `json:"-"`     // millisecond precision, the room's clock
-	AtMs     int64           `json:"at_ms"` // At in Unix ms (docs/http-api.md "Units")
+	AtMs     int64           `json:"at_ms"` // At in Unix ms (docs/http-api.md#units)
 	Actor    string          `json:"actor,omitempty"`
 	Action   string          `json:"action"`
 	Detail   json.RawMessage `json:"detail"` // a JSON object
@@ -243,7 +243,7 @@ const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 // /admin/rooms/{room}/journal and `flashgate journal show --json`): times
 // are Unix ms (…AtMs), absent when not journaled; the same as TimeLayout
 // strings (EnteredAt, …) are deprecated, emitted for one release
-// (docs/http-api.md "Units"); WaitMs (admitted − entered) and SessionMs
+// (docs/http-api.md#units); WaitMs (admitted − entered) and SessionMs
 // (ended − admitted) are milliseconds, absent unless both times are
 // journaled.
 type EntryJSON struct {

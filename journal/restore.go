@@ -23,7 +23,7 @@ type RoomState struct {
 	// (by at_ms, then stream id; of any epoch when Epoch has none: not the
 	// config of a room recreated empty after the loss, whose lottery seed,
 	// cutoff and end are not the line's): the config hash as the scripts held it,
-	// field → value, all strings (docs/operations.md "Redis data model", KEYS[1]).
+	// field → value, all strings (docs/operations.md#redis-data-model, KEYS[1]).
 	// ConfigAt is that event's time (ms since 1970).
 	Config   map[string]string
 	ConfigAt int64

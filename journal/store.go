@@ -20,7 +20,7 @@ import (
 // journal_entries); the room kinds append one row to journal_room_events.
 type Kind string
 
-// Entry kinds (docs/concepts.md "What flashgate is", vocabulary): one per state change
+// Entry kinds (docs/concepts.md#what-flashgate-is, vocabulary): one per state change
 // of an entry.
 const (
 	KindEntered   Kind = "entered"   // the entry was created: User, Lane, At = entered

@@ -8,7 +8,7 @@ import (
 )
 
 // KindBatch is the kind of a stream entry that carries the entry events of
-// one script call (docs/operations.md "Durability"): fields kind, epoch and
+// one script call (docs/operations.md#durability): fields kind, epoch and
 // events, the events one per line ("\n" between them), each the
 // comma-separated fields kind,seq,user,lane,at,admission,reason,eta ("" when
 // not known). Neither separator occurs in a field (user ids are

@@ -1,6 +1,6 @@
 // Package order is flashgate's order side: what an order service does with an
 // admission token that verifier.Verify has accepted, at the two moments
-// the design allows a round trip to the queue (docs/concepts.md "What flashgate is"):
+// the design allows a round trip to the queue (docs/concepts.md#what-flashgate-is):
 //
 //   - Complete consumes the admission when the order goes through: still
 //     active and unexpired → consumed; a retry returns the first result

@@ -15,7 +15,7 @@ type Config struct {
 	// that many replicas acknowledged the completion, for at most
 	// CompletionTimeout (0: 200 ms), and fail closed with
 	// flashgate.ErrUnavailable otherwise, so a Sentinel failover cannot lose
-	// an acknowledged completion (docs/operations.md "Failure modes"). Not on Cluster
+	// an acknowledged completion (docs/operations.md#failure-modes). Not on Cluster
 	// (WAIT is per node): NewRedis refuses the combination.
 	CompletionReplicas int
 	CompletionTimeout  time.Duration

@@ -93,12 +93,12 @@ func init() {
 	row("expired", http.StatusGone, "Admission expired")
 	row("revoked", http.StatusGone, "Admission revoked")
 	row("completed", http.StatusConflict, "Admission already completed")
-	// An operator's stop (docs/rooms.md "Stopping a sale at the edge"): every
+	// An operator's stop (docs/rooms.md#stopping-a-sale-at-the-edge): every
 	// admission issued before the room's not_before is refused, at
 	// completion and at the edge. 503: the sale is stopped, not the token
 	// bad; after Retry-After the buyer goes back to the waiting room.
 	row("room_stopped", http.StatusServiceUnavailable, "Waiting room stopped", func(k *Kind) { k.RetryAfter = roomStoppedRetryAfter })
-	// Invites (docs/rooms.md "Priority lanes and invites"): refused before any place changes.
+	// Invites (docs/rooms.md#priority-lanes-and-invites): refused before any place changes.
 	row("invite_invalid", http.StatusForbidden, "Invalid invite")
 	row("invite_scope", http.StatusForbidden, "Invite not valid for this room or user")
 	row("invite_expired", http.StatusGone, "Invite expired")

@@ -165,7 +165,7 @@ func (s *Server) audit(c *fiber.Ctx, method, route string, status int) {
 }
 
 // journalAudit records a successful admin change of room in the room's
-// journal too (issuer.JournalAudit; docs/operations.md "Durability"): actor "admin
+// journal too (issuer.JournalAudit; docs/operations.md#durability): actor "admin
 // <token_fp> from <remote>", action auditAction's, detail the audit log's
 // fields (plus the user of /ban/:user). A failure is logged (WARN), never
 // the request's: the change is made and answered already.

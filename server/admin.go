@@ -19,7 +19,7 @@ type RoomConfig struct {
 	RatePerMinute int    `json:"rate_per_minute"`
 	// SessionMs is how long an admission lasts, in ms (whole seconds);
 	// SessionSeconds is the same in seconds, its deprecated old name,
-	// emitted for one release (CHANGELOG.md "Deprecated").
+	// emitted for one release (CHANGELOG.md#deprecated).
 	SessionMs      int64  `json:"session_ms"`
 	SessionSeconds int64  `json:"session_seconds"`
 	TickMs         int64  `json:"tick_ms"`
@@ -30,14 +30,14 @@ type RoomConfig struct {
 	ArrivalWindowMs int64 `json:"arrival_window_ms"`
 	// OpensAtMs and ClosesAtMs are the event window (Unix ms), absent when
 	// unbounded. OpensAt and ClosesAt are the same as RFC 3339 strings,
-	// deprecated, emitted for one release (docs/http-api.md "Units").
+	// deprecated, emitted for one release (docs/http-api.md#units).
 	OpensAtMs  int64      `json:"opens_at_ms,omitempty"`
 	ClosesAtMs int64      `json:"closes_at_ms,omitempty"`
 	OpensAt    *time.Time `json:"opens_at,omitempty"`
 	ClosesAt   *time.Time `json:"closes_at,omitempty"`
 	// PreQueue is the pre-queue's order (issuer.RoomConfig.PreQueue): "fifo"
 	// or "shuffle". PreQueueDeprecated is the same value under its old
-	// name, emitted for one release (CHANGELOG.md "Deprecated").
+	// name, emitted for one release (CHANGELOG.md#deprecated).
 	PreQueue           string `json:"pre_queue"`
 	PreQueueDeprecated string `json:"prequeue"`
 	// PageTitle, PageMessage and BrandColor brand the waiting page; absent
@@ -49,7 +49,7 @@ type RoomConfig struct {
 	// (issuer.RoomConfig.Retention) in ms; 0: the server's default
 	// (FLASHGATE_ROOM_RETENTION).
 	RetentionMs int64 `json:"retention_ms"`
-	// Read only (docs/rooms.md "The end of a sale"). CloseReason: why the room is
+	// Read only (docs/rooms.md#the-end-of-a-sale). CloseReason: why the room is
 	// closed in effect, or why its last line ended (absent: never closed).
 	// EndedAtMs: when it ended, Unix ms (absent while it has not, or since
 	// it was reopened); its keys expire retention after it. DeletedAtMs:
@@ -219,7 +219,7 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 
 // instantInput reads an instant of a request given as Unix ms (member
 // name+"_ms") or as an operator types it, RFC 3339 (member name):
-// docs/http-api.md "Units". set: either member was given; t is then the
+// docs/http-api.md#units. set: either member was given; t is then the
 // instant, or the zero time for 0 or "" (none). Errors (400
 // invalid_input): a negative ms, a string that is not RFC 3339, or both
 // members given for different instants.
@@ -486,7 +486,7 @@ type Stats struct {
 
 // LotteryJSON is issuer.Lottery as the admin API shows it: before the draw
 // only the commitment; once drawn the seed, cutoff and bits that reproduce
-// the order (docs/rooms.md "Pre-queue lottery").
+// the order (docs/rooms.md#pre-queue-lottery).
 type LotteryJSON struct {
 	Drawn      bool   `json:"drawn"`
 	Commitment string `json:"commitment"`

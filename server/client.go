@@ -53,7 +53,7 @@ var clientAsset = newAsset(clientJS, jsType)
 
 // GET /flashgate-client.js: the browser client, readable from any origin
 // (Access-Control-Allow-Origin: *). A page on another origin imports it
-// as an ES module (docs/browser.md "The browser client"), and a module script is
+// as an ES module (docs/browser.md#the-browser-client), and a module script is
 // always fetched in CORS mode: without the header the browser refuses it.
 // The file is public and the same for everyone (no credentials are
 // allowed or needed: a module import sends none by default), so * reveals

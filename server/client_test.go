@@ -37,7 +37,7 @@ func TestClientServed(t *testing.T) {
 	assert.Empty(t, r.body)
 }
 
-// TestClientCrossOriginImport (issue 23 §6): docs/browser.md "The browser client"'s cross-origin
+// TestClientCrossOriginImport (issue 23 §6): docs/browser.md#the-browser-client's cross-origin
 // `import … from "https://queue…/flashgate-client.js"` is a CORS-mode fetch
 // without credentials: the client answers Access-Control-Allow-Origin: *
 // (never with credentials allowed), with or without configured origins, a

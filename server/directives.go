@@ -74,7 +74,7 @@ func (d *directiveCache) forget() {
 type StopResponse struct {
 	Room string `json:"room"`
 	// NotBefore is the room's not_before, Unix seconds like the token's iat
-	// it is compared with (docs/http-api.md "Units"): admissions issued
+	// it is compared with (docs/http-api.md#units): admissions issued
 	// before it are refused at completion now and at the edge within
 	// EdgeMaxAgeMs plus one fetch.
 	NotBefore int64 `json:"not_before"`

@@ -291,7 +291,7 @@
 // and user ids, waiting and admission tokens, the product — where they read
 // it (param, header and query in handlers.go, cookie in visitor.go);
 // bodies are decoded by encoding/json, which copies; and the issuer copies whatever it keeps
-// (invariant 7, docs/concepts.md "Invariants"). fiber's Immutable option, which copies every
+// (invariant 7, docs/concepts.md#invariants). fiber's Immutable option, which copies every
 // value fiber hands out, is off: per request it cost two to three times as
 // much server CPU and allocations as these copies (docs/performance.md, "Measurements").
 //

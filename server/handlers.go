@@ -60,7 +60,7 @@ type Entry struct {
 	RoomState string `json:"room_state,omitempty"`
 	// LotteryCommitment and Receipt (pre_queue only): the room's lottery
 	// commitment (SHA-256 hex) and the entry's join receipt, a compact JWS
-	// of typ fg-receipt+jwt (issuer.Entry.Receipt; docs/rooms.md "Pre-queue lottery").
+	// of typ fg-receipt+jwt (issuer.Entry.Receipt; docs/rooms.md#pre-queue-lottery).
 	LotteryCommitment string `json:"lottery_commitment,omitempty"`
 	Receipt           string `json:"receipt,omitempty"`
 }
@@ -120,7 +120,7 @@ var (
 )
 
 // Handlers read the request through param, header and query, which copy
-// (invariant 7, docs/concepts.md "Invariants"): fiber's strings alias buffers that fasthttp and
+// (invariant 7, docs/concepts.md#invariants): fiber's strings alias buffers that fasthttp and
 // fiber reuse for later requests once the handler returns, and what a
 // handler passes on — to the issuer, the verifier, an event stream — may be
 // kept longer. Bodies are decoded by encoding/json, which copies too.
@@ -254,7 +254,7 @@ func (s *Server) leave(c *fiber.Ctx) error {
 // ExchangeResponse is the answer of a successful exchange. ExpiresAtMs and
 // IssuedAtMs are the token's exp and iat as Unix ms (whole seconds, as the
 // claims are); ExpiresAt and IssuedAt are the same in Unix seconds, their
-// deprecated old names, emitted for one release (docs/http-api.md "Units").
+// deprecated old names, emitted for one release (docs/http-api.md#units).
 type ExchangeResponse struct {
 	AdmissionToken  string `json:"admission_token"`
 	AdmissionID     string `json:"admission_id"`

@@ -10,7 +10,7 @@ import (
 
 // Issuer is everything the handlers call on the domain core: Options.Issuer
 // takes it rather than *issuer.Issuer, so the server's reach into the core is
-// this list and nothing else (docs/architecture.md "Architecture").
+// this list and nothing else (docs/architecture.md#architecture).
 // *issuer.Issuer is the one implementation. It is three roles: Queue (the
 // buyer's path), Admin (the admin API and its journal) and Observed (what
 // /metrics reads).

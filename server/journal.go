@@ -41,7 +41,7 @@ func (s *Server) journalBudget(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	if s.journal == nil {
 		return problemFor(string(flashgate.CodeJournalOff),
-			"this server has no journal: set FLASHGATE_JOURNAL_DSN for flashgate serve (docs/operations.md \"Asking the journal\")")
+			"this server has no journal: set FLASHGATE_JOURNAL_DSN for flashgate serve (docs/operations.md#asking-the-journal)")
 	}
 	if !issuer.ValidID(param(c, "room")) {
 		return problemFor(string(flashgate.CodeInvalidInput), "invalid room id")

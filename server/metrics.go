@@ -270,7 +270,7 @@ func (oc *observationCollector) Collect(ch chan<- prometheus.Metric) {
 // replica holds (issuer.ClaimExporter, renewed at each scrape): the room
 // series are read from Redis and are the same on every replica, so exactly
 // one replica at a time exports each room and sum() across replicas counts
-// each room once (docs/operations.md "Observability"). max by (room) is also right.
+// each room once (docs/operations.md#observability). max by (room) is also right.
 type roomCollector struct {
 	is Issuer
 	// replica names this process in the leases (random, per process).

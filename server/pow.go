@@ -46,9 +46,9 @@ const (
 	// against typos (2^25 SHA-256 on average is hours of a phone's time
 	// with WebCrypto).
 	MaxEnterPoW = 26
-	// RecommendedEnterPoW is the difficulty docs/security.md "Abuse limits" recommends (FLASHGATE_ENTER_POW):
+	// RecommendedEnterPoW is the difficulty docs/security.md#abuse-limits recommends (FLASHGATE_ENTER_POW):
 	// 2^13 SHA-256 on average, about 1.2–1.6 s in Chromium throttled 4–6× on a
-	// loaded machine (docs/security.md "Abuse limits", TestBrowserEnterPoW).
+	// loaded machine (docs/security.md#abuse-limits, TestBrowserEnterPoW).
 	RecommendedEnterPoW = 14
 	// PoWCookie is the pass of a visitor that has solved a challenge:
 	// base64url(16-byte truncated HMAC-SHA256 of its visitor id), with the

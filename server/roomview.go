@@ -14,7 +14,7 @@ type RoomView struct {
 	Epoch    string `json:"epoch,omitempty"`
 	PreQueue string `json:"pre_queue"`
 	// PreQueueDeprecated is PreQueue under its old name, emitted for one
-	// release (CHANGELOG.md "Deprecated") and read when pre_queue is absent
+	// release (CHANGELOG.md#deprecated) and read when pre_queue is absent
 	// (a view from an older server).
 	PreQueueDeprecated string `json:"prequeue"`
 	// Lottery is absent for a room with no lottery seed (fifo).

@@ -156,7 +156,7 @@ func redisCalls(b *testing.B, srv *redistest.Server) (all, scripts int64) {
 func benchSSE(b *testing.B, n int) {
 	ctrl := clientCost(b, n)
 	rs := redistest.Start(b)
-	// The status snapshot on, as docs/performance.md "Measurements" measured it (the opt-in
+	// The status snapshot on, as docs/performance.md#measurements measured it (the opt-in
 	// for lines this large; without it every poll runs the status script).
 	e := newEnv(b, withRedis(rs.Client(b)), withIssuer(func(c *issuer.Config) { c.StatusSnapshot = issuer.SuggestedStatusSnapshot }))
 	e.srv.sseInterval = time.Second

@@ -82,7 +82,7 @@ func TestOpenAPIUnits(t *testing.T) {
 		}
 	})
 	sort.Strings(bad)
-	assert.Empty(t, bad, "docs/http-api.md \"Units\": deprecate the member (with a replacement) or, for a standard's reason, add it to unitExceptions")
+	assert.Empty(t, bad, "docs/http-api.md#units: deprecate the member (with a replacement) or, for a standard's reason, add it to unitExceptions")
 	for key := range unitExceptions {
 		assert.True(t, slices.Contains(used, key), "unitExceptions: %s is not in openapi.json (or no longer looks like a time): drop it", key)
 	}

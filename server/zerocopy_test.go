@@ -24,7 +24,7 @@ import (
 	"github.com/flashgate/flashgate/issuer"
 )
 
-// Invariant 7 (docs/concepts.md "Invariants"): no request's bytes outlive the request. fasthttp
+// Invariant 7 (docs/concepts.md#invariants): no request's bytes outlive the request. fasthttp
 // and fiber hand out strings and slices that alias buffers they reuse for
 // later requests; whatever outlives a request must be a copy. Once (found
 // by test/faults TestStorm) the room id of a room's first enter, kept by the room's enter batcher, the

@@ -76,7 +76,7 @@ func (e *Error) Error() string { return "verifier: " + e.msg }
 // Code returns the error's result code.
 func (e *Error) Code() Code { return e.code }
 
-// Sentinel errors, one per verifier rule (docs/DESIGN.md "Tokens", its verifier rules).
+// Sentinel errors, one per verifier rule (docs/DESIGN.md#tokens, its verifier rules).
 var (
 	ErrTooLarge        = &Error{CodeTooLarge, "token larger than 4 KiB"}
 	ErrMalformed       = &Error{CodeMalformed, "malformed token"}

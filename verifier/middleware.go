@@ -21,7 +21,7 @@ type MiddlewareOptions struct {
 	// Take it from the router's own match (r.PathValue with a ServeMux
 	// pattern), not by parsing r.URL.Path or RawPath: then the product
 	// verified is the one the handler serves, however the path was spelled
-	// (%70roducts, ..%2f, //; see examples/cloudflare-worker/README.md "Paths"
+	// (%70roducts, ..%2f, //; see examples/cloudflare-worker/README.md#paths
 	// for an edge that must match prefixes itself).
 	Product func(*http.Request) string
 	// User returns the user the request is for; nil means the user is not checked.

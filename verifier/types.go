@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Token profile constants (docs/DESIGN.md "Tokens").
+// Token profile constants (docs/DESIGN.md#tokens).
 const (
 	// TokenType is the admission token's typ header (RFC 8725 §3.11 explicit typing).
 	TokenType = "flashgate-admission+jwt"

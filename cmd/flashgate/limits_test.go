@@ -168,7 +168,7 @@ func TestServeAdminTokenMinLength(t *testing.T) {
 // TestServeVisitorPlacesPerAddress: in visitor mode without a proxy header,
 // one client (the TCP peer) takes at most FLASHGATE_ENTER_PER_ADDRESS
 // places per FLASHGATE_ENTER_WINDOW at the defaults: 300 per 10 s, 1,800 a
-// minute (docs/security.md "Abuse limits"); every cookie-less enter is a new visitor
+// minute (docs/security.md#abuse-limits); every cookie-less enter is a new visitor
 // with a new place until then.
 func TestServeVisitorPlacesPerAddress(t *testing.T) {
 	t.Setenv("REDIS_URL", "redis://"+redistest.Start(t).Addr+"/0")

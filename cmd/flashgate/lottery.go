@@ -20,7 +20,7 @@ import (
 	"github.com/flashgate/flashgate/verifier"
 )
 
-// Exit statuses of `flashgate lottery verify`, one per failure (docs/rooms.md "Pre-queue lottery").
+// Exit statuses of `flashgate lottery verify`, one per failure (docs/rooms.md#pre-queue-lottery).
 const (
 	exitReceiptInvalid = 1 // not a receipt the JWKS signed: forged, tampered, an admission token, malformed
 	exitLotteryInput   = 3 // the JWKS or room view could not be read or parsed

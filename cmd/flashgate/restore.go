@@ -15,7 +15,7 @@ import (
 )
 
 // runRestore is `flashgate restore --room R`: internal/restore rebuilds a
-// room lost with Redis's data from the journal (docs/operations.md "Restoring a room").
+// room lost with Redis's data from the journal (docs/operations.md#restoring-a-room).
 // The journal's DSN comes from --dsn or FLASHGATE_JOURNAL_DSN, Redis from
 // serve's REDIS_URL (no embedded Redis: there would be nothing to
 // restore into).

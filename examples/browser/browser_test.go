@@ -105,7 +105,7 @@ func TestBrowserShopperPath(t *testing.T) {
 	br.screenshot("tab2", filepath.Join(shots, "02-second-tab.png"))
 	br.must(nil, "closePage", map[string]any{"page": "tab2"})
 	// Closing the second tab and reloading the first keep the place too (the
-	// page sends no leave on pagehide: docs/browser.md "The waiting-room page").
+	// page sends no leave on pagehide: docs/browser.md#the-waiting-room-page).
 	reloadBefore, err := br.view("tab1", true)
 	require.NoError(t, err)
 	require.NotEmpty(t, deref(reloadBefore.Token))

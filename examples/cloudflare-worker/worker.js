@@ -130,7 +130,7 @@ function readConfig(env) {
 // ---------------------------------------------------------------------------
 // Request plumbing.
 
-// Path spellings (README.md "Paths").
+// Path spellings (README.md#paths).
 //
 // classify reads a request's path twice:
 //   - canonical: RFC 3986 §6.2.2 normalisation (percent-encoded unreserved

@@ -4,7 +4,7 @@
 // at or above a level (FlushOn; flashgate serve uses WARN, so problems are
 // never held back), and at Close. Under load the access log of `flashgate
 // serve` (on by default) made a write syscall per request, 1–3 % of the
-// issuer's CPU (docs/performance.md "Measurements"); buffered, the lines of one interval
+// issuer's CPU (docs/performance.md#measurements); buffered, the lines of one interval
 // share one write.
 //
 // What a crash can lose: the records of at most one interval (INFO and

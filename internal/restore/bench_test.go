@@ -15,7 +15,7 @@ import (
 
 // BenchmarkRestore100k: a room of 100,000 waiting entries (and 1,000 live
 // admissions) read from the journal and written into an empty Redis.
-// docs/operations.md "Restoring a room" quotes its time.
+// docs/operations.md#restoring-a-room quotes its time.
 func BenchmarkRestore100k(b *testing.B) {
 	ctx := context.Background()
 	b.StopTimer()

@@ -1,5 +1,5 @@
 // Package restore rebuilds a room lost with Redis's data from the journal in
-// PostgreSQL (docs/operations.md "Restoring a room"): it reads the room's newest line
+// PostgreSQL (docs/operations.md#restoring-a-room): it reads the room's newest line
 // with journal.Store.RoomState and writes it with issuer.Restore. It is the
 // body of `flashgate restore`, kept out of cmd/ (wiring only) so tests can
 // drive it against real servers.

@@ -1,5 +1,5 @@
 // Package roomkey is the one definition of a waiting room's Redis key names
-// (docs/operations.md "Redis data model"), shared by the issuer (whose scripts take them
+// (docs/operations.md#redis-data-model), shared by the issuer (whose scripts take them
 // as KEYS), the journal consumer (which reads the journal stream) and the
 // simulator (which reads the room's epoch). Every key of a room carries the
 // hash tag {room}, so a script touches one Cluster slot.

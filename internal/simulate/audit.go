@@ -16,7 +16,7 @@ import (
 
 // The lottery audit takes the public path only: the room view, the JWKS and
 // the join receipts buyers were handed, as any buyer or third party could
-// (docs/rooms.md "Pre-queue lottery").
+// (docs/rooms.md#pre-queue-lottery).
 
 // publicLottery is a room's lottery as anyone sees it: the public room view
 // (GET /v1/rooms/{room}) and the issuer's JWKS.

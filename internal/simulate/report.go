@@ -34,7 +34,7 @@ type Report struct {
 	// its slot was (or will be) freed — at the end of the arrival window
 	// (ArrivalWindowMs), or of the session without one. IdleSlotSeconds is
 	// the same in seconds, deprecated in JSON (durations are _ms:
-	// docs/http-api.md "Units"), emitted for one release.
+	// docs/http-api.md#units), emitted for one release.
 	IdleSlotMs      int64   `json:"idle_slot_ms"`
 	IdleSlotSeconds float64 `json:"idle_slot_seconds"`
 	ArrivalWindowMs int64   `json:"arrival_window_ms"` // the room's (0: off)

@@ -85,7 +85,7 @@ func (f *freezer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
-// TestSaleSurvivesRedisLoss (issue 12, docs/operations.md "Durability"): a sale on a
+// TestSaleSurvivesRedisLoss (issue 12, docs/operations.md#durability): a sale on a
 // real redis-server with the journal running; mid-sale redis-server is
 // killed with SIGKILL (no persistence) and restarted empty; the issuer,
 // under FLASHGATE_LOST_ROOMS=await-restore, answers 503 room_lost meanwhile

@@ -5,7 +5,7 @@
 // exchange their waiting token for an admission token, shop for a while
 // and place an order. Some buyers abandon their admission; some misbehave
 // (a tampered token, a token for another product, a replay after their
-// order). The Report checks the invariants of docs/concepts.md "Invariants" from what the
+// order). The Report checks the invariants of docs/concepts.md#invariants from what the
 // servers reported: FIFO admission order, live admissions vs capacity,
 // admissions per minute vs rate, no double admission, no forged token
 // accepted, no order completed twice.
@@ -60,7 +60,7 @@ type Options struct {
 	// off). It has no effect unless shorter than SessionDuration.
 	ArrivalWindow time.Duration
 	// PreQueue is the room's pre-queue order: "fifo" (default) or
-	// "shuffle" (the lottery at opening; docs/rooms.md "Pre-queue lottery").
+	// "shuffle" (the lottery at opening; docs/rooms.md#pre-queue-lottery).
 	PreQueue string
 	// OpensIn opens the room this long after the run starts (the event
 	// window's opens_at): buyers who arrive before it form the pre-queue.
@@ -73,7 +73,7 @@ type Options struct {
 	// and how fast (Report.SoldOut). Zero: never.
 	SoldOutAfter int
 	// PriorityShare is the fraction of buyers holding a priority invite
-	// (docs/rooms.md "Priority lanes and invites"): they enter the room's priority
+	// (docs/rooms.md#priority-lanes-and-invites): they enter the room's priority
 	// lane, admitted before the public line. BypassShare is the fraction
 	// holding a bypass invite (admitted at once when capacity and rate
 	// allow, else the priority lane). Both default 0; the invites are

@@ -13,7 +13,7 @@
 --   3. the seed is set only if none is stored (HSETNX): it never changes once set, so a draw can be
 --      audited against the commitment shown before it (issuer.Stats);
 --   4. the fields are written;
---   5. what the change does to the room's end (docs/rooms.md "The end of a sale"): closed in effect and the
+--   5. what the change does to the room's end (docs/rooms.md#the-end-of-a-sale): closed in effect and the
 --      end not recorded yet: note_end (closed_seq, reason, ended_ms, the keys' expiry); already
 --      recorded: an explicit reason replaces the recorded one, and the expiry follows retention_ms;
 --      delete: deleted_ms = now (once), reason 'deleted' unless the room had already ended (a

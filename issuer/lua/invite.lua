@@ -1,5 +1,5 @@
 -- invite: one user enters with a verified invite (issuer/invite.go checked its
--- signature, type, issuer, audience, room and user; docs/rooms.md "Priority lanes and invites").
+-- signature, type, issuer, audience, room and user; docs/rooms.md#priority-lanes-and-invites).
 -- ARGV[3] = user, ARGV[4] = lane ('priority' or 'bypass'), ARGV[5] = the
 -- invite's id (jti) when it is single use, else '', ARGV[6] = the invite's
 -- expiry (ms), judged here by the room's clock (now_ms).

@@ -5,7 +5,7 @@
 --                   epoch (created with the room; see new_epoch), arrival_ms (0 or absent: no arrival window),
 --                   prequeue ('fifo', absent: fifo, or 'shuffle'), and the pre-queue lottery's (see draw_lottery):
 --                   lottery_seed (secret until the draw), lottery_cutoff, lottery_bits, lottery_ms, lottery_done_ms;
---                   the end of the room (docs/rooms.md "The end of a sale"): closed_seq (the arrival counter when
+--                   the end of the room (docs/rooms.md#the-end-of-a-sale): closed_seq (the arrival counter when
 --                   the room last closed: every entry up to it belongs to a line that closing ended),
 --                   close_reason (sold_out | closed | event_ended | deleted, of that close), ended_ms (when
 --                   the room ended; absent while it is not closed, or its end not recorded yet: note_end),
@@ -31,7 +31,7 @@
 --  13 unclaimed ZSET jti -> claim deadline (ms): admissions not yet claimed by an exchange (the arrival
 --                   window: admit below, the claim in status.lua). Admitted users only: a waiting user
 --                   costs nothing here, a claimed one nothing either.
---  14 priority ZSET user -> arrival seq: the priority lane (docs/rooms.md "Priority lanes and invites"), entered
+--  14 priority ZSET user -> arrival seq: the priority lane (docs/rooms.md#priority-lanes-and-invites), entered
 --                   with an invite (invite.lua); seqs from the same counter as waiting's. The tick admits
 --                   from it before waiting, within the same capacity, rate and batch; a priority user's
 --                   position is its rank here + 1, a public user's ZCARD(priority) + its rank + 1.
@@ -41,7 +41,7 @@
 --                   or bypass), kept until the public line's head passes it (trimmed by the tick). A lane
 --                   entry's seq falls anywhere among the public line's, so the status snapshot (snapshot.lua)
 --                   lists these to answer them exactly instead of interpolating a public place.
---  17 journal  STREAM the room's journal (docs/operations.md "Durability"): one entry per script call that changes
+--  17 journal  STREAM the room's journal (docs/operations.md#durability): one entry per script call that changes
 --                   entries (its events: journal_entry, journal_flush) and per config change (journal_config
 --                   below), read by `flashgate journal run` into PostgreSQL (journal/), which trims what it has
 --                   written (XTRIM MINID). Bounded by XADD MAXLEN ~ journal_maxlen (config; absent: 1,000,000;
@@ -59,7 +59,7 @@
 --           stream's bound, 0: no journal).
 --           Fields are never empty: Lua's split below skips empty ones.
 --
--- Epochs (invariant 6, docs/concepts.md "Invariants"): arrival and admission numbers restart at 1 when Redis loses a
+-- Epochs (invariant 6, docs/concepts.md#invariants): arrival and admission numbers restart at 1 when Redis loses a
 -- room's data, so every id carries the room's epoch, a value created with the room and never
 -- reused: waiting tokens carry it (issuer/waiting.go), admission ids (jti) begin with it, ended
 -- records are keyed by it, and every script compares it with the room's before trusting an id.
@@ -104,7 +104,7 @@ local function new_epoch()
   return s
 end
 
--- The pre-queue lottery (docs/rooms.md "Pre-queue lottery"). In a room with prequeue 'shuffle', everyone
+-- The pre-queue lottery (docs/rooms.md#pre-queue-lottery). In a room with prequeue 'shuffle', everyone
 -- who entered before the room first opened is placed in a uniformly random order, once:
 --   * draw_lottery (from load_config, in the first script of any kind that finds the room open in
 --     effect) records lottery_cutoff = the arrival counter at that moment (seq <= cutoff: entered
@@ -148,7 +148,7 @@ end
 local journal_config -- load_config calls it; defined below
 local draw_lottery -- load_config calls it; defined below, after keep_clock (which it uses)
 
--- The journal (KEY 17; docs/operations.md "Durability", journal/doc.go). The state changes of entries
+-- The journal (KEY 17; docs/operations.md#durability, journal/doc.go). The state changes of entries
 -- a script call makes are one stream entry, written at the end of the call (journal_flush): the
 -- fields kind 'batch', epoch, events, where events holds the call's events in order, one per line
 -- ('\n' between them), each the comma-separated fields kind,seq,user,lane,at,admission,reason,eta
@@ -195,7 +195,7 @@ end
 
 -- journal_config appends a config event: action (create, configure, draw, end, restore) and, as
 -- detail, the whole config hash as a JSON object of strings, without lottery_seed while the lottery
--- is not drawn (the seed stays secret until then: docs/rooms.md "Pre-queue lottery").
+-- is not drawn (the seed stays secret until then: docs/rooms.md#pre-queue-lottery).
 journal_config = function(cfg, action)
   if cfg.journal <= 0 then return end
   journal_flush(cfg)
@@ -222,7 +222,7 @@ end
 -- false: absent), clock_ms and restoring left out (false), and a 24th element, 2: the format (a
 -- copy of another format, an older version's strings, is not used). load_config reads it
 -- and the two with one HMGET of five fields (with epoch: a copy of another epoch than the field's
--- is not used) instead of the 23 (docs/operations.md "Redis data model"), and decodes it without
+-- is not used) instead of the 23 (docs/operations.md#redis-data-model), and decodes it without
 -- a tonumber per field. It is
 -- a cache of the fields, which stay the truth (the admin API, the journal and restore read them):
 -- every script that writes a packed field rewrites it (pack_config), one that finds it missing
@@ -529,7 +529,7 @@ local function note_peak(now)
   return live
 end
 
--- Estimates (docs/rooms.md "Estimated wait"; the rule itself is Go's, issuer/eta.go, so the exact
+-- Estimates (docs/rooms.md#estimated-wait; the rule itself is Go's, issuer/eta.go, so the exact
 -- and the snapshot paths compute it one way). eta_figures gathers the room's figures with
 -- one O(log n) call and no write:
 --   {now_ms, capacity, live, admits, ends, window_ms, session_ms, batch, tick_ms, opens_ms,
@@ -618,7 +618,7 @@ local function eta_shown(cfg, fig, pos, expiry)
   return num(base + math.floor(ms + 0.5))
 end
 
--- Bans (KEYS 11 and 12; docs/rooms.md "Bans"). A ban costs one member in each key
+-- Bans (KEYS 11 and 12; docs/rooms.md#bans). A ban costs one member in each key
 -- per banned user, nothing per waiting user. Counters in stats: banned (bans
 -- set), removed (waiting entries a ban removed from the line).
 local K_BANS, K_BANWHY = KEYS[11], KEYS[12]
@@ -670,7 +670,7 @@ local function ban_user(cfg, user, ends, reason, now)
   return removed, revoked
 end
 
--- The end of a room (docs/rooms.md "The end of a sale"). A room is closed in effect
+-- The end of a room (docs/rooms.md#the-end-of-a-sale). A room is closed in effect
 -- (cfg.state == 'closed') when an operator closed it (close, sold-out, DELETE)
 -- or its event window ended (closes_ms). From that moment every entry still
 -- waiting reads CLOSED (status answers it from the room's state: no write per

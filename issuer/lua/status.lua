@@ -35,7 +35,7 @@ if not cfg then return { 'ERROR', 'unknown_room' } end
 -- 'not_claimed' or 'session_ended' for EXPIRED, the room's close reason for CLOSED, else ''.
 -- total_waiting counts both lanes; a public entry's position counts the whole priority lane
 -- ahead of it.
--- CLOSED (docs/rooms.md "The end of a sale"): an entry of a line that closing ended
+-- CLOSED (docs/rooms.md#the-end-of-a-sale): an entry of a line that closing ended
 -- (closed_line: every entry while the room is closed in effect, and after a
 -- reopening those up to closed_seq) that is still waiting, in either lane, or was
 -- drained from the line (no admission, no ended record), reads CLOSED with the close

@@ -1,5 +1,5 @@
 // Package consumer is the journal process's core (`flashgate journal run`,
-// docs/operations.md "The journal process"): it reads every room's journal stream from
+// docs/operations.md#the-journal-process): it reads every room's journal stream from
 // Redis with the consumer group flashgate-journal and writes it to the
 // journal in PostgreSQL (package journal's Store). It lives apart from
 // package journal so that the store's users (queries, restore) do not

@@ -19,7 +19,7 @@ type Metrics struct {
 	apply      prometheus.Histogram     // flashgate_journal_apply_seconds
 	errors     *prometheus.CounterVec   // flashgate_journal_errors_total{stage}
 	wait       *prometheus.HistogramVec // flashgate_wait_seconds{room}
-	// Accuracy and fairness (docs/operations.md "Metrics"; Store.ApplyChecked).
+	// Accuracy and fairness (docs/operations.md#metrics; Store.ApplyChecked).
 	estimate   *prometheus.HistogramVec // flashgate_estimate_error_seconds{room}
 	over       *prometheus.CounterVec   // flashgate_estimate_over_seconds_total{room}
 	under      *prometheus.CounterVec   // flashgate_estimate_under_seconds_total{room}

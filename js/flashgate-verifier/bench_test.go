@@ -13,7 +13,7 @@ import (
 	"github.com/flashgate/flashgate/internal/testing/wasmbuild"
 )
 
-// Budgets of issue 10 (docs/performance.md "Measurements"): the package's verify in Node
+// Budgets of issue 10 (docs/performance.md#measurements): the package's verify in Node
 // against native verifier.Verify in the same run.
 const (
 	budgetHost = 2.0 // host crypto ≤ 2× native

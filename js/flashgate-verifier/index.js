@@ -831,7 +831,7 @@ export class Verifier {
 const CREATE = Symbol("Verifier.create");
 
 // ---------------------------------------------------------------------------
-// Join receipts of the pre-queue lottery (README "Join receipts").
+// Join receipts of the pre-queue lottery (README.md#join-receipts).
 
 const RECEIPT_TYPE = "fg-receipt+jwt";
 const ADMISSION_TYPE = "flashgate-admission+jwt";

@@ -11,7 +11,7 @@ const client = createClient({ base: "" });
 // The entry last shown. The page does not leave on pagehide
 // (client.leaveOnPagehide): pagehide cannot tell closing the tab from
 // reloading it, and a reload must keep the place; an admission nobody claims
-// ends with the room's arrival window instead (docs/browser.md "The waiting-room page").
+// ends with the room's arrival window instead (docs/browser.md#the-waiting-room-page).
 let current = token && ["waiting", "paused", "opens", "reconnecting"].includes(d.state) ? { state: "WAITING", waiting_token: token } : null;
 
 const TEXT = {

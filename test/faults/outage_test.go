@@ -19,7 +19,7 @@ import (
 )
 
 // failFastBound is the longest an answer may take once Redis is known down
-// (docs/operations.md "Failure modes").
+// (docs/operations.md#failure-modes).
 const failFastBound = 250 * time.Millisecond
 
 // TestRedisDownFailsFastAndQuietly wires the issuer, its tick loop and the

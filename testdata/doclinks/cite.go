@@ -1,7 +1,7 @@
 package fixture
 
-// README "Read next" resolves; so do docs/guide.md#setup-steps,
-// docs/guide.md "Setup steps" and docs/guide.md#custom.
+// README.md#read-next resolves; so do docs/guide.md#setup-steps and
+// docs/guide.md#custom; code names no section: docs/guide.md "Setup steps".
 // These dangle:
 // README "Scaling"
 // docs/guide.md#gone

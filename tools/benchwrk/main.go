@@ -185,7 +185,7 @@ const (
 var helloKinds = map[string]bool{"hello": true, "ping": true, kindBatchPing: true, kindBatchEnter: true}
 
 // statusSnapshot is the FLASHGATE_STATUS_SNAPSHOT of the status (snapshot)
-// row: issuer.SuggestedStatusSnapshot, the value docs/rooms.md "Estimated wait"
+// row: issuer.SuggestedStatusSnapshot, the value docs/rooms.md#estimated-wait
 // suggests for lines of 100,000s.
 const statusSnapshot = "500ms"
 

@@ -1,5 +1,5 @@
 // Package logtest records log records for tests that count log lines (the
-// "one line per state change, not per request" rule of docs/operations.md "Failure modes").
+// "one line per state change, not per request" rule of docs/operations.md#failure-modes).
 package logtest
 
 import (

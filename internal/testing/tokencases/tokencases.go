@@ -327,7 +327,7 @@ func Build() (*Set, error) {
 	signH := func(h obj) string { return Sign(cur, h.String(), C) }
 
 	// ---- accepted tokens ----------------------------------------------------
-	// The issuer's token shape (docs/DESIGN.md "Tokens").
+	// The issuer's token shape (docs/DESIGN.md#tokens).
 	b.ok("valid", "docs/DESIGN.md Tokens", valid, kid, nil)
 	// Signed by jwx as an independent implementation (header member order and
 	// encoding chosen by jwx, not by us).
