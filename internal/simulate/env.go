@@ -20,7 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/orderservice"
+	"github.com/flashgate/flashgate/examples/orderservice"
 	"github.com/flashgate/flashgate/internal/roomkey"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/journal"

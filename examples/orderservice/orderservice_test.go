@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/orderservice"
+	"github.com/flashgate/flashgate/examples/orderservice"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/verifier"
 )
