@@ -86,15 +86,21 @@ end
 local seqs, lanes, miss, odd, e0 = {}, {}, {}, {}, argv[3]
 local hot, slow = {}, false -- hot[k]: token k is a public one waiting in the drawn line; slow: some is not
 local current = e0 == cfg.epoch
+local claim0 = { e0, true } -- odd[k] of a claim of the call's epoch (the common exchange: "c123")
 for k = 1, nt do
   local ref, s = argv[2 * k + 3], scores[k]
   local seq, mine = tonumber(ref), current
   if not seq then
-    local c, sq, slash, e = string.match(ref, '^(c?)(-?%d+)(/?)(.*)$')
-    seq = tonumber(sq)
-    if slash == '' then e = e0 end
-    odd[k] = { e, c == 'c' }
-    mine = e == cfg.epoch
+    seq = string.byte(ref) == 99 and tonumber(string.sub(ref, 2)) -- 'c': a claim of epoch E
+    if seq then
+      odd[k] = claim0
+    else
+      local c, sq, slash, e = string.match(ref, '^(c?)(-?%d+)(/?)(.*)$')
+      seq = tonumber(sq)
+      if slash == '' then e = e0 end
+      odd[k] = { e, c == 'c' }
+      mine = e == cfg.epoch
+    end
   end
   seqs[k] = seq
   if mine then
@@ -117,6 +123,15 @@ end
 -- every call (these three ≈ 15k redis-server instructions of a status call's 210k).
 -- (The block is not indented, so that its lines stay those of the functions.)
 local status, index, expiry, due
+-- The claims of the call leave the unclaimed set in one ZREM (unclaim_flush), the first write of
+-- the call, before its journal entry: a freeing write first, as keep_clock needs.
+local unclaim = {}
+local function unclaim_flush()
+  if #unclaim == 0 then return end
+  call('ZREM', K_UNCLAIMED, unpack(unclaim))
+  unclaim = {}
+  keep_clock(cfg, clock())
+end
 if slow then
 
 -- result appends the reply of a token that does not wait; waiting the reply of one WAITING at pos
@@ -138,6 +153,13 @@ local function waiting(seq, pos, lane)
 end
 
 index, expiry, due = {}, {}, {} -- user -> jti, jti -> expiry, jti -> claim deadline (read below)
+-- own: does admission id j name entry seq of this epoch (seq_of(cfg, j) == seq, without its
+-- pattern match: a jti is "<epoch>.<seq>.<admno>.<admitted_ms>", and seq an integer, so the
+-- prefix "<epoch>.<seq>." names it).
+local epfx = cfg.epoch .. '.'
+local function own(j, seq)
+  return j and string.find(j, epfx .. num(seq) .. '.', 1, true) == 1
+end
 -- status answers one token; lane is the lane whose score names its entry (read below), or nil.
 status = function(user, seq, epoch, claim, lane)
   -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
@@ -156,7 +178,9 @@ status = function(user, seq, epoch, claim, lane)
   end
   local now = clock()
   local j = index[user]
-  if j and seq_of(cfg, j) == seq then
+  local mine = own(j, seq) and j or '' -- the index names this entry's admission only while it is the
+  -- user's current one; after a re-entry it names the new admission, not ours
+  if mine ~= '' then
     local e = expiry[j]
     if e then
       local d = tonumber(due[j])
@@ -164,19 +188,15 @@ status = function(user, seq, epoch, claim, lane)
       if tonumber(e) <= now then return result(seq, 'EXPIRED', j, tonumber(e), 0, 'session_ended') end
       if claim then
         if d then
-          redis.call('ZREM', K_UNCLAIMED, j)
+          unclaim[#unclaim + 1] = j -- one ZREM for the call's claims, before its journal entry
           due[j] = false -- claimed: a repeated claim in this call finds it gone, as a later call would
-          keep_clock(cfg, now)
+          if (cfg.journal_n or 0) == JOURNAL_BATCH_MAX - 1 then unclaim_flush() end -- (its first write: see keep_clock)
         end
         journal_entry(cfg, 'exchanged', seq, now, user, '', j)
       end
       return result(seq, 'ACTIVE', j, tonumber(e))
     end
   end
-  -- The index names this entry's admission only while it is the user's
-  -- current one; after a re-entry it names the new admission, not ours.
-  local mine = ''
-  if j and seq_of(cfg, j) == seq then mine = j end
   local kind, at = ended(cfg, seq)
   if kind == 'C' then return result(seq, 'COMPLETED', mine, at) end
   if kind == 'R' then
@@ -230,5 +250,6 @@ for k = 1, nt do
   end
 end
 out[4] = fig or {}
+unclaim_flush()
 journal_flush(cfg)
 return out
