@@ -118,19 +118,27 @@ end
 -- upvalues' lookup on every call (these three ≈ 15k redis-server instructions of a status call's
 -- 210k).
 -- (The block is not indented, so that its lines stay those of the functions.)
-local status, unclaim_flush
+local status, flush
 local tj, te, td -- token k -> its user's admission (the index), its expiry, its claim deadline
 if slow then
 
 tj, te, td = {}, {}, {}
--- The claims of the call leave the unclaimed set in one ZREM (unclaim_flush), the first write of
--- the call, before its journal entry: a freeing write first, as keep_clock needs.
-local unclaim, taken = {}, {} -- jtis to ZREM; jti -> claimed by this call
-unclaim_flush = function()
-  if #unclaim == 0 then return end
-  call('ZREM', K_UNCLAIMED, unpack(unclaim))
-  unclaim = {}
-  keep_clock(cfg, clock())
+-- The call's writes, its claims', in flush: the claimed admissions leave the unclaimed set in one
+-- ZREM, the first write (a freeing one, as keep_clock needs), then their 'exchanged' events go
+-- to the journal: journal_entry's lines (kind,seq,user,lane,at,admission,reason,eta), made here
+-- from the seq's digits and the time formatted once, in entries of at most JOURNAL_BATCH_MAX
+-- (journal_flush). Nothing else in this script journals.
+local unclaim, taken, events, at = {}, {}, {}, nil -- jtis to ZREM; jti -> claimed by this call; event lines; now, formatted
+flush = function()
+  if #unclaim > 0 then
+    call('ZREM', K_UNCLAIMED, unpack(unclaim))
+    unclaim = {}
+    keep_clock(cfg, clock())
+  end
+  if #events > 0 then
+    cfg.journal_buf, cfg.journal_n, events = events, #events, {}
+    journal_flush(cfg)
+  end
 end
 
 -- result appends the reply of a token that does not wait; waiting the reply of one WAITING at pos
@@ -194,10 +202,14 @@ status = function(k, user, seq, sd, epoch, claim, lane)
       if claim then
         if d then
           taken[j] = true
-          unclaim[#unclaim + 1] = j -- one ZREM for the call's claims, before its journal entry
-          if (cfg.journal_n or 0) == JOURNAL_BATCH_MAX - 1 then unclaim_flush() end -- (its first write: see keep_clock)
+          unclaim[#unclaim + 1] = j
         end
-        journal_entry(cfg, 'exchanged', sd, now, user, '', j)
+        if cfg.journal > 0 then
+          at = at or num(now)
+          local m = #events + 1
+          events[m] = 'exchanged,' .. sd .. ',' .. user .. ',,' .. at .. ',' .. j .. ',,'
+          if m >= JOURNAL_BATCH_MAX then flush() end
+        end
       end
       return result(seq, 'ACTIVE', j, e)
     end
@@ -259,6 +271,5 @@ for k = 1, nt do
   end
 end
 out[4] = fig or {}
-if unclaim_flush then unclaim_flush() end
-journal_flush(cfg)
+if flush then flush() end
 return out
