@@ -98,11 +98,11 @@ for k = 1, nt do
   end
   seqs[k] = seq
   if mine then
-    if s then
+    if s and s ~= ref then -- (s == ref: the score, as Redis writes it (%.17g), is the seq's digits)
       s = tonumber(s)
       if s < 0 then s = seq_of_score(cfg, s) end -- a drawn entry's lottery score
     end
-    if s and s == seq then
+    if s and (s == ref or s == seq) then
       lanes[k] = 'public'
     elseif pscores and pscores[k] and tonumber(pscores[k]) == seq then -- (the priority lane is never drawn: its scores are seqs)
       lanes[k] = 'priority'
