@@ -17,7 +17,8 @@
 -- (eta_figures, only when someone in the batch waits; eta_measure when someone waits for
 -- capacity). Per token waiting: one ZRANK (and one ZRANGE when it waits for capacity). The
 -- tokens no lane answers: one HMGET of their index entries and two ZMSCOREs of those admissions
--- (active, unclaimed) per call; per token a claim's journal entry, an ended one's ZMSCORE.
+-- (active, unclaimed) per call, one ZREM of the call's claims and one journal entry of their
+-- events (flush); per token an ended one's ZMSCORE.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 
