@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -232,6 +233,52 @@ func TestStatusBatchIsSequential(t *testing.T) {
 	assert.Equal(t, []flashgate.State{"NOT_FOUND", "NOT_FOUND", "ACTIVE", "ACTIVE", "ACTIVE", "ACTIVE", "WAITING",
 		"WAITING", "WAITING", "COMPLETED", "COMPLETED"}, states)
 	assert.Equal(t, dumpEvents(t, single.rdb, room), dumpEvents(t, batched.rdb, room), "Redis data: one call vs one call per token")
+}
+
+// A call with more claims than one journal entry holds (JOURNAL_BATCH_MAX,
+// 256: lua/prelude.lua) writes them as one call per claim does: every
+// claimed admission leaves the unclaimed set, every exchanged event is
+// journaled in order, in entries of at most 256 events.
+func TestStatusManyClaimsIsSequential(t *testing.T) {
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(1_700_000_000_000)
+	room := redistest.Room("sclaims")
+	cfg := RoomConfig{Capacity: 1000, RatePerMinute: 10_000_000, SessionDuration: time.Minute,
+		ArrivalWindow: 5 * time.Second, State: RoomOpen}
+	batched, single := twins(t, room, cfg, &now)
+	users := make([]any, 300)
+	for i := range users {
+		users[i] = "u" + strconv.Itoa(i)
+	}
+	var es []scriptEntry
+	for _, w := range []twin{batched, single} {
+		got, err := w.is.enterUsers(ctx, room, users...)
+		require.NoError(t, err)
+		es = got
+	}
+	now.Add(1000)
+	var items []statusItem
+	for i, e := range es {
+		require.Equal(t, flashgate.StateActive, e.state)
+		items = append(items, statusItem{user: users[i].(string), seq: e.seq, epoch: "e0", claim: true})
+	}
+	items = append(items, items[0], items[299]) // repeated claims, after the first journal entry
+	_, states := batchedVsAlone(t, batched, single, room, items)
+	for i, st := range states {
+		require.Equal(t, flashgate.StateActive, st, "item %d", i)
+	}
+	assert.Equal(t, dumpEvents(t, single.rdb, room), dumpEvents(t, batched.rdb, room), "Redis data: one call vs one call per token")
+	n, err := batched.rdb.ZCard(ctx, roomKeys(room)[12]).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "every claim took its admission out of the unclaimed set")
+	entries, err := batched.rdb.XRange(ctx, roomKeys(room)[16], "-", "+").Result()
+	require.NoError(t, err)
+	var sizes []int
+	for _, x := range entries {
+		sizes = append(sizes, len(strings.Split(x.Values["events"].(string), "\n")))
+	}
+	assert.Equal(t, []int{256, 256, 88, 256, 46}, sizes, "the enter's 600 events (entered, admitted), then the claims' 302 in two entries")
 }
 
 // batchedVsAlone runs items in one status script call on batched and one

@@ -1,6 +1,7 @@
 package issuer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	mrand "math/rand/v2"
@@ -329,17 +330,20 @@ func (is *Issuer) statusOrClaim(ctx context.Context, room, user, tok string, ref
 // Errors: the script's whole-call errors (flashgate.ErrUnknownRoom, or
 // flashgate.ErrRoomLost as lostRoom maps it), flashgate.ErrUnavailable.
 func (is *Issuer) statusItems(ctx context.Context, room string, items []statusItem) ([]outcome[scriptEntry], error) {
-	args := make([]any, 0, 1+2*len(items))
+	args := make([]any, 2, 2+2*len(items))
 	epoch := ""
 	if len(items) > 0 {
 		epoch = items[0].epoch
 	}
-	args = append(args, epoch)
+	var mask []byte // ARGV[4]: 'c' at byte k when token k claims ("": none does)
 	claims := 0
-	for _, it := range items {
+	for k, it := range items {
 		ref := strconv.FormatInt(it.seq, 10)
 		if it.claim {
-			ref = "c" + ref
+			if mask == nil {
+				mask = bytes.Repeat([]byte{'-'}, len(items))
+			}
+			mask[k] = 'c'
 			claims++
 		}
 		if it.epoch != epoch {
@@ -347,6 +351,7 @@ func (is *Issuer) statusItems(ctx context.Context, room string, items []statusIt
 		}
 		args = append(args, it.user, ref)
 	}
+	args[0], args[1] = epoch, string(mask)
 	if claims < len(items) {
 		is.batchStats.status.add(len(items) - claims)
 	}

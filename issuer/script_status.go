@@ -7,9 +7,9 @@ import (
 // statusScript is lua/status.lua (with the prelude definitions it uses). KEYS: the room keys it
 // uses, statusKeys (assembleKeys: indices into roomKeys, lua/prelude.lua's layout; fewer keys, less
 // per call). ARGV[1] = now (ms, "": Redis TIME), ARGV[2] = "" (no create policy), ARGV[3] = the
-// call's epoch (its first token's); per token two more: user, and ref: the arrival seq, prefixed
-// with "c" to claim (exchange), followed by "/" and the token's epoch when it is not the call's
-// (statusItems).
+// call's epoch (its first token's), ARGV[4] = the claims ("c" at byte k: token k claims, an
+// exchange; "": no claim); per token two more: user, and ref: the arrival seq, followed by "/" and
+// the token's epoch when it is not the call's (statusItems).
 var statusScript, statusKeys = loadScriptKeys("status")
 
 // decodeStatusBatch decodes the status script's reply for n tokens

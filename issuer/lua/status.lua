@@ -1,8 +1,10 @@
--- status: ARGV[3] = the call's epoch (E: its first token's, issuer/entry.go statusItems), then per token two
--- ARGV: user, and ref: the arrival seq from the (already authenticated) waiting token, prefixed
--- with 'c' to claim the admission (exchange), and followed by '/' and the token's epoch when it
--- is not E ("123": a status of epoch E, "c123/k2x0": a claim of epoch k2x0; two ARGV a token,
--- not four: Redis makes a Lua string of each ARGV on every call). One script
+-- status: ARGV[3] = the call's epoch (E: its first token's, issuer/queue.go statusItems), ARGV[4] =
+-- the call's claims ('c' at byte k: token k claims its admission, an exchange; any other byte, or
+-- none, a status: "" for a call of statuses), then per token two ARGV: user, and ref: the arrival
+-- seq from the (already authenticated) waiting token, in decimal as Go's strconv writes it,
+-- followed by '/' and the token's epoch when it is not E ("123": epoch E, "123/k2x0": epoch k2x0;
+-- two ARGV a token, not four: Redis makes a Lua string of each ARGV on every call; the claims in
+-- one string, so a claim's seq is the same string as its admission id's digits). One script
 -- call per batch of concurrent exact statuses and exchanges for the room (issuer/batch.go).
 -- Each token is answered exactly as if it had run alone, in ARGV order.
 -- Read-mostly: it never admits or cleans up. A claim is its one write: an ACTIVE
@@ -15,7 +17,8 @@
 -- (eta_figures, only when someone in the batch waits; eta_measure when someone waits for
 -- capacity). Per token waiting: one ZRANK (and one ZRANGE when it waits for capacity). The
 -- tokens no lane answers: one HMGET of their index entries and two ZMSCOREs of those admissions
--- (active, unclaimed) per call; per token a claim's journal entry, an ended one's ZMSCORE.
+-- (active, unclaimed) per call, one ZREM of the call's claims and one journal entry of their
+-- events (flush); per token an ended one's ZMSCORE.
 local cfg = load_config(false)
 if not cfg then return { 'ERROR', 'unknown_room' } end
 
@@ -69,7 +72,7 @@ if not open then closed_to = math.huge end
 -- Every token's scores in both lanes, read once (a claim changes neither lane).
 local argv, call = ARGV, redis.call -- (locals: a global is a table lookup at every use)
 local users, nt = {}, 0
-for i = 4, #argv - 1, 2 do
+for i = 5, #argv - 1, 2 do
   nt = nt + 1
   users[nt] = argv[i]
 end
@@ -78,46 +81,66 @@ if nt > 0 then
   scores = call('ZMSCORE', K_WAITING, unpack(users))
   if npri > 0 then pscores = call('ZMSCORE', K_PRIORITY, unpack(users)) end
 end
--- The tokens neither lane answers (admitted, ended, of another entry): their users' index entries
--- (one HMGET), and those admissions' expiries and claim deadlines (one ZMSCORE each), read once;
--- the claims of this call are its only writes and update due.
--- Each token's seq, epoch, claim and the lane whose score names its entry are worked out once,
--- here: a plain ref is the seq (tonumber), any other is parsed (odd: k -> {epoch, claim}).
-local seqs, lanes, miss, odd, e0 = {}, {}, {}, {}, argv[3]
+-- Each token's seq, epoch and the lane whose score names its entry are worked out once, here: a
+-- ref is the seq (tonumber), or the seq, '/' and the token's epoch (odd: k -> {epoch, seq's
+-- digits}); token k claims when byte k of ARGV[4] is 'c'. The tokens no lane answers are missed
+-- (miss: their users; mk: their token numbers).
+local seqs, lanes, miss, mk, odd, e0, claims = {}, {}, {}, {}, {}, argv[3], argv[4]
 local hot, slow = {}, false -- hot[k]: token k is a public one waiting in the drawn line; slow: some is not
 local current = e0 == cfg.epoch
 for k = 1, nt do
-  local ref, s = argv[2 * k + 3], scores[k]
+  local ref, s = argv[2 * k + 4], scores[k]
   local seq, mine = tonumber(ref), current
   if not seq then
-    local c, sq, slash, e = string.match(ref, '^(c?)(-?%d+)(/?)(.*)$')
+    local sq, e = string.match(ref, '^(-?%d+)/(.*)$')
     seq = tonumber(sq)
-    if slash == '' then e = e0 end
-    odd[k] = { e, c == 'c' }
+    odd[k] = { e, sq }
     mine = e == cfg.epoch
   end
   seqs[k] = seq
   if mine then
-    if s then
+    if s and s ~= ref then -- (s == ref: the score, as Redis writes it (%.17g), is the seq's digits)
       s = tonumber(s)
       if s < 0 then s = seq_of_score(cfg, s) end -- a drawn entry's lottery score
     end
-    if s and s == seq then
+    if s and (s == ref or s == seq) then
       lanes[k] = 'public'
     elseif pscores and pscores[k] and tonumber(pscores[k]) == seq then -- (the priority lane is never drawn: its scores are seqs)
       lanes[k] = 'priority'
     else
-      miss[#miss + 1] = users[k]
+      local m = #miss + 1
+      miss[m], mk[m] = users[k], k
     end
   end
   if lanes[k] == 'public' and seq > closed_to and seq > pq_to then hot[k] = true else slow = true end
 end
--- The functions and tables of every token but a hot one (result, waiting, status; index, expiry,
--- due) are made only when a token of the call needs them: a closure costs its upvalues' lookup on
--- every call (these three ≈ 15k redis-server instructions of a status call's 210k).
+-- The functions and tables of every token but a hot one (result, waiting, status; the missed
+-- tokens' admissions) are made only when a token of the call needs them: a closure costs its
+-- upvalues' lookup on every call (these three ≈ 15k redis-server instructions of a status call's
+-- 210k).
 -- (The block is not indented, so that its lines stay those of the functions.)
-local status, index, expiry, due
+local status, flush
+local tj, te, td -- token k -> its user's admission (the index), its expiry, its claim deadline
 if slow then
+
+tj, te, td = {}, {}, {}
+-- The call's writes, its claims', in flush: the claimed admissions leave the unclaimed set in one
+-- ZREM, the first write (a freeing one, as keep_clock needs), then their 'exchanged' events go
+-- to the journal: journal_entry's lines (kind,seq,user,lane,at,admission,reason,eta), made here
+-- from the seq's digits and the time formatted once, in entries of at most JOURNAL_BATCH_MAX
+-- (journal_flush). Nothing else in this script journals.
+local unclaim, taken, events, at = {}, {}, {}, nil -- jtis to ZREM; jti -> claimed by this call; event lines; now, formatted
+flush = function()
+  if #unclaim > 0 then
+    call('ZREM', K_UNCLAIMED, unpack(unclaim))
+    unclaim = {}
+    keep_clock(cfg, clock())
+  end
+  if #events > 0 then
+    cfg.journal_buf, cfg.journal_n, events = events, #events, {}
+    journal_flush(cfg)
+  end
+end
 
 -- result appends the reply of a token that does not wait; waiting the reply of one WAITING at pos
 -- (0: in the pre-queue, place not drawn yet) in lane, with the position's expiry (the room's
@@ -137,9 +160,19 @@ local function waiting(seq, pos, lane)
   n = n + 5
 end
 
-index, expiry, due = {}, {}, {} -- user -> jti, jti -> expiry, jti -> claim deadline (read below)
--- status answers one token; lane is the lane whose score names its entry (read below), or nil.
-status = function(user, seq, epoch, claim, lane)
+-- own: does admission id j name entry seq (its decimal digits sd) of this epoch? (seq_of(cfg, j)
+-- == seq without its pattern match, nor a new string when it does: a jti is
+-- "<epoch>.<seq>.<admno>.<admitted_ms>", and sd, "<epoch>." live strings.)
+local epfx = cfg.epoch .. '.'
+local ne = #epfx
+local function own(j, sd)
+  if not j then return false end
+  local ns = #sd
+  return string.sub(j, 1, ne) == epfx and string.sub(j, ne + 1, ne + ns) == sd and string.byte(j, ne + ns + 1) == 46
+end
+-- status answers token k: its user, seq (its digits sd), epoch and claim; lane is the lane whose
+-- score names its entry (read above), or nil.
+status = function(k, user, seq, sd, epoch, claim, lane)
   -- A token of an earlier epoch names an entry lost with the room's data (invariant 6).
   if epoch ~= cfg.epoch then return result(seq, 'NOT_FOUND', '', 0) end
 
@@ -155,28 +188,33 @@ status = function(user, seq, epoch, claim, lane)
     return waiting(seq, redis.call('ZRANK', K_PRIORITY, user) + 1, 'priority')
   end
   local now = clock()
-  local j = index[user]
-  if j and seq_of(cfg, j) == seq then
-    local e = expiry[j]
+  local j = tj[k]
+  -- The index names this entry's admission only while it is the user's current one; after a
+  -- re-entry it names the new admission, not ours.
+  local mine = own(j, sd) and j or ''
+  if mine ~= '' then
+    local e = te[k]
     if e then
-      local d = tonumber(due[j])
+      e = tonumber(e)
+      local d = td[k]
+      d = d and not taken[j] and tonumber(d) -- claimed by this call: gone, as a later call would find it
       if d and d <= now then return result(seq, 'EXPIRED', j, d, 0, 'not_claimed') end
-      if tonumber(e) <= now then return result(seq, 'EXPIRED', j, tonumber(e), 0, 'session_ended') end
+      if e <= now then return result(seq, 'EXPIRED', j, e, 0, 'session_ended') end
       if claim then
         if d then
-          redis.call('ZREM', K_UNCLAIMED, j)
-          due[j] = false -- claimed: a repeated claim in this call finds it gone, as a later call would
-          keep_clock(cfg, now)
+          taken[j] = true
+          unclaim[#unclaim + 1] = j
         end
-        journal_entry(cfg, 'exchanged', seq, now, user, '', j)
+        if cfg.journal > 0 then
+          at = at or num(now)
+          local m = #events + 1
+          events[m] = 'exchanged,' .. sd .. ',' .. user .. ',,' .. at .. ',' .. j .. ',,'
+          if m >= JOURNAL_BATCH_MAX then flush() end
+        end
       end
-      return result(seq, 'ACTIVE', j, tonumber(e))
+      return result(seq, 'ACTIVE', j, e)
     end
   end
-  -- The index names this entry's admission only while it is the user's
-  -- current one; after a re-entry it names the new admission, not ours.
-  local mine = ''
-  if j and seq_of(cfg, j) == seq then mine = j end
   local kind, at = ended(cfg, seq)
   if kind == 'C' then return result(seq, 'COMPLETED', mine, at) end
   if kind == 'R' then
@@ -194,17 +232,20 @@ status = function(user, seq, epoch, claim, lane)
 end
 
 end -- if slow
+-- The missed tokens: their users' index entries (one HMGET), and those admissions' expiries and
+-- claim deadlines (one ZMSCORE each), read once.
 if #miss > 0 then
-  local js, jl = call('HMGET', K_USERS, unpack(miss)), {}
-  for n, u in ipairs(miss) do
-    if js[n] then
-      index[u] = js[n]
-      jl[#jl + 1] = js[n]
+  local js, jl, jk = call('HMGET', K_USERS, unpack(miss)), {}, {}
+  for m = 1, #miss do
+    local j = js[m]
+    if j then
+      local i = #jl + 1
+      tj[mk[m]], jl[i], jk[i] = j, j, mk[m]
     end
   end
   if #jl > 0 then
     local e, d = call('ZMSCORE', K_ACTIVE, unpack(jl)), call('ZMSCORE', K_UNCLAIMED, unpack(jl))
-    for n, j in ipairs(jl) do expiry[j], due[j] = e[n], d[n] end
+    for i = 1, #jl do te[jk[i]], td[jk[i]] = e[i], d[i] end
   end
 end
 -- The hot path, a public token waiting in the drawn line, inline: its ZRANK and its reply, with
@@ -225,10 +266,11 @@ for k = 1, nt do
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = 'WAITING', seq, pos, 'public', ex
     n = n + 5
   else
-    local o = odd[k]
-    if o then status(users[k], seq, o[1], o[2], lanes[k]) else status(users[k], seq, e0, false, lanes[k]) end
+    local o, ref = odd[k], argv[2 * k + 4]
+    local claim = string.byte(claims, k) == 99
+    if o then status(k, users[k], seq, o[2], o[1], claim, lanes[k]) else status(k, users[k], seq, ref, e0, claim, lanes[k]) end
   end
 end
 out[4] = fig or {}
-journal_flush(cfg)
+if flush then flush() end
 return out
