@@ -59,13 +59,46 @@ func TestScriptsDefineWhatTheyCall(t *testing.T) {
 func TestAssembleTakesOnlyWhatIsUsed(t *testing.T) {
 	src := assemble(prelude, mustRead("lua/leave.lua"))
 	assert.Contains(t, src, "local function load_config(")
-	assert.Contains(t, src, "local journal_config") // the forward declaration load_config needs…
+	assert.Contains(t, src, "local journal_config") // the forward declaration draw_lottery needs…
 	assert.Contains(t, src, "journal_config = function")
-	assert.Less(t, strings.Index(src, "local journal_config"), strings.Index(src, "local function load_config("))
+	assert.Less(t, strings.Index(src, "local journal_config"), strings.Index(src, "journal_config = function"))
 	assert.NotContains(t, src, "local function ban_user(")
 	assert.NotContains(t, src, "local function eta_expiry(")
 	all := mustRead("lua/prelude.lua")
 	assert.Less(t, len(assemble(prelude, mustRead("lua/status.lua"))), len(all)+len(mustRead("lua/status.lua")))
+}
+
+// TestColdPiecesAreDefinedOnlyWhenCalled: a piece hot code calls only as
+// cold().name is defined inside the loader (its closure created on the
+// loader's first call, not on every call), after every hot piece it may
+// name; one hot code names plainly stays at the top level; the loader
+// exports every name called through it.
+func TestColdPiecesAreDefinedOnlyWhenCalled(t *testing.T) {
+	src := assemble(prelude, mustRead("lua/status.lua"))
+	loader := strings.Index(src, "cold = function()")
+	require.Positive(t, loader, "status has a loader")
+	for _, f := range []string{"local function pack_fields(", "local function config_fields(", "draw_lottery = function(",
+		"local function new_epoch(", "local function read_config_fields("} {
+		assert.Greater(t, strings.Index(src, f), loader, "%s is cold in status", f)
+	}
+	for _, f := range []string{"local function load_config(", "local function now_ms(", "local function keep_clock("} {
+		i := strings.Index(src, f)
+		assert.True(t, i >= 0 && i < loader, "%s is hot in status", f)
+	}
+	assert.Contains(t, src, "COLD = {config_fields = config_fields, draw_lottery = draw_lottery, journal_config = journal_config}")
+	// The tick calls pack_config and journal_config itself: hot there, and exported as they are.
+	tick := assemble(prelude, mustRead("lua/tick.lua"))
+	loader = strings.Index(tick, "cold = function()")
+	assert.Less(t, strings.Index(tick, "journal_config = function("), loader)
+	assert.Less(t, strings.Index(tick, "local function pack_config("), loader)
+	// A script calling no cold piece has no loader.
+	assert.NotContains(t, assemble(prelude, "return num(1)"), "cold")
+	assert.Panics(t, func() { assemble(prelude, "return cold().no_such_piece()") })
+	// Every piece the loader defines is named in the loader only.
+	a := needed(prelude, mustRead("lua/enter.lua"))
+	for i := range prelude {
+		assert.False(t, a.hot[i] && a.cold[i], "piece %v both hot and cold", prelude[i].defines)
+	}
 }
 
 // TestScriptsFlushTheirJournal: journal_entry only collects a call's entry

@@ -295,6 +295,42 @@ local function clear_freed()
   redis.call('PERSIST', K_JOURNAL)
 end
 
+-- config_fields is load_config's path without a usable packed copy (h: its HMGET): the config
+-- from its fields (config_numbers), the room created from ARGV[2] when missing and allowed (or a
+-- freed room reused: reuse_freed), an epoch drawn when missing, and the packed copy written.
+-- Returns the fields (read_config_fields' order) and 1 if it created the room, else 0; nil, 0 for
+-- an unknown room.
+local function config_fields(h, allow_create, reuse_freed)
+  local c
+  if h[5] and reuse_freed then
+    if not allow_create or ARGV[2] == '' then return nil, 0 end
+    reuse_freed()
+    c = {}
+  else
+    c = config_numbers(read_config_fields())
+  end
+  local created = 0
+  if not c[1] then
+    if not allow_create or ARGV[2] == '' then return nil, 0 end
+    local p = {}
+    for f in string.gmatch(ARGV[2], '[^,]+') do p[#p + 1] = f end
+    local auto = (p[12] == '1') and '1' or '0'
+    c = { p[1], p[2], p[3], p[4], p[5], p[6], false, p[7], p[8], new_epoch(), p[9] or '0', p[10] or 'fifo',
+      false, false, false, false, false, false, false, auto, false, p[13] or '1000000', false }
+    redis.call('HSET', K_CONFIG, 'state', c[1], 'capacity', c[2], 'rate', c[3],
+      'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6], 'opens_ms', c[8], 'closes_ms', c[9], 'epoch', c[10],
+      'arrival_ms', c[11], 'prequeue', c[12], 'auto', auto, 'journal_maxlen', c[22])
+    if c[12] == 'shuffle' and p[11] and p[11] ~= '-' then redis.call('HSET', K_CONFIG, 'lottery_seed', p[11]) end
+    config_numbers(c)
+    created = 1
+  elseif not c[10] then
+    c[10] = new_epoch()
+    redis.call('HSET', K_CONFIG, 'epoch', c[10])
+  end
+  pack_fields(c)
+  return c, created
+end
+
 -- load_config returns the room's config table and whether this call created
 -- the room, or nil for an unknown room. With allow_create and a policy in
 -- ARGV[2], a missing room is created from it (a new room, or one restored
@@ -318,42 +354,19 @@ local function load_config(allow_create, reuse_freed)
   -- other script until the restore's last call: every one fails with a RESTORING error, which the
   -- issuer answers as room_lost (503, retry), so nobody reads a half-written line as NOT_FOUND.
   if h[3] then error({ err = 'RESTORING the waiting room is being restored from the journal; retry' }) end
-  local c, repack
-  if h[5] and reuse_freed then
-    if not allow_create or ARGV[2] == '' then return nil, 0 end
-    reuse_freed()
-    c = {}
-  else
-    if h[1] then
-      c = cjson.decode(h[1])
-      if c[24] == 2 then c[7] = tonumber(h[2]) or false else c = nil end
-    end
-    -- No packed copy (written by an older version, or dropped by a config write), or one of
-    -- another format or epoch than the field's (written around the scripts): the fields.
-    if not c or c[10] ~= h[4] then
-      c = config_numbers(read_config_fields())
-      repack = true
-    end
+  local c
+  if h[1] and not (h[5] and reuse_freed) then
+    c = cjson.decode(h[1])
+    if c[24] == 2 and c[10] == h[4] then c[7] = tonumber(h[2]) or false else c = nil end
   end
   local created = 0
-  if not c[1] then
-    if not allow_create or ARGV[2] == '' then return nil, 0 end
-    local p = {}
-    for f in string.gmatch(ARGV[2], '[^,]+') do p[#p + 1] = f end
-    local auto = (p[12] == '1') and '1' or '0'
-    c = { p[1], p[2], p[3], p[4], p[5], p[6], false, p[7], p[8], new_epoch(), p[9] or '0', p[10] or 'fifo',
-      false, false, false, false, false, false, false, auto, false, p[13] or '1000000', false }
-    redis.call('HSET', K_CONFIG, 'state', c[1], 'capacity', c[2], 'rate', c[3],
-      'session_ms', c[4], 'batch', c[5], 'tick_ms', c[6], 'opens_ms', c[8], 'closes_ms', c[9], 'epoch', c[10],
-      'arrival_ms', c[11], 'prequeue', c[12], 'auto', auto, 'journal_maxlen', c[22])
-    if c[12] == 'shuffle' and p[11] and p[11] ~= '-' then redis.call('HSET', K_CONFIG, 'lottery_seed', p[11]) end
-    config_numbers(c)
-    created = 1
-  elseif not c[10] then
-    c[10] = new_epoch()
-    redis.call('HSET', K_CONFIG, 'epoch', c[10])
+  -- No packed copy (written by an older version, or dropped by a config write), one of another
+  -- format or epoch than the field's (written around the scripts), or a freed room to reuse:
+  -- the fields (config_fields, cold: not on a packed room's path).
+  if not c then
+    c, created = cold().config_fields(h, allow_create, reuse_freed)
+    if not c then return nil, 0 end
   end
-  if repack or created == 1 then pack_fields(c) end
   -- (c holds numbers already: config_numbers, or the packed copy; x or nil: false reads as nil.)
   local cfg = { state = c[1], configured = c[1], capacity = c[2] or nil, rate = c[3] or nil,
     session = c[4] or nil, batch = c[5] or nil, tick = c[6] or nil, clock = c[7] or 0,
@@ -363,7 +376,7 @@ local function load_config(allow_create, reuse_freed)
     closed_seq = c[16] or 0, close_reason = c[17] or '', ended = c[18] or 0,
     deleted = c[19] or 0, auto = c[20] == '1', retention = c[21] or 0,
     journal = c[22] or 1000000 }
-  if created == 1 then journal_config(cfg, 'create') end
+  if created == 1 then cold().journal_config(cfg, 'create') end
   if (cfg.opens > 0 or cfg.closes > 0) and cfg.state ~= 'closed' then
     local now = now_ms(cfg)
     if cfg.closes > 0 and now >= cfg.closes then
@@ -372,7 +385,7 @@ local function load_config(allow_create, reuse_freed)
       cfg.state = 'paused'
     end
   end
-  if cfg.state == 'open' and cfg.prequeue == 'shuffle' and not cfg.cutoff then draw_lottery(cfg) end
+  if cfg.state == 'open' and cfg.prequeue == 'shuffle' and not cfg.cutoff then cold().draw_lottery(cfg) end
   return cfg, created
 end
 
