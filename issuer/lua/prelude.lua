@@ -221,8 +221,8 @@ end
 -- read_config_fields reads, by its index, as config_numbers makes them (numbers as JSON numbers,
 -- false: absent), clock_ms and restoring left out (false), and a 24th element, 2: the format (a
 -- copy of another format, an older version's strings, is not used). load_config reads it
--- and the two with one HMGET of five fields (with epoch: a copy of another epoch than the field's
--- is not used) instead of the 23 (docs/operations.md#redis-data-model), and decodes it without
+-- with clock_ms and epoch (a copy of another epoch than the field's is not used), and freed in
+-- the scripts that reuse a freed room, in one HMGET of three or four fields instead of the 23 (docs/operations.md#redis-data-model), and decodes it without
 -- a tonumber per field. It is
 -- a cache of the fields, which stay the truth (the admin API, the journal and restore read them):
 -- every script that writes a packed field rewrites it (pack_config), one that finds it missing
@@ -295,19 +295,19 @@ local function clear_freed()
   redis.call('PERSIST', K_JOURNAL)
 end
 
--- config_fields is load_config's path without a usable packed copy (h: its HMGET): the config
--- from its fields (config_numbers), the room created from ARGV[2] when missing and allowed (or a
--- freed room reused: reuse_freed), an epoch drawn when missing, and the packed copy written.
--- Returns the fields (read_config_fields' order) and 1 if it created the room, else 0; nil, 0 for
--- an unknown room.
-local function config_fields(h, allow_create, reuse_freed)
-  local c
-  if h[5] and reuse_freed then
+-- config_fields is load_config's path without a usable packed copy (freed: the room's 'freed'
+-- field, read only by a script that reuses a freed room): the config from its fields
+-- (config_numbers; a room mid-restore raises RESTORING, see load_config), the room created
+-- from ARGV[2] when missing and allowed (or a freed room reused: reuse_freed), an epoch drawn
+-- when missing, and the packed copy written. Returns the fields (read_config_fields' order)
+-- and 1 if it created the room, else 0; nil, 0 for an unknown room.
+local function config_fields(freed, allow_create, reuse_freed)
+  local c = config_numbers(read_config_fields())
+  if c[23] then error({ err = 'RESTORING the waiting room is being restored from the journal; retry' }) end
+  if freed and reuse_freed then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
     reuse_freed()
     c = {}
-  else
-    c = config_numbers(read_config_fields())
   end
   local created = 0
   if not c[1] then
@@ -349,22 +349,29 @@ end
 -- names no KEYS, so a script that never reuses a freed room takes only the keys it uses:
 -- issuer/prelude.go assembleKeys.)
 local function load_config(allow_create, reuse_freed)
-  local h = redis.call('HMGET', K_CONFIG, 'packed', 'clock_ms', 'restoring', 'epoch', 'freed')
   -- A room being restored (restore.lua: its line is written in several calls) is not read by any
   -- other script until the restore's last call: every one fails with a RESTORING error, which the
   -- issuer answers as room_lost (503, retry), so nobody reads a half-written line as NOT_FOUND.
-  if h[3] then error({ err = 'RESTORING the waiting room is being restored from the journal; retry' }) end
+  -- A packed copy means no restore: restore.lua drops it in the call that sets restoring, and
+  -- pack_fields writes none while restoring is set; so restoring is read (config_fields) only
+  -- without one, and freed only by a script that reuses a freed room (three fields, or four).
+  local h
+  if reuse_freed then
+    h = redis.call('HMGET', K_CONFIG, 'packed', 'clock_ms', 'epoch', 'freed')
+  else
+    h = redis.call('HMGET', K_CONFIG, 'packed', 'clock_ms', 'epoch')
+  end
   local c
-  if h[1] and not (h[5] and reuse_freed) then
+  if h[1] and not h[4] then
     c = cjson.decode(h[1])
-    if c[24] == 2 and c[10] == h[4] then c[7] = tonumber(h[2]) or false else c = nil end
+    if c[24] == 2 and c[10] == h[3] then c[7] = tonumber(h[2]) or false else c = nil end
   end
   local created = 0
   -- No packed copy (written by an older version, or dropped by a config write), one of another
   -- format or epoch than the field's (written around the scripts), or a freed room to reuse:
   -- the fields (config_fields, cold: not on a packed room's path).
   if not c then
-    c, created = cold().config_fields(h, allow_create, reuse_freed)
+    c, created = cold().config_fields(h[4], allow_create, reuse_freed)
     if not c then return nil, 0 end
   end
   -- (c holds numbers already: config_numbers, or the packed copy; x or nil: false reads as nil.)
