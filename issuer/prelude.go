@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/flashgate/flashgate/internal/roomkey"
 )
 
 // The prelude (lua/prelude.lua) is a library of top-level definitions the
@@ -113,6 +115,9 @@ func coldRefs(src string) (names []string, rest string) {
 func assemble(pieces []preludePiece, body string) string {
 	a := needed(pieces, body)
 	var b strings.Builder
+	if luaIdents(body)["ROOM_KEYS"] {
+		b.WriteString("local ROOM_KEYS = " + strconv.Itoa(len(roomkey.All(""))) + "\n")
+	}
 	b.WriteString(a.coldHead())
 	for i, p := range pieces {
 		if a.hot[i] {
@@ -250,16 +255,22 @@ func keyBinding(p preludePiece) map[string]int {
 	return out
 }
 
+// reScriptKey matches a script's own key, one it takes after the room's:
+// KEYS[ROOM_KEYS + i] (ROOM_KEYS: how many room keys it takes, defined by
+// assemble and assembleKeys).
+var reScriptKey = regexp.MustCompile(`KEYS\[ROOM_KEYS\b`)
+
 // assembleKeys is assemble for a script that takes only the room keys it
 // uses instead of all of them (Redis turns every key of an EVALSHA into a
 // Lua string on every call, ≈ 0.1 µs each): the key bindings it needs become
 // one line binding those names to KEYS[1], KEYS[2]… in the room's key order,
 // and keys returns their indices in roomKeys (from 0), the KEYS to pass.
-// It panics if body or a piece it needs names KEYS other than through a
-// binding (such a script takes every key: assemble).
+// The script's own keys, if any, follow them: KEYS[ROOM_KEYS + i]. It
+// panics if body or a piece it needs names KEYS otherwise (such a script
+// takes every key: assemble).
 func assembleKeys(pieces []preludePiece, body string) (src string, keys []int) {
 	a := needed(pieces, body)
-	used := luaIdents(body)
+	used := luaIdents(reScriptKey.ReplaceAllString(body, " ROOM_KEYS "))
 	var b strings.Builder
 	bound := map[string]int{}
 	for i, p := range pieces {
@@ -302,6 +313,9 @@ func assembleKeys(pieces []preludePiece, body string) (src string, keys []int) {
 	head := ""
 	if len(names) > 0 {
 		head = "local " + strings.Join(names, ", ") + " = " + strings.Join(refs, ", ") + "\n"
+	}
+	if used["ROOM_KEYS"] {
+		head += "local ROOM_KEYS = " + strconv.Itoa(len(names)) + "\n"
 	}
 	return head + a.coldHead() + b.String() + a.loader(pieces) + "\n" + body, keys
 }

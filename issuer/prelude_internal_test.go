@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -157,4 +158,15 @@ func TestAssembleKeysTakesOnlyTheKeysUsed(t *testing.T) {
 	assert.Less(t, len(keys), len(all))
 	assert.NotContains(t, names, "K_INVITES")
 	assert.Panics(t, func() { assembleKeys(prelude, "return #KEYS") })
+
+	// A script's own keys follow the room keys it takes: KEYS[ROOM_KEYS + i].
+	src, keys = assembleKeys(prelude, "return redis.call('MGET', K_SEQ, KEYS[ROOM_KEYS + 1])")
+	assert.Equal(t, []int{4}, keys)
+	assert.True(t, strings.HasPrefix(src, "local K_SEQ = KEYS[1]\nlocal ROOM_KEYS = 1\n"), src)
+	assert.Contains(t, assemble(prelude, "return KEYS[ROOM_KEYS + 1]"), "local ROOM_KEYS = 17\n", "assemble: every room key")
+	assert.Panics(t, func() { assembleKeys(prelude, "return KEYS[18]") })
+	src, keys = assembleKeys(prelude, mustRead("lua/complete.lua"))
+	assert.Equal(t, completeKeys, keys)
+	assert.Contains(t, src, "\nlocal ROOM_KEYS = "+strconv.Itoa(len(keys))+"\n")
+	assert.Less(t, len(keys), len(all))
 }

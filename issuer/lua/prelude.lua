@@ -46,7 +46,8 @@
 --                   below), read by `flashgate journal run` into PostgreSQL (journal/), which trims what it has
 --                   written (XTRIM MINID). Bounded by XADD MAXLEN ~ journal_maxlen (config; absent: 1,000,000;
 --                   0: the room writes no journal).
--- complete.lua alone takes more: KEYS[17 + i] = fg:{room}:minted:<jti> of its i-th admission, a STRING
+-- complete.lua alone takes more: KEYS[ROOM_KEYS + i] (after the room keys it takes) = fg:{room}:minted:<jti> of
+--                   its i-th admission, a STRING
 --                   the digest of the admission token the issuer minted for it, expiring with the token
 --                   (lua/minted.lua; read only by complete.lua, never part of the room's state).
 -- ARGV[1] = now in ms, or "" to use Redis TIME (one clock for every replica).
