@@ -127,7 +127,34 @@ func assemble(pieces []preludePiece, body string) string {
 	b.WriteString(a.loader(pieces))
 	b.WriteString("\n")
 	b.WriteString(body)
-	return b.String()
+	return trimConfig(b.String())
+}
+
+// reConfigTable matches load_config's table of the room's config, one
+// field a line; reConfigField one of its lines, reFieldUse a field named
+// in code (".name").
+var (
+	reConfigTable = regexp.MustCompile(`(?m)^  local cfg = \{\n(?:    [a-z_]+ = [^\n]*,\n)+  \}\n`)
+	reConfigField = regexp.MustCompile(`(?m)^    ([a-z_]+) = [^\n]*,\n`)
+	reFieldUse    = regexp.MustCompile(`\.([A-Za-z_][A-Za-z0-9_]*)`)
+)
+
+// trimConfig drops from src's load_config table the fields src's code
+// never names as .field (on any table: a reading under another name than
+// cfg keeps its field too), so a script sets only the fields it reads.
+func trimConfig(src string) string {
+	used := map[string]bool{}
+	for _, m := range reFieldUse.FindAllStringSubmatch(reLuaNoise.ReplaceAllString(src, " "), -1) {
+		used[m[1]] = true
+	}
+	return reConfigTable.ReplaceAllStringFunc(src, func(table string) string {
+		return reConfigField.ReplaceAllStringFunc(table, func(line string) string {
+			if used[reConfigField.FindStringSubmatch(line)[1]] {
+				return line
+			}
+			return ""
+		})
+	})
 }
 
 // assembly is what needed found: by index, the pieces a script defines at
@@ -317,5 +344,5 @@ func assembleKeys(pieces []preludePiece, body string) (src string, keys []int) {
 	if used["ROOM_KEYS"] {
 		head += "local ROOM_KEYS = " + strconv.Itoa(len(names)) + "\n"
 	}
-	return head + a.coldHead() + b.String() + a.loader(pieces) + "\n" + body, keys
+	return trimConfig(head + a.coldHead() + b.String() + a.loader(pieces) + "\n" + body), keys
 }

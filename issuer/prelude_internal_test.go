@@ -102,6 +102,33 @@ func TestColdPiecesAreDefinedOnlyWhenCalled(t *testing.T) {
 	}
 }
 
+// TestConfigTableHoldsWhatTheScriptReads: load_config's table in an
+// assembled script holds the fields its code names as .field, and no
+// other; a field read under another name than cfg is kept too.
+func TestConfigTableHoldsWhatTheScriptReads(t *testing.T) {
+	fields := func(src string) []string {
+		table := reConfigTable.FindString(src)
+		require.NotEmpty(t, table, "load_config's table, one field a line")
+		var out []string
+		for _, m := range reConfigField.FindAllStringSubmatch(table, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	all := fields(mustRead("lua/prelude.lua"))
+	require.Len(t, all, 23)
+	complete, _ := assembleKeys(prelude, mustRead("lua/complete.lua"))
+	got := fields(complete)
+	assert.Contains(t, got, "epoch")
+	assert.Contains(t, got, "journal")
+	assert.NotContains(t, got, "retention", "complete never reads it")
+	assert.NotContains(t, got, "auto")
+	assert.Less(t, len(got), len(all))
+	kept := fields(assemble(prelude, "local cfg = load_config(false)\nlocal x = cfg\nreturn x.retention"))
+	assert.Contains(t, kept, "retention")
+	assert.Len(t, fields(assemble(prelude, mustRead("lua/tick.lua"))), 23, "the tick reads every field")
+}
+
 // TestScriptsFlushTheirJournal: journal_entry only collects a call's entry
 // events; a script that may journal one (its assembly holds journal_entry)
 // writes them with journal_flush, or they are lost.

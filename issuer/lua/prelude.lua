@@ -376,14 +376,33 @@ local function load_config(allow_create, reuse_freed)
     if not c then return nil, 0 end
   end
   -- (c holds numbers already: config_numbers, or the packed copy; x or nil: false reads as nil.)
-  local cfg = { state = c[1], configured = c[1], capacity = c[2] or nil, rate = c[3] or nil,
-    session = c[4] or nil, batch = c[5] or nil, tick = c[6] or nil, clock = c[7] or 0,
-    opens = c[8] or 0, closes = c[9] or 0, epoch = c[10], arrival = c[11] or 0,
-    prequeue = c[12] or 'fifo', cutoff = c[13] or nil, bits = c[14] or 0,
+  -- One field a line: a script's table holds only the fields its code names (issuer/prelude.go
+  -- trimConfig drops the others' lines: a field costs every call to set).
+  local cfg = {
+    state = c[1],
+    configured = c[1],
+    capacity = c[2] or nil,
+    rate = c[3] or nil,
+    session = c[4] or nil,
+    batch = c[5] or nil,
+    tick = c[6] or nil,
+    clock = c[7] or 0,
+    opens = c[8] or 0,
+    closes = c[9] or 0,
+    epoch = c[10],
+    arrival = c[11] or 0,
+    prequeue = c[12] or 'fifo',
+    cutoff = c[13] or nil,
+    bits = c[14] or 0,
     drawn_done = c[15] or nil,
-    closed_seq = c[16] or 0, close_reason = c[17] or '', ended = c[18] or 0,
-    deleted = c[19] or 0, auto = c[20] == '1', retention = c[21] or 0,
-    journal = c[22] or 1000000 }
+    closed_seq = c[16] or 0,
+    close_reason = c[17] or '',
+    ended = c[18] or 0,
+    deleted = c[19] or 0,
+    auto = c[20] == '1',
+    retention = c[21] or 0,
+    journal = c[22] or 1000000,
+  }
   if created == 1 then cold().journal_config(cfg, 'create') end
   if (cfg.opens > 0 or cfg.closes > 0) and cfg.state ~= 'closed' then
     local now = now_ms(cfg)
