@@ -1,4 +1,7 @@
--- prelude.lua is prepended to every flashgate script (see issuer/scripts.go).
+-- prelude.lua is prepended to every flashgate script (see issuer/scripts.go): each script gets the
+-- definitions it names (issuer/prelude.go assemble). Every definition a script carries costs it a
+-- closure per call, so code that a call seldom runs names a definition as cold().name: a script
+-- that names it only so defines it on the first such call (prelude.go "Cold pieces").
 --
 -- KEYS (all share the room's hash tag, so a script touches one Cluster slot):
 --   1 config   HASH  state, capacity, rate, session_ms, batch, tick_ms, clock_ms, opens_ms, closes_ms,
