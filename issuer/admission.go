@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/internal/roomkey"
 )
 
 // Admission is a minted admission token and what it carries.
@@ -347,7 +348,8 @@ type completeItem struct{ user, jti, digest string }
 // replicas acknowledged the write).
 func (is *Issuer) completeItems(ctx context.Context, room string, items []completeItem) ([]outcome[completeReply], error) {
 	args := make([]any, 0, 3*len(items))
-	keys := roomKeys(room)
+	keys := make([]string, 0, len(completeKeys)+len(items))
+	keys = append(keys, roomkey.Some(room, completeKeys)...)
 	for _, it := range items {
 		args = append(args, it.user, it.jti, it.digest)
 		keys = append(keys, mintedKey(room, it.jti))

@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -59,13 +60,73 @@ func TestScriptsDefineWhatTheyCall(t *testing.T) {
 func TestAssembleTakesOnlyWhatIsUsed(t *testing.T) {
 	src := assemble(prelude, mustRead("lua/leave.lua"))
 	assert.Contains(t, src, "local function load_config(")
-	assert.Contains(t, src, "local journal_config") // the forward declaration load_config needs…
+	assert.Contains(t, src, "local journal_config") // the forward declaration draw_lottery needs…
 	assert.Contains(t, src, "journal_config = function")
-	assert.Less(t, strings.Index(src, "local journal_config"), strings.Index(src, "local function load_config("))
+	assert.Less(t, strings.Index(src, "local journal_config"), strings.Index(src, "journal_config = function"))
 	assert.NotContains(t, src, "local function ban_user(")
 	assert.NotContains(t, src, "local function eta_expiry(")
 	all := mustRead("lua/prelude.lua")
 	assert.Less(t, len(assemble(prelude, mustRead("lua/status.lua"))), len(all)+len(mustRead("lua/status.lua")))
+}
+
+// TestColdPiecesAreDefinedOnlyWhenCalled: a piece hot code calls only as
+// cold().name is defined inside the loader (its closure created on the
+// loader's first call, not on every call), after every hot piece it may
+// name; one hot code names plainly stays at the top level; the loader
+// exports every name called through it.
+func TestColdPiecesAreDefinedOnlyWhenCalled(t *testing.T) {
+	src := assemble(prelude, mustRead("lua/status.lua"))
+	loader := strings.Index(src, "cold = function()")
+	require.Positive(t, loader, "status has a loader")
+	for _, f := range []string{"local function pack_fields(", "local function config_fields(", "draw_lottery = function(",
+		"local function new_epoch(", "local function read_config_fields("} {
+		assert.Greater(t, strings.Index(src, f), loader, "%s is cold in status", f)
+	}
+	for _, f := range []string{"local function load_config(", "local function now_ms(", "local function keep_clock("} {
+		i := strings.Index(src, f)
+		assert.True(t, i >= 0 && i < loader, "%s is hot in status", f)
+	}
+	assert.Contains(t, src, "COLD = {config_fields = config_fields, draw_lottery = draw_lottery, journal_config = journal_config}")
+	// The tick calls pack_config and journal_config itself: hot there, and exported as they are.
+	tick := assemble(prelude, mustRead("lua/tick.lua"))
+	loader = strings.Index(tick, "cold = function()")
+	assert.Less(t, strings.Index(tick, "journal_config = function("), loader)
+	assert.Less(t, strings.Index(tick, "local function pack_config("), loader)
+	// A script calling no cold piece has no loader.
+	assert.NotContains(t, assemble(prelude, "return num(1)"), "cold")
+	assert.Panics(t, func() { assemble(prelude, "return cold().no_such_piece()") })
+	// Every piece the loader defines is named in the loader only.
+	a := needed(prelude, mustRead("lua/enter.lua"))
+	for i := range prelude {
+		assert.False(t, a.hot[i] && a.cold[i], "piece %v both hot and cold", prelude[i].defines)
+	}
+}
+
+// TestConfigTableHoldsWhatTheScriptReads: load_config's table in an
+// assembled script holds the fields its code names as .field, and no
+// other; a field read under another name than cfg is kept too.
+func TestConfigTableHoldsWhatTheScriptReads(t *testing.T) {
+	fields := func(src string) []string {
+		table := reConfigTable.FindString(src)
+		require.NotEmpty(t, table, "load_config's table, one field a line")
+		var out []string
+		for _, m := range reConfigField.FindAllStringSubmatch(table, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	all := fields(mustRead("lua/prelude.lua"))
+	require.Len(t, all, 23)
+	complete, _ := assembleKeys(prelude, mustRead("lua/complete.lua"))
+	got := fields(complete)
+	assert.Contains(t, got, "epoch")
+	assert.Contains(t, got, "journal")
+	assert.NotContains(t, got, "retention", "complete never reads it")
+	assert.NotContains(t, got, "auto")
+	assert.Less(t, len(got), len(all))
+	kept := fields(assemble(prelude, "local cfg = load_config(false)\nlocal x = cfg\nreturn x.retention"))
+	assert.Contains(t, kept, "retention")
+	assert.Len(t, fields(assemble(prelude, mustRead("lua/tick.lua"))), 23, "the tick reads every field")
 }
 
 // TestScriptsFlushTheirJournal: journal_entry only collects a call's entry
@@ -125,4 +186,15 @@ func TestAssembleKeysTakesOnlyTheKeysUsed(t *testing.T) {
 	assert.Less(t, len(keys), len(all))
 	assert.NotContains(t, names, "K_INVITES")
 	assert.Panics(t, func() { assembleKeys(prelude, "return #KEYS") })
+
+	// A script's own keys follow the room keys it takes: KEYS[ROOM_KEYS + i].
+	src, keys = assembleKeys(prelude, "return redis.call('MGET', K_SEQ, KEYS[ROOM_KEYS + 1])")
+	assert.Equal(t, []int{4}, keys)
+	assert.True(t, strings.HasPrefix(src, "local K_SEQ = KEYS[1]\nlocal ROOM_KEYS = 1\n"), src)
+	assert.Contains(t, assemble(prelude, "return KEYS[ROOM_KEYS + 1]"), "local ROOM_KEYS = 17\n", "assemble: every room key")
+	assert.Panics(t, func() { assembleKeys(prelude, "return KEYS[18]") })
+	src, keys = assembleKeys(prelude, mustRead("lua/complete.lua"))
+	assert.Equal(t, completeKeys, keys)
+	assert.Contains(t, src, "\nlocal ROOM_KEYS = "+strconv.Itoa(len(keys))+"\n")
+	assert.Less(t, len(keys), len(all))
 }

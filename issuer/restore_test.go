@@ -111,6 +111,8 @@ func TestRestoreInterruptedResumes(t *testing.T) {
 	_, err = is.Enter(ctx, room, "w0001")
 	assert.ErrorIs(t, err, flashgate.ErrRoomLost, "an enter is told to retry (503 room_lost), not given a new place")
 	assert.EqualValues(t, issuer.RestoreBatch, rdb.ZCard(ctx, "fg:{"+room+"}:waiting").Val(), "nothing written meanwhile")
+	// No packed copy while restoring: the scripts read restoring only without one (load_config).
+	assert.Zero(t, rdb.HExists(ctx, "fg:{"+room+"}:config", "packed").Val(), "a half-restored room has no packed copy")
 
 	res, err := issuer.Restore(ctx, rdb, room, st, clk.Now())
 	require.NoError(t, err)

@@ -6,10 +6,11 @@ import (
 	"github.com/flashgate/flashgate"
 )
 
-// completeScript is lua/complete.lua (with the prelude definitions it uses). KEYS: the room's keys,
-// then KEYS[17 + i] = the minted key (mintedKey) of the i-th admission. ARGV[1] = now, ARGV[2] = "";
-// per admission three more: user, jti, minted digest ("" when the signature was verified).
-var completeScript = loadScript("complete")
+// completeScript is lua/complete.lua (with the prelude definitions it uses). KEYS: the room keys it
+// uses, completeKeys (assembleKeys: indices into roomKeys), then the minted key (mintedKey) of each
+// admission. ARGV[1] = now, ARGV[2] = ""; per admission three more: user, jti, minted digest (""
+// when the signature was verified).
+var completeScript, completeKeys = loadScriptKeys("complete")
 
 // completeReply is one admission's reply of the complete script
 // (lua/complete.lua): {'COMPLETED', at_ms, repeated}.

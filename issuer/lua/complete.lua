@@ -1,6 +1,7 @@
 -- complete: ARGV[3], ARGV[4], ARGV[5] = user (token sub), jti and minted digest of the first
 -- admission; ARGV[6..8] those of the second, and so on (one script call per batch of concurrent
--- completions for the room, issuer/batch.go); KEYS[17 + i] = the i-th admission's minted key
+-- completions for the room, issuer/batch.go); KEYS[ROOM_KEYS + i] = the i-th admission's minted key
+-- (after the room keys it takes: issuer/prelude.go assembleKeys)
 -- (fg:{room}:minted:<jti>). Each admission is completed exactly as if it had run alone, in ARGV
 -- order: two completions of one jti in a batch are a completion and its repeat.
 -- The minted digest: '' when the caller verified the admission token's signature; otherwise the
@@ -43,7 +44,7 @@ for i = 3, #ARGV - 2, 3 do
   local k = #users + 1
   users[k], jtis[k] = ARGV[i], ARGV[i + 1]
   if ARGV[i + 2] ~= '' then
-    mkeys[#mkeys + 1] = KEYS[17 + k]
+    mkeys[#mkeys + 1] = KEYS[ROOM_KEYS + k]
     mslot[k] = #mkeys
   end
 end

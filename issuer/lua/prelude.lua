@@ -1,4 +1,7 @@
--- prelude.lua is prepended to every flashgate script (see issuer/scripts.go).
+-- prelude.lua is prepended to every flashgate script (see issuer/scripts.go): each script gets the
+-- definitions it names (issuer/prelude.go assemble). Every definition a script carries costs it a
+-- closure per call, so code that a call seldom runs names a definition as cold().name: a script
+-- that names it only so defines it on the first such call (prelude.go "Cold pieces").
 --
 -- KEYS (all share the room's hash tag, so a script touches one Cluster slot):
 --   1 config   HASH  state, capacity, rate, session_ms, batch, tick_ms, clock_ms, opens_ms, closes_ms,
@@ -46,7 +49,8 @@
 --                   below), read by `flashgate journal run` into PostgreSQL (journal/), which trims what it has
 --                   written (XTRIM MINID). Bounded by XADD MAXLEN ~ journal_maxlen (config; absent: 1,000,000;
 --                   0: the room writes no journal).
--- complete.lua alone takes more: KEYS[17 + i] = fg:{room}:minted:<jti> of its i-th admission, a STRING
+-- complete.lua alone takes more: KEYS[ROOM_KEYS + i] (after the room keys it takes) = fg:{room}:minted:<jti> of
+--                   its i-th admission, a STRING
 --                   the digest of the admission token the issuer minted for it, expiring with the token
 --                   (lua/minted.lua; read only by complete.lua, never part of the room's state).
 -- ARGV[1] = now in ms, or "" to use Redis TIME (one clock for every replica).
@@ -221,8 +225,8 @@ end
 -- read_config_fields reads, by its index, as config_numbers makes them (numbers as JSON numbers,
 -- false: absent), clock_ms and restoring left out (false), and a 24th element, 2: the format (a
 -- copy of another format, an older version's strings, is not used). load_config reads it
--- and the two with one HMGET of five fields (with epoch: a copy of another epoch than the field's
--- is not used) instead of the 23 (docs/operations.md#redis-data-model), and decodes it without
+-- with clock_ms and epoch (a copy of another epoch than the field's is not used), and freed in
+-- the scripts that reuse a freed room, in one HMGET of three or four fields instead of the 23 (docs/operations.md#redis-data-model), and decodes it without
 -- a tonumber per field. It is
 -- a cache of the fields, which stay the truth (the admin API, the journal and restore read them):
 -- every script that writes a packed field rewrites it (pack_config), one that finds it missing
@@ -295,45 +299,19 @@ local function clear_freed()
   redis.call('PERSIST', K_JOURNAL)
 end
 
--- load_config returns the room's config table and whether this call created
--- the room, or nil for an unknown room. With allow_create and a policy in
--- ARGV[2], a missing room is created from it (a new room, or one restored
--- after a data loss: either way with a new epoch). A config without an epoch
--- (a room written by the admin API, issuer.SetRoom) gets one here.
--- cfg.state is the state in effect: a room with an event window (opens_ms,
--- closes_ms; 0 = unbounded) is 'paused' before it opens (users line up,
--- nobody is admitted) and 'closed' from the moment it closes; the state as
--- configured is cfg.configured. Only windowed rooms read the clock here.
--- A shuffle room found open in effect for the first time has its pre-queue
--- lottery drawn here (draw_lottery), before the script does anything else.
--- With reuse_freed (enter, invite: clear_freed), a freed room (an auto room deleted idle
--- with nothing sold: tick.lua sets 'freed') is unknown: without a policy nil
--- (the issuer reserves an auto room's slot and calls again), with one its
--- keys are deleted (reuse_freed()) and it is created anew. (A function, not a flag: load_config
--- names no KEYS, so a script that never reuses a freed room takes only the keys it uses:
--- issuer/prelude.go assembleKeys.)
-local function load_config(allow_create, reuse_freed)
-  local h = redis.call('HMGET', K_CONFIG, 'packed', 'clock_ms', 'restoring', 'epoch', 'freed')
-  -- A room being restored (restore.lua: its line is written in several calls) is not read by any
-  -- other script until the restore's last call: every one fails with a RESTORING error, which the
-  -- issuer answers as room_lost (503, retry), so nobody reads a half-written line as NOT_FOUND.
-  if h[3] then error({ err = 'RESTORING the waiting room is being restored from the journal; retry' }) end
-  local c, repack
-  if h[5] and reuse_freed then
+-- config_fields is load_config's path without a usable packed copy (freed: the room's 'freed'
+-- field, read only by a script that reuses a freed room): the config from its fields
+-- (config_numbers; a room mid-restore raises RESTORING, see load_config), the room created
+-- from ARGV[2] when missing and allowed (or a freed room reused: reuse_freed), an epoch drawn
+-- when missing, and the packed copy written. Returns the fields (read_config_fields' order)
+-- and 1 if it created the room, else 0; nil, 0 for an unknown room.
+local function config_fields(freed, allow_create, reuse_freed)
+  local c = config_numbers(read_config_fields())
+  if c[23] then error({ err = 'RESTORING the waiting room is being restored from the journal; retry' }) end
+  if freed and reuse_freed then
     if not allow_create or ARGV[2] == '' then return nil, 0 end
     reuse_freed()
     c = {}
-  else
-    if h[1] then
-      c = cjson.decode(h[1])
-      if c[24] == 2 then c[7] = tonumber(h[2]) or false else c = nil end
-    end
-    -- No packed copy (written by an older version, or dropped by a config write), or one of
-    -- another format or epoch than the field's (written around the scripts): the fields.
-    if not c or c[10] ~= h[4] then
-      c = config_numbers(read_config_fields())
-      repack = true
-    end
   end
   local created = 0
   if not c[1] then
@@ -353,17 +331,82 @@ local function load_config(allow_create, reuse_freed)
     c[10] = new_epoch()
     redis.call('HSET', K_CONFIG, 'epoch', c[10])
   end
-  if repack or created == 1 then pack_fields(c) end
+  pack_fields(c)
+  return c, created
+end
+
+-- load_config returns the room's config table and whether this call created
+-- the room, or nil for an unknown room. With allow_create and a policy in
+-- ARGV[2], a missing room is created from it (a new room, or one restored
+-- after a data loss: either way with a new epoch). A config without an epoch
+-- (a room written by the admin API, issuer.SetRoom) gets one here.
+-- cfg.state is the state in effect: a room with an event window (opens_ms,
+-- closes_ms; 0 = unbounded) is 'paused' before it opens (users line up,
+-- nobody is admitted) and 'closed' from the moment it closes; the state as
+-- configured is cfg.configured. Only windowed rooms read the clock here.
+-- A shuffle room found open in effect for the first time has its pre-queue
+-- lottery drawn here (draw_lottery), before the script does anything else.
+-- With reuse_freed (enter, invite: clear_freed), a freed room (an auto room deleted idle
+-- with nothing sold: tick.lua sets 'freed') is unknown: without a policy nil
+-- (the issuer reserves an auto room's slot and calls again), with one its
+-- keys are deleted (reuse_freed()) and it is created anew. (A function, not a flag: load_config
+-- names no KEYS, so a script that never reuses a freed room takes only the keys it uses:
+-- issuer/prelude.go assembleKeys.)
+local function load_config(allow_create, reuse_freed)
+  -- A room being restored (restore.lua: its line is written in several calls) is not read by any
+  -- other script until the restore's last call: every one fails with a RESTORING error, which the
+  -- issuer answers as room_lost (503, retry), so nobody reads a half-written line as NOT_FOUND.
+  -- A packed copy means no restore: restore.lua drops it in the call that sets restoring, and
+  -- pack_fields writes none while restoring is set; so restoring is read (config_fields) only
+  -- without one, and freed only by a script that reuses a freed room (three fields, or four).
+  local h
+  if reuse_freed then
+    h = redis.call('HMGET', K_CONFIG, 'packed', 'clock_ms', 'epoch', 'freed')
+  else
+    h = redis.call('HMGET', K_CONFIG, 'packed', 'clock_ms', 'epoch')
+  end
+  local c
+  if h[1] and not h[4] then
+    c = cjson.decode(h[1])
+    if c[24] == 2 and c[10] == h[3] then c[7] = tonumber(h[2]) or false else c = nil end
+  end
+  local created = 0
+  -- No packed copy (written by an older version, or dropped by a config write), one of another
+  -- format or epoch than the field's (written around the scripts), or a freed room to reuse:
+  -- the fields (config_fields, cold: not on a packed room's path).
+  if not c then
+    c, created = cold().config_fields(h[4], allow_create, reuse_freed)
+    if not c then return nil, 0 end
+  end
   -- (c holds numbers already: config_numbers, or the packed copy; x or nil: false reads as nil.)
-  local cfg = { state = c[1], configured = c[1], capacity = c[2] or nil, rate = c[3] or nil,
-    session = c[4] or nil, batch = c[5] or nil, tick = c[6] or nil, clock = c[7] or 0,
-    opens = c[8] or 0, closes = c[9] or 0, epoch = c[10], arrival = c[11] or 0,
-    prequeue = c[12] or 'fifo', cutoff = c[13] or nil, bits = c[14] or 0,
+  -- One field a line: a script's table holds only the fields its code names (issuer/prelude.go
+  -- trimConfig drops the others' lines: a field costs every call to set).
+  local cfg = {
+    state = c[1],
+    configured = c[1],
+    capacity = c[2] or nil,
+    rate = c[3] or nil,
+    session = c[4] or nil,
+    batch = c[5] or nil,
+    tick = c[6] or nil,
+    clock = c[7] or 0,
+    opens = c[8] or 0,
+    closes = c[9] or 0,
+    epoch = c[10],
+    arrival = c[11] or 0,
+    prequeue = c[12] or 'fifo',
+    cutoff = c[13] or nil,
+    bits = c[14] or 0,
     drawn_done = c[15] or nil,
-    closed_seq = c[16] or 0, close_reason = c[17] or '', ended = c[18] or 0,
-    deleted = c[19] or 0, auto = c[20] == '1', retention = c[21] or 0,
-    journal = c[22] or 1000000 }
-  if created == 1 then journal_config(cfg, 'create') end
+    closed_seq = c[16] or 0,
+    close_reason = c[17] or '',
+    ended = c[18] or 0,
+    deleted = c[19] or 0,
+    auto = c[20] == '1',
+    retention = c[21] or 0,
+    journal = c[22] or 1000000,
+  }
+  if created == 1 then cold().journal_config(cfg, 'create') end
   if (cfg.opens > 0 or cfg.closes > 0) and cfg.state ~= 'closed' then
     local now = now_ms(cfg)
     if cfg.closes > 0 and now >= cfg.closes then
@@ -372,7 +415,7 @@ local function load_config(allow_create, reuse_freed)
       cfg.state = 'paused'
     end
   end
-  if cfg.state == 'open' and cfg.prequeue == 'shuffle' and not cfg.cutoff then draw_lottery(cfg) end
+  if cfg.state == 'open' and cfg.prequeue == 'shuffle' and not cfg.cutoff then cold().draw_lottery(cfg) end
   return cfg, created
 end
 
