@@ -123,6 +123,7 @@ local open = cfg.state == 'open'
 local pq_all = not cfg.cutoff and cfg.prequeue == 'shuffle'
 local pq_upto = -1 -- seq <= pq_upto: in the pre-queue (in_prequeue with a cutoff)
 if cfg.cutoff and not cfg.drawn_done then pq_upto = cfg.cutoff end
+local jon, jat = cfg.journal > 0, nil -- journaling; the events' time, formatted
 for i = 1, #users do
   local user = users[i]
   if not (banned[i] or joined_seq[user] or admitted[user] or scores[i] or pscores[i] or index[i])
@@ -158,7 +159,10 @@ for i = 1, #users do
       local expiry = waiting_reply(seq, pos)
       local shown -- the estimate the reply shows, journaled for the estimate-error metric
       if pos > 0 then shown = eta_shown(cfg, eta, pos, expiry) end
-      journal_entry(cfg, 'entered', sq, now, user, 'public', nil, nil, shown)
+      if jon then -- journal_entry(cfg, 'entered', sq, now, user, 'public', nil, nil, shown), built here
+        jat = jat or journal_at(cfg, now)
+        journal_line(cfg, 'entered,' .. sq .. ',' .. user .. ',public,' .. jat .. ',,,' .. (shown or ''))
+      end
     end
   end
 end

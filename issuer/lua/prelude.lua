@@ -175,22 +175,35 @@ local function journal_flush(cfg)
     'events', table.concat(b, '\n'))
 end
 
+-- journal_at returns now (ms) formatted: the time of every event of a call, formatted once for it.
+local function journal_at(cfg, now)
+  if cfg.journal_at_ms ~= now then cfg.journal_at_ms, cfg.journal_at = now, num(now) end
+  return cfg.journal_at
+end
+
+-- journal_line adds one entry event to the call's batch, its fields already joined (journal_entry's
+-- line; cfg.journal > 0 is the caller's check). A script's hot loop builds its lines itself, with
+-- the constant fields as one literal: per event one concatenation and this call.
+local function journal_line(cfg, line)
+  local b, n = cfg.journal_buf, 1
+  if b then n = cfg.journal_n + 1 else b = {}; cfg.journal_buf = b end
+  b[n] = line
+  cfg.journal_n = n
+  if n >= JOURNAL_BATCH_MAX then journal_flush(cfg) end
+end
+
 -- journal_entry adds one entry event to the call's batch: kind (entered, admitted, exchanged,
 -- completed, revoked, expired, left, closed), the entry's arrival seq, and what is known of user,
 -- lane, jti, reason; eta (entered only) is the estimated wait the enter reply shows (ms,
 -- eta_shown), '' for none. seq may be given formatted already (a string). Formatting a number is
 -- most of the Lua cost of an event, so the time, the same for every event of a call, is formatted
--- once; per event one concatenation, per call one table.concat and one XADD (journal_flush).
+-- once (journal_at); per event one concatenation, per call one table.concat and one XADD
+-- (journal_flush).
 local function journal_entry(cfg, kind, seq, now, user, lane, jti, reason, eta)
   if cfg.journal <= 0 then return end
-  if cfg.journal_at_ms ~= now then cfg.journal_at_ms, cfg.journal_at = now, num(now) end
   if type(seq) ~= 'string' then seq = num(seq) end
-  local b, n = cfg.journal_buf, 1
-  if b then n = cfg.journal_n + 1 else b = {}; cfg.journal_buf = b end
-  b[n] = kind .. ',' .. seq .. ',' .. (user or '') .. ',' .. (lane or '') .. ',' .. cfg.journal_at .. ',' ..
-    (jti or '') .. ',' .. (reason or '') .. ',' .. (eta or '')
-  cfg.journal_n = n
-  if n >= JOURNAL_BATCH_MAX then journal_flush(cfg) end
+  journal_line(cfg, kind .. ',' .. seq .. ',' .. (user or '') .. ',' .. (lane or '') .. ',' .. journal_at(cfg, now) ..
+    ',' .. (jti or '') .. ',' .. (reason or '') .. ',' .. (eta or ''))
 end
 
 -- journal_config appends a config event: action (create, configure, draw, end, restore) and, as
