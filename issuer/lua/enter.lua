@@ -68,7 +68,12 @@ local no = 5 -- #out, kept here: the reply grows by 2 or 5 per user
 local function waiting_reply(s, pos, tag)
   eta = eta or eta_figures(cfg, clock())
   local expiry = 0
-  if pos > 0 then expiry = eta_expiry(eta, pos) end
+  if pos > 0 then -- eta_expiry(eta, pos); without a command where it needs none (as status.lua)
+    local j = pos - eta[2] + eta[3]
+    if j > 0 then
+      if eta[3] > 0 or eta[2] <= 0 then expiry = eta_expiry(eta, pos) elseif not eta.measured then eta_measure(eta) end
+    end
+  end
   out[no + 1] = tag or 1; out[no + 2] = s; out[no + 3] = pos; out[no + 4] = waiting + npri; out[no + 5] = expiry
   no = no + 5
   return expiry
@@ -158,7 +163,7 @@ for i = 1, #users do
       zadd[nz - 1], zadd[nz] = sq, user
       local expiry = waiting_reply(seq, pos)
       local shown -- the estimate the reply shows, journaled for the estimate-error metric
-      if pos > 0 then shown = eta_shown(cfg, eta, pos, expiry) end
+      if pos > 0 and eta.pace ~= false then shown = eta_shown(cfg, eta, pos, expiry) end
       if jon then -- journal_entry(cfg, 'entered', sq, now, user, 'public', nil, nil, shown), built here
         jat = jat or journal_at(cfg, now)
         journal_line(cfg, 'entered,' .. sq .. ',' .. user .. ',public,' .. jat .. ',,,' .. (shown or ''))

@@ -600,21 +600,34 @@ local function eta_expiry(fig, pos)
   return tonumber(e[2] or '0')
 end
 
+-- eta_pace works out once per fig what eta_shown's estimates share: fig.base, the wait until a
+-- set opening (ms, 0: none), and fig.pace, admissions per ms, false when no estimate is shown (the
+-- room neither open nor paused until a set opening, or no pace). Returns fig.pace. A caller may
+-- skip eta_shown once fig.pace is false.
+local function eta_pace(cfg, fig)
+  local now, opens = fig[1], fig[10]
+  fig.base, fig.pace = 0, false
+  if cfg.state == 'paused' and fig[11] == 'open' and opens > now then
+    fig.base = opens - now
+  elseif cfg.state ~= 'open' then
+    return false
+  end
+  local pace = cfg.rate / 60000
+  if fig[8] > 0 and fig[9] > 0 then pace = math.min(pace, fig[8] / fig[9]) end
+  if pace <= 0 then return false end
+  fig.pace = pace
+  return pace
+end
+
 -- eta_shown is the estimated wait (ms, a decimal string) the issuer shows for the entry at pos
 -- (>= 1) given fig and its eta_expiry answer, or nil for none: issuer/eta.go's forPosition,
 -- wait and estimate, operation for operation (the same doubles, so the same value; a test
 -- compares them). Only for the journal's entered event (the estimate-error metric): no call.
 local function eta_shown(cfg, fig, pos, expiry)
-  local now, capacity, live, session, opens = fig[1], fig[2], fig[3], fig[7], fig[10]
-  local base = 0
-  if cfg.state == 'paused' and fig[11] == 'open' and opens > now then
-    base = opens - now
-  elseif cfg.state ~= 'open' then
-    return nil
-  end
-  local pace = cfg.rate / 60000
-  if fig[8] > 0 and fig[9] > 0 then pace = math.min(pace, fig[8] / fig[9]) end
-  if pace <= 0 then return nil end
+  local pace = fig.pace
+  if pace == nil then pace = eta_pace(cfg, fig) end
+  if not pace then return nil end
+  local now, capacity, live, session = fig[1], fig[2], fig[3], fig[7]
   local ms = pos / pace
   local j = pos - capacity + live
   if j > 0 and fig[6] >= 5000 then -- minHistory
@@ -628,7 +641,7 @@ local function eta_shown(cfg, fig, pos, expiry)
     if fp > 0 then slot = math.min(slot, j / fp) end
     ms = math.max(ms, slot)
   end
-  return num(base + math.floor(ms + 0.5))
+  return num(fig.base + math.floor(ms + 0.5))
 end
 
 -- Bans (KEYS 11 and 12; docs/rooms.md#bans). A ban costs one member in each key
