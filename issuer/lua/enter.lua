@@ -9,8 +9,10 @@
 -- size, HMGET config, two ZCARDs, ZMSCORE and HMGET of all users, GET seq, one
 -- ZADD of all newcomers and SET seq (Redis >= 6.2) -- no clock write; for the
 -- estimate, once per batch the clock, ZCOUNT and ZCARD (eta_figures) and, when
--- someone in it waits for capacity, HGET and two ZCOUNTs (eta_measure), and per
--- user waiting for capacity a ZRANGE by rank (eta_expiry), all O(log n).
+-- someone in it waits for capacity, HGET and two ZCOUNTs (eta_measure), and for
+-- those waiting for capacity one ZRANGE by rank of the expiries the batch's
+-- newcomers wait for (eta_expiry reads ahead; again where the ranks wrap around
+-- the capacity), per known user one, all O(log n).
 --
 -- Reply (flat, integers where possible: Redis converts every reply element,
 -- so a wide reply costs more than the queue work):
@@ -65,13 +67,13 @@ local admitted = {} -- user -> {seq, jti, exp} of fast-track admissions in this 
 local eta -- the room's figures, read at the batch's first waiting reply (no fast track follows one)
 local out = { created, cfg.rate, cfg.state, cfg.epoch, false } -- [5] = eta, set at the end
 local no = 5 -- #out, kept here: the reply grows by 2 or 5 per user
-local function waiting_reply(s, pos, tag)
+local function waiting_reply(s, pos, tag, ahead)
   eta = eta or eta_figures(cfg, clock())
   local expiry = 0
   if pos > 0 then -- eta_expiry(eta, pos); without a command where it needs none (as status.lua)
     local j = pos - eta[2] + eta[3]
     if j > 0 then
-      if eta[3] > 0 or eta[2] <= 0 then expiry = eta_expiry(eta, pos) elseif not eta.measured then eta_measure(eta) end
+      if eta[3] > 0 or eta[2] <= 0 then expiry = eta_expiry(eta, pos, ahead) elseif not eta.measured then eta_measure(eta) end
     end
   end
   out[no + 1] = tag or 1; out[no + 2] = s; out[no + 3] = pos; out[no + 4] = waiting + npri; out[no + 5] = expiry
@@ -119,6 +121,7 @@ local function known(i, user)
   -- admission of an earlier epoch (invariant 6): clean it up and let the user queue again.
   keep_clock(cfg, clock())
   drop_lapsed_index(cfg, user, j, js, e, now)
+  if eta then eta.ahead = nil end -- (the expiries read ahead may have moved: active changed)
   return false
 end
 
@@ -161,7 +164,7 @@ for i = 1, #users do
       joined_seq[user], joined_pos[user] = seq, pos
       nz = nz + 2
       zadd[nz - 1], zadd[nz] = sq, user
-      local expiry = waiting_reply(seq, pos)
+      local expiry = waiting_reply(seq, pos, nil, #users - i) -- (the rest may join behind it)
       local shown -- the estimate the reply shows, journaled for the estimate-error metric
       if pos > 0 and eta.pace ~= false then shown = eta_shown(cfg, eta, pos, expiry) end
       if jon then -- journal_entry(cfg, 'entered', sq, now, user, 'public', nil, nil, shown), built here

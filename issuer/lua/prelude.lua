@@ -592,7 +592,11 @@ end
 -- (every later slot an admission made at most a whole number m of sessions later) the
 -- (j - m * capacity)-th, or 0 when that is a slot free now. issuer/eta.go capBound reads it.
 -- An entry that waits for capacity also needs the measured history (eta_measure).
-local function eta_expiry(fig, pos)
+-- ahead (optional): how many more positions right after pos the caller will ask about (enter's
+-- newcomers, consecutive): the expiries of that many more ranks are read with this one, in one
+-- ZRANGE, and kept in fig.ahead (rank -> expiry) for them; a caller that changes active after
+-- the read drops fig.ahead.
+local function eta_expiry(fig, pos, ahead)
   local capacity, live = fig[2], fig[3]
   local j = pos - capacity + live
   if j <= 0 then return 0 end
@@ -602,7 +606,14 @@ local function eta_expiry(fig, pos)
     if j < 1 then return 0 end
   end
   local r = eta_lapsed(fig) + j - 1
-  local e = redis.call('ZRANGE', K_ACTIVE, r, r, 'WITHSCORES')
+  local c = fig.ahead
+  if c and c[r] then return c[r] end
+  local e = redis.call('ZRANGE', K_ACTIVE, r, r + (ahead or 0), 'WITHSCORES')
+  if ahead and ahead > 0 then
+    c = {}
+    for i = 2, #e, 2 do c[r + i / 2 - 1] = tonumber(e[i]) end
+    fig.ahead = c
+  end
   return tonumber(e[2] or '0')
 end
 
