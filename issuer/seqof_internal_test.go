@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -12,9 +13,17 @@ import (
 
 // seq_of (lua/prelude.lua) reads exactly the ids the whole-id pattern it
 // replaced read (the oracle below): this epoch's "<epoch>.<seq>.<admno>.<ms>",
-// nothing else; and it gives the seq's digits as the id has them.
+// nothing else; and it gives the seq's digits as the id has them. On
+// redis-server and on the embedded store (miniredis: gopher-lua's patterns).
 func TestSeqOfReadsThisEpochsIDsOnly(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
+	embedded := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	t.Cleanup(func() { _ = embedded.Close() })
+	for name, rdb := range map[string]*redis.Client{"redis-server": redistest.Start(t).Client(t), "miniredis": embedded} {
+		t.Run(name, func(t *testing.T) { checkSeqOf(t, rdb) })
+	}
+}
+
+func checkSeqOf(t *testing.T, rdb *redis.Client) {
 	body := `local cfg = { epoch = ARGV[1] }
 local function oracle(jti)
   local e, s = string.match(jti, '^([0-9a-z]+)%.(%d+)%.%d+%.%d+$')
