@@ -426,11 +426,11 @@ end
 -- current epoch, or nil for any other string (an id minted before a data loss, or garbage); and
 -- second, the seq's digits as the jti has them (num(seq) for a jti the room minted).
 -- The epoch ([0-9a-z]+, no '.') is compared as the jti's prefix "<epoch>." and only the rest
--- matched: the match of the whole id with a character class cost ~8k instructions per jti.
+-- matched (a plain find, then the digits): the whole id matched with a class cost ~8k instructions.
 local function seq_of(cfg, jti)
   local p = cfg.jti_prefix
   if not p then p = cfg.epoch .. '.'; cfg.jti_prefix = p end
-  if string.sub(jti, 1, #p) ~= p then return nil end
+  if string.find(jti, p, 1, true) ~= 1 then return nil end
   local s = string.match(jti, '^(%d+)%.%d+%.%d+$', #p + 1)
   if not s then return nil end
   return tonumber(s), s
