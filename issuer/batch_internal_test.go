@@ -93,18 +93,24 @@ func TestEnterBatchFastTrack(t *testing.T) {
 // evalCalls counts the script calls Redis has served (EVALSHA and EVAL).
 func evalCalls(t *testing.T, rdb *redis.Client) int64 {
 	t.Helper()
+	return cmdCalls(t, rdb, "evalsha") + cmdCalls(t, rdb, "eval")
+}
+
+// cmdCalls counts the calls of command cmd (lower case) Redis has served,
+// scripts' included (INFO commandstats).
+func cmdCalls(t *testing.T, rdb *redis.Client, cmd string) int64 {
+	t.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	require.NoError(t, err)
-	var n int64
 	for _, line := range strings.Split(info, "\r\n") {
-		if strings.HasPrefix(line, "cmdstat_evalsha:calls=") || strings.HasPrefix(line, "cmdstat_eval:calls=") {
-			v, _, _ := strings.Cut(strings.SplitN(line, "=", 2)[1], ",")
+		if v, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
+			v, _, _ = strings.Cut(v, ",")
 			c, err := strconv.ParseInt(v, 10, 64)
 			require.NoError(t, err)
-			n += c
+			return c
 		}
 	}
-	return n
+	return 0
 }
 
 // Concurrent enters for one room share script calls (and each still gets

@@ -58,13 +58,16 @@ end
 
 local gone = {}                 -- jti -> the ended-record kind of the admissions this call ends
 local drop_j, drop_u, drop_n = {}, {}, {} -- ZREM active, HDEL users, ZREM unclaimed
+local nd, nn = 0, 0             -- #drop_j, #drop_n
 local z = {}                    -- ZADD ended: per end its time and "<kind>:<epoch>.<seq>"
-local nows, prefix = num(now), ':' .. cfg.epoch .. '.' -- (formatted once for the call)
+local nows, prefix = journal_at(cfg, now), ':' .. cfg.epoch .. '.' -- (formatted once for the call)
+local jon = cfg.journal > 0
+local done = { 'COMPLETED', now, 0 } -- every first completion's reply (one table for the call)
 local completed, expired = 0, 0
 
 local function complete(k, user, jti, digest)
   if digest ~= '' and minted_digests[mslot[k]] ~= digest then return { 'ERROR', 'not_minted' } end
-  local seq = seq_of(cfg, jti)
+  local seq, sq = seq_of(cfg, jti)
   if not seq then return { 'ERROR', 'stale' } end
   local g = gone[jti]
   local e
@@ -80,35 +83,37 @@ local function complete(k, user, jti, digest)
   if stop_ms > 0 and tonumber(string.match(jti, '%.(%d+)$')) < stop_ms then return { 'ERROR', 'room_stopped' } end
   if index[k] ~= jti then return { 'ERROR', 'owner_mismatch' } end
   -- The claim deadline of an admission not claimed yet (nil: claimed, or no window).
-  local d = tonumber(deadlines[k])
+  local d = deadlines[k]
   local kind = 'C'
-  if tonumber(e) <= now or (d and d <= now) then -- lapsed, or never claimed in time (no token has it then)
+  if tonumber(e) <= now or (d and tonumber(d) <= now) then -- lapsed, or never claimed in time (no token has it then)
     kind = 'E'
     if d then kind = 'N' end -- (drop_admission's verdict)
   end
   gone[jti] = kind
-  -- Its ended record (ZADD at the end) and its journal event (buffered until journal_flush), the
-  -- seq formatted once for both.
-  local n, sq = #drop_j + 1, num(seq)
-  drop_j[n], drop_u[n] = jti, user
-  z[2 * n - 1], z[2 * n] = nows, kind .. prefix .. sq
-  local reason
-  if kind == 'E' then reason = 'session_ended' elseif kind == 'N' then reason = 'not_claimed' end
-  journal_entry(cfg, JOURNAL_KINDS[kind], sq, now, user, '', jti, reason)
-  if d then drop_n[#drop_n + 1] = jti end
-  if kind ~= 'C' then
-    expired = expired + 1
-    return { 'ERROR', 'expired' }
+  -- Its ended record (ZADD at the end) and its journal event (buffered until journal_flush), with
+  -- the seq as the jti has it (num(seq): the room minted this jti, it is in active).
+  nd = nd + 1
+  drop_j[nd], drop_u[nd] = jti, user
+  z[2 * nd - 1], z[2 * nd] = nows, kind .. prefix .. sq
+  if d then nn = nn + 1; drop_n[nn] = jti end
+  if kind == 'C' then
+    -- journal_entry(cfg, 'completed', sq, now, user, '', jti), built here
+    if jon then journal_line(cfg, 'completed,' .. sq .. ',' .. user .. ',,' .. nows .. ',' .. jti .. ',,') end
+    completed = completed + 1
+    return done
   end
-  completed = completed + 1
-  return { 'COMPLETED', now, 0 }
+  local reason = 'session_ended'
+  if kind == 'N' then reason = 'not_claimed' end
+  journal_entry(cfg, 'expired', sq, now, user, '', jti, reason)
+  expired = expired + 1
+  return { 'ERROR', 'expired' }
 end
 
 local out = {}
 for k = 1, #users do out[k] = complete(k, users[k], jtis[k], ARGV[3 * k + 2]) end
-if #drop_j > 0 then
+if nd > 0 then
   redis.call('ZREM', K_ACTIVE, unpack(drop_j))
-  if #drop_n > 0 then redis.call('ZREM', K_UNCLAIMED, unpack(drop_n)) end
+  if nn > 0 then redis.call('ZREM', K_UNCLAIMED, unpack(drop_n)) end
   redis.call('HDEL', K_USERS, unpack(drop_u))
   keep_clock(cfg, now)
   redis.call('ZADD', K_ENDED, unpack(z))

@@ -179,22 +179,35 @@ local function journal_flush(cfg)
     'events', table.concat(b, '\n'))
 end
 
+-- journal_at returns now (ms) formatted: the time of every event of a call, formatted once for it.
+local function journal_at(cfg, now)
+  if cfg.journal_at_ms ~= now then cfg.journal_at_ms, cfg.journal_at = now, num(now) end
+  return cfg.journal_at
+end
+
+-- journal_line adds one entry event to the call's batch, its fields already joined (journal_entry's
+-- line; cfg.journal > 0 is the caller's check). A script's hot loop builds its lines itself, with
+-- the constant fields as one literal: per event one concatenation and this call.
+local function journal_line(cfg, line)
+  local b, n = cfg.journal_buf, 1
+  if b then n = cfg.journal_n + 1 else b = {}; cfg.journal_buf = b end
+  b[n] = line
+  cfg.journal_n = n
+  if n >= JOURNAL_BATCH_MAX then journal_flush(cfg) end
+end
+
 -- journal_entry adds one entry event to the call's batch: kind (entered, admitted, exchanged,
 -- completed, revoked, expired, left, closed), the entry's arrival seq, and what is known of user,
 -- lane, jti, reason; eta (entered only) is the estimated wait the enter reply shows (ms,
 -- eta_shown), '' for none. seq may be given formatted already (a string). Formatting a number is
 -- most of the Lua cost of an event, so the time, the same for every event of a call, is formatted
--- once; per event one concatenation, per call one table.concat and one XADD (journal_flush).
+-- once (journal_at); per event one concatenation, per call one table.concat and one XADD
+-- (journal_flush).
 local function journal_entry(cfg, kind, seq, now, user, lane, jti, reason, eta)
   if cfg.journal <= 0 then return end
-  if cfg.journal_at_ms ~= now then cfg.journal_at_ms, cfg.journal_at = now, num(now) end
   if type(seq) ~= 'string' then seq = num(seq) end
-  local b, n = cfg.journal_buf, 1
-  if b then n = cfg.journal_n + 1 else b = {}; cfg.journal_buf = b end
-  b[n] = kind .. ',' .. seq .. ',' .. (user or '') .. ',' .. (lane or '') .. ',' .. cfg.journal_at .. ',' ..
-    (jti or '') .. ',' .. (reason or '') .. ',' .. (eta or '')
-  cfg.journal_n = n
-  if n >= JOURNAL_BATCH_MAX then journal_flush(cfg) end
+  journal_line(cfg, kind .. ',' .. seq .. ',' .. (user or '') .. ',' .. (lane or '') .. ',' .. journal_at(cfg, now) ..
+    ',' .. (jti or '') .. ',' .. (reason or '') .. ',' .. (eta or ''))
 end
 
 -- journal_config appends a config event: action (create, configure, draw, end, restore) and, as
@@ -453,11 +466,17 @@ draw_lottery = function(cfg)
 end
 
 -- seq_of returns the arrival seq of a jti "<epoch>.<seq>.<admno>.<admitted_ms>" of this room's
--- current epoch, or nil for any other string (an id minted before a data loss, or garbage).
+-- current epoch, or nil for any other string (an id minted before a data loss, or garbage); and
+-- second, the seq's digits as the jti has them (num(seq) for a jti the room minted).
+-- The epoch ([0-9a-z]+, no '.') is compared as the jti's prefix "<epoch>." and only the rest
+-- matched (a plain find, then the digits): the whole id matched with a class cost ~8k instructions.
 local function seq_of(cfg, jti)
-  local e, s = string.match(jti, '^([0-9a-z]+)%.(%d+)%.%d+%.%d+$')
-  if e ~= cfg.epoch then return nil end
-  return tonumber(s)
+  local p = cfg.jti_prefix
+  if not p then p = cfg.epoch .. '.'; cfg.jti_prefix = p end
+  if string.find(jti, p, 1, true) ~= 1 then return nil end
+  local s = string.match(jti, '^(%d+)%.%d+%.%d+$', #p + 1)
+  if not s then return nil end
+  return tonumber(s), s
 end
 
 -- end_entry records the end of entry seq (kind C, R, E, N or L: the ended record's prefix) and
@@ -616,7 +635,11 @@ end
 -- (every later slot an admission made at most a whole number m of sessions later) the
 -- (j - m * capacity)-th, or 0 when that is a slot free now. issuer/eta.go capBound reads it.
 -- An entry that waits for capacity also needs the measured history (eta_measure).
-local function eta_expiry(fig, pos)
+-- ahead (optional): how many more positions right after pos the caller will ask about (enter's
+-- newcomers, consecutive): the expiries of that many more ranks are read with this one, in one
+-- ZRANGE, and kept in fig.ahead (rank -> expiry) for them; a caller that changes active after
+-- the read drops fig.ahead.
+local function eta_expiry(fig, pos, ahead)
   local capacity, live = fig[2], fig[3]
   local j = pos - capacity + live
   if j <= 0 then return 0 end
@@ -626,8 +649,34 @@ local function eta_expiry(fig, pos)
     if j < 1 then return 0 end
   end
   local r = eta_lapsed(fig) + j - 1
-  local e = redis.call('ZRANGE', K_ACTIVE, r, r, 'WITHSCORES')
+  local c = fig.ahead
+  if c and c[r] then return c[r] end
+  local e = redis.call('ZRANGE', K_ACTIVE, r, r + (ahead or 0), 'WITHSCORES')
+  if ahead and ahead > 0 then
+    c = {}
+    for i = 2, #e, 2 do c[r + i / 2 - 1] = tonumber(e[i]) end
+    fig.ahead = c
+  end
   return tonumber(e[2] or '0')
+end
+
+-- eta_pace works out once per fig what eta_shown's estimates share: fig.base, the wait until a
+-- set opening (ms, 0: none), and fig.pace, admissions per ms, false when no estimate is shown (the
+-- room neither open nor paused until a set opening, or no pace). Returns fig.pace. A caller may
+-- skip eta_shown once fig.pace is false.
+local function eta_pace(cfg, fig)
+  local now, opens = fig[1], fig[10]
+  fig.base, fig.pace = 0, false
+  if cfg.state == 'paused' and fig[11] == 'open' and opens > now then
+    fig.base = opens - now
+  elseif cfg.state ~= 'open' then
+    return false
+  end
+  local pace = cfg.rate / 60000
+  if fig[8] > 0 and fig[9] > 0 then pace = math.min(pace, fig[8] / fig[9]) end
+  if pace <= 0 then return false end
+  fig.pace = pace
+  return pace
 end
 
 -- eta_shown is the estimated wait (ms, a decimal string) the issuer shows for the entry at pos
@@ -635,16 +684,10 @@ end
 -- wait and estimate, operation for operation (the same doubles, so the same value; a test
 -- compares them). Only for the journal's entered event (the estimate-error metric): no call.
 local function eta_shown(cfg, fig, pos, expiry)
-  local now, capacity, live, session, opens = fig[1], fig[2], fig[3], fig[7], fig[10]
-  local base = 0
-  if cfg.state == 'paused' and fig[11] == 'open' and opens > now then
-    base = opens - now
-  elseif cfg.state ~= 'open' then
-    return nil
-  end
-  local pace = cfg.rate / 60000
-  if fig[8] > 0 and fig[9] > 0 then pace = math.min(pace, fig[8] / fig[9]) end
-  if pace <= 0 then return nil end
+  local pace = fig.pace
+  if pace == nil then pace = eta_pace(cfg, fig) end
+  if not pace then return nil end
+  local now, capacity, live, session = fig[1], fig[2], fig[3], fig[7]
   local ms = pos / pace
   local j = pos - capacity + live
   if j > 0 and fig[6] >= 5000 then -- minHistory
@@ -658,7 +701,7 @@ local function eta_shown(cfg, fig, pos, expiry)
     if fp > 0 then slot = math.min(slot, j / fp) end
     ms = math.max(ms, slot)
   end
-  return num(base + math.floor(ms + 0.5))
+  return num(fig.base + math.floor(ms + 0.5))
 end
 
 -- Bans (KEYS 11 and 12; docs/rooms.md#bans). A ban costs one member in each key
