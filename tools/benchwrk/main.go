@@ -15,7 +15,7 @@
 // a leader-handoff group commit like flashgate's — the limit of every row
 // flashgate batches); bare + batched enter writes (POST /batched-enter: the
 // same batching, each batch one script doing the least Redis work an enter
-// does — the arrival counter, one ZADD, one journal XADD per user — the
+// does — the arrival counter, one ZADD, one journal XADD per 256 users (one batch entry, as journal_flush) — the
 // limit of the enter row); enter (a paused room, every request a new user);
 // status (statusUsers users waiting in a paused room, wrk cycling through
 // their waiting tokens); status (snapshot) (the same, the server started with

@@ -112,7 +112,7 @@ var rowLegend = map[string]string{
 	rowBare:        "bare fiber GET /hello (c.JSON of a small object): every % of bare divides by it",
 	rowPing:        "bare + one Redis PING per request (GET /ping): the limit of one unbatched round trip per request",
 	rowBatchPing:   "bare + one Redis PING per batch of concurrent requests (POST /batched, leader-handoff group commit as flashgate's): the limit of a batched request",
-	rowBatchEnter:  "bare + per batch one script with the least an enter writes (INCRBY, one ZADD, one journal XADD per user; POST /batched-enter): the limit of enter",
+	rowBatchEnter:  "bare + per batch one script with the least an enter writes (INCRBY, one ZADD, one journal XADD per 256 users, as journal_flush; POST /batched-enter): the limit of enter",
 	rowEnter:       "POST /v1/rooms/{room}/enter, a new user per request, paused room",
 	rowEnterOff:    "enter, the server with FLASHGATE_JOURNAL_MAXLEN=off (no journal)",
 	rowStatus:      "GET /v1/rooms/{room}/status of users waiting in a paused room (exact statuses)",
