@@ -297,20 +297,6 @@ func (c *replyReader) string() string {
 	return ""
 }
 
-// list reads a nested array.
-func (c *replyReader) list() []any {
-	v, ok := c.next()
-	if !ok {
-		return nil
-	}
-	l, isList := v.([]any)
-	if !isList && v != nil {
-		c.i--
-		c.fail(fmt.Sprintf("want an array, got %T", v))
-	}
-	return l
-}
-
 // more reports whether elements are left (an optional tail).
 func (c *replyReader) more() bool { return c.err == nil && c.i < len(c.r) }
 
