@@ -376,3 +376,72 @@ func checkDocs(t *testing.T, root string) ([]string, docCounts) {
 	}
 	return problems, n
 }
+
+// absoluteInstant matches an instant written out in a command: an RFC 3339
+// date-time or a Unix time in ms (13 digits) or s (10 digits from 2020 on).
+var absoluteInstant = regexp.MustCompile(`\b20\d\d-\d\d-\d\dT\d\d:\d\d|\b1[6-9]\d{11}\b|\b1[6-9]\d{8}\b`)
+
+// TestNoTimeBombsInRunnableExamples: no command of a ```sh block of the
+// Markdown files (README, docs/, examples/) writes an absolute instant. An
+// example that opens a room "at 09:00 on a date" works until that date
+// passes and then answers 403 room_closed (TestREADMECurlCommands failed
+// that way once): a document computes instants relative to now
+// (`$(date -u -d '+1 hour' …)`). Comments (# …), which show answers, may hold
+// instants. testdata/timebombs.md holds one of each kind, which it must find.
+func TestNoTimeBombsInRunnableExamples(t *testing.T) {
+	if got := timeBombs(t, filepath.Join("testdata", "timebombs")); len(got) != 3 {
+		t.Fatalf("the fixture's three bombs were not all found: %q", got)
+	}
+	for _, b := range timeBombs(t, ".") {
+		t.Error(b)
+	}
+}
+
+// timeBombs lists file:line of every command line of a ```sh block under
+// root that holds an absolute instant.
+func timeBombs(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (name == "testdata" || name == "node_modules" || name == "build" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".md") {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		in := false
+		for i, l := range strings.Split(string(data), "\n") {
+			switch {
+			case strings.HasPrefix(l, "```sh") || strings.HasPrefix(l, "```bash"):
+				in = true
+				continue
+			case strings.HasPrefix(l, "```"):
+				in = false
+				continue
+			}
+			code := strings.TrimSpace(l)
+			if k := strings.Index(code, " # "); k >= 0 {
+				code = code[:k]
+			}
+			if in && !strings.HasPrefix(code, "#") && absoluteInstant.MatchString(code) {
+				out = append(out, fmt.Sprintf("%s:%d: an absolute instant in a runnable example: %s", p, i+1, absoluteInstant.FindString(code)))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,10 +24,14 @@ import (
 // docs/*.md that calls the HTTP API (/admin or /v1), continuation lines
 // joined.
 type readmeCommand struct {
-	file  string // README.md or docs/….md, relative to the repository root
-	line  int    // line of file it starts on
-	cmd   string // as written
-	block int    // index of its ```sh block
+	file string // README.md or docs/….md, relative to the repository root
+	line int    // line of file it starts on
+	cmd  string // as written
+	// setup is the block's shell assignments written before it
+	// (`opens=$(date -u -d '+1 hour' …)`), run first in the same shell:
+	// a document computes instants relative to now, never writes one.
+	setup string
+	block int // index of its ```sh block
 	// status is the status the README's comment after it shows (a
 	// line "# 403 {…}"), 0 when it shows none.
 	status int
@@ -62,20 +67,25 @@ func appendCommands(t *testing.T, out []readmeCommand, block int, path string) (
 	file := filepath.ToSlash(strings.TrimPrefix(path, filepath.Join("..", "..")+string(filepath.Separator)))
 	lines := strings.Split(string(data), "\n")
 	in := false
+	var setup string
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
 		switch {
 		case strings.HasPrefix(l, "```sh"):
-			in, block = true, block+1
+			in, block, setup = true, block+1, ""
 			continue
 		case strings.HasPrefix(l, "```"):
 			in = false
 			continue
 		}
+		if in && shellAssignment.MatchString(l) {
+			setup += l + "\n"
+			continue
+		}
 		if !in || !strings.HasPrefix(l, "curl ") {
 			continue
 		}
-		c := readmeCommand{file: file, line: i + 1, block: block, cmd: l}
+		c := readmeCommand{file: file, line: i + 1, block: block, cmd: l, setup: setup}
 		for strings.HasSuffix(c.cmd, `\`) && i+1 < len(lines) {
 			i++
 			c.cmd = strings.TrimSuffix(c.cmd, `\`) + " " + strings.TrimSpace(lines[i])
@@ -94,6 +104,10 @@ func appendCommands(t *testing.T, out []readmeCommand, block int, path string) (
 	}
 	return out, block
 }
+
+// shellAssignment matches a document's shell variable assignment from a
+// command substitution (`opens=$(date …)`).
+var shellAssignment = regexp.MustCompile(`^[a-z_]+=\$\(`)
 
 // TestREADMECurlCommands runs every curl command of the ```sh blocks of
 // README.md and docs/*.md that calls /admin or /v1, as written (by sh, with real curl),
@@ -150,7 +164,7 @@ func TestREADMECurlCommands(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusCreated, resp.StatusCode)
 		for _, c := range these {
-			sh := exec.Command("sh", "-c", strings.ReplaceAll(c.cmd, "localhost:8080", base))
+			sh := exec.Command("sh", "-c", c.setup+strings.ReplaceAll(c.cmd, "localhost:8080", base))
 			sh.Env = append(os.Environ(), "CURL_HOME="+home, "HOME="+home, "XDG_CONFIG_HOME="+home,
 				"FLASHGATE_ADMIN_TOKEN="+token, "PATH="+filepath.Dir(curl)+string(os.PathListSeparator)+os.Getenv("PATH"))
 			out, err := sh.Output()
