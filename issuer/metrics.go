@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/roomkey"
+	"github.com/flashgate/flashgate/issuer/store"
 )
 
 // scriptNames maps each script's SHA-1 (what EVALSHA carries) to its name
@@ -45,7 +46,7 @@ func ScriptNames() []string {
 func ScriptName(sha string) string { return scriptNames[strings.ToLower(sha)] }
 
 // exporterScript takes or renews a room's metrics-exporter lease (lua/exporter.lua).
-var exporterScript = redis.NewScript(mustRead("lua/exporter.lua"))
+var exporterScript = store.LoadPlain("exporter")
 
 // ClaimExporter takes or renews, for replica (an id unique to the calling
 // process), the lease of exporting room's figures to Prometheus: true when

@@ -2,7 +2,6 @@ package issuer
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,19 +11,12 @@ import (
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/internal/roomkey"
+	"github.com/flashgate/flashgate/issuer/store"
 )
-
-//go:embed lua/*.lua
-var luaFS embed.FS
-
-// prelude is lua/prelude.lua cut into its definitions (splitPrelude).
-var prelude = splitPrelude(mustRead("lua/prelude.lua"))
 
 // loadScript returns the room script lua/<name>.lua preceded by the prelude
 // definitions it uses (assemble).
-func loadScript(name string) *redis.Script {
-	return redis.NewScript(assemble(prelude, mustRead("lua/"+name+".lua")))
-}
+func loadScript(name string) *redis.Script { return store.Load(name) }
 
 // The scripts, one per operation (Lua in lua/*.lua), each declared in the Go
 // file beside it (script_<name>.go: the script value, its KEYS/ARGV layout
@@ -34,18 +26,7 @@ func loadScript(name string) *redis.Script {
 
 // loadScriptKeys is loadScript for a script that takes only the room keys
 // it uses (assembleKeys): it returns them too, as indices into roomKeys.
-func loadScriptKeys(name string) (*redis.Script, []int) {
-	src, keys := assembleKeys(prelude, mustRead("lua/"+name+".lua"))
-	return redis.NewScript(src), keys
-}
-
-func mustRead(name string) string {
-	b, err := luaFS.ReadFile(name)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
+func loadScriptKeys(name string) (*redis.Script, []int) { return store.LoadKeys(name) }
 
 // Redis lists just the commands flashgate uses, so *redis.Client,
 // *redis.ClusterClient, *redis.Ring and the Sentinel-backed failover client
