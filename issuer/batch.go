@@ -282,7 +282,7 @@ func (k *batchKind) add(items int) {
 }
 
 // enterUsers runs the enter script for users, in that order, and decodes
-// its reply (decodeEnter).
+// its reply (store.Gateway.Enter, enterEntries).
 //
 // With limited auto rooms (Config.MaxAutoRooms) an unknown room is created
 // only once its slot is reserved: the first call may not create it
@@ -290,17 +290,21 @@ func (k *batchKind) add(items int) {
 // and the call repeated with the default policy. Errors: those of the script, and
 // flashgate.ErrRoomLimit.
 func (is *Issuer) enterUsers(ctx context.Context, room string, users ...any) ([]scriptEntry, error) {
+	ids := make([]string, len(users))
+	for i, u := range users {
+		ids[i], _ = u.(string)
+	}
 	is.batchStats.enter.add(len(users))
-	policy := is.createArg(enterScript, room)
-	r, err := is.runPolicy(ctx, enterScript, room, policy, users...)
+	policy := is.createArg(createsByEnter, room)
+	r, err := is.db.Enter(ctx, room, policy, ids)
 	if again, rerr := is.autoRoomAgain(ctx, room, policy, err); rerr != nil {
 		return nil, rerr
 	} else if again {
 		is.batchStats.enter.add(len(users))
-		r, err = is.runPolicy(ctx, enterScript, room, is.defaultPolicy(), users...)
+		r, err = is.db.Enter(ctx, room, is.defaultPolicy(), ids)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return decodeEnter(r, len(users))
+	return enterEntries(r), nil
 }

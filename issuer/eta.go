@@ -38,24 +38,6 @@ type etaFigures struct {
 // rankedExpiry is the j-th earliest live expiry (ms), j 1-based.
 type rankedExpiry struct{ j, at int64 }
 
-// decodeFigures decodes eta_figures' list, {now_ms, capacity, live, admits,
-// ends, window_ms, session_ms, batch, tick_ms, opens_ms, configured state}
-// and, when present, the position's expiry; ok is false for an empty or
-// short list (a closed room: no estimate).
-func decodeFigures(v any, rate int64) (f etaFigures, ok bool) {
-	r, _ := v.([]any)
-	if len(r) < 11 {
-		return etaFigures{}, false
-	}
-	f = etaFigures{now: asInt(r[0]), capacity: asInt(r[1]), live: asInt(r[2]), admits: asInt(r[3]),
-		ends: asInt(r[4]), window: asInt(r[5]), session: asInt(r[6]), batch: asInt(r[7]), tick: asInt(r[8]),
-		opens: asInt(r[9]), configured: RoomState(asString(r[10])), rate: rate}
-	if len(r) > 11 {
-		f.expiry = asInt(r[11])
-	}
-	return f, true
-}
-
 // forPosition returns the figures of the entry at pos (0: in the pre-queue)
 // from a call's shared figures f, with expiry, the position's eta_expiry
 // answer (ms). The measured history (admits, ends, window) is kept only when

@@ -167,7 +167,7 @@ func TestAssembleKeysTakesOnlyTheKeysUsed(t *testing.T) {
 	assert.True(t, strings.HasPrefix(src, "local K_SEQ = KEYS[1]\n"), src)
 
 	src, keys = assembleKeys(prelude, mustRead("lua/status.lua"))
-	_, statusKeys := LoadKeys("status")
+	_, statusKeys := loadKeys("status")
 	assert.Equal(t, statusKeys, keys)
 	head, code, _ := strings.Cut(src, "\n")
 	m := regexp.MustCompile(`^local ([A-Z_, ]+) = ([A-Z0-9\[\], ]+)$`).FindStringSubmatch(head)
@@ -195,7 +195,7 @@ func TestAssembleKeysTakesOnlyTheKeysUsed(t *testing.T) {
 	assert.Contains(t, assemble(prelude, "return KEYS[ROOM_KEYS + 1]"), "local ROOM_KEYS = 17\n", "assemble: every room key")
 	assert.Panics(t, func() { assembleKeys(prelude, "return KEYS[18]") })
 	src, keys = assembleKeys(prelude, mustRead("lua/complete.lua"))
-	_, completeKeys := LoadKeys("complete")
+	_, completeKeys := loadKeys("complete")
 	assert.Equal(t, completeKeys, keys)
 	assert.Contains(t, src, "\nlocal ROOM_KEYS = "+strconv.Itoa(len(keys))+"\n")
 	assert.Less(t, len(keys), len(all))

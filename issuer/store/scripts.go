@@ -19,18 +19,18 @@ func mustRead(name string) string { return lua.Source(strings.TrimPrefix(name, "
 // (lua/prelude.lua's layout): roomkey.All.
 func roomKeys(room string) []string { return roomkey.All(room) }
 
-// Load returns the room script lua/<name>.lua preceded by the prelude
+// load returns the room script lua/<name>.lua preceded by the prelude
 // definitions it uses (assemble).
-func Load(name string) *redis.Script {
+func load(name string) *redis.Script {
 	return redis.NewScript(assemble(prelude, mustRead("lua/"+name+".lua")))
 }
 
-// LoadKeys is Load for a script that takes only the room keys it uses
+// loadKeys is load for a script that takes only the room keys it uses
 // (assembleKeys): it returns them too, as indices into the room's keys.
-func LoadKeys(name string) (*redis.Script, []int) {
+func loadKeys(name string) (*redis.Script, []int) {
 	src, keys := assembleKeys(prelude, mustRead("lua/"+name+".lua"))
 	return redis.NewScript(src), keys
 }
 
-// LoadPlain returns lua/<name>.lua as it is (a script without the prelude).
-func LoadPlain(name string) *redis.Script { return redis.NewScript(mustRead("lua/" + name + ".lua")) }
+// loadPlain returns lua/<name>.lua as it is (a script without the prelude).
+func loadPlain(name string) *redis.Script { return redis.NewScript(mustRead("lua/" + name + ".lua")) }
