@@ -65,7 +65,7 @@ func TestAssembleTakesOnlyWhatIsUsed(t *testing.T) {
 	assert.Less(t, strings.Index(src, "local journal_config"), strings.Index(src, "journal_config = function"))
 	assert.NotContains(t, src, "local function ban_user(")
 	assert.NotContains(t, src, "local function eta_expiry(")
-	all := mustRead("lua/prelude.lua")
+	all := preludeSource()
 	assert.Less(t, len(assemble(prelude, mustRead("lua/status.lua"))), len(all)+len(mustRead("lua/status.lua")))
 }
 
@@ -115,7 +115,7 @@ func TestConfigTableHoldsWhatTheScriptReads(t *testing.T) {
 		}
 		return out
 	}
-	all := fields(mustRead("lua/prelude.lua"))
+	all := fields(preludeSource())
 	require.Len(t, all, 23)
 	complete, _ := assembleKeys(prelude, mustRead("lua/complete.lua"))
 	got := fields(complete)
@@ -154,7 +154,7 @@ func TestSplitPreludeKeepsEverything(t *testing.T) {
 		require.NotEmpty(t, p.defines)
 		b.WriteString(p.src)
 	}
-	assert.Equal(t, strings.TrimRight(mustRead("lua/prelude.lua"), "\n"), strings.TrimRight(b.String(), "\n"))
+	assert.Equal(t, strings.TrimRight(preludeSource(), "\n"), strings.TrimRight(b.String(), "\n"))
 }
 
 // TestAssembleKeysTakesOnlyTheKeysUsed: a script assembled with
