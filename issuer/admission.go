@@ -140,7 +140,7 @@ func (is *Issuer) noteMinted(room string, a *Admission) {
 		return // expired already: completing it is refused anyway
 	}
 	// a.ID and a.Token are the issuer's own strings (script reply, signer).
-	n := mintedNote{room: is.roomBatch(room).room, item: mintedItem{jti: a.ID, digest: MintedDigest(a.Token), ttlMs: ttl}}
+	n := mintedNote{room: is.statusBatch(room).room, item: mintedItem{jti: a.ID, digest: MintedDigest(a.Token), ttlMs: ttl}}
 	is.minting.Add(1)
 	select {
 	case is.notes <- n:
@@ -320,7 +320,7 @@ func (is *Issuer) complete(ctx context.Context, room, user, admissionID, digest 
 	if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
 		return nil, flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
 	}
-	c, err := is.roomBatch(room).complete.call(ctx, completeItem{user: user, jti: admissionID, digest: digest},
+	c, err := is.completeBatch(room).call(ctx, completeItem{user: user, jti: admissionID, digest: digest},
 		func(it completeItem) completeItem {
 			return completeItem{strings.Clone(it.user), strings.Clone(it.jti), it.digest} // digest: ours
 		})

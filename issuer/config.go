@@ -163,8 +163,9 @@ type Issuer struct {
 	restored atomic.Int64
 	// registered holds the rooms this process has added to fg:rooms.
 	registered sync.Map
-	// batchers holds each room's *roomBatchers (batch.go).
-	batchers sync.Map
+	// enterBatchers, statusBatchers and completeBatchers hold each room's
+	// coalescer of that path (batch.go: enterBatch, statusBatch, completeBatch).
+	enterBatchers, statusBatchers, completeBatchers sync.Map
 	// batchStats count the coalesced script calls per kind and the items
 	// they carried (Observation.Batches).
 	batchStats struct{ enter, status, exchange, complete batchKind }

@@ -46,3 +46,17 @@ func queueLen[T, R any](c *coalescer[T, R]) int {
 
 // MintedKey is mintedKey: the key of the minted note of admission jti.
 var MintedKey = mintedKey
+
+// roomBatchers are one room's coalescers of every path, for tests.
+type roomBatchers struct {
+	room     string
+	enter    *coalescer[string, *scriptEntry]
+	status   *coalescer[statusItem, scriptEntry]
+	complete *coalescer[completeItem, completeReply]
+}
+
+// roomBatch returns room's coalescers (making those not made yet).
+func (is *Issuer) roomBatch(room string) roomBatchers {
+	e := is.enterBatch(room)
+	return roomBatchers{room: e.room, enter: e, status: is.statusBatch(room), complete: is.completeBatch(room)}
+}

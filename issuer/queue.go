@@ -218,7 +218,7 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 	if err := is.needSecret(); err != nil {
 		return nil, err
 	}
-	r, err := is.roomBatch(room).enter.call(ctx, user, strings.Clone)
+	r, err := is.enterBatch(room).call(ctx, user, strings.Clone)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +310,7 @@ type statusItem struct {
 // of its own); claim also claims an ACTIVE admission within its arrival
 // window (Exchange), in the same script.
 func (is *Issuer) statusOrClaim(ctx context.Context, room, user, tok string, ref waitingRef, claim bool) (*Entry, error) {
-	r, err := is.roomBatch(room).status.call(ctx, statusItem{user: user, seq: ref.seq, epoch: ref.epoch, claim: claim},
+	r, err := is.statusBatch(room).call(ctx, statusItem{user: user, seq: ref.seq, epoch: ref.epoch, claim: claim},
 		func(it statusItem) statusItem {
 			it.user, it.epoch = strings.Clone(it.user), strings.Clone(it.epoch)
 			return it
