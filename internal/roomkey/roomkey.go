@@ -1,7 +1,8 @@
-// Package roomkey is the one definition of a waiting room's Redis key names
-// (docs/operations.md#redis-data-model), shared by the issuer (whose scripts take them
-// as KEYS), the journal consumer (which reads the journal stream) and the
-// simulator (which reads the room's epoch). Every key of a room carries the
+// Package roomkey is the one definition of flashgate's Redis key names
+// (docs/operations.md#redis-data-model): a waiting room's keys and the global
+// ones (fg:rooms, fg:autorooms, …), shared by the issuer (whose scripts take
+// them as KEYS), the journal consumer (which reads the journal stream and
+// fg:rooms) and the simulator (which reads the room's epoch). Every key of a room carries the
 // hash tag {room}, so a script touches one Cluster slot.
 package roomkey
 

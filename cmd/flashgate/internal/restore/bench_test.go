@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flashgate/flashgate/internal/restore"
+	"github.com/flashgate/flashgate/cmd/flashgate/internal/restore"
 	"github.com/flashgate/flashgate/internal/testing/redistest"
 	"github.com/flashgate/flashgate/journal"
 )

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/restore"
+	"github.com/flashgate/flashgate/cmd/flashgate/internal/restore"
 	"github.com/flashgate/flashgate/internal/testing/pgtest"
 	"github.com/flashgate/flashgate/internal/testing/redistest"
 	"github.com/flashgate/flashgate/internal/testing/testkit"

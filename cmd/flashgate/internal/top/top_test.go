@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgate/flashgate/cmd/flashgate/internal/top"
 	"github.com/flashgate/flashgate/internal/testing/redistest"
-	"github.com/flashgate/flashgate/internal/top"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/server"
