@@ -10,9 +10,6 @@ import (
 // the auto rooms, at most max of them. KEYS: fg:autorooms; ARGV: room, now
 // (ms), max. True when room holds a slot.
 func (g *Gateway) AutoRoom(ctx context.Context, room string, nowMs int64, max int) (bool, error) {
-	n, err := autoRoomScript.Run(ctx, g.rdb, []string{roomkey.AutoRooms}, room, nowMs, max).Int()
-	if err != nil {
-		return false, Unavailable(err)
-	}
-	return n == 1, nil
+	n, err := g.runInt(ctx, autoRoomScript, "autoroom", "held", []string{roomkey.AutoRooms}, room, nowMs, max)
+	return n == 1, err
 }

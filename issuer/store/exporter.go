@@ -10,9 +10,6 @@ import (
 // lease on room's metrics export for leaseMs. KEYS: fg:{room}:exporter;
 // ARGV: replica, lease (ms). True when replica holds it.
 func (g *Gateway) Exporter(ctx context.Context, room, replica string, leaseMs int64) (bool, error) {
-	n, err := exporterScript.Run(ctx, g.rdb, []string{roomkey.Exporter(room)}, replica, leaseMs).Int()
-	if err != nil {
-		return false, Unavailable(err)
-	}
-	return n == 1, nil
+	n, err := g.runInt(ctx, exporterScript, "exporter", "held", []string{roomkey.Exporter(room)}, replica, leaseMs)
+	return n == 1, err
 }

@@ -115,6 +115,23 @@ func (g *Gateway) runReplicated(ctx context.Context, s *redis.Script, room strin
 	return res, nil
 }
 
+// runInt runs a script without the prelude whose reply is one integer
+// (field), read by the reader: a reply of another type is an error naming
+// the script and the field.
+func (g *Gateway) runInt(ctx context.Context, s *redis.Script, script, field string, keys []string, args ...any) (int64, error) {
+	v, err := s.Run(ctx, g.rdb, keys, args...).Result()
+	if err != nil {
+		return 0, Unavailable(err)
+	}
+	return decodeInt(script, field, v)
+}
+
+func decodeInt(script, field string, v any) (int64, error) {
+	c := newReader(script, []any{v})
+	n := c.int(field)
+	return n, c.Err()
+}
+
 // reply maps a script's reply: Redis failures to Unavailable,
 // {'ERROR', code} to the code's domain error (ScriptError).
 func reply(res []any, err error, room string) ([]any, error) {

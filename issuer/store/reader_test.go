@@ -67,6 +67,12 @@ func decoderCases() map[string]decoderCase {
 			int64(0), "0", "", int64(0), int64(0), int64(0)},
 			decode: func(r []any) error { return e(decodeTick(r)) }},
 		"unban": {reply: []any{"UNBANNED", int64(1)}, decode: func(r []any) error { return e(decodeUnban(r)) }},
+		"int": {reply: []any{int64(1)}, decode: func(r []any) error {
+			if len(r) == 0 {
+				return e(decodeInt("int", "n", nil)) // a nil reply reads 0: the cut case has no field to lose
+			}
+			return e(decodeInt("int", "n", r[0]))
+		}, shorter: []int{0}},
 	}
 }
 

@@ -14,9 +14,9 @@ import (
 // (Unix s). KEYS: the room's config hash; ARGV: now. Errors: unknown_room
 // (ScriptError), Unavailable.
 func (g *Gateway) Stop(ctx context.Context, room string) (int64, error) {
-	nb, err := stopScript.Run(ctx, g.rdb, configKeyOf{roomkey.Key(room, roomkey.Config)}.keys(), g.nowArg()).Int64()
+	nb, err := g.runInt(ctx, stopScript, "stop", "not_before", configKeyOf{roomkey.Key(room, roomkey.Config)}.keys(), g.nowArg())
 	if err != nil {
-		return 0, Unavailable(err)
+		return 0, err
 	}
 	if nb == 0 {
 		return 0, ScriptError("unknown_room", room)
