@@ -13,7 +13,7 @@ import (
 const minHistory = 5 * time.Second
 
 // etaFigures are a room's measured figures at one moment, as the scripts
-// gather them (lua/prelude.lua eta_figures, eta_expiry): what Entry.EstimatedWait
+// gather them (lua/prelude_eta.lua eta_figures, eta_expiry): what Entry.EstimatedWait
 // is computed from, on the exact path (status and enter scripts, the
 // position's own expiry) and the snapshot path (snapshot script, expiry
 // interpolated from a sample) alike.
@@ -105,7 +105,7 @@ func (f etaFigures) freeingPace() (pace float64, ok bool) {
 // expiry for j ≤ live; beyond, each later slot is one an admission made
 // after now holds, freed at most m whole sessions after the (j − m ×
 // capacity)-th live expiry, or after now for a slot free now. It mirrors
-// lua/prelude.lua eta_expiry, which fetched the expiry this needs.
+// lua/prelude_eta.lua eta_expiry, which fetched the expiry this needs.
 func (f etaFigures) capBound(j int64) float64 {
 	var m int64
 	if j > f.live && f.capacity > 0 {

@@ -23,7 +23,7 @@ var ErrRoomDeleted = errors.New("room deleted")
 // refusal (the room is mid-restore) to flashgate.ErrRoomLost, anything else
 // to flashgate.ErrUnavailable.
 func Unavailable(err error) error {
-	if redis.HasErrorPrefix(err, "RESTORING") { // lua/prelude.lua load_config: restore.lua is mid-way
+	if redis.HasErrorPrefix(err, "RESTORING") { // lua/prelude_config.lua load_config: restore.lua is mid-way
 		return &flashgate.Error{Code: flashgate.CodeRoomLost, Message: "waiting room being restored from the journal; retry"}
 	}
 	if redis.HasErrorPrefix(err, "OOM") {

@@ -9,7 +9,7 @@ import (
 	"github.com/flashgate/flashgate/internal/roomkey"
 )
 
-// The prelude (lua/prelude.lua) is a library of top-level definitions the
+// The prelude (lua/prelude*.lua, preludeFiles) is a library of top-level definitions the
 // room scripts share. Redis runs a script's whole body on every EVALSHA, so
 // every definition a script carries costs it a closure (or a table) per
 // call whether it uses it or not: the whole prelude cost ≈ 5–10 µs per call.
@@ -171,7 +171,7 @@ func (a assembly) coldHead() string {
 	if len(a.exports) == 0 {
 		return ""
 	}
-	return "local cold, COLD -- the loader of the cold pieces and its table (issuer/prelude.go)\n"
+	return "local cold, COLD -- the loader of the cold pieces and its table (issuer/store/prelude.go)\n"
 }
 
 // loader returns the definition of cold: the cold pieces, defined on its
