@@ -43,6 +43,10 @@ func TestImportDirection(t *testing.T) {
 		{pkg: module + "/verifier/...", onlyModule: true, forbidden: []string{module + "/issuer", module + "/keys", module + "/server", module + "/order"}},
 		{pkg: module + "/issuer", forbidden: []string{module + "/verifier", module + "/server", module + "/keys", module + "/order",
 			module + "/problem", "fiber", "fasthttp", "jwx", "prometheus", "wazero", "miniredis"}},
+		// The Redis gateway: go-redis and the scripts, nothing of the layers above.
+		{pkg: module + "/issuer/store", forbidden: []string{module + "/verifier", module + "/server", module + "/keys",
+			module + "/order", module + "/problem", module + "/journal", "fiber", "fasthttp", "jwx", "prometheus", "wazero", "miniredis"}},
+		{pkg: module + "/issuer/lua", onlyModule: true, forbidden: []string{module + "/issuer/store", module + "/internal/", module + "/server"}},
 		{pkg: module + "/order", forbidden: []string{module + "/server", module + "/keys", "fiber", "fasthttp", "jwx",
 			"miniredis", "prometheus", "wazero"}},
 		{pkg: module + "/keys", forbidden: []string{module + "/issuer", module + "/server", module + "/order"}},
