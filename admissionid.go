@@ -12,7 +12,7 @@ const MaxEpochLen = 13
 
 // AdmissionID is what an admission id (the admission token's jti) names:
 // "<epoch>.<arrival>.<admission>.<admitted_ms>", as the issuer's admit step
-// writes it (issuer/lua/prelude.lua admit, which has its own reader seq_of).
+// writes it (issuer/lua/prelude_admission_rate.lua admit, which has its own reader seq_of).
 type AdmissionID struct {
 	Epoch      string    // the room's epoch when admitted (invariant 6, docs/concepts.md#invariants)
 	Arrival    int64     // arrival number in the room (FIFO order), ≥ 1

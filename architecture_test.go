@@ -43,6 +43,10 @@ func TestImportDirection(t *testing.T) {
 		{pkg: module + "/verifier/...", onlyModule: true, forbidden: []string{module + "/issuer", module + "/keys", module + "/server", module + "/order"}},
 		{pkg: module + "/issuer", forbidden: []string{module + "/verifier", module + "/server", module + "/keys", module + "/order",
 			module + "/problem", "fiber", "fasthttp", "jwx", "prometheus", "wazero", "miniredis"}},
+		// The Redis gateway: go-redis and the scripts, nothing of the layers above.
+		{pkg: module + "/issuer/store", forbidden: []string{module + "/verifier", module + "/server", module + "/keys",
+			module + "/order", module + "/problem", module + "/journal", "fiber", "fasthttp", "jwx", "prometheus", "wazero", "miniredis"}},
+		{pkg: module + "/issuer/lua", onlyModule: true, forbidden: []string{module + "/issuer/store", module + "/internal/", module + "/server"}},
 		{pkg: module + "/order", forbidden: []string{module + "/server", module + "/keys", "fiber", "fasthttp", "jwx",
 			"miniredis", "prometheus", "wazero"}},
 		{pkg: module + "/keys", forbidden: []string{module + "/issuer", module + "/server", module + "/order"}},
@@ -547,4 +551,100 @@ func fileMapProblems(doc string, names []string, exists func(string) bool) []str
 		}
 	}
 	return problems
+}
+
+// TestNoArrowsBackUp holds the tree to its layers (go list, non-test
+// imports): programs (cmd/..., the simulation, examples/, tools/, test/)
+// sit on top and no library imports one; the libraries at the bottom of
+// internal/ (key names, the context sleep, log buffering, the Redis
+// topology) import no module package but the root and each other; the
+// issuer's Redis gateway (issuer/store, issuer/lua) imports nothing of the
+// issuer above it; and the shipped binary links no example. Each arrow
+// against these rules is one error.
+func TestNoArrowsBackUp(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range arrowProblems(strings.Split(strings.TrimSpace(string(out)), "\n")) {
+		t.Error(p)
+	}
+	for _, d := range deps(t, module+"/cmd/flashgate") {
+		if strings.HasPrefix(d, module+"/examples/") {
+			t.Errorf("the flashgate binary links %s: an example is not part of what ships", d)
+		}
+	}
+}
+
+// arrowProblems checks go list lines "pkg import import…" (see TestNoArrowsBackUp).
+func arrowProblems(lines []string) []string {
+	rel := func(p string) (string, bool) {
+		if p == module {
+			return "", true
+		}
+		r, ok := strings.CutPrefix(p, module+"/")
+		return r, ok
+	}
+	under := func(r string, dirs ...string) bool {
+		for _, d := range dirs {
+			if r == d || strings.HasPrefix(r, d+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	program := func(r string) bool {
+		return under(r, "cmd", "examples", "tools", "test", "internal/simulate")
+	}
+	bottom := func(r string) bool {
+		return under(r, "internal/roomkey", "internal/ctxtime", "internal/logbuf", "internal/redisconn")
+	}
+	var problems []string
+	for _, line := range lines {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		p, ok := rel(f[0])
+		if !ok || under(p, "internal/testing") {
+			continue
+		}
+		for _, imp := range f[1:] {
+			i, ok := rel(imp)
+			if !ok {
+				continue
+			}
+			switch {
+			case !program(p) && program(i):
+				problems = append(problems, fmt.Sprintf("%s → %s: a library imports a program", f[0], imp))
+			case bottom(p) && imp != module && !bottom(i):
+				problems = append(problems, fmt.Sprintf("%s → %s: a library at the bottom of internal/ imports one above it", f[0], imp))
+			case under(p, "issuer/store", "issuer/lua") && i == "issuer":
+				problems = append(problems, fmt.Sprintf("%s → %s: the Redis gateway imports the issuer above it", f[0], imp))
+			}
+		}
+	}
+	return problems
+}
+
+// TestArrowRules: arrowProblems reports each kind of arrow back up, and
+// nothing for arrows down.
+func TestArrowRules(t *testing.T) {
+	m := module + "/"
+	got := arrowProblems([]string{
+		m + "issuer " + m + "internal/roomkey " + m + "issuer/store " + module,
+		m + "issuer/store " + m + "issuer",
+		m + "journal/consumer " + m + "internal/simulate",
+		m + "internal/roomkey " + m + "issuer",
+		m + "cmd/flashgate " + m + "examples/orderservice " + m + "issuer",
+		m + "internal/testing/redistest " + m + "cmd/flashgate",
+	})
+	want := []string{
+		m + "issuer/store → " + m + "issuer: the Redis gateway imports the issuer above it",
+		m + "journal/consumer → " + m + "internal/simulate: a library imports a program",
+		m + "internal/roomkey → " + m + "issuer: a library at the bottom of internal/ imports one above it",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/issuer/store"
 )
 
 // SetRoom creates or replaces room's configuration (zero fields take their
@@ -46,28 +47,21 @@ func (is *Issuer) setRoom(ctx context.Context, room string, c RoomConfig, del bo
 	if c.State == RoomClosed && validCloseReason(c.CloseReason) {
 		reason = c.CloseReason
 	}
-	deleted := ""
-	if del {
-		deleted = "1"
-	}
-	r, err := is.run(ctx, configureScript, room, seed, reason, is.cfg.RoomRetention.Milliseconds(), deleted,
-		"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
-		"session_ms", c.SessionDuration.Milliseconds(), "batch", c.TickBatch, "tick_ms", c.Tick.Milliseconds(),
-		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes), "arrival_ms", arrivalMs(c.ArrivalWindow),
-		"prequeue", string(c.PreQueue), "retention_ms", c.Retention.Milliseconds(),
-		"page_title", c.PageTitle, "page_message", c.PageMessage, "brand_color", c.BrandColor,
-		"journal_maxlen", is.journalMaxLen())
-	if err != nil {
-		return RoomConfig{}, err
-	}
-	v, err := decodeSetRoom(r)
+	v, err := is.db.Configure(ctx, room, store.ConfigureArgs{Seed: seed, Reason: reason,
+		RetentionMs: is.cfg.RoomRetention.Milliseconds(), Delete: del, Fields: []any{
+			"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
+			"session_ms", c.SessionDuration.Milliseconds(), "batch", c.TickBatch, "tick_ms", c.Tick.Milliseconds(),
+			"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes), "arrival_ms", arrivalMs(c.ArrivalWindow),
+			"prequeue", string(c.PreQueue), "retention_ms", c.Retention.Milliseconds(),
+			"page_title", c.PageTitle, "page_message", c.PageMessage, "brand_color", c.BrandColor,
+			"journal_maxlen", is.journalMaxLen()}})
 	if err != nil {
 		return RoomConfig{}, err
 	}
 	is.snaps.forget(room) // this replica answers the new state at once (others within a snapshot's age)
-	c.EndedAt, c.DeletedAt = v.ended, v.deleted
-	c.CloseReason = v.closeReason
-	if del && v.waiting == 0 {
+	c.EndedAt, c.DeletedAt = windowTime(v.EndedMs), windowTime(v.DeletedMs)
+	c.CloseReason = v.CloseReason
+	if del && v.Waiting == 0 {
 		// Nothing to drain: out of the listings at once (the tick takes
 		// out one that had a line, once drained).
 		err = is.cfg.Redis.SRem(ctx, keyRooms, room).Err()

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/roomkey"
+	"github.com/flashgate/flashgate/issuer/store"
 )
 
 // Admission is a minted admission token and what it carries.
@@ -140,7 +140,7 @@ func (is *Issuer) noteMinted(room string, a *Admission) {
 		return // expired already: completing it is refused anyway
 	}
 	// a.ID and a.Token are the issuer's own strings (script reply, signer).
-	n := mintedNote{room: is.roomBatch(room).room, item: mintedItem{jti: a.ID, digest: MintedDigest(a.Token), ttlMs: ttl}}
+	n := mintedNote{room: is.statusBatch(room).room, item: mintedItem{jti: a.ID, digest: MintedDigest(a.Token), ttlMs: ttl}}
 	is.minting.Add(1)
 	select {
 	case is.notes <- n:
@@ -246,16 +246,11 @@ func (is *Issuer) WaitMinted(ctx context.Context) error {
 // mintedItems writes items' notes, all of room (lua/minted.lua): one call.
 // Errors: flashgate.ErrUnavailable, flashgate.ErrStoreFull.
 func (is *Issuer) mintedItems(ctx context.Context, room string, items []mintedItem) error {
-	keys := make([]string, len(items))
-	args := make([]any, 0, 2*len(items))
+	notes := make([]store.MintedNote, len(items))
 	for i, it := range items {
-		keys[i] = mintedKey(room, it.jti)
-		args = append(args, it.digest, it.ttlMs)
+		notes[i] = store.MintedNote{JTI: it.jti, Digest: it.digest, TTLms: it.ttlMs}
 	}
-	if err := mintedScript.Run(ctx, is.cfg.Redis, keys, args...).Err(); err != nil {
-		return unavailable(err)
-	}
-	return nil
+	return is.db.Minted(ctx, room, notes)
 }
 
 // Complete consumes an admission atomically: still active and unexpired →
@@ -325,7 +320,7 @@ func (is *Issuer) complete(ctx context.Context, room, user, admissionID, digest 
 	if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
 		return nil, flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
 	}
-	c, err := is.roomBatch(room).complete.call(ctx, completeItem{user: user, jti: admissionID, digest: digest},
+	c, err := is.completeBatch(room).call(ctx, completeItem{user: user, jti: admissionID, digest: digest},
 		func(it completeItem) completeItem {
 			return completeItem{strings.Clone(it.user), strings.Clone(it.jti), it.digest} // digest: ours
 		})
@@ -347,19 +342,16 @@ type completeItem struct{ user, jti, digest string }
 // flashgate.ErrRoomLost, flashgate.ErrUnavailable (Redis, or too few
 // replicas acknowledged the write).
 func (is *Issuer) completeItems(ctx context.Context, room string, items []completeItem) ([]outcome[completeReply], error) {
-	args := make([]any, 0, 3*len(items))
-	keys := make([]string, 0, len(completeKeys)+len(items))
-	keys = append(keys, roomkey.Some(room, completeKeys)...)
-	for _, it := range items {
-		args = append(args, it.user, it.jti, it.digest)
-		keys = append(keys, mintedKey(room, it.jti))
+	args := make([]store.CompleteItem, len(items))
+	for i, it := range items {
+		args[i] = store.CompleteItem{User: it.user, JTI: it.jti, Digest: it.digest}
 	}
 	is.batchStats.complete.add(len(items))
-	r, err := is.runReplicatedKeys(ctx, completeScript, room, keys, args...)
+	r, err := is.db.Complete(ctx, room, args)
 	if err != nil {
 		return nil, err
 	}
-	return decodeComplete(r, len(items), room)
+	return completions(r), nil
 }
 
 // CheckActive asks Redis (one ZSCORE, and the room's clock) whether the
@@ -377,18 +369,14 @@ func (is *Issuer) CheckActive(ctx context.Context, room, admissionID string) err
 	if _, ok := flashgate.ParseAdmissionID(admissionID); !ok {
 		return flashgate.Errorf(flashgate.CodeNotFound, "unknown admission id %q", clip(admissionID))
 	}
-	r, err := is.run(ctx, activeScript, room, admissionID)
-	if err != nil {
-		return err
-	}
-	v, err := decodeActive(r)
+	v, err := is.db.Active(ctx, room, admissionID)
 	if err != nil {
 		return err
 	}
 	switch v {
-	case activeLive:
+	case store.ActiveLive:
 		return nil
-	case activeExpired:
+	case store.ActiveExpired:
 		return flashgate.Errorf(flashgate.CodeExpired, "admission expired")
 	default: // activeGone
 		return flashgate.Errorf(flashgate.CodeNotFound, "admission %q is no longer active", clip(admissionID))
@@ -462,17 +450,13 @@ func (is *Issuer) RevokeWith(ctx context.Context, room, user, admissionID string
 	} else if err := checkBan(time.Millisecond, o.Reason); err != nil {
 		return nil, err
 	}
-	r, err := is.runReplicated(ctx, revokeScript, room, user, admissionID, ban, o.Reason)
+	v, err := is.db.Revoke(ctx, room, store.RevokeArgs{User: user, JTI: admissionID, Ban: ban, Reason: o.Reason})
 	if err != nil {
 		return nil, err
 	}
-	v, err := decodeRevoke(r)
-	if err != nil {
-		return nil, err
-	}
-	rv := &Revocation{AdmissionID: v.jti, RevokedAt: v.at, Repeated: v.repeated}
-	if v.bannedUntil > 0 {
-		rv.BannedUntil = time.UnixMilli(v.bannedUntil)
+	rv := &Revocation{AdmissionID: v.JTI, RevokedAt: time.UnixMilli(v.AtMs), Repeated: v.Repeated}
+	if v.BannedUntilMs > 0 {
+		rv.BannedUntil = time.UnixMilli(v.BannedUntilMs)
 	}
 	return rv, nil
 }

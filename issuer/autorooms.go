@@ -31,12 +31,7 @@ func (is *Issuer) autoLimited() bool { return is.policy != "" && is.cfg.MaxAutoR
 // Errors: flashgate.ErrRoomLimit, flashgate.ErrUnavailable.
 func (is *Issuer) reserveAutoRoom(ctx context.Context, room string) error {
 	try := func() (bool, error) {
-		n, err := autoRoomScript.Run(ctx, is.cfg.Redis, []string{keyAutoRooms}, room,
-			is.now().UnixMilli(), is.cfg.MaxAutoRooms).Int()
-		if err != nil {
-			return false, unavailable(err)
-		}
-		return n == 1, nil
+		return is.db.AutoRoom(ctx, room, is.now().UnixMilli(), is.cfg.MaxAutoRooms)
 	}
 	ok, err := try()
 	if err != nil || ok {

@@ -88,16 +88,12 @@ func (is *Issuer) Ban(ctx context.Context, room, user string, d time.Duration, r
 	if err := checkBan(d, reason); err != nil {
 		return nil, err
 	}
-	r, err := is.runReplicated(ctx, banScript, room, user, d.Milliseconds(), reason)
+	v, err := is.db.Ban(ctx, room, user, d.Milliseconds(), reason)
 	if err != nil {
 		return nil, err
 	}
-	b, err := decodeBan(user, r)
-	if err != nil {
-		return nil, err
-	}
-	b.Reason = reason
-	return b, nil
+	return &Ban{User: user, Until: time.UnixMilli(v.UntilMs), RemovedWaiting: v.RemovedWaiting,
+		RevokedAdmission: v.RevokedAdmission, BannedAt: time.UnixMilli(v.AtMs), Reason: reason}, nil
 }
 
 // Unban lifts user's ban from room; they may enter again (to the back of the
@@ -110,11 +106,11 @@ func (is *Issuer) Unban(ctx context.Context, room, user string) error {
 	if err := checkUser(user); err != nil {
 		return err
 	}
-	r, err := is.run(ctx, unbanScript, room, user)
+	lifted, err := is.db.Unban(ctx, room, user)
 	if err != nil {
 		return err
 	}
-	if asInt(r[1]) != 1 {
+	if !lifted {
 		return flashgate.Errorf(flashgate.CodeNotFound, "user %q has no ban in effect in room %q", user, room)
 	}
 	return nil
@@ -148,12 +144,18 @@ func (is *Issuer) Bans(ctx context.Context, room, cursor string, limit int) (*Ba
 			return nil, flashgate.Errorf(flashgate.CodeInvalidInput, "malformed cursor %q", clip(cursor))
 		}
 	}
-	r, err := is.run(ctx, bansScript, room, cu, cuser, limit)
+	r, err := is.db.Bans(ctx, room, cu, cuser, limit)
 	if err != nil {
 		return nil, err
 	}
-	p := &BanPage{}
-	p.Total, p.Bans = decodeBans(r)
+	p := &BanPage{Total: r.Total}
+	for _, b := range r.Bans {
+		ban := Ban{User: b.User, Until: time.UnixMilli(b.UntilMs), Reason: b.Reason}
+		if b.Dated {
+			ban.BannedAt = time.UnixMilli(b.BannedMs)
+		}
+		p.Bans = append(p.Bans, ban)
+	}
 	if len(p.Bans) == limit {
 		last := p.Bans[len(p.Bans)-1]
 		p.Next = strconv.FormatInt(last.Until.UnixMilli(), 10) + "." + last.User

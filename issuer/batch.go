@@ -29,6 +29,7 @@ import (
 // callers in the order they reached the coalescer, and a go-redis retry of
 // a batch is as idempotent as a retry of one call.
 type coalescer[T, R any] struct {
+	room string // the room's id, the coalescer's own copy (invariant 7)
 	max  int
 	send func(ctx context.Context, items []T) ([]outcome[R], error)
 
@@ -227,27 +228,18 @@ func latestDeadline[T, R any](calls []*pending[T, R]) (time.Time, bool) {
 	return last, true
 }
 
-// roomBatchers are one room's coalescers, one per script: enter, status
-// (status and exchange items share its calls) and complete.
-type roomBatchers struct {
-	room string // a copy (invariant 7)
-	// enter's results point into its batch's decoded reply.
-	enter    *coalescer[string, *scriptEntry]
-	status   *coalescer[statusItem, scriptEntry]
-	complete *coalescer[completeItem, completeReply]
-}
+// Each coalesced path has its own coalescer per room, in a map of its own:
+// the enter path builds and passes only the enter coalescer (enterBatch),
+// status and exchange share theirs (statusBatch: one status script call
+// carries both), completions theirs (completeBatch). New ones keep a copy of
+// room (as their map key too): the caller's string may alias a buffer that is
+// reused after the call (invariant 7; fiber's request strings do).
 
-// roomBatch returns room's coalescers. New ones keep a copy of room (as
-// their map key too): the caller's string may alias a buffer that is reused
-// after the call (invariant 7; fiber's request strings do).
-func (is *Issuer) roomBatch(room string) *roomBatchers {
-	if b, ok := is.batchers.Load(room); ok {
-		return b.(*roomBatchers)
-	}
-	room = strings.Clone(room)
-	n := is.cfg.ScriptBatch
-	b, _ := is.batchers.LoadOrStore(room, &roomBatchers{room: room,
-		enter: &coalescer[string, *scriptEntry]{max: n, send: func(ctx context.Context, users []string) ([]outcome[*scriptEntry], error) {
+// enterBatch returns room's enter coalescer: its results point into its
+// batch's decoded reply.
+func (is *Issuer) enterBatch(room string) *coalescer[string, *scriptEntry] {
+	return batchOf(&is.enterBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []string) ([]outcome[*scriptEntry], error) {
+		return func(ctx context.Context, users []string) ([]outcome[*scriptEntry], error) {
 			args := make([]any, len(users))
 			for i, u := range users {
 				args[i] = u
@@ -262,15 +254,37 @@ func (is *Issuer) roomBatch(room string) *roomBatchers {
 				out[i].res = &rs[i]
 			}
 			return out, nil
-		}},
-		status: &coalescer[statusItem, scriptEntry]{max: n, send: func(ctx context.Context, items []statusItem) ([]outcome[scriptEntry], error) {
-			return is.statusItems(ctx, room, items)
-		}},
-		complete: &coalescer[completeItem, completeReply]{max: n, send: func(ctx context.Context, items []completeItem) ([]outcome[completeReply], error) {
-			return is.completeItems(ctx, room, items)
-		}},
+		}
 	})
-	return b.(*roomBatchers)
+}
+
+// statusBatch returns room's status coalescer (status and exchange items).
+func (is *Issuer) statusBatch(room string) *coalescer[statusItem, scriptEntry] {
+	return batchOf(&is.statusBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []statusItem) ([]outcome[scriptEntry], error) {
+		return func(ctx context.Context, items []statusItem) ([]outcome[scriptEntry], error) {
+			return is.statusItems(ctx, room, items)
+		}
+	})
+}
+
+// completeBatch returns room's complete coalescer.
+func (is *Issuer) completeBatch(room string) *coalescer[completeItem, completeReply] {
+	return batchOf(&is.completeBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []completeItem) ([]outcome[completeReply], error) {
+		return func(ctx context.Context, items []completeItem) ([]outcome[completeReply], error) {
+			return is.completeItems(ctx, room, items)
+		}
+	})
+}
+
+// batchOf returns m's coalescer of room, made with send(its own copy of
+// room) and max items a call when it is the first.
+func batchOf[T, R any](m *sync.Map, room string, max int, send func(room string) func(context.Context, []T) ([]outcome[R], error)) *coalescer[T, R] {
+	if c, ok := m.Load(room); ok {
+		return c.(*coalescer[T, R])
+	}
+	room = strings.Clone(room)
+	c, _ := m.LoadOrStore(room, &coalescer[T, R]{room: room, max: max, send: send(room)})
+	return c.(*coalescer[T, R])
 }
 
 // batchKind counts one kind's script calls and the items they carried.
@@ -282,7 +296,7 @@ func (k *batchKind) add(items int) {
 }
 
 // enterUsers runs the enter script for users, in that order, and decodes
-// its reply (decodeEnter).
+// its reply (store.Gateway.Enter, enterEntries).
 //
 // With limited auto rooms (Config.MaxAutoRooms) an unknown room is created
 // only once its slot is reserved: the first call may not create it
@@ -290,17 +304,21 @@ func (k *batchKind) add(items int) {
 // and the call repeated with the default policy. Errors: those of the script, and
 // flashgate.ErrRoomLimit.
 func (is *Issuer) enterUsers(ctx context.Context, room string, users ...any) ([]scriptEntry, error) {
+	ids := make([]string, len(users))
+	for i, u := range users {
+		ids[i], _ = u.(string)
+	}
 	is.batchStats.enter.add(len(users))
-	policy := is.createArg(enterScript, room)
-	r, err := is.runPolicy(ctx, enterScript, room, policy, users...)
+	policy := is.createArg(createsByEnter, room)
+	r, err := is.db.Enter(ctx, room, policy, ids)
 	if again, rerr := is.autoRoomAgain(ctx, room, policy, err); rerr != nil {
 		return nil, rerr
 	} else if again {
 		is.batchStats.enter.add(len(users))
-		r, err = is.runPolicy(ctx, enterScript, room, is.defaultPolicy(), users...)
+		r, err = is.db.Enter(ctx, room, is.defaultPolicy(), ids)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return decodeEnter(r, len(users))
+	return enterEntries(r), nil
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -177,50 +176,6 @@ func TestEnterCancelledBeforeSend(t *testing.T) {
 	assert.True(t, errors.Is(err, redis.Nil), "a cancelled enter must not take a place: %v", err)
 }
 
-// decodeEnter refuses replies of any other shape than lua/enter.lua's.
-func TestDecodeEnterMalformed(t *testing.T) {
-	figures := []any{int64(1000), int64(4), int64(4), int64(2), int64(1), int64(500), int64(300_000), int64(100),
-		int64(1000), int64(0), "open"}
-	head := []any{int64(0), int64(600), "open", "ep0ch", figures}
-	waiting := []any{int64(1), int64(7), int64(3), int64(3), int64(1500)}
-	active := []any{int64(2), int64(8), int64(0), "ep0ch.8.1.1000", int64(2000)}
-	cat := func(parts ...[]any) []any {
-		var out []any
-		for _, p := range parts {
-			out = append(out, p...)
-		}
-		return out
-	}
-	got, err := decodeEnter(cat(head, waiting, active), 2)
-	require.NoError(t, err)
-	eta := etaFigures{now: 1000, capacity: 4, live: 4, admits: 2, ends: 1, window: 500, session: 300_000, batch: 100,
-		tick: 1000, configured: RoomOpen, rate: 600, expiry: 1500}
-	assert.Equal(t, scriptEntry{state: flashgate.StateWaiting, seq: 7, pos: 3, total: 3, rate: 600, roomState: RoomOpen, epoch: "ep0ch",
-		lane: flashgate.LanePublic, eta: eta, hasETA: true}, got[0])
-	assert.Equal(t, scriptEntry{state: flashgate.StateActive, seq: 8, jti: "ep0ch.8.1.1000", at: 2000, rate: 600, roomState: RoomOpen, epoch: "ep0ch"}, got[1])
-	pri, err := decodeEnter(cat(head, []any{int64(4), int64(9), int64(1), int64(4), int64(0)}), 1)
-	require.NoError(t, err)
-	eta.expiry = 0
-	assert.Equal(t, scriptEntry{state: flashgate.StateWaiting, seq: 9, pos: 1, total: 4, rate: 600, roomState: RoomOpen, epoch: "ep0ch",
-		created: false, lane: flashgate.LanePriority, eta: eta, hasETA: true}, pri[0], "4: waiting in the priority lane")
-
-	for name, r := range map[string][]any{
-		"empty":          {},
-		"no users":       head,
-		"no epoch":       cat(head[:3], waiting, waiting),
-		"bad epoch":      cat(head[:3], []any{"EP_0"}, figures, waiting, waiting),
-		"no figures":     cat(head[:4], []any{[]any{}}, waiting, active),
-		"short waiting":  cat(head, waiting[:4]),
-		"short active":   cat(head, active[:4]),
-		"unknown kind":   cat(head, []any{int64(3), int64(1), int64(1), int64(1)}),
-		"one user short": cat(head, waiting),
-		"one user extra": cat(head, waiting, waiting, waiting),
-	} {
-		_, err := decodeEnter(r, 2)
-		assert.ErrorIs(t, err, flashgate.ErrInternal, name)
-	}
-}
-
 func TestEnterBatchConfig(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -247,33 +202,4 @@ func TestEnterMaxBatch(t *testing.T) {
 	n, err := rdb.ZCard(context.Background(), roomKeys(room)[1]).Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(MaxEnterBatch), n)
-}
-
-// The reply reader refuses a short or mistyped reply with an error naming
-// the script instead of panicking (the positional r[n] it replaced did) or
-// reading a zero.
-func TestReplyReaderRefusesMalformedReplies(t *testing.T) {
-	for name, r := range map[string][]any{"empty": {}, "short": {"REVOKED", int64(5)},
-		"mistyped": {"REVOKED", []any{}, int64(0), "j"}} {
-		_, err := decodeRevoke(r)
-		require.Error(t, err, name)
-		assert.ErrorIs(t, err, flashgate.ErrInternal, name)
-		assert.Contains(t, err.Error(), "revoke script: malformed reply", name)
-	}
-	v, err := decodeRevoke([]any{"REVOKED", int64(5), int64(1), "j"})
-	require.NoError(t, err)
-	assert.Equal(t, revokeReply{at: time.UnixMilli(5), repeated: true, jti: "j"}, v)
-	_, err = decodeLeave(nil)
-	assert.ErrorIs(t, err, flashgate.ErrInternal)
-	_, err = decodeActive([]any{int64(1)})
-	assert.ErrorIs(t, err, flashgate.ErrInternal)
-	_, _, err = decodeDrain([]any{int64(1)})
-	assert.ErrorIs(t, err, flashgate.ErrInternal)
-	_, err = decodeBan("u", []any{"BANNED", int64(1), int64(0), ""})
-	assert.ErrorIs(t, err, flashgate.ErrInternal)
-	_, err = decodeSetRoom([]any{"open", int64(0), "", "x", int64(0)})
-	assert.ErrorIs(t, err, flashgate.ErrInternal, "deleted_ms not a number")
-	s, err := decodeSetRoom([]any{"open", int64(0), "", int64(0), "7"})
-	require.NoError(t, err)
-	assert.EqualValues(t, 7, s.waiting)
 }

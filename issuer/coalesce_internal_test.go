@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,7 +109,7 @@ func TestCompleteBatchIsSequential(t *testing.T) {
 		claim(u, j[u])
 	}
 	for _, w := range []twin{batched, single} { // "left" leaves: its admission ends
-		_, err := w.is.run(ctx, leaveScript, room, "left", mustSeq(t, j["left"]), "e0")
+		_, err := w.is.db.Leave(ctx, room, "left", mustSeq(t, j["left"]), "e0")
 		require.NoError(t, err)
 	}
 	now.Add(1000)
@@ -407,50 +406,6 @@ func TestStatusCoalescedWholeCallError(t *testing.T) {
 	st := is.Observe().Batches
 	assert.Equal(t, BatchStats{Calls: 1, Items: 2}, st.Status)
 	assert.Equal(t, BatchStats{Calls: 1, Items: 1}, st.Exchange)
-}
-
-// decodeComplete and decodeStatusBatch refuse replies of any other shape
-// than the scripts'.
-func TestDecodeBatchMalformed(t *testing.T) {
-	ok := []any{"COMPLETED", int64(5), int64(0)}
-	for name, r := range map[string][]any{
-		"short":       {ok},
-		"long":        {ok, ok, ok},
-		"not a reply": {ok, "COMPLETED"},
-		"bad tag":     {ok, []any{"DONE", int64(5), int64(0)}},
-		"short error": {ok, []any{"ERROR"}},
-	} {
-		_, err := decodeComplete(r, 2, "r")
-		assert.ErrorIs(t, err, flashgate.ErrInternal, name)
-	}
-	got, err := decodeComplete([]any{ok, []any{"ERROR", "stale"}}, 2, "r")
-	require.NoError(t, err)
-	assert.Equal(t, completeReply{at: time.UnixMilli(5)}, got[0].res)
-	assert.ErrorIs(t, got[1].err, flashgate.ErrNotFound)
-
-	head := []any{int64(3), int64(60), "open", []any{}}
-	waiting := []any{"WAITING", int64(1), int64(1), "public", int64(0)}
-	active := []any{"ACTIVE", int64(2), "e-2", int64(9), int64(0), ""}
-	flat := func(parts ...[]any) []any { return slices.Concat(parts...) }
-	got2, err := decodeStatusBatch(flat(head, waiting, active), 2)
-	require.NoError(t, err)
-	assert.Equal(t, flashgate.StateWaiting, got2[0].res.state)
-	assert.Equal(t, int64(3), got2[0].res.total)
-	assert.False(t, got2[0].res.hasETA, "no figures in the head")
-	assert.Equal(t, "e-2", got2[1].res.jti)
-	for name, r := range map[string][]any{
-		"short":         flat(head, waiting),
-		"long":          flat(head, waiting, active, active),
-		"no head":       flat(waiting, active),
-		"cut waiting":   flat(head, active, waiting[:4]),
-		"cut other":     flat(head, waiting, active[:5]),
-		"no state":      flat(head, waiting, []any{int64(7), int64(2), "e-2", int64(9), int64(0), ""}),
-		"lone state":    flat(head, waiting, []any{"ACTIVE"}),
-		"no room state": flat([]any{int64(3), int64(60), "", []any{}}, waiting, active),
-	} {
-		_, err := decodeStatusBatch(r, 2)
-		assert.ErrorIs(t, err, flashgate.ErrInternal, name)
-	}
 }
 
 func anys(ss []string) []any {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/issuer/store"
 )
 
 // Signer signs an admission token's claims (flashgate.Claims.JSON) as a
@@ -149,7 +150,8 @@ type pipeliner interface {
 // buffers they reuse, such as fiber's request values (invariant 7, docs/concepts.md#invariants).
 type Issuer struct {
 	cfg    Config
-	policy string // the default room policy (lua/prelude.lua ARGV[2]), or ""
+	db     *store.Gateway // the scripts, one typed call each (issuer/store)
+	policy string         // the default room policy (lua/prelude.lua ARGV[2]), or ""
 	log    *slog.Logger
 	snaps  snapshots
 	// secrets holds the waiting-token secrets (nil without Config.WaitingSecret).
@@ -161,8 +163,9 @@ type Issuer struct {
 	restored atomic.Int64
 	// registered holds the rooms this process has added to fg:rooms.
 	registered sync.Map
-	// batchers holds each room's *roomBatchers (batch.go).
-	batchers sync.Map
+	// enterBatchers, statusBatchers and completeBatchers hold each room's
+	// coalescer of that path (batch.go: enterBatch, statusBatch, completeBatch).
+	enterBatchers, statusBatchers, completeBatchers sync.Map
 	// batchStats count the coalesced script calls per kind and the items
 	// they carried (Observation.Batches).
 	batchStats struct{ enter, status, exchange, complete batchKind }
@@ -342,6 +345,8 @@ func New(cfg Config) (*Issuer, error) {
 	}
 	cfg = cfg.withDefaults()
 	is := &Issuer{cfg: cfg, log: cfg.Logger, wakeups: make(chan string, 1024), notes: make(chan mintedNote, maxQueuedNotes)}
+	is.db = store.New(cfg.Redis, store.Options{Now: cfg.Now, Replicas: cfg.CompletionReplicas,
+		ReplicaTimeout: cfg.CompletionTimeout, Lost: is.lostRoom})
 	if cfg.WaitingSecret != nil {
 		is.secrets.Store(newSecretSet(cfg.WaitingSecret))
 	}

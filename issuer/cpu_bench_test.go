@@ -319,7 +319,7 @@ func (c cmdStats) scriptShare() (lua, inner float64) {
 //     HGET users per admission; one ZREM active, HDEL users, ZADD ended and
 //     HINCRBY stats per call;
 //   - enter, exchange and complete: one XADD journal per call, the batch
-//     entry of lua/prelude.lua's journal_flush (kind batch, epoch, events:
+//     entry of lua/prelude_journal.lua's journal_flush (kind batch, epoch, events:
 //     one comma-separated line per item, joined by table.concat).
 //
 // Each answers a reply of the op's shape and size.

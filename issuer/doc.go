@@ -3,8 +3,10 @@
 //
 // # Operations
 //
-// Every operation on a room is one Lua script (lua/*.lua, prelude.lua
-// prepended), atomic, idempotent under go-redis retries and bounded:
+// Every operation on a room is one Lua script (lua/*.lua, the prelude's
+// definitions it uses prepended), called through the Redis gateway
+// issuer/store (one typed Go call per script), atomic, idempotent under
+// go-redis retries and bounded:
 //
 //	Enter     join the line, or get the entry one already has (fast track to ACTIVE when nobody waits)
 //	EnterWithInvite  join the priority lane with an invite (Invites signs them), or be admitted at once (bypass)
@@ -34,9 +36,10 @@
 //	core        config.go (Config, Issuer, New, the clock), room.go (RoomConfig, id checks), errors.go
 //	queue       queue.go (Enter, Status, Leave, the Entry), waiting.go (the waiting token),
 //	            snapshot.go (status of long lines), eta.go (the wait estimate)
-//	coalescer   batch.go (group commit of enter, status/exchange and complete calls)
-//	scripts     scripts.go (running a script, its errors), prelude.go, script_<name>.go
-//	            (one per lua/<name>.lua: the script and its reply decoder)
+//	coalescer   batch.go (group commit: one coalescer per path, enter, status/exchange, complete)
+//	scripts     scripts.go (the Redis interface, the lost-room rule), replies.go (the
+//	            gateway's typed replies as the issuer's values); the scripts themselves:
+//	            package issuer/store (store/<name>.go calls lua/<name>.lua) and issuer/lua
 //	admission   admission.go (Exchange, Complete, CheckActive, Revoke, minted notes),
 //	            admissions.go (Admissions, the order side's role)
 //	admin       admin.go (SetRoom, UpdateRoom, Close, SoldOut, DeleteRoom, SetState, Room, Rooms),

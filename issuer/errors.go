@@ -1,16 +1,15 @@
 package issuer
 
 import (
-	"errors"
-
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/issuer/store"
 )
 
 // ErrNotMinted is CompleteMinted's answer for a token that is not, byte for
 // byte, one this issuer noted when it minted it (Exchange): nothing was read
 // or changed, and the caller verifies the token's signature and calls
 // Complete instead. It is not a flashgate.Error: it never reaches a client.
-var ErrNotMinted = errors.New("issuer: admission token not known as minted here; verify its signature")
+var ErrNotMinted = store.ErrNotMinted // the complete script's not_minted (issuer/store)
 
 // NotAdmittedError is Exchange's answer while the entry is still waiting: a
 // flashgate.ErrNotAdmitted (errors.Is matches it) that carries the WAITING

@@ -13,7 +13,7 @@ import (
 const minHistory = 5 * time.Second
 
 // etaFigures are a room's measured figures at one moment, as the scripts
-// gather them (lua/prelude.lua eta_figures, eta_expiry): what Entry.EstimatedWait
+// gather them (lua/prelude_eta.lua eta_figures, eta_expiry): what Entry.EstimatedWait
 // is computed from, on the exact path (status and enter scripts, the
 // position's own expiry) and the snapshot path (snapshot script, expiry
 // interpolated from a sample) alike.
@@ -37,24 +37,6 @@ type etaFigures struct {
 
 // rankedExpiry is the j-th earliest live expiry (ms), j 1-based.
 type rankedExpiry struct{ j, at int64 }
-
-// decodeFigures decodes eta_figures' list, {now_ms, capacity, live, admits,
-// ends, window_ms, session_ms, batch, tick_ms, opens_ms, configured state}
-// and, when present, the position's expiry; ok is false for an empty or
-// short list (a closed room: no estimate).
-func decodeFigures(v any, rate int64) (f etaFigures, ok bool) {
-	r, _ := v.([]any)
-	if len(r) < 11 {
-		return etaFigures{}, false
-	}
-	f = etaFigures{now: asInt(r[0]), capacity: asInt(r[1]), live: asInt(r[2]), admits: asInt(r[3]),
-		ends: asInt(r[4]), window: asInt(r[5]), session: asInt(r[6]), batch: asInt(r[7]), tick: asInt(r[8]),
-		opens: asInt(r[9]), configured: RoomState(asString(r[10])), rate: rate}
-	if len(r) > 11 {
-		f.expiry = asInt(r[11])
-	}
-	return f, true
-}
 
 // forPosition returns the figures of the entry at pos (0: in the pre-queue)
 // from a call's shared figures f, with expiry, the position's eta_expiry
@@ -123,7 +105,7 @@ func (f etaFigures) freeingPace() (pace float64, ok bool) {
 // expiry for j ≤ live; beyond, each later slot is one an admission made
 // after now holds, freed at most m whole sessions after the (j − m ×
 // capacity)-th live expiry, or after now for a slot free now. It mirrors
-// lua/prelude.lua eta_expiry, which fetched the expiry this needs.
+// lua/prelude_eta.lua eta_expiry, which fetched the expiry this needs.
 func (f etaFigures) capBound(j int64) float64 {
 	var m int64
 	if j > f.live && f.capacity > 0 {

@@ -7,10 +7,10 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/issuer/store"
 )
 
 // InviteKeys signs invites and resolves the keys that verify them: the
@@ -247,20 +247,16 @@ func (is *Issuer) EnterWithInvite(ctx context.Context, room, user, invite string
 	if c.Once {
 		once = c.Jti
 	}
-	args := []any{user, c.Lane, once, strconv.FormatInt(c.Exp*1000, 10)}
-	policy := is.createArg(inviteScript, room)
-	r, err := is.runPolicy(ctx, inviteScript, room, policy, args...)
+	args := store.InviteArgs{User: user, Lane: c.Lane, Once: once, ExpiresMs: c.Exp * 1000}
+	policy := is.createArg(createsByEnter, room)
+	r, err := is.db.Invite(ctx, room, policy, args)
 	if again, rerr := is.autoRoomAgain(ctx, room, policy, err); rerr != nil { // an auto room, as enterUsers creates one
 		return nil, rerr
 	} else if again {
-		r, err = is.runPolicy(ctx, inviteScript, room, is.defaultPolicy(), args...)
+		r, err = is.db.Invite(ctx, room, is.defaultPolicy(), args)
 	}
 	if err != nil {
 		return nil, err
 	}
-	rs, err := decodeEnter(r, 1)
-	if err != nil {
-		return nil, err
-	}
-	return is.entered(ctx, room, user, rs[0])
+	return is.entered(ctx, room, user, enterEntries(r)[0])
 }

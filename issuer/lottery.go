@@ -26,7 +26,7 @@ const (
 
 // Lottery is the record of a room's pre-queue lottery (Stats.Lottery).
 //
-// How it works (lua/prelude.lua draw_lottery): the first script of any
+// How it works (lua/prelude_config.lua draw_lottery): the first script of any
 // kind that finds a shuffle room open in effect records Cutoff, the arrival
 // counter at that moment — entries with arrival numbers 1 … Cutoff entered
 // before the opening, and no later arrival is ever drawn (enter records it
@@ -86,7 +86,7 @@ func LotteryBits(cutoff int64) int {
 
 // LotteryScore returns the score the pre-queue lottery gives arrival number
 // seq (1 … cutoff, bits = LotteryBits(cutoff)) in the room's waiting line, as
-// lua/prelude.lua lottery_score computes it:
+// lua/prelude_epoch.lua lottery_score computes it:
 //
 //	−2^53 + h·2^bits + seq,  h = the top 53 − bits bits of the first 52 bits of
 //	SHA-1(seed ":" epoch ":" seq)

@@ -2,50 +2,20 @@ package issuer
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/roomkey"
+	"github.com/flashgate/flashgate/issuer/store"
 )
 
-// scriptNames maps each script's SHA-1 (what EVALSHA carries) to its name
-// (the lua/ file it comes from), for ScriptName.
-var scriptNames = map[string]string{}
-
-func init() {
-	for name, s := range map[string]*redis.Script{
-		"enter": enterScript, "status": statusScript, "leave": leaveScript, "complete": completeScript,
-		"active": activeScript, "revoke": revokeScript, "tick": tickScript, "stats": statsScript,
-		"snapshot": snapshotScript, "ban": banScript, "unban": unbanScript, "bans": bansScript,
-		"configure": configureScript, "drain": drainScript, "autoroom": autoRoomScript,
-		"invite": inviteScript, "exporter": exporterScript, "restore": restoreScript, "minted": mintedScript,
-	} {
-		scriptNames[s.Hash()] = name
-	}
-}
-
 // ScriptNames returns the names ScriptName answers, sorted.
-func ScriptNames() []string {
-	out := make([]string, 0, len(scriptNames))
-	for _, n := range scriptNames {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
-}
+func ScriptNames() []string { return store.ScriptNames() }
 
 // ScriptName names the flashgate script whose SHA-1 (lowercase hex, as
 // EVALSHA sends it) is sha: the name of its lua/ file without ".lua" (enter,
 // status, tick, …), or "" for a script that is not flashgate's. The set of
 // names is fixed (one per file), so it bounds a metric label.
-func ScriptName(sha string) string { return scriptNames[strings.ToLower(sha)] }
-
-// exporterScript takes or renews a room's metrics-exporter lease (lua/exporter.lua).
-var exporterScript = redis.NewScript(mustRead("lua/exporter.lua"))
+func ScriptName(sha string) string { return store.ScriptName(sha) }
 
 // ClaimExporter takes or renews, for replica (an id unique to the calling
 // process), the lease of exporting room's figures to Prometheus: true when
@@ -63,11 +33,7 @@ func (is *Issuer) ClaimExporter(ctx context.Context, room, replica string, lease
 	if lease < time.Millisecond {
 		return false, flashgate.Errorf(flashgate.CodeInvalidInput, "exporter lease must be at least 1ms, got %s", lease)
 	}
-	n, err := exporterScript.Run(ctx, is.cfg.Redis, []string{roomkey.Exporter(room)}, replica, lease.Milliseconds()).Int()
-	if err != nil {
-		return false, unavailable(err)
-	}
-	return n == 1, nil
+	return is.db.Exporter(ctx, room, replica, lease.Milliseconds())
 }
 
 // TickObserver is told of every tick Run performs: the room, how long the
@@ -153,11 +119,11 @@ func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
-	r, err := is.run(ctx, statsScript, room)
+	r, err := is.db.Stats(ctx, room)
 	if err != nil {
 		return nil, err
 	}
-	st := decodeStats(room, r)
+	st := statsOf(room, r)
 	is.rememberPolicy(room, st.Config)
 	return st, nil
 }

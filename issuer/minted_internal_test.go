@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgate/flashgate/internal/testing/redistest"
+	"github.com/flashgate/flashgate/issuer/store"
 )
 
 // heldMinted is a Redis whose minted script calls wait for release and are
@@ -23,7 +24,7 @@ type heldMinted struct {
 }
 
 func (h *heldMinted) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	if sha == mintedScript.Hash() {
+	if sha == store.Hash("minted") {
 		h.calls.Add(1)
 		h.keys.Add(int64(len(keys)))
 		<-h.release

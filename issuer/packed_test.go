@@ -16,14 +16,14 @@ import (
 )
 
 // configFields are the config hash fields the packed copy holds, in its
-// order (lua/prelude.lua read_config_fields); clock_ms and restoring (7, 23)
+// order (lua/prelude_config.lua read_config_fields); clock_ms and restoring (7, 23)
 // are never packed.
 var configFields = []string{"state", "capacity", "rate", "session_ms", "batch", "tick_ms", "clock_ms", "opens_ms",
 	"closes_ms", "epoch", "arrival_ms", "prequeue", "lottery_cutoff", "lottery_bits", "lottery_done_ms",
 	"closed_seq", "close_reason", "ended_ms", "deleted_ms", "auto", "retention_ms", "journal_maxlen", "restoring"}
 
 // textFields are the config fields the packed copy holds as strings; it
-// holds the others as numbers (lua/prelude.lua CONFIG_KINDS).
+// holds the others as numbers (lua/prelude_config.lua CONFIG_KINDS).
 var textFields = map[string]bool{"state": true, "epoch": true, "prequeue": true, "close_reason": true, "auto": true,
 	"restoring": true}
 

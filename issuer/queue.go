@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/internal/roomkey"
+	"github.com/flashgate/flashgate/issuer/store"
 )
 
 // Entry is a client's view of its place: the answer of Enter and Status.
@@ -218,7 +218,7 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 	if err := is.needSecret(); err != nil {
 		return nil, err
 	}
-	r, err := is.roomBatch(room).enter.call(ctx, user, strings.Clone)
+	r, err := is.enterBatch(room).call(ctx, user, strings.Clone)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +310,7 @@ type statusItem struct {
 // of its own); claim also claims an ACTIVE admission within its arrival
 // window (Exchange), in the same script.
 func (is *Issuer) statusOrClaim(ctx context.Context, room, user, tok string, ref waitingRef, claim bool) (*Entry, error) {
-	r, err := is.roomBatch(room).status.call(ctx, statusItem{user: user, seq: ref.seq, epoch: ref.epoch, claim: claim},
+	r, err := is.statusBatch(room).call(ctx, statusItem{user: user, seq: ref.seq, epoch: ref.epoch, claim: claim},
 		func(it statusItem) statusItem {
 			it.user, it.epoch = strings.Clone(it.user), strings.Clone(it.epoch)
 			return it
@@ -325,12 +325,12 @@ func (is *Issuer) statusOrClaim(ctx context.Context, room, user, tok string, ref
 }
 
 // statusItems runs the status script for items, in that order (one call),
-// and decodes its reply (decodeStatusBatch); it counts the call in
+// and decodes its reply (store.Gateway.Status, statusEntries); it counts the call in
 // ScriptBatchStats (Status for the plain items, Exchange for the claims).
 // Errors: the script's whole-call errors (flashgate.ErrUnknownRoom, or
 // flashgate.ErrRoomLost as lostRoom maps it), flashgate.ErrUnavailable.
 func (is *Issuer) statusItems(ctx context.Context, room string, items []statusItem) ([]outcome[scriptEntry], error) {
-	args := make([]any, 2, 2+2*len(items))
+	args := make([]store.StatusItem, 0, len(items))
 	epoch := ""
 	if len(items) > 0 {
 		epoch = items[0].epoch
@@ -349,20 +349,19 @@ func (is *Issuer) statusItems(ctx context.Context, room string, items []statusIt
 		if it.epoch != epoch {
 			ref += "/" + it.epoch
 		}
-		args = append(args, it.user, ref)
+		args = append(args, store.StatusItem{User: it.user, Ref: ref})
 	}
-	args[0], args[1] = epoch, string(mask)
 	if claims < len(items) {
 		is.batchStats.status.add(len(items) - claims)
 	}
 	if claims > 0 {
 		is.batchStats.exchange.add(claims)
 	}
-	r, err := is.runKeys(ctx, statusScript, room, roomkey.Some(room, statusKeys), "", args...) // status creates no room: no policy
+	r, err := is.db.Status(ctx, room, epoch, string(mask), args)
 	if err != nil {
 		return nil, err
 	}
-	return decodeStatusBatch(r, len(items))
+	return statusEntries(r), nil
 }
 
 func (is *Issuer) checkWaiting(room, user, tok string) (waitingRef, error) {
@@ -386,14 +385,10 @@ func (is *Issuer) Leave(ctx context.Context, room, user, waitingToken string) er
 	if err != nil {
 		return err
 	}
-	r, err := is.run(ctx, leaveScript, room, user, ref.seq, ref.epoch)
+	left, err := is.db.Leave(ctx, room, user, ref.seq, ref.epoch)
 	if errors.Is(err, flashgate.ErrUnknownRoom) && is.knows(room) {
 		return flashgate.Errorf(flashgate.CodeNotFound, "no live entry to leave: room %q lost its data", room)
 	}
-	if err != nil {
-		return err
-	}
-	left, err := decodeLeave(r)
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,9 @@ package issuer
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Recovery after a Redis data loss (a restart without persistence, a
@@ -75,7 +72,7 @@ func (c RoomConfig) equal(d RoomConfig) bool {
 // scripts' policy does not carry it. HSETNX, field by field: an admin's
 // SetRoom in between (which writes every field, "" included) wins.
 func (is *Issuer) restorePage(ctx context.Context, room string, c RoomConfig) error {
-	var args []any
+	var args []string
 	for _, f := range [][2]string{{"page_title", c.PageTitle}, {"page_message", c.PageMessage}, {"brand_color", c.BrandColor}} {
 		if f[1] != "" {
 			args = append(args, f[0], f[1])
@@ -84,15 +81,8 @@ func (is *Issuer) restorePage(ctx context.Context, room string, c RoomConfig) er
 	if len(args) == 0 {
 		return nil
 	}
-	if err := restorePageScript.Run(ctx, is.cfg.Redis, roomKeys(room)[:1], args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return unavailable(err)
-	}
-	return nil
+	return is.db.Branding(ctx, room, args...)
 }
-
-// restorePageScript sets the hash fields given as name, value pairs that are
-// not set yet (one round trip).
-var restorePageScript = redis.NewScript(`for i = 1, #ARGV, 2 do redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end`)
 
 // knows reports whether this replica has seen room's config.
 func (is *Issuer) knows(room string) bool {
@@ -124,19 +114,25 @@ func (is *Issuer) knowsLive(room string) bool {
 // A shuffle room's policy carries a fresh lottery seed on every call (the
 // scripts store it only when they create the room), so no two rooms share
 // one: a seed shown after one room's draw predicts no other room's.
-func (is *Issuer) createArg(s *redis.Script, room string) string {
-	p := is.createPolicy(s, room)
+func (is *Issuer) createArg(by creator, room string) string {
+	p := is.createPolicy(by, room)
 	if p == "" {
 		return ""
 	}
 	return p + "," + strconv.FormatInt(is.journalMaxLen(), 10)
 }
 
+// creator names the scripts that may create a missing room: the enter
+// script (and its invite form), and the tick (which only restores).
+type creator int
+
+const (
+	createsByEnter creator = iota
+	createsByTick
+)
+
 // createPolicy is createArg without the journal bound: the policy string.
-func (is *Issuer) createPolicy(s *redis.Script, room string) string {
-	if s != enterScript && s != inviteScript && s != tickScript {
-		return ""
-	}
+func (is *Issuer) createPolicy(by creator, room string) string {
 	if v, ok := is.known.Load(room); ok {
 		k := v.(*knownRoom)
 		if !k.cfg.EndedAt.IsZero() || !k.cfg.DeletedAt.IsZero() || is.cfg.LostRooms == LostRoomsAwaitRestore {
@@ -147,7 +143,7 @@ func (is *Issuer) createPolicy(s *redis.Script, room string) string {
 		}
 		return k.policy
 	}
-	if s == tickScript || is.cfg.DefaultRoom == nil || is.autoLimited() {
+	if by == createsByTick || is.cfg.DefaultRoom == nil || is.autoLimited() {
 		return ""
 	}
 	return is.defaultPolicy()
@@ -211,9 +207,9 @@ func (is *Issuer) restoredRoom(room string, c RoomConfig, by string) {
 // config and, when the tick restored the room, logs and counts it and
 // registers the room with the tick loops again (fg:rooms was lost with the
 // rest).
-func (is *Issuer) noteTick(ctx context.Context, room string, t tickReply) error {
-	is.rememberPolicy(room, t.cfg)
-	if !t.created {
+func (is *Issuer) noteTick(ctx context.Context, room string, cfg RoomConfig, created bool) error {
+	is.rememberPolicy(room, cfg)
+	if !created {
 		return nil
 	}
 	v, _ := is.known.Load(room)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/issuer/store"
 )
 
 // Restoring a room after Redis lost its data (docs/operations.md#restoring-a-room;
@@ -177,17 +178,16 @@ func restore(ctx context.Context, rdb Redis, room string, st RestoreState, now t
 	statsJSON, _ := json.Marshal(stats)
 
 	nowArg := d(clock)
-	call := func(args ...any) error {
+	db := store.New(rdb, store.Options{})
+	call := func(step string, args ...any) error {
 		if stopAfter > 0 && res.Calls >= stopAfter {
 			return flashgate.Errorf(flashgate.CodeUnavailable, "restore: stopped after %d calls (test)", stopAfter)
 		}
-		argv := append([]any{nowArg, ""}, args...)
-		r, err := restoreScript.Run(ctx, rdb, roomKeys(room), argv...).Slice()
+		err := db.Restore(ctx, room, nowArg, step, st.Epoch, args...)
 		res.Calls++
-		_, err = reply(r, err, room)
 		return err
 	}
-	if err := call("begin", st.Epoch, string(cfgJSON), string(statsJSON), d(st.MaxArrival), d(st.MaxAdmission), nowArg); err != nil {
+	if err := call("begin", string(cfgJSON), string(statsJSON), d(st.MaxArrival), d(st.MaxAdmission), nowArg); err != nil {
 		return res, err
 	}
 	if err := rdb.SAdd(ctx, keyRooms, room).Err(); err != nil {
@@ -200,17 +200,17 @@ func restore(ctx context.Context, rdb Redis, room string, st RestoreState, now t
 		{"priority", priority}, {"laneseqs", laneseqs}, {"waiting", waiting}} {
 		for i := 0; i < len(part.ms); i += RestoreBatch {
 			chunk := part.ms[i:min(i+RestoreBatch, len(part.ms))]
-			args := make([]any, 0, 3+2*len(chunk))
-			args = append(args, "members", st.Epoch, part.target)
+			args := make([]any, 0, 1+2*len(chunk))
+			args = append(args, part.target)
 			for _, m := range chunk {
 				args = append(args, m.score, m.name) // users: field user, value jti
 			}
-			if err := call(args...); err != nil {
+			if err := call("members", args...); err != nil {
 				return res, err
 			}
 		}
 	}
-	if err := call("finish", st.Epoch); err != nil {
+	if err := call("finish"); err != nil {
 		return res, err
 	}
 	res.Waiting, res.Priority, res.Live, res.Ended = len(waiting), len(priority), len(active), len(ended)

@@ -62,7 +62,7 @@ func TestIssuerCopiesWhatItKeeps(t *testing.T) {
 	require.ErrorIs(t, err, flashgate.ErrUnavailable)
 	scribble(roomBuf, bobBuf)
 
-	assert.Equal(t, []string{room}, syncMapKeys(&is.batchers), "batchers")
+	assert.Equal(t, []string{room}, syncMapKeys(&is.enterBatchers), "batchers")
 	assert.Equal(t, room, b.room)
 	assert.Equal(t, []string{room}, syncMapKeys(&is.registered), "registered rooms")
 	is.snaps.mu.RLock()

@@ -116,12 +116,12 @@ func (is *Issuer) snapshot(ctx context.Context, room string) *snapshot {
 		return s
 	}
 	at := time.Now()
-	r, err := is.run(ctx, snapshotScript, room)
+	r, err := is.db.Snapshot(ctx, room)
 	if err != nil {
 		is.snaps.forget(room)
 		return nil
 	}
-	s := decodeSnapshot(r, at)
+	s := snapshotOf(r, at)
 	rs.snap.Store(s)
 	return s
 }

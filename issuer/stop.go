@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/flashgate/flashgate/internal/roomkey"
 )
 
 // keyDirectives is the HASH of edge directives: field = room, value = the
@@ -14,7 +14,7 @@ import (
 // room is one HGETALL, and Stop writes it in a second command after the
 // room's own not_before (the room's config field, which completion reads
 // in the room's slot).
-const keyDirectives = "fg:directives"
+const keyDirectives = roomkey.Directives
 
 // StopResult is what Stop did.
 type StopResult struct {
@@ -55,14 +55,10 @@ func (is *Issuer) Stop(ctx context.Context, room string) (StopResult, error) {
 		}
 		res.Paused = true
 	}
-	r, err := stopScript.Run(ctx, is.cfg.Redis, []string{roomKeys(room)[0]}, is.nowArg()).Int64()
+	nb, err := is.db.Stop(ctx, room)
 	if err != nil {
-		return StopResult{}, unavailable(err)
+		return StopResult{}, err
 	}
-	if r == 0 {
-		return StopResult{}, scriptError("unknown_room", room)
-	}
-	nb := r
 	v := strconv.FormatInt(nb, 10)
 	if err := is.cfg.Redis.HSet(ctx, keyDirectives, room, v).Err(); err != nil {
 		return StopResult{}, unavailable(err)
@@ -87,23 +83,3 @@ func (is *Issuer) Directives(ctx context.Context) (map[string]int64, error) {
 	}
 	return out, nil
 }
-
-// stopScript moves the room's not_before (KEYS[1], the config hash) to the
-// second after now by the room's clock (the prelude's now_ms: ARGV[1] ms or
-// Redis TIME, never before clock_ms), never backwards; returns it (Unix s),
-// or 0 when the room does not exist. Not in lua/: it uses no prelude.
-var stopScript = redis.NewScript(`
-local cfg = redis.call('HMGET', KEYS[1], 'state', 'clock_ms', 'not_before')
-if not cfg[1] then return 0 end
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-now = math.max(now, tonumber(cfg[2]) or 0)
-local nb = math.max(math.floor(now / 1000) + 1, tonumber(cfg[3]) or 0)
-redis.call('HSET', KEYS[1], 'not_before', string.format('%d', nb))
-return nb
-`)

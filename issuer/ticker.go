@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashgate/flashgate"
+	"github.com/flashgate/flashgate/issuer/store"
 )
 
 // MaxTickPerCall is the most admissions, and the most lapsed-admission
@@ -72,32 +73,32 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 		return TickResult{}, err
 	}
 	var res TickResult
-	var t tickReply
+	var t store.Tick
 	for {
-		r, err := is.run(ctx, tickScript, room, MaxTickPerCall, res.Admitted, res.Expired,
-			is.cfg.RoomRetention.Milliseconds(), is.autoIdleMs())
+		var err error
+		t, err = is.db.Tick(ctx, room, is.createArg(createsByTick, room), store.TickArgs{Max: MaxTickPerCall,
+			Admitted: res.Admitted, Expired: res.Expired, RetentionMs: is.cfg.RoomRetention.Milliseconds(),
+			AutoIdleMs: is.autoIdleMs()})
 		if err != nil {
 			return res, err
 		}
-		if t, err = decodeTick(r); err != nil {
+		cfg := tickConfig(t)
+		if err := is.noteTick(ctx, room, cfg, t.Created); err != nil {
 			return res, err
 		}
-		if err := is.noteTick(ctx, room, t); err != nil {
-			return res, err
-		}
-		admitted, expired := t.admitted, t.expired
+		admitted, expired := t.Admitted, t.Expired
 		res.Admitted += admitted
 		res.Expired += expired
-		res.NotClaimed += t.notClaimed
-		res.Placed += t.placed
-		res.ClosedOut += t.closedOut
-		res.PriorityAdmitted += t.priorityAdmitted
-		res.Active, res.Waiting = t.active, t.waiting
-		res.Tick = t.cfg.Tick
-		res.Ended, res.Deleted, res.Auto = !t.cfg.EndedAt.IsZero(), !t.cfg.DeletedAt.IsZero(), t.cfg.Auto
+		res.NotClaimed += t.NotClaimed
+		res.Placed += t.Placed
+		res.ClosedOut += t.ClosedOut
+		res.PriorityAdmitted += t.PriorityAdmitted
+		res.Active, res.Waiting = t.Active, t.Waiting
+		res.Tick = cfg.Tick
+		res.Ended, res.Deleted, res.Auto = !cfg.EndedAt.IsZero(), !cfg.DeletedAt.IsZero(), cfg.Auto
 		// A call that did less than its bound found nothing more to do (or
 		// reached the batch, capacity or rate): the step is complete.
-		if admitted < MaxTickPerCall && expired < MaxTickPerCall && t.placed < MaxTickPerCall {
+		if admitted < MaxTickPerCall && expired < MaxTickPerCall && t.Placed < MaxTickPerCall {
 			break
 		}
 		if err := ctx.Err(); err != nil {
@@ -105,16 +106,13 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 		}
 	}
 	// A closed line: drain it, DrainPerCall entries a call.
-	res.Draining = t.drain
+	res.Draining = t.Drain
 	for calls := 0; res.Draining > 0 && calls < MaxDrainCallsPerTick; calls++ {
-		r, err := is.run(ctx, drainScript, room, DrainPerCall, is.cfg.RoomRetention.Milliseconds())
+		d, err := is.db.Drain(ctx, room, DrainPerCall, is.cfg.RoomRetention.Milliseconds())
 		if err != nil {
 			return res, err
 		}
-		removed, left, err := decodeDrain(r)
-		if err != nil {
-			return res, err
-		}
+		removed, left := d.Removed, d.Left
 		res.ClosedOut += removed
 		res.Draining = left
 		if res.Ended { // closed in effect: left is what still waits (also when a retried call removed nothing)

@@ -371,7 +371,7 @@ func (o Options) Validate() error {
 
 // New returns a Server with every route registered.
 func New(opts Options) (*Server, error) {
-	if is, ok := opts.Issuer.(*issuer.Issuer); opts.Issuer == nil || ok && is == nil {
+	if nilIssuer(opts.Issuer) {
 		return nil, errors.New("server: Options.Issuer is required")
 	}
 	if opts.Keys == nil {

@@ -8,13 +8,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/flashgate/flashgate/cmd/flashgate/internal/restore"
 	"github.com/flashgate/flashgate/internal/redisconn"
-	"github.com/flashgate/flashgate/internal/restore"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/journal"
 )
 
-// runRestore is `flashgate restore --room R`: internal/restore rebuilds a
+// runRestore is `flashgate restore --room R`: cmd/flashgate/internal/restore rebuilds a
 // room lost with Redis's data from the journal (docs/operations.md#restoring-a-room).
 // The journal's DSN comes from --dsn or FLASHGATE_JOURNAL_DSN, Redis from
 // serve's REDIS_URL (no embedded Redis: there would be nothing to

@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/flashgate/flashgate/internal/top"
+	"github.com/flashgate/flashgate/cmd/flashgate/internal/top"
 	"github.com/flashgate/flashgate/server"
 )
 

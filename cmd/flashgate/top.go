@@ -8,10 +8,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/flashgate/flashgate/internal/top"
+	"github.com/flashgate/flashgate/cmd/flashgate/internal/top"
 )
 
-// runTop is `flashgate top`: internal/top's view of every room, read from
+// runTop is `flashgate top`: cmd/flashgate/internal/top's view of every room, read from
 // the admin API of a running flashgate. The admin token comes from
 // FLASHGATE_ADMIN_TOKEN, never a flag (a flag shows in ps).
 func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) int {

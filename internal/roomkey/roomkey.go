@@ -1,7 +1,8 @@
-// Package roomkey is the one definition of a waiting room's Redis key names
-// (docs/operations.md#redis-data-model), shared by the issuer (whose scripts take them
-// as KEYS), the journal consumer (which reads the journal stream) and the
-// simulator (which reads the room's epoch). Every key of a room carries the
+// Package roomkey is the one definition of flashgate's Redis key names
+// (docs/operations.md#redis-data-model): a waiting room's keys and the global
+// ones (fg:rooms, fg:autorooms, …), shared by the issuer (whose scripts take
+// them as KEYS), the journal consumer (which reads the journal stream and
+// fg:rooms) and the simulator (which reads the room's epoch). Every key of a room carries the
 // hash tag {room}, so a script touches one Cluster slot.
 package roomkey
 
@@ -62,3 +63,13 @@ func Minted(room, jti string) string { return "fg:{" + room + "}:minted:" + jti 
 
 // Exporter is room's metrics-exporter lease (issuer/lua/exporter.lua).
 func Exporter(room string) string { return Key(room, "exporter") }
+
+// The global keys (no hash tag: each lives in its own Cluster slot, so no
+// room script takes them).
+const (
+	Rooms         = "fg:rooms"          // SET of room ids, read by the tick loop, the admin API and the journal consumer
+	AutoRooms     = "fg:autorooms"      // ZSET auto room -> when its slot was reserved (ms): Config.MaxAutoRooms
+	WaitingSecret = "fg:waiting-secret" // the shared HMAC key of waiting tokens (when not configured)
+	Ready         = "fg:ready"          // written by the readiness check (does Redis take writes?), expires
+	Directives    = "fg:directives"     // HASH room -> not_before (Unix s): the edge directive document (Stop)
+)

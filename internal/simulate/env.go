@@ -20,7 +20,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashgate/flashgate"
-	"github.com/flashgate/flashgate/examples/orderservice"
 	"github.com/flashgate/flashgate/internal/roomkey"
 	"github.com/flashgate/flashgate/issuer"
 	"github.com/flashgate/flashgate/journal"
@@ -44,7 +43,7 @@ type env struct {
 	mu          sync.Mutex
 	completedAt map[string]int64
 
-	orderStats func() orderservice.Stats
+	orderStats func() orderStats
 
 	closers []func() // run in reverse order
 
@@ -205,12 +204,7 @@ func (e *env) startOrderService(ctx context.Context, o *Options, hc *http.Client
 	if err != nil {
 		return "", err
 	}
-	svc := orderservice.New(orderservice.Options{
-		Verifier:   v,
-		UserHeader: o.UserHeader,
-		Logger:     o.Logger,
-		Completer:  recording{e},
-	})
+	svc := newOrders(v, recording{e}, o.UserHeader, o.Logger)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -227,7 +221,7 @@ func (e *env) startOrderService(ctx context.Context, o *Options, hc *http.Client
 		_ = hs.Shutdown(sctx)
 		<-served
 	})
-	e.orderStats = svc.Stats
+	e.orderStats = svc.stats
 	return "http://" + ln.Addr().String(), nil
 }
 

@@ -1,6 +1,7 @@
 // Package simulate drives a whole flash sale through flashgate over real
 // HTTP: an issuer (in-process, or an existing one), an order service that
-// verifies admission tokens offline (examples/orderservice), and many
+// verifies admission tokens offline (orders.go, on the order package: what
+// examples/orderservice shows, without linking the example), and many
 // concurrent buyers that enter the waiting room, poll their status,
 // exchange their waiting token for an admission token, shop for a while
 // and place an order. Some buyers abandon their admission; some misbehave

@@ -1,7 +1,7 @@
 -- complete: ARGV[3], ARGV[4], ARGV[5] = user (token sub), jti and minted digest of the first
 -- admission; ARGV[6..8] those of the second, and so on (one script call per batch of concurrent
 -- completions for the room, issuer/batch.go); KEYS[ROOM_KEYS + i] = the i-th admission's minted key
--- (after the room keys it takes: issuer/prelude.go assembleKeys)
+-- (after the room keys it takes: issuer/store/prelude.go assembleKeys)
 -- (fg:{room}:minted:<jti>). Each admission is completed exactly as if it had run alone, in ARGV
 -- order: two completions of one jti in a batch are a completion and its repeat.
 -- The minted digest: '' when the caller verified the admission token's signature; otherwise the
@@ -17,7 +17,7 @@
 -- by an operator's stop, issuer/stop.go) is refused 'room_stopped': its admitted_ms is the jti's last
 -- field, and the token's iat is that time in whole seconds, so this is the edge's iat < not_before.
 -- Returns {'ERROR', code} for the whole call (unknown_room), else one reply per admission, in ARGV
--- order: {'COMPLETED', at_ms, repeated} or {'ERROR', code} (issuer/scripts.go decodeComplete).
+-- order: {'COMPLETED', at_ms, repeated} or {'ERROR', code} (issuer/store/complete.go decodeComplete).
 --
 -- Cost: per call, whatever the batch, the reads of all admissions: one MGET of the minted keys
 -- (those with a digest), one ZMSCORE of active, one of unclaimed, one HMGET of users; per

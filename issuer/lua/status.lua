@@ -29,7 +29,7 @@ if not cfg then return { 'ERROR', 'unknown_room' } end
 --   then per token, in ARGV order:
 --     'WAITING', seq, position, lane, expiry_ms                   (expiry: eta_expiry, 0: none)
 --     or state, seq, jti, at_ms, banned_until_ms, reason          (every other state)
--- (issuer/scripts.go decodeStatusBatch).
+-- (issuer/store/status.go decodeStatus).
 -- position is 0 for a WAITING entry in the pre-queue of a shuffle room, its place not drawn yet;
 -- lane is 'priority' or 'public';
 -- at_ms is the admission's expiry for ACTIVE/EXPIRED (the claim deadline for an

@@ -29,8 +29,9 @@ import (
 // each stream entry goes to one of them.
 const Group = "flashgate-journal"
 
-// RoomsKey is the SET of room ids the issuer keeps (issuer's keyRooms).
-const RoomsKey = "fg:rooms"
+// RoomsKey is the SET of room ids the issuer keeps (internal/roomkey.Rooms,
+// the one definition of the name).
+const RoomsKey = roomkey.Rooms
 
 // StreamKey is room's journal stream, in the room's hash slot.
 func StreamKey(room string) string { return roomkey.Key(room, roomkey.Journal) }
