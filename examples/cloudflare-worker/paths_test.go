@@ -26,9 +26,9 @@ import (
 type pathCase struct {
 	Name    string `json:"name"`
 	Path    string `json:"path"`
-	Want    string `json:"want"` // verify, refuse, no-product, pass
+	Want    string `json:"want"` // verify, refuse, no-product, invalid, pass
 	Product string `json:"product"`
-	Forward string `json:"forward"`
+	Forward string `json:"forward"` // the request-target the origin gets (verify, pass)
 }
 
 // loadPathCases reads testdata/paths.json.
@@ -216,11 +216,19 @@ func TestWorkerPathSpellings(t *testing.T) {
 				case "no-product":
 					require.Equal(t, http.StatusNotFound, resp.StatusCode, what)
 					require.False(t, reached, what)
+				case "invalid":
+					require.Equal(t, http.StatusBadRequest, resp.StatusCode, what)
+					require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), what)
+					var p map[string]any
+					require.NoError(t, json.Unmarshal(body, &p), what)
+					require.Equal(t, "invalid_target", p["reason"], what)
+					require.False(t, reached, what)
 				case "pass":
 					require.Contains(t, originStatuses, resp.StatusCode, what)
 					require.True(t, reached, what)
 					require.Empty(t, v.Verified, what)
 					require.NotEqual(t, "product", v.Route, what)
+					require.Equal(t, c.Forward, v.URI, "the origin must get the judged path, not the spelling: %s", what)
 				default:
 					t.Fatalf("unknown want %q", c.Want)
 				}
@@ -237,6 +245,7 @@ type pathRefusal struct {
 
 var pathRefusals = map[string]pathRefusal{
 	"refuse":     {http.StatusBadRequest, "ambiguous_path"},
+	"invalid":    {http.StatusBadRequest, "invalid_target"},
 	"no-product": {http.StatusNotFound, "unknown_route"},
 }
 
@@ -305,7 +314,7 @@ func TestWorkerPathSpellingsOriginURL(t *testing.T) {
 			require.Equal(t, c.Product, r.Product, what)
 		case c.Want == "pass":
 			require.Equal(t, http.StatusOK, r.Status, what)
-			require.True(t, strings.HasPrefix(r.Fetched, originURL+"/"), what)
+			require.Equal(t, originURL+c.Forward, r.Fetched, "the origin must get the judged path: %s", what)
 			require.Empty(t, r.Product, what)
 		default:
 			t.Fatalf("unknown want %q", c.Want)
