@@ -321,3 +321,51 @@ func TestWorkerPathSpellingsOriginURL(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerInvalidTargets sends request targets and Host headers the URL
+// parser refuses, or that name no path, through worker.js in workerd: each
+// is a 400 problem (reason invalid_target) before the origin, not a 500 or
+// a 502 (on 4dbe417 "*" answered 502 origin_unreachable and a Host such as
+// "[" 500 internal).
+func TestWorkerInvalidTargets(t *testing.T) {
+	bin := workerdBinary(t)
+	wasm := wasmModule(t)
+	_, jwks := pathRing(t)
+	issuerSrv := stubIssuer(t, jwks, "")
+	o := newMuxOrigin(t)
+	base := startWorkerd(t, bin, wasm, strings.TrimPrefix(issuerSrv.URL, "http://"),
+		strings.TrimPrefix(o.srv.URL, "http://"), "auto")
+
+	for i, c := range []struct{ target, host string }{
+		{"*", "edge.test"},
+		{"/products/sku-2/", "["},
+		{"/products/sku-2/", "[::1"},
+		{"/products/sku-2/", "a b"},
+		{"/products/sku-2/", "edge.test:99999"},
+		{"/products/sku-2/", "%zz"},
+		{"/products/sku-2/", "1.2.3.999"},
+		{"/about", "a:b:c"},
+	} {
+		id := fmt.Sprintf("invalid-%d", i)
+		conn, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
+		require.NoError(t, err)
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: %s\r\nX-Test-Request: %s\r\nConnection: close\r\n\r\n",
+			c.target, c.host, acceptJSON, id)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, "%+v", c)
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		_ = conn.Close()
+		what := fmt.Sprintf("GET %s, Host %q: %d %s", c.target, c.host, resp.StatusCode, body)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, what)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), what)
+		var p map[string]any
+		require.NoError(t, json.Unmarshal(body, &p), what)
+		require.Equal(t, "invalid_target", p["reason"], what)
+		require.Equal(t, "https://flashgate.dev/problems/invalid-target", p["type"], what)
+		_, reached := o.visit(id)
+		require.False(t, reached, what)
+	}
+}
