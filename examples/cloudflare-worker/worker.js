@@ -160,9 +160,10 @@ function readConfig(env) {
 
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 const HEX2 = /^[0-9A-Fa-f]{2}$/;
-// PCHAR is what a canonical path keeps as it is (RFC 3986 pchar and "/");
-// everything else is percent-encoded (UTF-8).
-const PCHAR = /[A-Za-z0-9\-._~!$&'()*+,;=:@/%\\]/;
+// PCHARS is a path that needs no percent-encoding: RFC 3986 pchar, "/",
+// "%" and "\" (both read below); any other character is percent-encoded
+// (UTF-8).
+const PCHARS = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/%\\]*$/;
 // PLAIN is a path every reading reads alike: no escape, "\" or ";", no
 // empty or dot segment, no segment ending in "." (trimmed by Windows
 // servers).
@@ -225,12 +226,13 @@ function spelled(href) {
   const raw = href.slice(i, j);
   if (raw === "") return "/";
   if (raw[0] !== "/" && raw[0] !== "\\") return null;
-  let out = "";
+  if (PCHARS.test(raw)) return raw;
+  const out = [];
   for (const ch of raw) {
-    if (PCHAR.test(ch)) out += ch;
-    else for (const b of encoder.encode(ch)) out += "%" + (b < 16 ? "0" : "") + b.toString(16).toUpperCase();
+    if (PCHARS.test(ch)) out.push(ch);
+    else for (const b of encoder.encode(ch)) out.push("%" + (b < 16 ? "0" : "") + b.toString(16).toUpperCase());
   }
-  return out;
+  return out.join("");
 }
 
 // removeDots removes dot segments (RFC 3986 §5.2.4) and empty segments from
