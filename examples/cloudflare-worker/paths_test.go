@@ -160,9 +160,12 @@ var originStatuses = []int{http.StatusOK, http.StatusMovedPermanently, http.Stat
 // and once with a valid token (for the row's product, else for sku-2, the
 // product the bypass spellings aim at), and requires for each spelling:
 // refused before the origin, or verified for the very product the origin
-// routes it to, with the normalised path forwarded. Whatever the row says,
-// the ServeMux product route is never reached unverified or with another
-// product's token (issue 23 §1: /%70roducts/sku-2/ passed unverified).
+// routes it to, with the canonical path forwarded (unprotected ones too).
+// Whatever the row says, the ServeMux product route is never reached
+// unverified or with another product's token (issue 23 §1: /%70roducts/sku-2/
+// passed unverified; issue 31 §1: /products/sneakers/..%2F..%2Fabout did,
+// since Go 1.22's ServeMux routes the escaped path; TestWorkerOriginMatrix
+// runs the table in front of the other origins).
 func TestWorkerPathSpellings(t *testing.T) {
 	bin := workerdBinary(t)
 	wasm := wasmModule(t)
@@ -204,7 +207,7 @@ func TestWorkerPathSpellings(t *testing.T) {
 					require.Contains(t, originStatuses, resp.StatusCode, what)
 					require.True(t, reached, what)
 					require.Equal(t, c.Product, v.Verified, what)
-					require.Equal(t, c.Forward, v.URI, "the origin must get the normalised path: %s", what)
+					require.Equal(t, c.Forward, v.URI, "the origin must get the canonical path: %s", what)
 				case "refuse":
 					require.Equal(t, http.StatusBadRequest, resp.StatusCode, what)
 					require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), what)
@@ -252,8 +255,9 @@ var pathRefusals = map[string]pathRefusal{
 // TestWorkerPathSpellingsOriginURL runs the same spellings through worker.js
 // in workerd without an ORIGIN binding, forwarding to FLASHGATE_ORIGIN_URL
 // with the global fetch (testdata/paths_harness.js stubs it): a verified
-// request goes to the origin URL with the normalised path, a refused or
-// productless one goes nowhere, an unprotected one goes unverified.
+// request goes to the origin URL with the canonical path, a refused or
+// productless one goes nowhere, an unprotected one goes unverified with its
+// canonical path.
 func TestWorkerPathSpellingsOriginURL(t *testing.T) {
 	bin := workerdBinary(t)
 	wasm := wasmModule(t)
@@ -310,7 +314,7 @@ func TestWorkerPathSpellingsOriginURL(t *testing.T) {
 			require.Empty(t, r.Fetched, what)
 		case c.Want == "verify":
 			require.Equal(t, http.StatusOK, r.Status, what)
-			require.Equal(t, originURL+c.Forward, r.Fetched, "the origin must get the normalised path: %s", what)
+			require.Equal(t, originURL+c.Forward, r.Fetched, "the origin must get the canonical path: %s", what)
 			require.Equal(t, c.Product, r.Product, what)
 		case c.Want == "pass":
 			require.Equal(t, http.StatusOK, r.Status, what)

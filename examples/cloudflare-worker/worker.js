@@ -342,7 +342,7 @@ function readProduct(path, r, cfg) {
       if (seg !== "." && seg !== "..") seg = seg.replace(/[. ]+$/, "");
     }
     if (seg === "" || (r.dots && (seg === "." || seg === ".."))) {
-      if (seg === ".." ) segs.pop();
+      if (seg === "..") segs.pop();
       trailing = true;
     } else {
       segs.push(seg);
