@@ -18,11 +18,19 @@ type MiddlewareOptions struct {
 	// Cookie names the cookie holding the token; "" means DefaultCookie.
 	Cookie string
 	// Product returns the product the request is for; nil means Config.Product.
-	// Take it from the router's own match (r.PathValue with a ServeMux
-	// pattern), not by parsing r.URL.Path or RawPath: then the product
-	// verified is the one the handler serves, however the path was spelled
-	// (%70roducts, ..%2f, //; see examples/cloudflare-worker/README.md#paths
-	// for an edge that must match prefixes itself).
+	//
+	// Middleware judges exactly this string: it reads no path of its own,
+	// so what it protects is the handler it wraps, for the product Product
+	// names. Take it from the same routing decision that chose the handler
+	// (r.PathValue under the ServeMux pattern that routes here), never by
+	// parsing r.URL.Path or RawPath beside a router that reads the other:
+	// then the product verified is the product served, however the path was
+	// spelled (%70roducts, ..%2F, //, ;params). Taking it from r.URL.Path
+	// while ServeMux routes the escaped path verifies sku-1 for
+	// /products/sku-1%2F..%2Fsku-2/ and serves the segment "sku-1/../sku-2"
+	// (TestMiddlewareProductFromAnotherReading). A proxy or edge in front
+	// must forward the path it verified, not the client's spelling
+	// (examples/cloudflare-worker/README.md#paths).
 	Product func(*http.Request) string
 	// User returns the user the request is for; nil means the user is not checked.
 	User func(*http.Request) string

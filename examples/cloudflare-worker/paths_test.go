@@ -26,9 +26,9 @@ import (
 type pathCase struct {
 	Name    string `json:"name"`
 	Path    string `json:"path"`
-	Want    string `json:"want"` // verify, refuse, no-product, pass
+	Want    string `json:"want"` // verify, refuse, no-product, invalid, pass
 	Product string `json:"product"`
-	Forward string `json:"forward"`
+	Forward string `json:"forward"` // the request-target the origin gets (verify, pass)
 }
 
 // loadPathCases reads testdata/paths.json.
@@ -160,9 +160,12 @@ var originStatuses = []int{http.StatusOK, http.StatusMovedPermanently, http.Stat
 // and once with a valid token (for the row's product, else for sku-2, the
 // product the bypass spellings aim at), and requires for each spelling:
 // refused before the origin, or verified for the very product the origin
-// routes it to, with the normalised path forwarded. Whatever the row says,
-// the ServeMux product route is never reached unverified or with another
-// product's token (issue 23 §1: /%70roducts/sku-2/ passed unverified).
+// routes it to, with the canonical path forwarded (unprotected ones too).
+// Whatever the row says, the ServeMux product route is never reached
+// unverified or with another product's token (issue 23 §1: /%70roducts/sku-2/
+// passed unverified; issue 31 §1: /products/sneakers/..%2F..%2Fabout did,
+// since Go 1.22's ServeMux routes the escaped path; TestWorkerOriginMatrix
+// runs the table in front of the other origins).
 func TestWorkerPathSpellings(t *testing.T) {
 	bin := workerdBinary(t)
 	wasm := wasmModule(t)
@@ -204,7 +207,7 @@ func TestWorkerPathSpellings(t *testing.T) {
 					require.Contains(t, originStatuses, resp.StatusCode, what)
 					require.True(t, reached, what)
 					require.Equal(t, c.Product, v.Verified, what)
-					require.Equal(t, c.Forward, v.URI, "the origin must get the normalised path: %s", what)
+					require.Equal(t, c.Forward, v.URI, "the origin must get the canonical path: %s", what)
 				case "refuse":
 					require.Equal(t, http.StatusBadRequest, resp.StatusCode, what)
 					require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), what)
@@ -216,11 +219,19 @@ func TestWorkerPathSpellings(t *testing.T) {
 				case "no-product":
 					require.Equal(t, http.StatusNotFound, resp.StatusCode, what)
 					require.False(t, reached, what)
+				case "invalid":
+					require.Equal(t, http.StatusBadRequest, resp.StatusCode, what)
+					require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), what)
+					var p map[string]any
+					require.NoError(t, json.Unmarshal(body, &p), what)
+					require.Equal(t, "invalid_target", p["reason"], what)
+					require.False(t, reached, what)
 				case "pass":
 					require.Contains(t, originStatuses, resp.StatusCode, what)
 					require.True(t, reached, what)
 					require.Empty(t, v.Verified, what)
 					require.NotEqual(t, "product", v.Route, what)
+					require.Equal(t, c.Forward, v.URI, "the origin must get the judged path, not the spelling: %s", what)
 				default:
 					t.Fatalf("unknown want %q", c.Want)
 				}
@@ -237,14 +248,16 @@ type pathRefusal struct {
 
 var pathRefusals = map[string]pathRefusal{
 	"refuse":     {http.StatusBadRequest, "ambiguous_path"},
+	"invalid":    {http.StatusBadRequest, "invalid_target"},
 	"no-product": {http.StatusNotFound, "unknown_route"},
 }
 
 // TestWorkerPathSpellingsOriginURL runs the same spellings through worker.js
 // in workerd without an ORIGIN binding, forwarding to FLASHGATE_ORIGIN_URL
 // with the global fetch (testdata/paths_harness.js stubs it): a verified
-// request goes to the origin URL with the normalised path, a refused or
-// productless one goes nowhere, an unprotected one goes unverified.
+// request goes to the origin URL with the canonical path, a refused or
+// productless one goes nowhere, an unprotected one goes unverified with its
+// canonical path.
 func TestWorkerPathSpellingsOriginURL(t *testing.T) {
 	bin := workerdBinary(t)
 	wasm := wasmModule(t)
@@ -301,14 +314,62 @@ func TestWorkerPathSpellingsOriginURL(t *testing.T) {
 			require.Empty(t, r.Fetched, what)
 		case c.Want == "verify":
 			require.Equal(t, http.StatusOK, r.Status, what)
-			require.Equal(t, originURL+c.Forward, r.Fetched, "the origin must get the normalised path: %s", what)
+			require.Equal(t, originURL+c.Forward, r.Fetched, "the origin must get the canonical path: %s", what)
 			require.Equal(t, c.Product, r.Product, what)
 		case c.Want == "pass":
 			require.Equal(t, http.StatusOK, r.Status, what)
-			require.True(t, strings.HasPrefix(r.Fetched, originURL+"/"), what)
+			require.Equal(t, originURL+c.Forward, r.Fetched, "the origin must get the judged path: %s", what)
 			require.Empty(t, r.Product, what)
 		default:
 			t.Fatalf("unknown want %q", c.Want)
 		}
+	}
+}
+
+// TestWorkerInvalidTargets sends request targets and Host headers the URL
+// parser refuses, or that name no path, through worker.js in workerd: each
+// is a 400 problem (reason invalid_target) before the origin, not a 500 or
+// a 502 (on 4dbe417 "*" answered 502 origin_unreachable and a Host such as
+// "[" 500 internal).
+func TestWorkerInvalidTargets(t *testing.T) {
+	bin := workerdBinary(t)
+	wasm := wasmModule(t)
+	_, jwks := pathRing(t)
+	issuerSrv := stubIssuer(t, jwks, "")
+	o := newMuxOrigin(t)
+	base := startWorkerd(t, bin, wasm, strings.TrimPrefix(issuerSrv.URL, "http://"),
+		strings.TrimPrefix(o.srv.URL, "http://"), "auto")
+
+	for i, c := range []struct{ target, host string }{
+		{"*", "edge.test"},
+		{"/products/sku-2/", "["},
+		{"/products/sku-2/", "[::1"},
+		{"/products/sku-2/", "a b"},
+		{"/products/sku-2/", "edge.test:99999"},
+		{"/products/sku-2/", "%zz"},
+		{"/products/sku-2/", "1.2.3.999"},
+		{"/about", "a:b:c"},
+	} {
+		id := fmt.Sprintf("invalid-%d", i)
+		conn, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
+		require.NoError(t, err)
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: %s\r\nX-Test-Request: %s\r\nConnection: close\r\n\r\n",
+			c.target, c.host, acceptJSON, id)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, "%+v", c)
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		_ = conn.Close()
+		what := fmt.Sprintf("GET %s, Host %q: %d %s", c.target, c.host, resp.StatusCode, body)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, what)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"), what)
+		var p map[string]any
+		require.NoError(t, json.Unmarshal(body, &p), what)
+		require.Equal(t, "invalid_target", p["reason"], what)
+		require.Equal(t, "https://flashgate.dev/problems/invalid-target", p["type"], what)
+		_, reached := o.visit(id)
+		require.False(t, reached, what)
 	}
 }

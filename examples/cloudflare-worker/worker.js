@@ -132,26 +132,52 @@ function readConfig(env) {
 
 // Path spellings (README.md#paths).
 //
-// classify reads a request's path twice:
+// The worker judges one path and forwards exactly that path: the canonical
+// path, never the spelling the client sent. classify reads the request's
+// path (as the client spelled it, taken from request.url before URL parsing
+// removes anything) in many ways, one per kind of server:
 //   - canonical: RFC 3986 §6.2.2 normalisation (percent-encoded unreserved
 //     characters decoded, the hex of every other escape upper-cased), with
 //     %2F, %5C and "\" read as "/", empty segments ("//") collapsed and dot
-//     segments removed (§5.2.4). This is the path that is verified and, for a
-//     protected path, forwarded.
-//   - loose: what the laxest origins make of it — every escape decoded (up to
-//     three times: double encoding; IIS's %uXXXX too), overlong UTF-8
-//     decoded (%C0%AF = "/"), ";params" cut off each segment (servlet
-//     containers), then "//" and dot segments again.
-// The prefix is compared ASCII case-insensitively in both. A path protected
-// in either reading must be protected in both, name the same product in both
-// and hold nothing still ambiguous (an escape of an escaped "/", "\" or ".",
-// invalid or overlong UTF-8, a "%" without two hex digits); otherwise it is
-// refused (400 ambiguous_path) before the origin. A path unprotected in both
-// readings is forwarded unchanged: no origin that decodes it at most three
-// times, strips params or ignores case routes it under the prefix.
+//     segments removed (§5.2.4). This is the path that is verified and
+//     forwarded, protected or not. It holds no dot segment, no "//", no "\"
+//     and no escaped "/", "\" or unreserved character, so every origin reads
+//     it the same way.
+//   - readings (READINGS): split first and decode each segment (Express,
+//     path-to-regexp), decode first and split (Flask/Werkzeug, Django, a Go
+//     handler on r.URL.Path), or the laxest (every escape decoded up to three
+//     times, IIS's %uXXXX, overlong UTF-8, ";params" cut, NUL cut, NFKC
+//     (fullwidth letters), trailing dots and spaces trimmed); each with and
+//     without dot-segment removal and with "\" as data or as "/".
+// Every reading, of the spelling and of the canonical path, compares the
+// prefix ignoring case and gives null (outside the prefix), "" (the bare
+// prefix) or the product segment, decoded. The path is protected when any
+// reading lies under the prefix; it is then verified only when every such
+// reading names the very product of the canonical path and nothing in it is
+// ambiguous (an escape of an escaped "/", "\" or ".", an escaped control
+// character, invalid or overlong UTF-8, a "%" without two hex digits);
+// otherwise it is refused (400 ambiguous_path) before the origin.
 
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 const HEX2 = /^[0-9A-Fa-f]{2}$/;
+// PCHARS is a path that needs no percent-encoding: RFC 3986 pchar, "/",
+// "%" and "\" (both read below); any other character is percent-encoded
+// (UTF-8).
+const PCHARS = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/%\\]*$/;
+// PLAIN is a path every reading reads alike: no escape, "\" or ";", no
+// empty or dot segment, no segment ending in "." (trimmed by Windows
+// servers).
+const PLAIN = /^(\/[A-Za-z0-9\-_~!$&'()*+,=:@]+(\.+[A-Za-z0-9\-_~!$&'()*+,=:@]+)*)*\/?$/;
+
+// READINGS are the ways servers read a path (see above): mode "split" splits
+// on "/" and then decodes each segment once, "decode" decodes once and then
+// splits, "loose" is the laxest.
+const READINGS = [];
+for (const mode of ["split", "decode", "loose"]) {
+  for (const dots of [false, true]) {
+    for (const backslash of [false, true]) READINGS.push({ mode, dots, backslash });
+  }
+}
 
 // utf8 decodes bytes; strict returns null for anything not well-formed
 // UTF-8 (overlong forms, surrogates, beyond U+10FFFF, truncated), lax
@@ -182,6 +208,33 @@ function utf8(bytes, strict) {
   return out;
 }
 
+const encoder = new TextEncoder();
+
+// spelled returns the path of the request URL string as the client spelled
+// it (before URL parsing removes dot segments or turns "\" into "/"), with
+// every character outside PCHAR percent-encoded as UTF-8, or null when it is
+// no path (the request target "*", or an authority with no path after it).
+// The authority ends where the URL parser ends it: at the first "/", "\",
+// "?" or "#".
+function spelled(href) {
+  const start = href.indexOf("//");
+  if (start < 0) return null;
+  let i = start + 2;
+  while (i < href.length && !"/\\?#".includes(href[i])) i++;
+  let j = i;
+  while (j < href.length && href[j] !== "?" && href[j] !== "#") j++;
+  const raw = href.slice(i, j);
+  if (raw === "") return "/";
+  if (raw[0] !== "/" && raw[0] !== "\\") return null;
+  if (PCHARS.test(raw)) return raw;
+  const out = [];
+  for (const ch of raw) {
+    if (PCHARS.test(ch)) out.push(ch);
+    else for (const b of encoder.encode(ch)) out.push("%" + (b < 16 ? "0" : "") + b.toString(16).toUpperCase());
+  }
+  return out.join("");
+}
+
 // removeDots removes dot segments (RFC 3986 §5.2.4) and empty segments from
 // an absolute path; a path ending in "/", ".", or ".." keeps its final "/".
 function removeDots(path) {
@@ -191,10 +244,9 @@ function removeDots(path) {
   let trailing = false;
   for (let i = 1; i < segs.length; i++) {
     const s = segs[i];
-    const last = i === segs.length - 1;
     if (s === "." || s === ".." || s === "") {
       if (s === "..") out.pop();
-      trailing = last;
+      trailing = true;
       continue;
     }
     out.push(s);
@@ -203,8 +255,8 @@ function removeDots(path) {
   return "/" + out.join("/") + (trailing && out.length > 0 ? "/" : "");
 }
 
-// canonicalPath returns the canonical reading of path and what is still
-// ambiguous in it ("" when nothing).
+// canonicalPath returns the canonical reading of path (a spelled path) and
+// what is ambiguous in it ("" when nothing).
 function canonicalPath(path) {
   let out = "";
   let ambiguous = "";
@@ -224,7 +276,7 @@ function canonicalPath(path) {
     if (!HEX2.test(hex)) {
       endRun();
       ambiguous ||= "a % without two hex digits";
-      out += ch;
+      out += "%25";
       continue;
     }
     i += 2;
@@ -235,70 +287,106 @@ function canonicalPath(path) {
       continue;
     }
     endRun();
+    if (b < 0x20 || b === 0x7f) ambiguous ||= "an escaped control character";
     const c = String.fromCharCode(b);
     if (UNRESERVED.test(c)) out += c;
     else if (c === "/" || c === "\\") out += "/";
     else out += "%" + hex.toUpperCase();
   }
   endRun();
-  if (/%25(2F|5C|2E)/i.test(out)) ambiguous ||= "a double-encoded /, \\ or .";
+  if (/%25(25)*(2F|5C|2E)/i.test(out)) ambiguous ||= "a multiply encoded /, \\ or .";
   return { path: removeDots(out.startsWith("/") ? out : "/" + out), ambiguous };
 }
 
-// decodeAll decodes every escape of path (lax UTF-8).
-function decodeAll(path) {
-  return path.replace(/(%[0-9A-Fa-f]{2})+/g, (run) => {
+// decodeOnce decodes every escape of s once (lax UTF-8: overlong forms
+// decoded, invalid bytes U+FFFD; a "%" without two hex digits kept).
+function decodeOnce(s) {
+  if (!s.includes("%")) return s;
+  return s.replace(/(%[0-9A-Fa-f]{2})+/g, (run) => {
     const bytes = [];
     for (let i = 0; i < run.length; i += 3) bytes.push(parseInt(run.slice(i + 1, i + 3), 16));
     return utf8(bytes, false);
   });
 }
 
-// loosePath returns the loose reading of a canonical path.
-function loosePath(path) {
-  let p = path;
-  for (let n = 0; n < 3 && p.includes("%"); n++) {
-    // %uXXXX too: IIS decodes it.
-    p = decodeAll(p.replace(/%u([0-9A-Fa-f]{4})/g, (_, h) => String.fromCharCode(parseInt(h, 16))));
+// looseDecode is the laxest decoding: up to three rounds of every escape
+// (IIS's %uXXXX too), cut at the first NUL, NFKC (fullwidth "／", "ｐ", "．").
+function looseDecode(s) {
+  for (let n = 0; n < 3 && s.includes("%"); n++) {
+    s = decodeOnce(s.replace(/%u([0-9A-Fa-f]{4})/g, (_, h) => String.fromCharCode(parseInt(h, 16))));
   }
-  p = p.replace(/\\/g, "/").split("/").map((s) => s.split(";")[0]).join("/");
-  return removeDots(p);
+  const nul = s.indexOf("\0");
+  if (nul >= 0) s = s.slice(0, nul);
+  return s.normalize("NFKC");
 }
 
-// segmentAfterPrefix returns the (still encoded) segment after the prefix,
-// "" when there is none, or null when path is not under the prefix.
-function segmentAfterPrefix(path, cfg) {
-  const segs = path.split("/");
+// readProduct reads path (starting with "/") the way r says and returns null
+// when it is outside the prefix, "" for the bare prefix, else the product
+// segment (decoded).
+function readProduct(path, r, cfg) {
+  let s = path;
+  if (r.mode === "decode") s = decodeOnce(s);
+  else if (r.mode === "loose") s = looseDecode(s);
+  if (r.backslash) s = s.replaceAll("\\", "/");
   const n = cfg.prefixSegs.length;
-  if (segs.length < n + 2) return null;
-  for (let i = 0; i < n; i++) if (segs[i + 1].toLowerCase() !== cfg.prefixSegs[i]) return null;
-  return segs[n + 1];
+  const segs = [];
+  let trailing = false;
+  let from = s.indexOf("/") + 1;
+  if (from === 0) return null;
+  for (;;) {
+    const to = s.indexOf("/", from);
+    let seg = to < 0 ? s.slice(from) : s.slice(from, to);
+    if (r.mode === "split") seg = decodeOnce(seg);
+    else if (r.mode === "loose") {
+      seg = seg.split(";")[0];
+      if (seg !== "." && seg !== "..") seg = seg.replace(/[. ]+$/, "");
+    }
+    if (seg === "" || (r.dots && (seg === "." || seg === ".."))) {
+      if (seg === "..") segs.pop();
+      trailing = true;
+    } else {
+      segs.push(seg);
+      trailing = false;
+      // Past the product with nothing that can pop back: done.
+      if (segs.length > n + 1 && !r.dots) break;
+    }
+    if (to < 0) break;
+    from = to + 1;
+  }
+  for (let i = 0; i < n; i++) {
+    if (i >= segs.length || segs[i].toLowerCase() !== cfg.prefixSegs[i]) return null;
+  }
+  if (segs.length > n) return segs[n];
+  return trailing ? "" : null;
 }
 
-// classify returns {product: null} for an unprotected path, {product, path}
-// for a protected one (product "" when the path names none; path is the
-// canonical path to verify and forward), or {ambiguous: why}.
-function classify(pathname, cfg) {
-  if (!/[%\\;]/.test(pathname)) {
-    // Nothing to decode or cut: both readings are the dot-free path.
-    const path = removeDots(pathname.startsWith("/") ? pathname : "/" + pathname);
-    const product = segmentAfterPrefix(path, cfg);
-    return product === null ? { product } : { product, path };
+// classify returns {invalid: why} for a request URL with no usable path,
+// {ambiguous: why}, or {product, path}: path is the canonical path (what is
+// judged and forwarded), product null for an unprotected path, "" for the
+// bare prefix, else the product to verify.
+function classify(href, cfg) {
+  const spelling = spelled(href);
+  if (spelling === null) return { invalid: "the request target is not a path" };
+  if (PLAIN.test(spelling)) {
+    // Nothing to decode, cut or remove: every reading is this path.
+    return { product: readProduct(spelling, READINGS[0], cfg), path: spelling };
   }
-  const canon = canonicalPath(pathname);
-  const seg = segmentAfterPrefix(canon.path, cfg);
-  const loose = segmentAfterPrefix(loosePath(canon.path), cfg);
-  if (seg === null && loose === null) return { product: null };
-  if (canon.ambiguous) return { ambiguous: canon.ambiguous };
-  let product = null;
-  try {
-    if (seg !== null) product = decodeURIComponent(seg);
-  } catch {
-    // unreachable: canonicalPath flagged invalid escapes
+  const canon = canonicalPath(spelling);
+  const product = readProduct(canon.path, READINGS[0], cfg);
+  let names = product !== null;
+  for (const path of [spelling, canon.path]) {
+    for (const r of READINGS) {
+      const p = readProduct(path, r, cfg);
+      if (p === null) continue;
+      names = true;
+      if (p !== product) {
+        return { ambiguous: product === null
+          ? "a server that does not remove dot segments, or decodes more, reads it under the prefix"
+          : "servers that decode, cut ;params or remove dot segments differently read another product" };
+      }
+    }
   }
-  if (product !== loose) {
-    return { ambiguous: "servlet-style ;params, double encoding or overlong UTF-8 make it another path" };
-  }
+  if (names && canon.ambiguous) return { ambiguous: canon.ambiguous };
   return { product, path: canon.path };
 }
 
@@ -327,17 +415,13 @@ function wantsJSON(request) {
 
 // forward sends the request to the origin after deleting every X-Flashgate-*
 // header the client sent and setting the verified ones (claims may be null).
-// path is the canonical path of a protected request (what was verified is
-// what the origin routes), or null to forward the path unchanged.
+// path is the canonical path (classify): whatever the client spelled, the
+// origin gets the path that was judged, protected or not.
 async function forward(request, env, cfg, url, path, claims) {
-  let target = request.url;
-  if (path !== null) {
-    const u = new URL(request.url);
-    u.pathname = path;
-    target = u.toString();
-  }
-  if (!env.ORIGIN && cfg.originURL) target = cfg.originURL.replace(/\/+$/, "") + (path ?? url.pathname) + url.search;
-  const out = new Request(target, request);
+  // With neither ORIGIN nor FLASHGATE_ORIGIN_URL the request goes on to the
+  // zone's origin (the Worker runs on a route in front of it).
+  const base = !env.ORIGIN && cfg.originURL ? cfg.originURL.replace(/\/+$/, "") : url.origin;
+  const out = new Request(base + path + url.search, request);
   const drop = [];
   for (const name of out.headers.keys()) if (name.toLowerCase().startsWith(HEADER_PREFIX)) drop.push(name);
   for (const name of drop) out.headers.delete(name);
@@ -346,8 +430,6 @@ async function forward(request, env, cfg, url, path, claims) {
     out.headers.set("X-Flashgate-Product", claims.product);
     out.headers.set("X-Flashgate-Admission", claims.jti);
   }
-  // With neither ORIGIN nor FLASHGATE_ORIGIN_URL the request goes on to the
-  // zone's origin (the Worker runs on a route in front of it).
   try {
     return await (env.ORIGIN ? env.ORIGIN.fetch(out) : fetch(out));
   } catch (err) {
@@ -397,16 +479,33 @@ function tagged(res, crypto) {
   return out;
 }
 
+// invalidTarget answers a request whose target is no path the worker can
+// judge (the "*" of OPTIONS *, a Host the URL parser refuses).
+function invalidTarget(why) {
+  return problem(400, "invalid-target", "Invalid request target", "invalid_target",
+    `${why}; ask for an absolute path`);
+}
+
 async function handle(request, env) {
   const cfg = configFor(env);
-  const url = new URL(request.url);
-  const route = classify(url.pathname, cfg);
+  let url;
+  try {
+    url = new URL(request.url);
+  } catch {
+    return invalidTarget("the request URL does not parse");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") return invalidTarget("not an http(s) URL");
+  if (!/^([A-Za-z0-9_-]+\.)*[A-Za-z0-9_-]+\.?$|^\[[0-9A-Fa-f:.]+\]$/.test(url.hostname)) {
+    return invalidTarget("the host is not a host name");
+  }
+  const route = classify(request.url, cfg);
+  if (route.invalid) return invalidTarget(route.invalid);
   if (route.ambiguous) {
     return problem(400, "ambiguous-path", "Ambiguous path", "ambiguous_path",
       `the path is read differently by different servers (${route.ambiguous}); ask for ${cfg.prefix}<product>/… plainly`);
   }
   const product = route.product;
-  if (product === null) return forward(request, env, cfg, url, null, null); // unprotected
+  if (product === null) return forward(request, env, cfg, url, route.path, null); // unprotected
   if (product === "") {
     return problem(404, "unknown-route", "No product in the path", "unknown_route",
       `protected paths are ${cfg.prefix}<product>/…`);

@@ -145,7 +145,13 @@ export interface VerifierOptions {
 }
 
 export interface VerifyOptions {
-  /** The product the request is for (e.g. from the path). Default: VerifierOptions.product. */
+  /**
+   * The product the request is for. Default: VerifierOptions.product.
+   * verify judges this string only, never a path: take it from the very
+   * path the deployment forwards to the origin, and forward that path, not
+   * the client's spelling (an origin that decodes %2F or keeps dot segments
+   * routes the spelling elsewhere; examples/cloudflare-worker/README.md#paths).
+   */
   product?: string;
   /** When set, the token's sub must equal it. */
   user?: string;

@@ -33,7 +33,14 @@ async function run(req, jwks) {
   try {
     const headers = { accept: "application/json" };
     if (req.token) headers.authorization = "Bearer " + req.token;
-    res = await worker.fetch(new Request("http://edge.test" + req.path, { headers }), env, {});
+    // As workerd builds request.url: the Host header, then the target
+    // (an absolute-form target's own authority is dropped; see paths.json).
+    const url = "http://edge.test" + (req.path.startsWith("http://") ? req.path.replace(/^http:\/\/[^/]*/, "") : req.path);
+    // Not a Request: its constructor would parse the URL (removing dot
+    // segments, turning "\" into "/"), and workerd hands the worker the
+    // target as the client spelled it. The worker reads url, method and
+    // headers, and passes the object to new Request as its init.
+    res = await worker.fetch({ url, method: "GET", headers: new Headers(headers), body: null }, env, {});
   } finally {
     globalThis.fetch = realFetch;
   }
