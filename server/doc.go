@@ -85,6 +85,7 @@
 //	GET    /wait/assets/wait.js, wait.css    -                 200 the page's script and styles (public, max-age=300, ETag)
 //	GET    /healthz                          -                 200 while the process runs
 //	GET    /readyz                           -                 200 when Redis answers and takes writes and keys are loaded, else 503
+//	GET    /readyz/replica                   -                 200 while this replica can serve buyers (keys loaded, not shutting down; Redis not consulted), else 503
 //	GET    /metrics                          -                 200 Prometheus text format (not with Options.NoMetricsRoute)
 //
 // Entry members (snake_case, empty ones omitted): room, state, waiting_token,
