@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -26,7 +28,8 @@ const keysUsage = `Usage:
                                                nothing (exit 0) while the next key is younger than -min-key-age
   flashgate keys generate|rotate -kubernetes-secret [NAMESPACE/]NAME [-kubernetes-secret-key K]
                                                the same on a key ring kept in a Kubernetes Secret (in a pod,
-                                               with its service account); generate leaves an existing ring as is
+                                               with its service account); generate leaves an existing ring as is,
+                                               and with -admin-token-key T adds a random admin token under T once
   flashgate keys add-next [-file F]            publish a next key in a ring that has none (then wait, then rotate)
   flashgate keys jwks [-file F]                print the public JWK Set (what /.well-known/jwks.json serves)
   flashgate keys list [-file F] [-json]        list the keys and their status
@@ -75,11 +78,16 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 	switch sub {
 	case "generate":
 		force := fset.Bool("force", false, "overwrite an existing key ring (tokens it signed stop verifying)")
+		adminKey := fset.String("admin-token-key", "", "with -kubernetes-secret: also keep a random admin token (FLASHGATE_ADMIN_TOKEN, "+
+			"48 base64url characters) under this key of the Secret, created when absent and never changed (the Helm chart's install hook)")
 		if code, ok := parse(); !ok {
 			return code
 		}
 		if *secretName != "" {
-			return keysInSecret(sub, *secretName, *secretKey, *force, 0, stdout, stderr, 0)
+			return keysInSecret(sub, *secretName, *secretKey, *force, 0, stdout, stderr, 0, *adminKey)
+		}
+		if *adminKey != "" {
+			return fail(errors.New("-admin-token-key needs -kubernetes-secret"))
 		}
 		if fi, err := os.Stat(*file); err == nil && fi.IsDir() {
 			return fail(fmt.Errorf("%w: %s; give a file path with -file, e.g. %s", keys.ErrIsDirectory, *file, filepath.Join(*file, "flashgate-keys.json")))
@@ -111,7 +119,7 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 			return fail(fmt.Errorf("-min-key-age must be >= 0, got %s", *minAge))
 		}
 		if *secretName != "" {
-			return keysInSecret(sub, *secretName, *secretKey, false, *maxLife, stdout, stderr, *minAge)
+			return keysInSecret(sub, *secretName, *secretKey, false, *maxLife, stdout, stderr, *minAge, "")
 		}
 		r, err := keys.Load(*file)
 		if err != nil {
@@ -205,7 +213,10 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 // whose next key is younger than minAge does nothing (exit 0): a retry
 // after a conflict, a Job's restart, or a second release sharing the Secret
 // finds the key the first rotation created and leaves the ring as it is.
-func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdout, stderr io.Writer, minAge time.Duration) int {
+// With adminKey, generate also adds a random admin token under that key
+// when the Secret lacks it (and never changes one it has), so the token
+// is made once in the cluster, never rendered by Helm.
+func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdout, stderr io.Writer, minAge time.Duration, adminKey string) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "flashgate keys %s: %v\n", sub, err)
 		return exitFailure
@@ -222,13 +233,28 @@ func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdo
 	}
 	now := time.Now()
 	var r *keys.Ring
+	var extra map[string][]byte
 	if sub == "generate" {
-		if cur != nil && !force {
+		if adminKey != "" && !has(obj, adminKey) {
+			tok := make([]byte, 36)
+			if _, err := rand.Read(tok); err != nil {
+				return fail(err)
+			}
+			extra = map[string][]byte{adminKey: []byte(base64.RawURLEncoding.EncodeToString(tok))}
+			fmt.Fprintf(stdout, "%s: a new admin token under %s\n", ks, adminKey)
+		}
+		switch {
+		case cur != nil && !force && extra == nil:
 			fmt.Fprintf(stdout, "%s holds a key ring already; left unchanged\n", ks)
 			return exitOK
-		}
-		if r, err = keys.Generate(now); err != nil {
-			return fail(err)
+		case cur != nil && !force:
+			if r, err = keys.ParsePrivate(cur); err != nil { // kept as it is
+				return fail(fmt.Errorf("%s: %w", ks, err))
+			}
+		default:
+			if r, err = keys.Generate(now); err != nil {
+				return fail(err)
+			}
 		}
 	} else {
 		if cur == nil {
@@ -251,9 +277,9 @@ func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdo
 		return fail(err)
 	}
 	if obj == nil {
-		err = ks.create(ctx, data)
+		err = ks.create(ctx, data, extra)
 	} else {
-		err = ks.update(ctx, obj, data)
+		err = ks.update(ctx, obj, data, extra)
 	}
 	if err != nil {
 		return fail(err)

@@ -241,3 +241,45 @@ func TestKeysRotateMinKeyAge(t *testing.T) {
 	assert.Len(t, ring.Keys(), 3, "one rotation: active, next and one retired")
 	assert.Equal(t, exitFailure, runCLI(t, "", "keys", "rotate", "-file", file, "-min-key-age", "-1h").code)
 }
+
+// TestKeysAdminTokenInKubernetesSecret: generate -admin-token-key adds a
+// random admin token to the ring's Secret once, and never changes it: run
+// again (the install hook on every upgrade or GitOps sync) it writes
+// nothing; a Secret with a ring and no token (an older release) gains one
+// and keeps its ring.
+func TestKeysAdminTokenInKubernetesSecret(t *testing.T) {
+	fake := &fakeSecretsAPI{secrets: map[string]map[string]any{}}
+	api := httptest.NewTLSServer(fake)
+	defer api.Close()
+	inPod(t, api)
+	token := func() string {
+		fake.mu.Lock()
+		defer fake.mu.Unlock()
+		s, _ := fake.secrets["fg-keys"]["data"].(map[string]any)["FLASHGATE_ADMIN_TOKEN"].(string)
+		b, err := base64.StdEncoding.DecodeString(s)
+		require.NoError(t, err)
+		return string(b)
+	}
+	require.Equal(t, exitOK, runCLI(t, "", "keys", "generate", "-kubernetes-secret", "fg-keys").code)
+	ring := fake.ring(t, "fg-keys").ActiveKeyID()
+	assert.Empty(t, token())
+
+	r := runCLI(t, "", "keys", "generate", "-kubernetes-secret", "fg-keys", "-admin-token-key", "FLASHGATE_ADMIN_TOKEN")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	tok := token()
+	assert.GreaterOrEqual(t, len(tok), 40)
+	assert.Equal(t, ring, fake.ring(t, "fg-keys").ActiveKeyID(), "the ring is kept")
+	writes := fake.writes
+	for range 2 {
+		r = runCLI(t, "", "keys", "generate", "-kubernetes-secret", "fg-keys", "-admin-token-key", "FLASHGATE_ADMIN_TOKEN")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "left unchanged")
+	}
+	assert.Equal(t, writes, fake.writes)
+	assert.Equal(t, tok, token())
+	// A rotation keeps the token.
+	require.Equal(t, exitOK, runCLI(t, "", "keys", "rotate", "-kubernetes-secret", "fg-keys").code)
+	assert.Equal(t, tok, token())
+	assert.Equal(t, exitFailure, runCLI(t, "", "keys", "generate", "-file", filepath.Join(t.TempDir(), "k.json"),
+		"-admin-token-key", "X").code)
+}
