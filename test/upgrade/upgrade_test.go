@@ -75,7 +75,7 @@ func buildPrevious(t *testing.T, commit string) string {
 	require.NoError(t, untar.Start())
 	require.NoError(t, archive.Run())
 	require.NoError(t, untar.Wait())
-	tmp := bin + ".tmp"
+	tmp := fmt.Sprintf("%s.tmp-%d", bin, os.Getpid()) // a concurrent run builds its own
 	require.NoError(t, os.MkdirAll(filepath.Dir(bin), 0o755))
 	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-X main.version=upgrade-from-"+sha[:12], "-o", tmp, "./cmd/flashgate")
 	build.Dir = src
