@@ -286,33 +286,34 @@ func TestRollingUpgradeMidSale(t *testing.T) {
 	go func() { _ = lb.Serve(ln) }()
 	t.Cleanup(func() { _ = lb.Close() })
 
-	// Half way: the rolling update (a new issuer up, the old one out; the
-	// old journal process out, its pending entries claimed by the new one).
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rolled := make(chan struct{})
-	go func() {
-		defer close(rolled)
-		select {
-		case <-time.After(6 * time.Second):
-		case <-ctx.Done():
-			return
-		}
-		sNew2Addr := freeAddr(t)
-		start(t, "serve new #2", newBin, []string{"serve"}, serveEnv(sNew2Addr), sNew2Addr, "/readyz")
-		rr.set(sNewAddr, sNew2Addr) // the load balancer stops sending the old one new requests…
-		time.Sleep(200 * time.Millisecond)
-		sOld.stop(t) // …which drains its in-flight ones and exits 0
-		jOld.stop(t)
+	const room = "upgrade"
+	type result struct {
+		rep *simulate.Report
+		err error
+	}
+	sale := make(chan result, 1)
+	go func() { // the sale; the test's goroutine rolls the processes meanwhile
+		rep, err := simulate.Run(ctx, simulate.Options{
+			Users: 400, Capacity: 40, RatePerMinute: 2400, SessionDuration: 5 * time.Second, Tick: 200 * time.Millisecond,
+			Think: 300 * time.Millisecond, Ramp: 8 * time.Second, PollScale: 0.25, Room: room, Timeout: 50 * time.Second,
+			IssuerURL: "http://" + ln.Addr().String(), AdminToken: admin, RetryFor: 20 * time.Second, Seed: 32,
+		})
+		sale <- result{rep, err}
 	}()
 
-	const room = "upgrade"
-	rep, err := simulate.Run(ctx, simulate.Options{
-		Users: 400, Capacity: 40, RatePerMinute: 2400, SessionDuration: 5 * time.Second, Tick: 200 * time.Millisecond,
-		Think: 300 * time.Millisecond, Ramp: 8 * time.Second, PollScale: 0.25, Room: room, Timeout: 50 * time.Second,
-		IssuerURL: "http://" + ln.Addr().String(), AdminToken: admin, RetryFor: 20 * time.Second, Seed: 32,
-	})
-	<-rolled
+	// Half way: the rolling update (a new issuer up, the old one out; the
+	// old journal process out, what it had read written and acked first).
+	time.Sleep(6 * time.Second)
+	sNew2Addr := freeAddr(t)
+	start(t, "serve new #2", newBin, []string{"serve"}, serveEnv(sNew2Addr), sNew2Addr, "/readyz")
+	rr.set(sNewAddr, sNew2Addr) // the load balancer stops sending the old one new requests…
+	time.Sleep(200 * time.Millisecond)
+	sOld.stop(t) // …which drains its in-flight ones and exits 0
+	jOld.stop(t)
+	res := <-sale
+	rep, err := res.rep, res.err
 	require.NoError(t, err)
 	var text strings.Builder
 	_ = rep.WriteText(&text)
