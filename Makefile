@@ -48,8 +48,10 @@ test: wasm worker-deps origin-deps browser-deps image-deps
 	scripts/with-redis.sh $(GO) test -count=1 -run 'Allocates0$$' ./issuer/
 	cd deploy && $(GO) test -count=1 ./...
 
-## image: the container image (Containerfile) with buildah, offline, no base image: tagged
-## localhost/flashgate:VERSION and written to build/flashgate-image.tar (OCI archive)
+## image: the container image (Containerfile) with buildah, offline, no base image, for linux/amd64
+## and linux/arm64 (PLATFORMS; Go cross-compiles, nothing runs emulated): one manifest list tagged
+## localhost/flashgate:VERSION and the Helm chart's default image, written to
+## build/flashgate-image.tar (an OCI archive with the index)
 image: image-deps
 	scripts/build-image.sh build/flashgate-image.tar
 
@@ -129,9 +131,12 @@ fuzz: wasm
 	done
 
 ## docs: regenerate the generated references from the code (docs/configuration.md from the env
-## tags, docs/errors.md from problem/table.go); their tests fail while they differ
+## tags, docs/errors.md from problem/table.go, the Helm chart's README.md from its values.yaml by
+## helm-docs, pinned, from the Go module proxy); their tests fail while they differ
+HELM_DOCS ?= github.com/norwoodj/helm-docs/cmd/helm-docs@v1.14.2
 docs:
 	$(GO) generate ./cmd/flashgate ./problem
+	cd deploy && $(GO) run $(HELM_DOCS) -c helm/flashgate -s file --skip-version-footer -l warning
 
 ## vulncheck: govulncheck ./... against a local copy of the Go vulnerability database
 vulncheck:

@@ -152,7 +152,8 @@ func TestAlertRules(t *testing.T) {
 	}
 	for _, want := range []string{"FlashgateQueueGrowing", "FlashgateAdmissionsStalled", "FlashgateRedisDown",
 		"FlashgateRedisErrors", "FlashgateTickFailures", "FlashgateJournalLag", "FlashgateJournalRejected",
-		"FlashgateOrderInversion", "FlashgateRateOvershoot", "FlashgateCapacityOvershoot", "FlashgateEstimateBiased"} {
+		"FlashgateOrderInversion", "FlashgateRateOvershoot", "FlashgateCapacityOvershoot", "FlashgateEstimateBiased",
+		"FlashgateSigningKeyStale", "FlashgateStreamsNearCap"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alert %s is missing (have %v)", want, alerts)
 		}

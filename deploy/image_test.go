@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"helm.sh/helm/v3/pkg/chart/loader"
 )
 
 // TestImage builds the container image the way `make image` does
@@ -51,13 +54,52 @@ func TestImage(t *testing.T) {
 	blobs := readTar(t, archive)
 	var index ocispec.Index
 	decodeJSON(t, blobs["index.json"], &index)
-	if len(index.Manifests) != 1 {
-		t.Fatalf("index.json lists %d manifests, want 1", len(index.Manifests))
+	if len(index.Manifests) != 1 || index.Manifests[0].MediaType != ocispec.MediaTypeImageIndex {
+		t.Fatalf("index.json lists %+v, want one image index (the multi-arch manifest list)", index.Manifests)
 	}
-	var manifest ocispec.Manifest
-	decodeJSON(t, blob(t, blobs, index.Manifests[0].Digest.String()), &manifest)
+	var list ocispec.Index
+	decodeJSON(t, blob(t, blobs, index.Manifests[0].Digest.String()), &list)
+	platforms := map[string]ocispec.Manifest{}
+	for _, d := range list.Manifests {
+		if d.Platform == nil {
+			t.Fatalf("manifest %s has no platform", d.Digest)
+		}
+		var m ocispec.Manifest
+		decodeJSON(t, blob(t, blobs, d.Digest.String()), &m)
+		platforms[d.Platform.OS+"/"+d.Platform.Architecture] = m
+	}
+	if len(platforms) != 2 || platforms["linux/amd64"].Config.Digest == "" || platforms["linux/arm64"].Config.Digest == "" {
+		t.Fatalf("the image's platforms are %v, want linux/amd64 and linux/arm64", platforms)
+	}
+	// The other platform's binary: built for it by Go's cross-compiler.
+	for p, m := range platforms {
+		var pimg ocispec.Image
+		decodeJSON(t, blob(t, blobs, m.Config.Digest.String()), &pimg)
+		if pimg.OS+"/"+pimg.Architecture != p || pimg.Config.User != "65532:65532" {
+			t.Errorf("%s: config says %s/%s, user %q", p, pimg.OS, pimg.Architecture, pimg.Config.User)
+		}
+		f, err := elf.NewFile(bytes.NewReader(layerFiles(t, blobs, m)["/flashgate"]))
+		if err != nil {
+			t.Fatalf("%s: /flashgate: %v", p, err)
+		}
+		if want := map[string]elf.Machine{"linux/amd64": elf.EM_X86_64, "linux/arm64": elf.EM_AARCH64}[p]; f.Machine != want {
+			t.Errorf("%s: /flashgate is for %v, want %v", p, f.Machine, want)
+		}
+	}
+	manifest := platforms["linux/"+runtime.GOARCH]
 	var img ocispec.Image
 	decodeJSON(t, blob(t, blobs, manifest.Config.Digest.String()), &img)
+	// make image tags the chart's default image too (values.yaml repository, Chart.yaml appVersion).
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chartImage := ch.Values["image"].(map[string]any)["repository"].(string) + ":" + ch.Metadata.AppVersion
+	if out, err := exec.Command("buildah", "inspect", "--root", filepath.Join(dir, "store", "root"),
+		"--runroot", filepath.Join(dir, "store", "run"), "--storage-driver", "vfs", "--type", "manifest",
+		chartImage).CombinedOutput(); err != nil {
+		t.Errorf("make image did not tag the chart's default image %s: %v\n%s", chartImage, err, out)
+	}
 
 	c := img.Config
 	if c.User != "65532:65532" {
@@ -82,6 +124,7 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]string{
+		ocispec.AnnotationLicenses: "Apache-2.0",
 		ocispec.AnnotationSource:   "https://github.com/flashgate/flashgate",
 		ocispec.AnnotationVersion:  version,
 		ocispec.AnnotationRevision: strings.TrimSpace(string(revision)),
@@ -100,33 +143,10 @@ func TestImage(t *testing.T) {
 		t.Errorf("buildah inspect: healthcheck %q (err %v), want none: probes are the orchestrator's", out, err)
 	}
 
-	// The files of the image: every layer unpacked in order.
-	files := map[string][]byte{}
-	modes := map[string]*tar.Header{}
-	for _, l := range manifest.Layers {
-		r := io.Reader(bytes.NewReader(blob(t, blobs, l.Digest.String())))
-		if strings.HasSuffix(l.MediaType, "+gzip") {
-			gz, err := gzip.NewReader(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r = gz
-		}
-		tr := tar.NewReader(r)
-		for {
-			h, err := tr.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			name := path.Clean("/" + h.Name)
-			modes[name] = h
-			if h.Typeflag == tar.TypeReg {
-				files[name], _ = io.ReadAll(tr)
-			}
-		}
+	files, modes := unpack(t, blobs, manifest)
+	if lic := files["/usr/share/doc/flashgate/LICENSE"]; !bytes.Contains(lic, []byte("Apache License")) ||
+		!bytes.Contains(files["/usr/share/doc/flashgate/NOTICE"], []byte("Prometheus")) {
+		t.Error("the image carries no LICENSE (Apache-2.0) or NOTICE in /usr/share/doc/flashgate")
 	}
 	if !bytes.Contains(files["/etc/passwd"], []byte(":65532:65532:")) {
 		t.Errorf("/etc/passwd has no line for uid 65532: %q", files["/etc/passwd"])
@@ -344,4 +364,45 @@ func decodeJSON(t *testing.T, data []byte, v any) {
 	if err := d.Decode(v); err != nil {
 		t.Fatalf("%T: %v", v, err)
 	}
+}
+
+// layerFiles returns the regular files of m's layers unpacked in order, by
+// absolute path.
+func layerFiles(t *testing.T, blobs map[string][]byte, m ocispec.Manifest) map[string][]byte {
+	files, _ := unpack(t, blobs, m)
+	return files
+}
+
+// unpack reads m's layers in order: the regular files' contents and every
+// entry's header, by absolute path.
+func unpack(t *testing.T, blobs map[string][]byte, m ocispec.Manifest) (map[string][]byte, map[string]*tar.Header) {
+	t.Helper()
+	files := map[string][]byte{}
+	headers := map[string]*tar.Header{}
+	for _, l := range m.Layers {
+		r := io.Reader(bytes.NewReader(blob(t, blobs, l.Digest.String())))
+		if strings.HasSuffix(l.MediaType, "+gzip") {
+			gz, err := gzip.NewReader(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r = gz
+		}
+		tr := tar.NewReader(r)
+		for {
+			h, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := path.Clean("/" + h.Name)
+			headers[name] = h
+			if h.Typeflag == tar.TypeReg {
+				files[name], _ = io.ReadAll(tr)
+			}
+		}
+	}
+	return files, headers
 }

@@ -85,6 +85,7 @@
 //	GET    /wait/assets/wait.js, wait.css    -                 200 the page's script and styles (public, max-age=300, ETag)
 //	GET    /healthz                          -                 200 while the process runs
 //	GET    /readyz                           -                 200 when Redis answers and takes writes and keys are loaded, else 503
+//	GET    /readyz/replica                   -                 200 while this replica can serve buyers (keys loaded, not shutting down; Redis not consulted), else 503
 //	GET    /metrics                          -                 200 Prometheus text format (not with Options.NoMetricsRoute)
 //
 // Entry members (snake_case, empty ones omitted): room, state, waiting_token,
@@ -132,8 +133,10 @@
 // document, and ends the stream. Per replica, a (room, user) holds at most
 // Options.StreamsPerUser streams: one more ends the oldest with a final
 // "event: replaced" (retry 30 s, ReplacedRetry); a client address holds at
-// most Options.StreamsPerAddress: one more is refused 429 rate_limited.
-// Both count in flashgate_sse_streams_limited_total{reason}.
+// most Options.StreamsPerAddress: one more is refused 429 rate_limited; the
+// replica holds at most Options.MaxStreams in all: one more (unless it
+// replaces one of the same user's) is refused 429 rate_limited too. All
+// count in flashgate_sse_streams_limited_total{reason}.
 //
 // # Errors
 //
@@ -178,7 +181,7 @@
 //	invite_expired           410     enter with an invite past its expiry (the room's clock)
 //	body_too_large           413     body over Options.BodyLimit (default 16 KiB)
 //	unsupported_media_type   415     a body with a Content-Type other than application/json, or compressed (Content-Encoding)
-//	rate_limited             429     over a rate limit (+ Retry-After): enter's Options.EnterPerUser / EnterPerAddress / AutoRoomsPerAddress, StatusPerUser, ExchangePerUser, LeavePerUser, CompletePerUser, AdminFailuresPerAddress; events over StreamsPerAddress
+//	rate_limited             429     over a rate limit (+ Retry-After): enter's Options.EnterPerUser / EnterPerAddress / AutoRoomsPerAddress, StatusPerUser, ExchangePerUser, LeavePerUser, CompletePerUser, AdminFailuresPerAddress; events over StreamsPerAddress or MaxStreams
 //	headers_too_large        431     request headers over fasthttp's buffer
 //	unavailable              503     Redis (or the key set) unavailable; retry
 //	store_full               503     Redis over maxmemory refuses a new entry; retry (Retry-After: 5)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/keys"
 )
 
 // maxRoomsScraped bounds the per-room series (and Redis calls) of one scrape.
@@ -99,7 +100,7 @@ func (m *metrics) route(route, method string) *routeMetrics {
 }
 
 func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is Issuer, health RedisHealth,
-	pool func() *redis.PoolStats) (*metrics, error) {
+	pool func() *redis.PoolStats, extra ...prometheus.Collector) (*metrics, error) {
 	if reg == nil {
 		r := prometheus.NewRegistry()
 		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -129,7 +130,8 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is Issuer, h
 		sseLimits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_sse_streams_limited_total",
 			Help: "Event streams ended or refused by the stream limits, by reason: replaced (a newer stream of the same " +
-				"room and user ended it, FLASHGATE_STREAMS_PER_USER), address_limit (refused 429, FLASHGATE_STREAMS_PER_ADDRESS).",
+				"room and user ended it, FLASHGATE_STREAMS_PER_USER), address_limit (refused 429, FLASHGATE_STREAMS_PER_ADDRESS), " +
+				"replica_limit (refused 429, the replica's FLASHGATE_MAX_STREAMS).",
 		}, []string{"reason"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashgate_store_errors_total",
@@ -151,11 +153,12 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is Issuer, h
 			"by a replica that does not note, and every forged one).",
 	}, []string{"check"})
 	m.mintedChecks, m.signatureChecks = checks.WithLabelValues("minted"), checks.WithLabelValues("signature")
-	for _, r := range []string{sseReplaced, sseAddressLimit} {
-		m.sseLimits.WithLabelValues(r) // both series from the start
+	for _, r := range []string{sseReplaced, sseAddressLimit, sseReplicaLimit} {
+		m.sseLimits.WithLabelValues(r) // every series from the start
 	}
 	cs := []prometheus.Collector{m.requests, m.latency, m.sseOpen, m.sseLimits, m.storeErrors, rc, rc.errors, rc.exported,
 		obs, checks, m.scripts.dur, m.scripts.errs, m.ticks.dur, m.ticks.failures}
+	cs = append(cs, extra...)
 	if pool != nil {
 		cs = append(cs, poolCollectors(pool)...)
 	}
@@ -190,6 +193,7 @@ func newMetrics(reg prometheus.Registerer, gat prometheus.Gatherer, is Issuer, h
 const (
 	sseReplaced     = "replaced"
 	sseAddressLimit = "address_limit"
+	sseReplicaLimit = "replica_limit"
 )
 
 // sseLimited counts an event stream the stream limits ended or refused.
@@ -404,5 +408,40 @@ func poolCollectors(pool func() *redis.PoolStats) []prometheus.Collector {
 			func(p *redis.PoolStats) float64 { return float64(p.WaitDurationNs) / 1e9 }),
 		counter("flashgate_redis_pool_timeouts_total", "Waits for a go-redis pool connection that gave up (pool_timeout): raise pool_size.",
 			func(p *redis.PoolStats) float64 { return float64(p.Timeouts) }),
+	}
+}
+
+// streamLimitGauge exports Options.MaxStreams (0: no limit), so that a
+// dashboard or an autoscaler compares flashgate_sse_streams_open with it.
+func streamLimitGauge(limit int) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "flashgate_sse_streams_limit",
+		Help: "The most event streams this replica holds open (FLASHGATE_MAX_STREAMS; 0: no limit); more are refused 429 and the waiting page polls.",
+	}, func() float64 { return float64(limit) })
+}
+
+// keyCollector exports the creation time of the ring's active and next
+// signing keys, read at each scrape (a FileRing reloads its file). The next
+// key is created by a rotation, so time() minus its timestamp is the time
+// since the last rotation; the active key was created one rotation before
+// it became active.
+type keyCollector struct {
+	ring interface{ Keys() []keys.KeyInfo }
+	desc *prometheus.Desc
+}
+
+func newKeyCollector(ring interface{ Keys() []keys.KeyInfo }) *keyCollector {
+	return &keyCollector{ring: ring, desc: prometheus.NewDesc("flashgate_signing_key_created_timestamp_seconds",
+		"Creation time (Unix seconds) of the key ring's active and next signing keys, by status; "+
+			"a rotation activates the next key and creates a new next key (docs/keys.md).", []string{"status"}, nil)}
+}
+
+func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, k := range c.ring.Keys() {
+		if k.Status == keys.StatusActive || k.Status == keys.StatusNext {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(k.Created.Unix()), string(k.Status))
+		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/keys"
 	"github.com/flashgate/flashgate/problem"
 	"github.com/flashgate/flashgate/verifier"
 )
@@ -148,6 +149,13 @@ type Options struct {
 	// rate_limited. 0 disables it (flashgate serve sets
 	// DefaultStreamsPerAddress when FLASHGATE_PROXY_HEADER is set).
 	StreamsPerAddress int
+	// MaxStreams is how many event streams this replica holds open at
+	// most, in total: each costs memory (about 40 KB, docs/sizing.md
+	// m_stream), so the replica's memory limit divided by that, less a
+	// margin. One more is refused 429 rate_limited (the waiting page then
+	// polls status) unless it replaces a stream of the same user and room.
+	// 0: no limit. flashgate_sse_streams_limit exports it.
+	MaxStreams int
 	// MaxConnsPerIP is fasthttp's Server.MaxConnsPerIP: the most concurrent
 	// connections from one TCP peer address (never ProxyHeader's address:
 	// behind a proxy, that peer is the proxy); more are closed at accept.
@@ -348,8 +356,8 @@ func (o Options) Validate() error {
 		return errors.New("server: Options.EnterPerUser, EnterPerAddress, StatusPerUser, ExchangePerUser, " +
 			"LeavePerUser, CompletePerUser and AutoRoomsPerAddress must be >= 0 (0 disables)")
 	}
-	if o.StreamsPerUser < 0 || o.StreamsPerAddress < 0 || o.MaxConnsPerIP < 0 || o.Concurrency < 0 {
-		return errors.New("server: Options.StreamsPerUser, StreamsPerAddress, MaxConnsPerIP and Concurrency must be >= 0 (0: no limit or the default)")
+	if o.StreamsPerUser < 0 || o.StreamsPerAddress < 0 || o.MaxStreams < 0 || o.MaxConnsPerIP < 0 || o.Concurrency < 0 {
+		return errors.New("server: Options.StreamsPerUser, StreamsPerAddress, MaxStreams, MaxConnsPerIP and Concurrency must be >= 0 (0: no limit or the default)")
 	}
 	if o.EnterWindow < 0 || o.AutoRoomWindow < 0 {
 		return errors.New("server: Options.EnterWindow and AutoRoomWindow must be >= 0")
@@ -408,7 +416,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{is: opts.Issuer, keys: opts.Keys, verify: v, log: opts.Logger,
 		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout, now: time.Now,
 		accessLogOn: opts.AccessLog, journal: opts.Journal, addrs: addrs,
-		streams: newStreamLimits(opts.StreamsPerUser, opts.StreamsPerAddress), metricsRoute: !opts.NoMetricsRoute,
+		streams: newStreamLimits(opts.StreamsPerUser, opts.StreamsPerAddress, opts.MaxStreams), metricsRoute: !opts.NoMetricsRoute,
 		adminFails: newWindowCounter(AdminFailuresPerAddress, AdminFailureWindow)}
 	if opts.AutoRoomsPerAddress > 0 {
 		window := opts.AutoRoomWindow
@@ -429,7 +437,11 @@ func New(opts Options) (*Server, error) {
 	if opts.AdminToken != "" {
 		s.admin, s.adminSum = true, sha256.Sum256([]byte(opts.AdminToken))
 	}
-	if s.m, err = newMetrics(opts.Registerer, opts.Gatherer, s.is, opts.RedisHealth, opts.RedisPool); err != nil {
+	extra := []prometheus.Collector{streamLimitGauge(opts.MaxStreams)}
+	if kr, ok := opts.Keys.(interface{ Keys() []keys.KeyInfo }); ok {
+		extra = append(extra, newKeyCollector(kr))
+	}
+	if s.m, err = newMetrics(opts.Registerer, opts.Gatherer, s.is, opts.RedisHealth, opts.RedisPool, extra...); err != nil {
 		return nil, err
 	}
 	s.is.ObserveTicks(s.m.ticks.observe)
@@ -514,6 +526,7 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 	// even when a middleware refuses the request (metrics labels).
 	a.Get("/healthz", s.healthz)
 	a.Get("/readyz", s.readyz)
+	a.Get("/readyz/replica", s.readyzReplica)
 	if s.metricsRoute {
 		a.Get("/metrics", s.m.handler)
 	}
@@ -747,6 +760,26 @@ func (s *Server) readyz(c *fiber.Ctx) error {
 	s.readyChanged(reason, err)
 	if reason != "" {
 		return problemFor(problem.NotReady, reason)
+	}
+	return c.JSON(fiber.Map{"status": "ready"})
+}
+
+// readyzReplica answers 200 while this replica can serve buyers: its key
+// ring has a public key and it is not shutting down (Shutdown has not
+// begun); otherwise 503 not_ready with the reason. Redis is not consulted:
+// it is shared, so a Redis failover would take every replica out of the
+// load balancer at once, the waiting page and the JWKS with them, while
+// each replica can still answer 503 unavailable with Retry-After (the
+// breaker) and recovers by itself. /readyz keeps the deep check.
+func (s *Server) readyzReplica(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	select {
+	case <-s.stopping:
+		return problemFor(problem.NotReady, "shutting down")
+	default:
+	}
+	if s.keysLoaded() != nil {
+		return problemFor(problem.NotReady, "no signing keys loaded")
 	}
 	return c.JSON(fiber.Map{"status": "ready"})
 }

@@ -668,3 +668,22 @@ func TestCompleteByMintedNote(t *testing.T) {
 	assert.Equal(t, "bad_signature", p["reason"])
 	complete(tok).problem(t, 503, "unavailable")
 }
+
+// TestReadyzReplica: /readyz/replica, the chart's readiness probe, stays
+// 200 while Redis is away (every replica stays in the Service and answers
+// 503 unavailable per request), and turns 503 not_ready once Shutdown has
+// begun; /readyz, the deep check, follows Redis. (Before: the chart probed
+// /readyz, so a Redis failover took every pod out of the Service at once.)
+func TestReadyzReplica(t *testing.T) {
+	e := newEnv(t)
+	assert.Equal(t, 200, e.do(req{method: "GET", path: "/readyz/replica"}).status)
+	down := newEnv(t, withRedis(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})))
+	down.do(req{method: "GET", path: "/readyz"}).problem(t, 503, "not_ready")
+	r := down.do(req{method: "GET", path: "/readyz/replica"})
+	assert.Equal(t, 200, r.status, "body: %s", r.body)
+	assert.Equal(t, "no-store", r.header.Get("Cache-Control"))
+	require.NoError(t, e.srv.Shutdown(context.Background()))
+	e.do(req{method: "GET", path: "/readyz/replica"}).problem(t, 503, "not_ready")
+	noKeys := newEnv(t, withOptions(func(o *Options) { o.Keys = brokenRing{o.Keys.(*testRing)} }))
+	noKeys.do(req{method: "GET", path: "/readyz/replica"}).problem(t, 503, "not_ready")
+}

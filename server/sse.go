@@ -44,7 +44,10 @@ const SSEHeartbeat = 15 * time.Second
 // Limits (streamlimit.go, per replica): a (room, user) holds at most
 // Options.StreamsPerUser open streams, and a new one ends the oldest with a
 // final "replaced" event (retry: ReplacedRetry); a client address holds at
-// most Options.StreamsPerAddress, and one more is refused 429 rate_limited.
+// most Options.StreamsPerAddress, and one more is refused 429 rate_limited;
+// the replica holds at most Options.MaxStreams, and one more (not replacing
+// one of the same user's) is refused 429 rate_limited too. The waiting page
+// then polls status.
 func (s *Server) events(c *fiber.Ctx) error {
 	u, err := s.user(c)
 	if err != nil {
@@ -63,11 +66,18 @@ func (s *Server) events(c *fiber.Ctx) error {
 	if s.streams.perAddr > 0 {
 		addr = s.addrKey(c) // the client address's prefix (clientaddr.go), a fresh string
 	}
-	slot, evicted, ok := s.streams.acquire(room, u, addr)
-	if !ok {
+	slot, evicted, refused := s.streams.acquire(room, u, addr)
+	switch refused {
+	case streamAddressLimit:
 		s.m.sseLimited(sseAddressLimit)
 		p := problemFor(problem.RateLimited, "too many open event streams from this client address "+
 			"(at most "+strconv.Itoa(s.streams.perAddr)+" per replica); poll status instead")
+		p.kind.RetryAfter = int(ReplacedRetry / time.Second)
+		return p
+	case streamReplicaLimit:
+		s.m.sseLimited(sseReplicaLimit)
+		p := problemFor(problem.RateLimited, "this replica holds its most open event streams "+
+			"("+strconv.Itoa(s.streams.total)+"); poll status instead")
 		p.kind.RetryAfter = int(ReplacedRetry / time.Second)
 		return p
 	}

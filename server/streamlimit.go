@@ -5,13 +5,16 @@ import (
 	"time"
 )
 
-// Event-stream limits (Options.StreamsPerUser, Options.StreamsPerAddress).
+// Event-stream limits (Options.StreamsPerUser, Options.StreamsPerAddress,
+// Options.MaxStreams).
 //
 // An open stream holds a connection, two goroutines and its poll timers on
 // this replica, and re-runs Status every poll_after: left unbounded, one
 // waiting token opens hundreds (issue 23). The limits are kept in memory per
 // replica: behind a load balancer spreading one client over N replicas, the
-// effective limits are up to N times these.
+// effective limits are up to N times these. MaxStreams bounds the replica's
+// total (its memory: docs/sizing.md m_stream per stream): one more is
+// refused 503 with Retry-After, and the waiting page polls status instead.
 
 // Suggested stream limits: what `flashgate serve` uses unless told
 // otherwise. Options' zero values disable the limits.
@@ -36,52 +39,76 @@ type streamSlot struct {
 	// replaced is closed when a newer stream of the same (room, user) takes
 	// this one's place; the stream then sends its final "replaced" event.
 	replaced chan struct{}
+	// counted: the slot holds one of the replica's total places (until
+	// released, or replaced: the newer stream then holds it).
+	counted bool
 }
 
-// streamLimits counts open streams per (room, user) and per client address.
+// streamLimits counts open streams per (room, user), per client address and
+// in total.
 type streamLimits struct {
-	perUser, perAddr int // 0: no limit
-	mu               sync.Mutex
-	users            map[string][]*streamSlot // oldest first; at most perUser
-	addrs            map[string]int
+	perUser, perAddr, total int // 0: no limit
+	mu                      sync.Mutex
+	users                   map[string][]*streamSlot // oldest first; at most perUser
+	addrs                   map[string]int
+	open                    int // registered slots, at most total
 }
 
-func newStreamLimits(perUser, perAddr int) *streamLimits {
-	return &streamLimits{perUser: perUser, perAddr: perAddr,
+func newStreamLimits(perUser, perAddr, total int) *streamLimits {
+	return &streamLimits{perUser: perUser, perAddr: perAddr, total: total,
 		users: map[string][]*streamSlot{}, addrs: map[string]int{}}
 }
 
+// Why acquire refused a stream.
+type streamRefusal int
+
+const (
+	streamOK           streamRefusal = iota
+	streamAddressLimit               // the client address holds perAddr streams
+	streamReplicaLimit               // the replica holds total streams
+)
+
 // acquire registers a new stream of user in room from addr (copies all;
-// addr "" is not counted). ok is false when addr already holds perAddr
-// streams: nothing is registered. Otherwise, when the (room, user) already
-// held perUser streams, the oldest is taken off the register and signalled
-// (its replaced channel closed) and returned as evicted, for counting. The
-// slot must be released once its stream ends.
-func (l *streamLimits) acquire(room, user, addr string) (slot *streamSlot, evicted bool, ok bool) {
+// addr "" is not counted). refused is streamAddressLimit when addr already
+// holds perAddr streams, streamReplicaLimit when the replica holds total
+// streams and none of them is this (room, user)'s to replace: nothing is
+// registered then. Otherwise, when the (room, user) already held perUser
+// streams, the oldest is taken off the register and signalled (its replaced
+// channel closed) and returned as evicted, for counting. The slot must be
+// released once its stream ends.
+func (l *streamLimits) acquire(room, user, addr string) (slot *streamSlot, evicted bool, refused streamRefusal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.countsAddr(addr) {
 		addr = ""
 	}
 	if addr != "" && l.addrs[addr] >= l.perAddr {
-		return nil, false, false
+		return nil, false, streamAddressLimit
 	}
-	slot = &streamSlot{key: room + "\x00" + user, addr: addr, replaced: make(chan struct{})}
+	key := room + "\x00" + user
+	held := l.users[key]
+	replaces := l.perUser > 0 && len(held) >= l.perUser
+	if l.total > 0 && l.open >= l.total && !replaces {
+		return nil, false, streamReplicaLimit
+	}
+	slot = &streamSlot{key: key, addr: addr, replaced: make(chan struct{}), counted: true}
 	if addr != "" {
 		l.addrs[addr]++
 	}
+	l.open++
 	if l.perUser <= 0 {
-		return slot, false, true
+		return slot, false, streamOK
 	}
-	held := l.users[slot.key]
-	if len(held) >= l.perUser {
+	if replaces {
 		close(held[0].replaced)
+		held[0].counted = false // its place is this one's: released without giving it back
 		held[0] = nil
 		held = held[1:]
+		l.open--
 		evicted = true
 	}
-	l.users[slot.key] = append(held, slot)
-	return slot, evicted, true
+	l.users[key] = append(held, slot)
+	return slot, evicted, streamOK
 }
 
 func (l *streamLimits) countsAddr(addr string) bool { return l.perAddr > 0 && addr != "" }
@@ -91,6 +118,10 @@ func (l *streamLimits) countsAddr(addr string) bool { return l.perAddr > 0 && ad
 func (l *streamLimits) release(slot *streamSlot) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if slot.counted {
+		slot.counted = false
+		l.open--
+	}
 	if slot.addr != "" {
 		if n := l.addrs[slot.addr] - 1; n > 0 {
 			l.addrs[slot.addr] = n
@@ -112,9 +143,10 @@ func (l *streamLimits) release(slot *streamSlot) {
 	}
 }
 
-// open reports the streams registered for (room, user) and from addr (tests).
-func (l *streamLimits) open(room, user, addr string) (perUser, perAddr int) {
+// opened reports the streams registered for (room, user), from addr and in
+// total (tests).
+func (l *streamLimits) opened(room, user, addr string) (perUser, perAddr, total int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.users[room+"\x00"+user]), l.addrs[addr]
+	return len(l.users[room+"\x00"+user]), l.addrs[addr], l.open
 }

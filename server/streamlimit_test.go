@@ -90,7 +90,7 @@ func TestEventsStreamsPerUser(t *testing.T) {
 	assert.Equal(t, "replaced", m["reason"])
 	assert.EqualValues(t, 2, m["max_streams"])
 	assert.Equal(t, 1.0, replaced())
-	users, _ := e.srv.streams.open(room, "bob", "")
+	users, _, _ := e.srv.streams.opened(room, "bob", "")
 	assert.Equal(t, 2, users)
 	require.Eventually(t, func() bool { return gaugeValue(e.srv.m.sseOpen) == 3 }, 5*time.Second, 5*time.Millisecond)
 	for _, br := range []*bufio.Reader{second, third, carol1} { // still open: heartbeats
@@ -119,10 +119,10 @@ func TestEventsStreamsPerUser(t *testing.T) {
 
 	// A stream the client closes gives its place back: the next one
 	// replaces nobody.
-	users, _ = e.srv.streams.open(room, "bob", "")
+	users, _, _ = e.srv.streams.opened(room, "bob", "")
 	require.Equal(t, 2, users)
 	require.NoError(t, conn.Close())
-	require.Eventually(t, func() bool { u, _ := e.srv.streams.open(room, "bob", ""); return u == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { u, _, _ := e.srv.streams.opened(room, "bob", ""); return u == 1 }, 5*time.Second, 5*time.Millisecond)
 	openOK(t, base, room, "bob", bob)
 	time.Sleep(100 * time.Millisecond)
 	assert.Equal(t, 2.0, replaced(), "a place freed by a closed stream is taken without replacing")
@@ -131,7 +131,7 @@ func TestEventsStreamsPerUser(t *testing.T) {
 	e.srv.sseMax = 50 * time.Millisecond
 	_, capped := openOK(t, base, room, "carol", carol) // carol: 2 now, one capped
 	assert.Equal(t, "", finalEvent(t, capped).event, "ended by the cap, not replaced")
-	require.Eventually(t, func() bool { u, _ := e.srv.streams.open(room, "carol", ""); return u == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { u, _, _ := e.srv.streams.opened(room, "carol", ""); return u == 1 }, 5*time.Second, 5*time.Millisecond)
 	assert.Equal(t, 2.0, replaced())
 }
 
@@ -158,7 +158,7 @@ func TestEventsReplacedNoLeak(t *testing.T) {
 		require.Equal(t, "replaced", finalEvent(t, br).event)
 	}
 	require.Equal(t, float64(n-2), testutil.ToFloat64(e.srv.m.sseLimits.WithLabelValues(sseReplaced)))
-	users, _ := e.srv.streams.open(room, "bob", "")
+	users, _, _ := e.srv.streams.opened(room, "bob", "")
 	assert.Equal(t, 2, users)
 	require.Eventually(t, func() bool { return gaugeValue(e.srv.m.sseOpen) == 2 }, 5*time.Second, 5*time.Millisecond)
 	// An open stream: fasthttp's connection goroutine, the body-stream
@@ -199,11 +199,11 @@ func TestEventsStreamsPerAddress(t *testing.T) {
 	assert.Equal(t, "30", r.header.Get("Retry-After"))
 	assert.Contains(t, string(r.body), "event streams from this client address")
 	assert.Equal(t, 1.0, testutil.ToFloat64(e.srv.m.sseLimits.WithLabelValues(sseAddressLimit)))
-	_, addr := e.srv.streams.open(room, "u3", "127.0.0.1")
+	_, addr, _ := e.srv.streams.opened(room, "u3", "127.0.0.1")
 	assert.Equal(t, 3, addr)
 
 	require.NoError(t, conns[0].Close())
-	require.Eventually(t, func() bool { _, a := e.srv.streams.open(room, "u3", "127.0.0.1"); return a == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { _, a, _ := e.srv.streams.opened(room, "u3", "127.0.0.1"); return a == 2 }, 5*time.Second, 5*time.Millisecond)
 	openOK(t, base, room, "u3", toks["u3"])
 	assert.Equal(t, 1.0, testutil.ToFloat64(e.srv.m.sseLimits.WithLabelValues(sseAddressLimit)))
 }
@@ -234,4 +234,45 @@ func TestServerConnLimits(t *testing.T) {
 	assert.Zero(t, e2.srv.app.Server().MaxConnsPerIP, "no limit by default")
 	require.Error(t, Options{MaxConnsPerIP: -1}.Validate())
 	require.Error(t, Options{StreamsPerUser: -1}.Validate())
+}
+
+// TestEventsMaxStreams: a replica holding Options.MaxStreams open streams
+// refuses one more 429 rate_limited with Retry-After (the waiting page then
+// polls status), counted as replica_limit, unless it replaces a stream of
+// the same user and room; a stream that ends gives its place back, and
+// flashgate_sse_streams_limit exports the cap. (Before the cap: every
+// stream was accepted, whatever the replica's memory.)
+func TestEventsMaxStreams(t *testing.T) {
+	e := newEnv(t, withOptions(func(o *Options) { o.MaxStreams = 2; o.StreamsPerUser = 1 }))
+	e.srv.sseInterval = time.Hour
+	base := e.listen()
+	room := e.room(issuer.RoomConfig{State: issuer.RoomPaused})
+	toks := map[string]string{}
+	for _, u := range []string{"u0", "u1", "u2"} {
+		toks[u] = e.enter(room, u)["waiting_token"].(string)
+	}
+	refused := func() float64 { return testutil.ToFloat64(e.srv.m.sseLimits.WithLabelValues(sseReplicaLimit)) }
+	assert.Equal(t, 2.0, testutil.ToFloat64(streamLimitGauge(2)))
+	c0, _ := openOK(t, base, room, "u0", toks["u0"])
+	_, first := openOK(t, base, room, "u1", toks["u1"])
+
+	_, _, res := dialStream(t, base, room, "u2", toks["u2"])
+	r := readResp(t, res)
+	r.problem(t, 429, "rate_limited")
+	assert.Equal(t, "30", r.header.Get("Retry-After"))
+	assert.Contains(t, string(r.body), "this replica holds its most open event streams (2)")
+	assert.Equal(t, 1.0, refused())
+	_, _, total := e.srv.streams.opened(room, "u2", "")
+	assert.Equal(t, 2, total)
+
+	// u1's second stream replaces its first: no new place taken, not refused.
+	openOK(t, base, room, "u1", toks["u1"])
+	assert.Equal(t, "replaced", finalEvent(t, first).event)
+	assert.Equal(t, 1.0, refused())
+
+	require.NoError(t, c0.Close())
+	require.Eventually(t, func() bool { _, _, n := e.srv.streams.opened(room, "", ""); return n == 1 }, 5*time.Second, 5*time.Millisecond)
+	openOK(t, base, room, "u2", toks["u2"])
+	assert.Equal(t, 1.0, refused())
+	require.Error(t, Options{MaxStreams: -1}.Validate())
 }

@@ -80,6 +80,7 @@ type serveConfig struct {
 	ScriptBatch            int           `env:"SCRIPT_BATCH" envDefault:"32" help:"most items one script call carries (1 … 1000): concurrent enters, statuses and exchanges, and completions for a room share a call of their kind (group commit); 1 turns coalescing off"`
 	EnterBatch             *int          `env:"ENTER_BATCH" help:"deprecated (one release): the old name of FLASHGATE_SCRIPT_BATCH, read when that is unset (serve logs a warning)"`
 	DirectiveMaxAge        time.Duration `env:"DIRECTIVE_MAX_AGE" envDefault:"5s" help:"Cache-Control max-age of the edge directive document (/.well-known/flashgate-directives.json), whole seconds, 1s … 1h: an operator's stop reaches edge verifiers within it plus one fetch; shorter means a faster stop and more fetches"`
+	RedisWait              time.Duration `env:"REDIS_WAIT" envDefault:"0s" help:"how long serve waits at start for Redis to answer, pinging with backoff (250 ms doubling to 10 s), before it gives up and exits 1; 0: until it answers or SIGTERM (in Kubernetes the startup probe decides: a Redis failover no longer crash-loops the pods)"`
 	RedisTimeout           time.Duration `env:"REDIS_TIMEOUT" envDefault:"1s" help:"the most one API request waits for Redis before answering 503 unavailable (a hung Redis costs a client at most this long; requests that use it all open the Redis breaker, after which they fail at once)"`
 	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"how long a graceful shutdown waits for in-flight requests (then for the minted notes of the tokens they minted)"`
 	LogLevel               string        `env:"LOG_LEVEL" envDefault:"info" help:"debug | info | warn | error"`
@@ -89,6 +90,7 @@ type serveConfig struct {
 	AccessLog              bool          `env:"ACCESS_LOG" envDefault:"true" help:"true | false: one INFO log line per request (method, route template, room, status, duration_ms, request_id; never paths, query strings, tokens or user ids); admin changes are audit-logged either way"`
 	StreamsPerUser         int           `env:"STREAMS_PER_USER" envDefault:"2" help:"open event streams (/v1/rooms/{room}/events) per user per room on this replica; one more ends the oldest (final event: replaced); 0 disables"`
 	StreamsPerAddress      int           `env:"STREAMS_PER_ADDRESS" envDefault:"100" help:"open event streams per client address on this replica; one more is refused 429 (the client polls instead); 0 disables; applied where FLASHGATE_ENTER_PER_ADDRESS is: with FLASHGATE_PROXY_HEADER set, or in visitor mode (then to the TCP peer without it)"`
+	MaxStreams             int           `env:"MAX_STREAMS" envDefault:"0" help:"open event streams on this replica in total (each holds about 40 KB: docs/sizing.md m_stream; set it to what the memory limit holds); one more is refused 429 (the waiting page polls status instead) unless it replaces a stream of the same user; flashgate_sse_streams_limit exports it; 0: no limit"`
 	MaxConnsPerIP          int           `env:"MAX_CONNS_PER_IP" envDefault:"0" help:"most concurrent connections from one TCP peer address (fasthttp MaxConnsPerIP; more get a plain-text 429 and are closed); the peer, never FLASHGATE_PROXY_HEADER's address: behind a gateway it limits the gateway, so set it only where clients connect directly; 0: no limit"`
 	Concurrency            int           `env:"CONCURRENCY" envDefault:"262144" help:"most connections served at once (fasthttp Concurrency; every open event stream holds one); more get a plain-text 503 and are closed"`
 	MetricsAddr            string        `env:"METRICS_ADDR" help:"listen address of /metrics on its own HTTP server, which the API then no longer serves, e.g. 127.0.0.1:9090; a loopback address only (anything else refuses to start) unless FLASHGATE_INSECURE_METRICS is set; unset: /metrics is on the API's public listener (room names and sales figures: block it at your gateway)"`
@@ -240,6 +242,9 @@ func (c *serveConfig) validate() error {
 	if c.DirectiveMaxAge < time.Second || c.DirectiveMaxAge > time.Hour || c.DirectiveMaxAge%time.Second != 0 {
 		return fmt.Errorf("FLASHGATE_DIRECTIVE_MAX_AGE must be whole seconds in 1s … 1h, got %s", c.DirectiveMaxAge)
 	}
+	if c.RedisWait < 0 {
+		return fmt.Errorf("FLASHGATE_REDIS_WAIT must be >= 0 (0: wait until Redis answers), got %s", c.RedisWait)
+	}
 	if c.RedisTimeout <= 0 {
 		return fmt.Errorf("FLASHGATE_REDIS_TIMEOUT must be positive, got %s", c.RedisTimeout)
 	}
@@ -354,7 +359,7 @@ func (c *serveConfig) validateLimits() error {
 		name string
 		n    int
 	}{{"FLASHGATE_STREAMS_PER_USER", c.StreamsPerUser}, {"FLASHGATE_STREAMS_PER_ADDRESS", c.StreamsPerAddress},
-		{"FLASHGATE_MAX_CONNS_PER_IP", c.MaxConnsPerIP}, {"FLASHGATE_CONCURRENCY", c.Concurrency}} {
+		{"FLASHGATE_MAX_STREAMS", c.MaxStreams}, {"FLASHGATE_MAX_CONNS_PER_IP", c.MaxConnsPerIP}, {"FLASHGATE_CONCURRENCY", c.Concurrency}} {
 		if v.n < 0 {
 			return fmt.Errorf("%s must be >= 0 (0: no limit, or fasthttp's default), got %d", v.name, v.n)
 		}
@@ -499,7 +504,7 @@ func (c *serveConfig) serverOptions() server.Options {
 		Identity: c.Identity, CookieDomain: c.CookieDomain, InsecureCookies: c.InsecureCookies, EnterPoW: c.EnterPoW,
 		ReturnOrigins: c.ReturnOrigins, CORSOrigins: c.CORSOrigins, PageDir: c.PageDir,
 		AccessLog: c.AccessLog, StreamsPerUser: c.StreamsPerUser, StreamsPerAddress: c.streamsPerAddress(),
-		MaxConnsPerIP: c.MaxConnsPerIP, Concurrency: c.Concurrency, NoMetricsRoute: c.MetricsAddr != "",
+		MaxStreams: c.MaxStreams, MaxConnsPerIP: c.MaxConnsPerIP, Concurrency: c.Concurrency, NoMetricsRoute: c.MetricsAddr != "",
 		DirectiveMaxAge: c.DirectiveMaxAge}
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,11 +23,13 @@ import (
 
 const keysUsage = `Usage:
   flashgate keys generate [-file F] [-force]   create a key ring (active + next key)
-  flashgate keys rotate [-file F] [-max-token-lifetime 15m]
-                                               next key signs, active key retires, a new next key is published
+  flashgate keys rotate [-file F] [-max-token-lifetime 15m] [-min-key-age 0]
+                                               next key signs, active key retires, a new next key is published;
+                                               nothing (exit 0) while the next key is younger than -min-key-age
   flashgate keys generate|rotate -kubernetes-secret [NAMESPACE/]NAME [-kubernetes-secret-key K]
                                                the same on a key ring kept in a Kubernetes Secret (in a pod,
-                                               with its service account); generate leaves an existing ring as is
+                                               with its service account); generate leaves an existing ring as is,
+                                               and with -admin-token-key T adds a random admin token under T once
   flashgate keys add-next [-file F]            publish a next key in a ring that has none (then wait, then rotate)
   flashgate keys jwks [-file F]                print the public JWK Set (what /.well-known/jwks.json serves)
   flashgate keys list [-file F] [-json]        list the keys and their status
@@ -74,11 +78,16 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 	switch sub {
 	case "generate":
 		force := fset.Bool("force", false, "overwrite an existing key ring (tokens it signed stop verifying)")
+		adminKey := fset.String("admin-token-key", "", "with -kubernetes-secret: also keep a random admin token (FLASHGATE_ADMIN_TOKEN, "+
+			"48 base64url characters) under this key of the Secret, created when absent and never changed (the Helm chart's install hook)")
 		if code, ok := parse(); !ok {
 			return code
 		}
 		if *secretName != "" {
-			return keysInSecret(sub, *secretName, *secretKey, *force, 0, stdout, stderr)
+			return keysInSecret(sub, *secretName, *secretKey, *force, 0, stdout, stderr, 0, *adminKey)
+		}
+		if *adminKey != "" {
+			return fail(errors.New("-admin-token-key needs -kubernetes-secret"))
 		}
 		if fi, err := os.Stat(*file); err == nil && fi.IsDir() {
 			return fail(fmt.Errorf("%w: %s; give a file path with -file, e.g. %s", keys.ErrIsDirectory, *file, filepath.Join(*file, "flashgate-keys.json")))
@@ -100,11 +109,17 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 	case "rotate":
 		maxLife := fset.Duration("max-token-lifetime", issuer.MaxSessionDuration,
 			"longest admission token lifetime the issuer mints (the retired key stays published this long, plus a margin)")
+		minAge := fset.Duration("min-key-age", 0, "rotate only when the next key was created (published) at least this long ago; "+
+			"otherwise print why and exit 0: a retried or repeated rotation within the period does nothing, and a key verifiers "+
+			"have not fetched yet never signs (the Helm chart's CronJob sets it)")
 		if code, ok := parse(); !ok {
 			return code
 		}
+		if *minAge < 0 {
+			return fail(fmt.Errorf("-min-key-age must be >= 0, got %s", *minAge))
+		}
 		if *secretName != "" {
-			return keysInSecret(sub, *secretName, *secretKey, false, *maxLife, stdout, stderr)
+			return keysInSecret(sub, *secretName, *secretKey, false, *maxLife, stdout, stderr, *minAge, "")
 		}
 		r, err := keys.Load(*file)
 		if err != nil {
@@ -112,6 +127,10 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		}
 		old := r.ActiveKeyID()
 		now := time.Now()
+		if why, due := rotationDue(r, now, *minAge); !due {
+			fmt.Fprintf(stdout, "%s not rotated: %s\n", *file, why)
+			return exitOK
+		}
 		if err := r.Rotate(now, *maxLife); err != nil {
 			return fail(err)
 		}
@@ -190,8 +209,14 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 // (exit 0, so an install hook may run it on every upgrade) unless force.
 // rotate reads the ring, rotates it with maxLife and writes it back under
 // the Secret's resourceVersion: a concurrent change fails the rotation
-// (409 Conflict) instead of being overwritten; run it again.
-func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdout, stderr io.Writer) int {
+// (409 Conflict) instead of being overwritten; run it again. A rotation
+// whose next key is younger than minAge does nothing (exit 0): a retry
+// after a conflict, a Job's restart, or a second release sharing the Secret
+// finds the key the first rotation created and leaves the ring as it is.
+// With adminKey, generate also adds a random admin token under that key
+// when the Secret lacks it (and never changes one it has), so the token
+// is made once in the cluster, never rendered by Helm.
+func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdout, stderr io.Writer, minAge time.Duration, adminKey string) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "flashgate keys %s: %v\n", sub, err)
 		return exitFailure
@@ -208,13 +233,28 @@ func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdo
 	}
 	now := time.Now()
 	var r *keys.Ring
+	var extra map[string][]byte
 	if sub == "generate" {
-		if cur != nil && !force {
+		if adminKey != "" && !has(obj, adminKey) {
+			tok := make([]byte, 36)
+			if _, err := rand.Read(tok); err != nil {
+				return fail(err)
+			}
+			extra = map[string][]byte{adminKey: []byte(base64.RawURLEncoding.EncodeToString(tok))}
+			fmt.Fprintf(stdout, "%s: a new admin token under %s\n", ks, adminKey)
+		}
+		switch {
+		case cur != nil && !force && extra == nil:
 			fmt.Fprintf(stdout, "%s holds a key ring already; left unchanged\n", ks)
 			return exitOK
-		}
-		if r, err = keys.Generate(now); err != nil {
-			return fail(err)
+		case cur != nil && !force:
+			if r, err = keys.ParsePrivate(cur); err != nil { // kept as it is
+				return fail(fmt.Errorf("%s: %w", ks, err))
+			}
+		default:
+			if r, err = keys.Generate(now); err != nil {
+				return fail(err)
+			}
 		}
 	} else {
 		if cur == nil {
@@ -222,6 +262,10 @@ func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdo
 		}
 		if r, err = keys.ParsePrivate(cur); err != nil {
 			return fail(fmt.Errorf("%s: %w", ks, err))
+		}
+		if why, due := rotationDue(r, now, minAge); !due {
+			fmt.Fprintf(stdout, "%s not rotated: %s\n", ks, why)
+			return exitOK
 		}
 		if err := r.Rotate(now, maxLife); err != nil {
 			return fail(err)
@@ -233,9 +277,9 @@ func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdo
 		return fail(err)
 	}
 	if obj == nil {
-		err = ks.create(ctx, data)
+		err = ks.create(ctx, data, extra)
 	} else {
-		err = ks.update(ctx, obj, data)
+		err = ks.update(ctx, obj, data, extra)
 	}
 	if err != nil {
 		return fail(err)
@@ -243,6 +287,25 @@ func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdo
 	fmt.Fprintf(stdout, "%sd %s: %s signs\n", strings.TrimSuffix(sub, "e"), ks, r.ActiveKeyID())
 	writeKeyTable(stdout, r.Keys())
 	return exitOK
+}
+
+// rotationDue reports whether ring r may rotate at now under -min-key-age
+// minAge: its next key was created at least minAge ago. Rotate creates a
+// fresh next key, so within minAge of a rotation no second one happens,
+// and a next key is published that long before it signs. why says why not.
+// A ring without a next key is due (Rotate then explains ErrNoNextKey).
+func rotationDue(r *keys.Ring, now time.Time, minAge time.Duration) (why string, due bool) {
+	for _, k := range r.Keys() {
+		if k.Status != keys.StatusNext {
+			continue
+		}
+		if age := now.Sub(k.Created); age < minAge {
+			return fmt.Sprintf("the next key %s was created %s ago, less than -min-key-age %s "+
+				"(a rotation already ran in this period; it becomes due at %s)",
+				k.ID, age.Truncate(time.Second), minAge, k.Created.Add(minAge).UTC().Format(time.RFC3339)), false
+		}
+	}
+	return "", true
 }
 
 // warnShortLifetime warns on w when maxLife (keys rotate

@@ -155,14 +155,19 @@ func (k *kubeSecret) get(ctx context.Context) (map[string]any, []byte, error) {
 	return obj, v, nil
 }
 
-// create creates the Secret holding value under the key; one that exists
-// already is an error wrapping os.ErrExist (409 from the API server).
-func (k *kubeSecret) create(ctx context.Context, value []byte) error {
+// create creates the Secret holding value under the key, and extra's
+// values under theirs; one that exists already is an error wrapping
+// os.ErrExist (409 from the API server).
+func (k *kubeSecret) create(ctx context.Context, value []byte, extra map[string][]byte) error {
+	data := map[string]string{k.key: base64.StdEncoding.EncodeToString(value)}
+	for ek, ev := range extra {
+		data[ek] = base64.StdEncoding.EncodeToString(ev)
+	}
 	obj := map[string]any{
 		"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
 		"metadata": map[string]any{"name": k.name, "namespace": k.namespace,
 			"labels": map[string]string{"app.kubernetes.io/name": "flashgate", "app.kubernetes.io/component": "keys"}},
-		"data": map[string]string{k.key: base64.StdEncoding.EncodeToString(value)},
+		"data": data,
 	}
 	_, err := k.do(ctx, http.MethodPost, k.path(), obj, http.StatusCreated)
 	if err != nil && strings.Contains(err.Error(), "409 Conflict") {
@@ -173,14 +178,25 @@ func (k *kubeSecret) create(ctx context.Context, value []byte) error {
 
 // update writes value under the key of obj (a Secret get returned, its
 // resourceVersion included, so a concurrent change in between is refused
-// with 409 Conflict rather than overwritten).
-func (k *kubeSecret) update(ctx context.Context, obj map[string]any, value []byte) error {
+// with 409 Conflict rather than overwritten), and extra's values under
+// theirs; the Secret's other keys are kept.
+func (k *kubeSecret) update(ctx context.Context, obj map[string]any, value []byte, extra map[string][]byte) error {
 	m, _ := obj["data"].(map[string]any)
 	if m == nil {
 		m = map[string]any{}
 	}
 	m[k.key] = base64.StdEncoding.EncodeToString(value)
+	for ek, ev := range extra {
+		m[ek] = base64.StdEncoding.EncodeToString(ev)
+	}
 	obj["data"] = m
 	_, err := k.do(ctx, http.MethodPut, k.path()+"/"+url.PathEscape(k.name), obj, http.StatusOK)
 	return err
+}
+
+// has reports whether obj (a Secret get returned) holds key.
+func has(obj map[string]any, key string) bool {
+	m, _ := obj["data"].(map[string]any)
+	_, ok := m[key]
+	return ok
 }

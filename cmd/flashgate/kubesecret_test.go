@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -187,4 +188,98 @@ func TestKeysInKubernetesSecretOutsideAPod(t *testing.T) {
 	r := runCLI(t, "", "keys", "rotate", "-kubernetes-secret", "fg-keys")
 	assert.Equal(t, exitFailure, r.code)
 	assert.Contains(t, r.stderr, "inside a Kubernetes pod only")
+}
+
+// TestKeysRotateMinKeyAge: with -min-key-age, a rotation happens once per
+// period whatever the retries: the first rotates a ring whose next key is
+// old enough, a second (a Job's retry, a second release sharing the
+// Secret) finds the fresh next key the first created and changes nothing,
+// exit 0. The same for a file. (Before: every run rotated, so a retry
+// activated a key no verifier had fetched yet.)
+func TestKeysRotateMinKeyAge(t *testing.T) {
+	old, err := keys.Generate(time.Now().Add(-2 * time.Hour))
+	require.NoError(t, err)
+	data, err := old.MarshalPrivate()
+	require.NoError(t, err)
+	var next string
+	for _, k := range old.Keys() {
+		if k.Status == keys.StatusNext {
+			next = k.ID
+		}
+	}
+
+	fake := &fakeSecretsAPI{secrets: map[string]map[string]any{}}
+	api := httptest.NewTLSServer(fake)
+	defer api.Close()
+	inPod(t, api)
+	require.Equal(t, exitOK, runCLI(t, "", "keys", "generate", "-kubernetes-secret", "fg-keys").code)
+	fake.mu.Lock()
+	fake.secrets["fg-keys"]["data"].(map[string]any)["flashgate-keys.json"] = base64.StdEncoding.EncodeToString(data)
+	fake.mu.Unlock()
+
+	r := runCLI(t, "", "keys", "rotate", "-kubernetes-secret", "fg-keys", "-min-key-age", "1h")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, next, fake.ring(t, "fg-keys").ActiveKeyID(), "the hour-old next key signs")
+	writes := fake.writes
+	for range 3 {
+		r = runCLI(t, "", "keys", "rotate", "-kubernetes-secret", "fg-keys", "-min-key-age", "1h")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "not rotated")
+	}
+	assert.Equal(t, writes, fake.writes, "no second rotation within -min-key-age")
+	assert.Equal(t, next, fake.ring(t, "fg-keys").ActiveKeyID())
+
+	file := filepath.Join(t.TempDir(), "keys.json")
+	require.NoError(t, old.Save(file))
+	require.Equal(t, exitOK, runCLI(t, "", "keys", "rotate", "-file", file, "-min-key-age", "1h").code)
+	r = runCLI(t, "", "keys", "rotate", "-file", file, "-min-key-age", "1h")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "not rotated")
+	ring, err := keys.Load(file)
+	require.NoError(t, err)
+	assert.Equal(t, next, ring.ActiveKeyID())
+	assert.Len(t, ring.Keys(), 3, "one rotation: active, next and one retired")
+	assert.Equal(t, exitFailure, runCLI(t, "", "keys", "rotate", "-file", file, "-min-key-age", "-1h").code)
+}
+
+// TestKeysAdminTokenInKubernetesSecret: generate -admin-token-key adds a
+// random admin token to the ring's Secret once, and never changes it: run
+// again (the install hook on every upgrade or GitOps sync) it writes
+// nothing; a Secret with a ring and no token (an older release) gains one
+// and keeps its ring.
+func TestKeysAdminTokenInKubernetesSecret(t *testing.T) {
+	fake := &fakeSecretsAPI{secrets: map[string]map[string]any{}}
+	api := httptest.NewTLSServer(fake)
+	defer api.Close()
+	inPod(t, api)
+	token := func() string {
+		fake.mu.Lock()
+		defer fake.mu.Unlock()
+		s, _ := fake.secrets["fg-keys"]["data"].(map[string]any)["FLASHGATE_ADMIN_TOKEN"].(string)
+		b, err := base64.StdEncoding.DecodeString(s)
+		require.NoError(t, err)
+		return string(b)
+	}
+	require.Equal(t, exitOK, runCLI(t, "", "keys", "generate", "-kubernetes-secret", "fg-keys").code)
+	ring := fake.ring(t, "fg-keys").ActiveKeyID()
+	assert.Empty(t, token())
+
+	r := runCLI(t, "", "keys", "generate", "-kubernetes-secret", "fg-keys", "-admin-token-key", "FLASHGATE_ADMIN_TOKEN")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	tok := token()
+	assert.GreaterOrEqual(t, len(tok), 40)
+	assert.Equal(t, ring, fake.ring(t, "fg-keys").ActiveKeyID(), "the ring is kept")
+	writes := fake.writes
+	for range 2 {
+		r = runCLI(t, "", "keys", "generate", "-kubernetes-secret", "fg-keys", "-admin-token-key", "FLASHGATE_ADMIN_TOKEN")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "left unchanged")
+	}
+	assert.Equal(t, writes, fake.writes)
+	assert.Equal(t, tok, token())
+	// A rotation keeps the token.
+	require.Equal(t, exitOK, runCLI(t, "", "keys", "rotate", "-kubernetes-secret", "fg-keys").code)
+	assert.Equal(t, tok, token())
+	assert.Equal(t, exitFailure, runCLI(t, "", "keys", "generate", "-file", filepath.Join(t.TempDir(), "k.json"),
+		"-admin-token-key", "X").code)
 }

@@ -11,6 +11,7 @@
 //	flashgate journal show|report      ask the journal (PostgreSQL) about a buyer or a room
 //	flashgate journal run              copy the rooms' journal streams into PostgreSQL
 //	flashgate restore --room R         rebuild a room lost with Redis's data from the journal
+//	flashgate smoke [-url URL]         one buyer's walk through a running issuer (helm test)
 //	flashgate version
 package main
 
@@ -69,6 +70,8 @@ Usage:
   flashgate journal run [-h]           copy the rooms' journal streams into PostgreSQL (environment; -h lists it)
   flashgate restore --room R [--dry-run] [--dsn DSN]
                                        rebuild a room lost with Redis's data from the journal (PostgreSQL)
+  flashgate smoke [-url URL] [-room R] one buyer through a running issuer: JWKS, test room, enter, exchange,
+                                       token verified, complete (FLASHGATE_ADMIN_TOKEN; the chart's helm test)
   flashgate version
   flashgate help
 
@@ -103,6 +106,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runJournal(ctx, rest, stdout, stderr)
 	case "restore":
 		return runRestore(ctx, rest, stdout, stderr)
+	case "smoke":
+		return runSmoke(ctx, rest, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "flashgate", versionString())
 		return exitOK

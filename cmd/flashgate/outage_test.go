@@ -99,3 +99,57 @@ func TestServeRedisOutage(t *testing.T) {
 	assert.Positive(t, goRedis, "no go-redis line during the outage: the test shows nothing\n%s", logs)
 	assert.Positive(t, strings.Count(logs, `"msg":"request"`), "the access log is on by default")
 }
+
+// TestServeWaitsForRedis: serve started while Redis is away (a failover, a
+// Redis starting after the pods) waits for it with backoff, logging each
+// attempt, and serves once it answers; cancelled while waiting it exits 0;
+// FLASHGATE_REDIS_WAIT bounds the wait (exit 1). (Before: one 5 s ping,
+// then exit 1, so pods crash-looped through a Redis failover.)
+func TestServeWaitsForRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	rs.Kill()
+	port := redistest.FreePort(t)
+	t.Setenv("REDIS_URL", "redis://"+rs.Addr+"/0")
+	t.Setenv("FLASHGATE_ADDR", fmt.Sprintf("127.0.0.1:%d", port))
+	t.Setenv("FLASHGATE_KEYS_FILE", filepath.Join(t.TempDir(), "keys.json"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"serve"}, strings.NewReader(""), &syncBuffer{}, &stderr) }()
+	require.Eventually(t, func() bool { return strings.Count(stderr.String(), "waiting for Redis") >= 3 },
+		30*time.Second, 20*time.Millisecond, "serve does not wait: %s", stderr.String())
+	select {
+	case code := <-done:
+		t.Fatalf("serve exited %d while Redis was away:\n%s", code, stderr.String())
+	default:
+	}
+	require.NoError(t, rs.Restart())
+	require.Eventually(t, func() bool {
+		res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+		if err != nil {
+			return false
+		}
+		_ = res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}, 30*time.Second, 20*time.Millisecond, "serve never became ready: %s", stderr.String())
+	assert.Contains(t, stderr.String(), "redis answers")
+	cancel()
+	require.Equal(t, exitOK, <-done, stderr.String())
+
+	// Cancelled (SIGTERM) while waiting: exit 0, nothing to drain.
+	rs.Kill()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	var stderr2 syncBuffer
+	go func() { done <- run(ctx2, []string{"serve"}, strings.NewReader(""), &syncBuffer{}, &stderr2) }()
+	require.Eventually(t, func() bool { return strings.Contains(stderr2.String(), "waiting for Redis") },
+		30*time.Second, 20*time.Millisecond, stderr2.String())
+	cancel2()
+	require.Equal(t, exitOK, <-done, stderr2.String())
+
+	// A bounded wait gives up.
+	t.Setenv("FLASHGATE_REDIS_WAIT", "1s")
+	var stderr3 syncBuffer
+	require.Equal(t, exitFailure, run(context.Background(), []string{"serve"}, strings.NewReader(""), &syncBuffer{}, &stderr3))
+	assert.Contains(t, stderr3.String(), "redis does not answer after 1s")
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/sethvargo/go-retry"
 
 	"github.com/flashgate/flashgate/internal/redisconn"
 	"github.com/flashgate/flashgate/issuer"
@@ -116,11 +117,12 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 		breaker.Close()
 		_ = rdb.Close()
 	}()
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err := rdb.Ping(pctx).Err()
-	cancel()
-	if err != nil {
-		return fmt.Errorf("redis does not answer: %w", err)
+	if err := waitForRedis(ctx, rdb, c.RedisWait, log); err != nil {
+		if ctx.Err() != nil { // SIGTERM while waiting: nothing to drain
+			log.Info("shutdown: signal received while waiting for Redis", "err", err)
+			return nil
+		}
+		return err
 	}
 
 	// Keys and secrets.
@@ -271,6 +273,44 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 	<-ticked
 	log.Info("shutdown: tick loop stopped")
 	return serveErr
+}
+
+// waitForRedis pings rdb until it answers: at once, then after 250 ms
+// doubling to at most 10 s (±10 % jitter), each ping bounded by 5 s. It
+// logs the first failure and then every attempt at WARN, and Redis's
+// arrival at INFO. It returns nil once Redis answers; an error when ctx
+// ends (SIGTERM while waiting) or after wait (FLASHGATE_REDIS_WAIT; 0: no
+// bound). A pod started during a Redis failover thus waits for the new
+// master instead of exiting (and crash-looping) after one ping.
+func waitForRedis(ctx context.Context, rdb redis.UniversalClient, wait time.Duration, log *slog.Logger) error {
+	start := time.Now()
+	b := retry.WithJitterPercent(10, retry.WithCappedDuration(10*time.Second, retry.NewExponential(250*time.Millisecond)))
+	if wait > 0 {
+		b = retry.WithMaxDuration(wait, b)
+	}
+	attempt := 0
+	var last error
+	err := retry.Do(ctx, b, func(ctx context.Context) error {
+		attempt++
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if last = rdb.Ping(pctx).Err(); last != nil {
+			log.Warn("waiting for Redis", "attempt", attempt, "waited", time.Since(start).Round(time.Millisecond), "err", last)
+			return retry.RetryableError(last)
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		if attempt > 1 {
+			log.Info("redis answers", "attempts", attempt, "waited", time.Since(start).Round(time.Millisecond))
+		}
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("stopped while waiting for Redis (%d attempts): %w", attempt, last)
+	default:
+		return fmt.Errorf("redis does not answer after %s (FLASHGATE_REDIS_WAIT, %d attempts): %w", wait, attempt, last)
+	}
 }
 
 // servePprof serves net/http/pprof's handlers (/debug/pprof/ and below) on

@@ -27,8 +27,43 @@ app.kubernetes.io/instance: {{ (index . 0).Release.Name }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
+{{/* repository@digest when a digest pins the image, else repository:tag (default appVersion) */}}
 {{- define "flashgate.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{- define "flashgate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{ .Values.serviceAccount.name | default (include "flashgate.fullname" .) }}
+{{- else -}}
+{{ .Values.serviceAccount.name | default "default" }}
+{{- end -}}
+{{- end -}}
+
+{{/* The admin token's Secret and key: a Secret of yours, the chart's (adminToken.value), or the key
+ring's Secret, where the install hook generates it once (never rendered by Helm). */}}
+{{- define "flashgate.adminTokenRef" -}}
+{{- if .Values.adminToken.existingSecret -}}
+name: {{ .Values.adminToken.existingSecret }}
+key: {{ .Values.adminToken.existingSecretKey }}
+{{- else if .Values.adminToken.value -}}
+name: {{ include "flashgate.secretName" . }}
+key: FLASHGATE_ADMIN_TOKEN
+{{- else if not .Values.keys.existingSecret -}}
+name: {{ include "flashgate.keysSecret" . }}
+key: FLASHGATE_ADMIN_TOKEN
+{{- else -}}
+{{- fail "adminToken: with keys.existingSecret set, name the admin token too (adminToken.existingSecret or adminToken.value): the chart generates one only in the key ring's Secret it creates" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* true when the install hook generates the admin token */}}
+{{- define "flashgate.generatesAdminToken" -}}
+{{- if and (not .Values.adminToken.existingSecret) (not .Values.adminToken.value) (not .Values.keys.existingSecret) -}}true{{- end -}}
 {{- end -}}
 
 {{/* The Secret the chart writes REDIS_URL, the DSN and the admin token to. */}}
@@ -61,11 +96,15 @@ app.kubernetes.io/component: {{ index . 1 }}
       key: {{ if .Values.postgresql.existingSecret }}{{ .Values.postgresql.existingSecretKey }}{{ else }}FLASHGATE_JOURNAL_DSN{{ end }}
 {{- end -}}
 
-{{/* extra env from a map, sorted by name */}}
+{{/* extra env: a map of name → value (sorted by name), then a list of env entries as Kubernetes
+writes them (valueFrom allowed): include "flashgate.extraEnv" (list .Values.issuer.env .Values.issuer.extraEnv) */}}
 {{- define "flashgate.extraEnv" -}}
-{{- range $k, $v := . }}
+{{- range $k, $v := index . 0 }}
 - name: {{ $k }}
   value: {{ $v | toString | quote }}
+{{- end }}
+{{- with index . 1 }}
+{{ toYaml . }}
 {{- end }}
 {{- end -}}
 
@@ -171,6 +210,11 @@ containers:
       {{- if eq (index . 2) "rotate" }}
       - -max-token-lifetime
       - {{ $ctx.Values.keys.rotation.maxTokenLifetime }}
+      - -min-key-age
+      - {{ $ctx.Values.keys.rotation.minKeyAge }}
+      {{- else if include "flashgate.generatesAdminToken" $ctx }}
+      - -admin-token-key
+      - FLASHGATE_ADMIN_TOKEN
       {{- end }}
     resources:
       {{- toYaml $ctx.Values.keys.jobResources | nindent 6 }}
