@@ -151,5 +151,5 @@ func TestPageShowsTheEnd(t *testing.T) {
 
 	js := string(e.do(req{method: "GET", path: "/wait/assets/wait.js"}).body)
 	assert.Contains(t, js, `e.state === "CLOSED"`)
-	assert.Contains(t, js, `"This sale has ended"`)
+	assert.Contains(t, js, `"saleended"`)
 }

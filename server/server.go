@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/compress"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -222,6 +223,17 @@ type Options struct {
 	// the template gets a PageView). It is parsed, and tried on a sample
 	// view, by Validate and New: a broken template fails startup.
 	PageDir string
+	// PageLocaleDir, when set, is a directory of message catalogs of the
+	// waiting page ({tag}.json, e.g. de.json or pt-BR.json, in the
+	// built-in catalogs' format: docs/browser.md#languages): a file for a
+	// built-in language overrides the keys it has, one for another
+	// language adds that language (its missing keys in English). Read at
+	// startup: a malformed file fails it.
+	PageLocaleDir string
+	// PageLanguage is the page's language when the room names none and
+	// nothing in Accept-Language matches (a BCP 47 tag of a loaded
+	// catalog); "" is DefaultPageLanguage (en).
+	PageLanguage string
 	// CORSOrigins are the origins (scheme://host[:port]) whose pages may
 	// call the /v1 API from a browser with credentials (CORS; never
 	// /admin). None: no CORS headers, and preflights answer 405.
@@ -287,7 +299,10 @@ type Server struct {
 	returns *ReturnPolicy
 	// pageTmpl is the waiting page's template (Options.PageDir or built in).
 	pageTmpl *template.Template
-	cors     *cors // nil: CORS off
+	// langs are the page's message catalogs (Options.PageLocaleDir over
+	// the built-in ones).
+	langs *catalogs
+	cors  *cors // nil: CORS off
 	// addrs derives and keys client addresses (clientaddr.go).
 	addrs *addrPolicy
 	// autoRooms counts the rooms each client address created (nil: no
@@ -363,6 +378,9 @@ func (o Options) Validate() error {
 	if _, err := loadPage(o.PageDir); err != nil {
 		return err
 	}
+	if _, err := loadCatalogs(o.PageLocaleDir, o.PageLanguage); err != nil {
+		return err
+	}
 	if err := o.validatePoW(); err != nil {
 		return err
 	}
@@ -434,6 +452,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.is.ObserveTicks(s.m.ticks.observe)
 	if s.pageTmpl, err = loadPage(opts.PageDir); err != nil {
+		return nil, err
+	}
+	if s.langs, err = loadCatalogs(opts.PageLocaleDir, opts.PageLanguage); err != nil {
 		return nil, err
 	}
 	if s.returns, err = NewReturnPolicy(opts.ReturnOrigins); err != nil {
@@ -519,9 +540,13 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 	}
 	a.Get("/.well-known/jwks.json", s.jwks)
 	a.Get("/openapi.json", s.openapi)
-	a.Get("/flashgate-client.js", s.clientJS)
-	a.Get("/wait/assets/wait.js", s.pageScript)
-	a.Get("/wait/assets/wait.css", s.pageStyle)
+	// The page and its assets are compressed (gzip or Brotli, as the
+	// browser accepts; Vary: Accept-Encoding): a phone on a slow network
+	// gets the page in a fraction of the bytes (docs/performance.md).
+	zip := compress.New(compress.Config{Level: compress.LevelDefault})
+	a.Get("/flashgate-client.js", zip, s.clientJS)
+	a.Get("/wait/assets/wait.js", zip, s.pageScript)
+	a.Get("/wait/assets/wait.css", zip, s.pageStyle)
 
 	// api: no-store, and a bounded wait for the queue store (Options.RedisTimeout).
 	api := s.noStoreBudget
@@ -555,10 +580,10 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 
 	// The waiting page: errors render as the page (pageGuard), and entering
 	// through it counts against the enter limits.
-	a.Get("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enters), s.page)...)...)
-	a.Post("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enters), s.pageInvite)...)...)
-	a.Post("/wait/:room/continue", api, s.pageGuard, s.pageContinue)
-	a.Get("/wait/:room/brand.css", api, s.brandStyle)
+	a.Get("/wait/:room", append([]fiber.Handler{api, zip, s.pageGuard}, append(slices.Clone(enters), s.page)...)...)
+	a.Post("/wait/:room", append([]fiber.Handler{api, zip, s.pageGuard}, append(slices.Clone(enters), s.pageInvite)...)...)
+	a.Post("/wait/:room/continue", api, zip, s.pageGuard, s.pageContinue)
+	a.Get("/wait/:room/brand.css", api, zip, s.brandStyle)
 	a.Get("/wait", api, s.pageGuard, s.pageByQuery)
 
 	if s.admin {
