@@ -87,6 +87,9 @@ const PageTemplateVersion = 2
 type PageView struct {
 	// Version is PageTemplateVersion.
 	Version int
+	// Preview marks a preview (GET /admin/rooms/{room}/preview): sample
+	// data, and wait.js follows no line (data-preview).
+	Preview bool
 	// Lang is the negotiated language (a BCP 47 tag, <html lang>), Dir its
 	// direction ("ltr" or "rtl"), Languages the room's languages for the
 	// switcher (a GET form of "lang"), Text the language's catalog as JSON
@@ -702,4 +705,72 @@ func (s *Server) pageByQuery(c *fiber.Ctx) error {
 	}
 	pageHeaders(c, "")
 	return c.Redirect("/wait/"+room+"?"+string(c.Request().URI().QueryString()), fiber.StatusFound)
+}
+
+// PreviewStates are the states GET /admin/rooms/{room}/preview renders
+// (?state=), in the order the docs show them.
+var PreviewStates = []string{"checking", "invited", "prequeue", "opens", "waiting", "priority", "paused", "reconnecting",
+	"admitted", "stopped", "soldout", "saleended", "ended", "unclaimed", "error", "unknown"}
+
+// GET /admin/rooms/:room/preview?state=…&lang=…: the room's waiting page in
+// one state with sample data (place 42, 41 ahead, about 7 minutes; an
+// opening an hour from now), with the room's branding and languages, for
+// designers and QA. The page is marked data-preview: wait.js fills its
+// slots (the countdown, the times) but follows no line. An unknown state
+// is 400 invalid_input.
+func (s *Server) adminPreview(c *fiber.Ctx) error {
+	room := param(c, "room")
+	cfg, err := s.is.Room(c.UserContext(), room)
+	if err != nil {
+		return err
+	}
+	state := query(c, "state")
+	if state == "" {
+		state = "waiting"
+	}
+	v := s.pageBase(c)
+	v.Name, v.Preview = room, true
+	v.brand(cfg)
+	place := func() {
+		v.HasPlace, v.Position, v.Ahead, v.TotalWaiting, v.WaitMs = true, 42, 41, 1200, (7 * time.Minute).Milliseconds()
+		v.WaitingToken, v.PollMs, v.Refresh = "preview", 2000, 2
+	}
+	switch state {
+	case "checking":
+		v.say(pageChecking, "checking", "")
+	case "invited":
+		v.Invite = "preview"
+		v.say(pageInvited, "invited", "")
+	case "prequeue", "opens":
+		opens := s.now().Add(time.Hour).Truncate(time.Minute)
+		v.say(pageOpens, "opens", "")
+		v.OpensAtMs, v.OpensAtISO, v.OpensAt = opens.UnixMilli(), opens.UTC().Format(time.RFC3339), utcTime(opens)
+		v.WaitingToken, v.PollMs, v.Refresh = "preview", 10000, 10
+		if state == "prequeue" {
+			v.PreQueue, v.TotalWaiting, v.MessageKey = true, 1200, "state.prequeue.message"
+			v.LotteryCommitment = strings.Repeat("0123456789abcdef", 4)
+		} else {
+			place()
+		}
+	case "waiting", "priority", "paused", "reconnecting":
+		place()
+		v.say(map[string]string{"waiting": pageWaiting, "priority": pageWaiting, "paused": pagePaused, "reconnecting": pageReconnecting}[state], state, "")
+	case "admitted":
+		v.WaitingToken = "preview"
+		v.say(pageActive, "active", "")
+	case "stopped":
+		v.say(pageClosed, "closed", "")
+	case "soldout", "saleended":
+		v.say(pageClosed, state, "")
+	case "ended", "unclaimed":
+		v.say(pageEnded, state, "")
+	case "error":
+		v.say(pageError, "error", "", "code", "unavailable")
+	case "unknown":
+		v.say(pageUnknown, "unknown", "")
+		v.Name = ""
+	default:
+		return problemFor(string(flashgate.CodeInvalidInput), "state must be one of "+strings.Join(PreviewStates, ", "))
+	}
+	return s.renderPage(c, v)
 }

@@ -602,6 +602,7 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 		a.Delete("/admin/rooms/:room/ban/:user", api, auth, s.adminUnban)
 		a.Get("/admin/rooms/:room/bans", api, auth, s.adminBans)
 		a.Get("/admin/rooms/:room/stats", api, auth, s.adminStats)
+		a.Get("/admin/rooms/:room/preview", api, auth, zip, s.adminPreview)
 		a.Post("/admin/rooms/:room/invites", api, auth, requireJSON, s.adminInvites)
 		a.Get("/admin/rooms/:room/journal", auth, s.journalBudget, s.adminJournal)
 		a.Get("/admin/rooms/:room/journal/report", auth, s.journalBudget, s.adminJournalReport)

@@ -257,8 +257,11 @@ func (c *serveConfig) validate() error {
 	if err := c.validateOrigins(); err != nil {
 		return err
 	}
-	if err := (server.Options{PageDir: c.PageDir, PageLocaleDir: c.PageLocaleDir, PageLanguage: c.PageLanguage}).Validate(); err != nil {
-		return fmt.Errorf("FLASHGATE_PAGE_DIR, FLASHGATE_PAGE_LOCALE_DIR or FLASHGATE_PAGE_LANGUAGE: %w", err)
+	if err := (server.Options{PageDir: c.PageDir}).Validate(); err != nil {
+		return fmt.Errorf("FLASHGATE_PAGE_DIR: %w", err)
+	}
+	if err := (server.Options{PageLocaleDir: c.PageLocaleDir, PageLanguage: c.PageLanguage}).Validate(); err != nil {
+		return fmt.Errorf("FLASHGATE_PAGE_LOCALE_DIR or FLASHGATE_PAGE_LANGUAGE: %w", err)
 	}
 	if err := c.validatePprof(); err != nil {
 		return err

@@ -313,5 +313,8 @@ else if (d.preQueue) unplaced();
 shownWords = d.state;
 if (d.state === "opens") countdown();
 if (["waiting", "paused", "opens", "reconnecting"].includes(d.state)) alertLine(true);
-if (d.state === "active") proceed();
-else if (["waiting", "paused", "opens", "reconnecting", "checking"].includes(d.state)) follow();
+// A preview (GET /admin/rooms/{room}/preview) shows the state, and follows nothing.
+if (!d.preview) {
+  if (d.state === "active") proceed();
+  else if (["waiting", "paused", "opens", "reconnecting", "checking"].includes(d.state)) follow();
+}
