@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +19,9 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/tdewolff/minify/v2"
+	"github.com/tdewolff/minify/v2/css"
+	"github.com/tdewolff/minify/v2/js"
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
@@ -28,7 +33,7 @@ import (
 // page/wait.js over the browser client, styled by page/wait.css. No build
 // step, no framework, no inline script or style (the CSP forbids them).
 
-//go:embed page/wait.html page/wait.js page/wait.css
+//go:embed page/wait.html page/wait.js page/wait.css page/flashgate-client.js
 var pageFS embed.FS
 
 // PageTemplate is the file name of the waiting page's template, in the
@@ -43,11 +48,50 @@ const (
 )
 
 var (
-	pageScript = newAsset(mustRead("page/wait.js"), jsType)
-	pageStyle  = newAsset(mustRead("page/wait.css"), "text/css; charset=utf-8")
+	pageScript = newAsset(minified("text/javascript", mustRead("page/wait.js")), jsType)
+	pageStyle  = newAsset(minified("text/css", mustRead("page/wait.css")), "text/css; charset=utf-8")
+	// inlineScript is the built-in page's one script: the browser client
+	// and wait.js as one module (minified), inline so that the page is live
+	// after its first round trip (docs/performance.md); the CSP allows it by
+	// its hash. inlineStyle is wait.css, inline so that nothing blocks the
+	// first paint.
+	inlineScript = bundle(mustRead("page/flashgate-client.js"), mustRead("page/wait.js"))
+	inlineStyle  = string(minified("text/css", mustRead("page/wait.css")))
 	// builtinPage is the embedded template, parsed once.
 	builtinPage = template.Must(template.New(PageTemplate).Parse(string(mustRead("page/" + PageTemplate))))
 )
+
+// minified is src minified (comments and white space dropped, local names
+// shortened) by tdewolff/minify; mediatype "text/javascript" (an ES module)
+// or "text/css".
+func minified(mediatype string, src []byte) []byte {
+	m := minify.New()
+	m.AddFunc("text/javascript", js.Minify)
+	m.AddFunc("text/css", css.Minify)
+	out, err := m.Bytes(mediatype, src)
+	if err != nil {
+		panic(fmt.Sprintf("server: minifying the page's %s: %v", mediatype, err))
+	}
+	return out
+}
+
+// bundle is the client module and wait.js as one module: wait.js's import
+// of the client dropped, its code in a block of its own (its names shadow
+// none of the client's), minified.
+func bundle(client, wait []byte) string {
+	const imp = `import { createClient } from "/flashgate-client.js";`
+	if !bytes.Contains(wait, []byte(imp)) {
+		panic("server: wait.js does not import the client as bundle expects")
+	}
+	src := string(client) + "\n{\n" + strings.Replace(string(wait), imp, "", 1) + "\n}\n"
+	return string(minified("text/javascript", []byte(src)))
+}
+
+// cspHash is the CSP source of an inline element's content ('sha256-…').
+func cspHash(content string) string {
+	sum := sha256.Sum256([]byte(content))
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
 
 func mustRead(name string) []byte {
 	b, err := pageFS.ReadFile(name)
@@ -135,6 +179,13 @@ type PageView struct {
 	// Script, Style and Client are the asset paths; ContinueAction the
 	// form's target (POST /wait/{room}/continue).
 	Script, Style, Client, ContinueAction string
+	// InlineScript and InlineStyle are the same script (the client
+	// bundled in) and stylesheet (with the room's brand colour) to inline,
+	// <script type="module">{{.InlineScript}}</script> and
+	// <style>{{.InlineStyle}}</style> exactly: the page's CSP allows them
+	// by their SHA-256, so nothing may be added inside the elements.
+	InlineScript template.JS
+	InlineStyle  template.CSS
 	// Invite is the invite token of an invite link (state invited), and
 	// InviteAction the target of the form that uses it (POST /wait/{room}):
 	// opening the link enters nobody, so a link scanner or a prefetch does
@@ -175,6 +226,7 @@ type PageView struct {
 	accept      string
 	cat         *catalog
 	messageArgs []any
+	brandCSS    string
 }
 
 // PageLanguage is one entry of the page's language switcher.
@@ -234,6 +286,8 @@ func (v *PageView) finish() {
 	if v.DoneURL != "" && v.DoneText == "" {
 		v.DoneText = c.text("done.link")
 	}
+	v.InlineScript = template.JS(inlineScript)             //nolint:gosec // our own script, minified at startup
+	v.InlineStyle = template.CSS(inlineStyle + v.brandCSS) //nolint:gosec // our own stylesheet and a validated colour
 }
 
 // mdLink is a Markdown link of page_message: [text](url) with an http(s)
@@ -501,6 +555,7 @@ func (v *PageView) brand(cfg issuer.RoomConfig) {
 		// The colour in the query: a new colour is a new URL, so the
 		// stylesheet may be cached.
 		v.BrandStyle = "/wait/" + url.PathEscape(v.Room) + "/brand.css?v=" + strings.ToLower(cfg.BrandColor[1:])
+		v.brandCSS = brandCSS(cfg.BrandColor)
 	}
 }
 
@@ -518,14 +573,23 @@ func (s *Server) brandStyle(c *fiber.Ctx) error {
 		return err
 	}
 	body := "/* " + room + ": the built-in colours */\n"
-	if issuer.ValidColor(cfg.BrandColor) {
-		col := strings.ToLower(cfg.BrandColor)
-		body = ":root{--accent:" + col + ";--on-accent:" + onAccent(col) + "}\n"
+	if css := brandCSS(cfg.BrandColor); css != "" {
+		body = css + "\n"
 	}
 	c.Set(fiber.HeaderCacheControl, assetMaxAge)
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	c.Set(fiber.HeaderContentType, "text/css; charset=utf-8")
 	return c.SendString(body)
+}
+
+// brandCSS is the custom properties of the brand colour col ("#rrggbb"),
+// "" for none or an invalid one.
+func brandCSS(col string) string {
+	if !issuer.ValidColor(col) {
+		return ""
+	}
+	col = strings.ToLower(col)
+	return ":root{--accent:" + col + ";--on-accent:" + onAccent(col) + "}"
 }
 
 // onAccent is the text colour for the accent col ("#rrggbb"): black or
@@ -619,18 +683,33 @@ func utcTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC")
 
 // pageCSP is the waiting page's Content-Security-Policy; form-action also
 // allows the return URL's origin, where the continue form's 303 leads.
-func pageCSP(returnURL string) string {
+// The inline script's and style's hashes, when given (v's), are allowed
+// too: nothing else inline is.
+func pageCSP(returnURL string, v *PageView) string {
 	formAction := "'self'"
 	if u, err := url.Parse(returnURL); err == nil && returnURL != "" {
 		formAction += " " + u.Scheme + "://" + u.Host
 	}
-	return "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	script, style := "'self'", "'self'"
+	if v != nil {
+		script += " " + inlineScriptHash
+		style += " " + cspHash(string(v.InlineStyle))
+	}
+	return "default-src 'self'; script-src " + script + "; style-src " + style + "; img-src 'self' data:; connect-src 'self'; " +
 		"object-src 'none'; base-uri 'none'; form-action " + formAction + "; frame-ancestors 'none'"
 }
 
-// pageHeaders sets the security headers of every page answer.
-func pageHeaders(c *fiber.Ctx, returnURL string) {
-	c.Set(fiber.HeaderContentSecurityPolicy, pageCSP(returnURL))
+// inlineScriptHash is inlineScript's CSP source.
+var inlineScriptHash = cspHash(inlineScript)
+
+// pageHeaders sets the security headers of every page answer (v: the page
+// rendered, nil for a redirect).
+func pageHeaders(c *fiber.Ctx, returnURL string, v ...*PageView) {
+	var pv *PageView
+	if len(v) > 0 {
+		pv = v[0]
+	}
+	c.Set(fiber.HeaderContentSecurityPolicy, pageCSP(returnURL, pv))
 	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 	c.Set(fiber.HeaderReferrerPolicy, "same-origin")
 	c.Set(fiber.HeaderXFrameOptions, "DENY")
@@ -652,7 +731,7 @@ func (s *Server) renderPage(c *fiber.Ctx, v *PageView) error {
 			return err
 		}
 	}
-	pageHeaders(c, v.Return)
+	pageHeaders(c, v.Return, v)
 	c.Set(fiber.HeaderContentLanguage, v.Lang)
 	c.Vary(fiber.HeaderAcceptLanguage)
 	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)

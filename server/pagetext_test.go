@@ -148,8 +148,7 @@ var keyLike = regexp.MustCompile(`\b(?:state|place|eta|live|lottery|noscript|ale
 
 // pageText is what a page shows: the body without the embedded catalog.
 func pageText(body []byte) string {
-	s := regexp.MustCompile(`(?s)<script type="application/json" id="fg-text">.*?</script>`).ReplaceAllString(string(body), "")
-	return s
+	return regexp.MustCompile(`(?s)<(script|style)[^>]*>.*?</(?:script|style)>`).ReplaceAllString(string(body), "")
 }
 
 // TestPageEveryStateEveryLanguage: the preview of every state renders in
