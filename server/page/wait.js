@@ -113,7 +113,7 @@ function countdown() {
   const at = Number(d.opensAt);
   clearInterval(countdownTimer);
   if (!at) return false;
-  const when = new Intl.DateTimeFormat(lang, { dateStyle: "medium", timeStyle: "short", timeZoneName: "short" }).format(new Date(at));
+  const when = new Intl.DateTimeFormat(lang, { weekday: "short", month: "short", day: "numeric", hour: "numeric", minute: "2-digit", timeZoneName: "short" }).format(new Date(at));
   $("opens-at").textContent = t("opens.at", { time: when });
   $("countdown-line").hidden = false;
   const tick = () => {
@@ -153,6 +153,8 @@ function roomMessage(msg) {
 }
 
 function render(e) {
+  // When the first entry reached the page (ms since navigation start: docs/performance.md).
+  d.firstEntryMs ||= String(Math.round(performance.now()));
   if (e.waiting_token) token = e.waiting_token;
   d.name ||= room; // an entry: the room exists
   current = e;
@@ -318,3 +320,5 @@ if (!d.preview) {
   if (d.state === "active") proceed();
   else if (["waiting", "paused", "opens", "reconnecting", "checking"].includes(d.state)) follow();
 }
+// wait.js is running and follows the line: the page is live (ms since navigation start).
+d.readyMs = String(Math.round(performance.now()));
