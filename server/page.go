@@ -118,7 +118,7 @@ const (
 )
 
 // PageTemplateVersion is the version of PageView, the variables a page
-// template gets (docs/browser.md#page-templates): a new field is a new
+// template gets (docs/browser.md#page-templates-and-preview): a new field is a new
 // minor feature of the same version; a removed or changed one a new version.
 const PageTemplateVersion = 2
 
