@@ -248,3 +248,35 @@ func TestPagePseudoLocale(t *testing.T) {
 		}
 	}
 }
+
+// TestPageMessageLinks: page_message's Markdown links become links (http,
+// https, mailto), anything else stays text.
+func TestPageMessageLinks(t *testing.T) {
+	for in, want := range map[string]string{
+		"One per customer. [Size guide](https://shop.example/sizes?a=1&b=2)": `One per customer. <a href="https://shop.example/sizes?a=1&amp;b=2" rel="noopener">Size guide</a>`,
+		"[mail](mailto:help@shop.example)\nline two":                         `<a href="mailto:help@shop.example" rel="noopener">mail</a><br>line two`,
+		"[x](javascript:alert(1)) <b>bold</b>":                               `[x](javascript:alert(1)) &lt;b&gt;bold&lt;/b&gt;`,
+		`[a"b](https://e.example/"onmouseover=x)`:                            `[a&#34;b](https://e.example/&#34;onmouseover=x)`,
+		"[<img src=x>](https://e.example/)":                                  `<a href="https://e.example/" rel="noopener">&lt;img src=x&gt;</a>`,
+	} {
+		assert.Equal(t, want, string(messageHTML(in)), in)
+	}
+}
+
+// TestPageNoScriptSaysWhatItDoes: without JavaScript, a page that
+// refreshes says how often; one that does not (sold out, ended) says
+// nothing about refreshing; the sold-out page links back to the shop.
+func TestPageNoScriptSaysWhatItDoes(t *testing.T) {
+	e := pageEnv(t)
+	room := e.room(issuer.RoomConfig{Capacity: 1, PageDoneURL: "https://shop.example/", PageDoneText: "Zurück zum Laden"})
+	e.page(room, "", "") // the only place
+	r := e.page(room, "", "")
+	assert.Regexp(t, `<noscript><p class="note">This page reloads every (?:second|\d+ seconds) to show your place\.</p></noscript>`, string(r.body), "%s", regexp.MustCompile(`(?s)<noscript>.*?</noscript>`).FindAllString(string(r.body), -1))
+	for _, state := range []string{"soldout", "saleended", "ended", "admitted"} {
+		r = e.admin("GET", "/admin/rooms/"+room+"/preview?state="+state, "")
+		assert.NotContains(t, pageText(r.body), "reloads", state) // the catalog for wait.js left out
+		assert.NotContains(t, pageText(r.body), "refreshes", state)
+	}
+	r = e.admin("GET", "/admin/rooms/"+room+"/preview?state=soldout", "")
+	assert.Contains(t, string(r.body), `<p class="only-final" id="done"><a href="https://shop.example/" dir="auto">Zurück zum Laden</a></p>`)
+}
