@@ -54,6 +54,12 @@ type catalog struct {
 // rtl are the base languages written right to left.
 var rtl = map[string]bool{"ar": true, "he": true, "fa": true, "ur": true, "ps": true, "yi": true, "dv": true, "ckb": true}
 
+// latnDigits are the base languages whose numbers the page writes in
+// Latin digits although x/text's CLDR data (older than CLDR 42) defaults
+// them to native digits: browsers' Intl.NumberFormat (current CLDR) writes
+// Latin digits for "ar", and the server must say what wait.js says.
+var latnDigits = map[string]bool{"ar": true}
+
 // placeholder matches an interpolation, {{name}}.
 var placeholder = regexp.MustCompile(`\{\{\s*(\w+)\s*\}\}`)
 
@@ -134,7 +140,11 @@ func loadCatalogs(dir, fallback string) (*catalogs, error) {
 		tag := language.MustParse(lname)
 		base, _ := tag.Base()
 		b, _ := json.Marshal(m)
-		c := &catalog{tag: tag, name: tag.String(), dir: "ltr", msgs: m, json: b, p: message.NewPrinter(tag)}
+		ptag := tag
+		if latnDigits[base.String()] {
+			ptag, _ = language.Parse(tag.String() + "-u-nu-latn")
+		}
+		c := &catalog{tag: tag, name: tag.String(), dir: "ltr", msgs: m, json: b, p: message.NewPrinter(ptag)}
 		if rtl[base.String()] {
 			c.dir = "rtl"
 		}

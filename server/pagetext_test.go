@@ -167,7 +167,10 @@ func TestPageEveryStateEveryLanguage(t *testing.T) {
 			assert.NotContains(t, text, "{{", "%s %s", lang, state)
 		}
 	}
-	r := e.admin("GET", "/admin/rooms/"+room+"/preview?state=nonsense", "")
+	// Numbers as wait.js writes them (Intl.NumberFormat: Latin digits in Arabic).
+	r := e.admin("GET", "/admin/rooms/"+room+"/preview?state=waiting&lang=ar", "")
+	assert.Contains(t, string(r.body), `<dd id="position">42</dd>`)
+	r = e.admin("GET", "/admin/rooms/"+room+"/preview?state=nonsense", "")
 	assert.Equal(t, 400, r.status)
 	r = e.do(req{method: "GET", path: "/admin/rooms/" + room + "/preview"})
 	assert.Equal(t, 401, r.status)
