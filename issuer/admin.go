@@ -157,8 +157,13 @@ type RoomPatch struct {
 	// PageTitle, PageMessage, BrandColor, PageLanguage, PageDoneURL and
 	// PageDoneText set the page's branding; "" clears one.
 	PageTitle, PageMessage, BrandColor, PageLanguage, PageDoneURL, PageDoneText *string
+	// PageLogo, PageFavicon and PageStylesheet set the page's assets; ""
+	// the deployment's.
+	PageLogo, PageFavicon, PageStylesheet *string
 	// PageLanguages sets the page's languages; empty: every one.
 	PageLanguages *[]string
+	// PageImageOrigins sets the origins the page may show images from.
+	PageImageOrigins *[]string
 	// Retention sets how long the room's keys live after it ends; zero:
 	// the issuer's default (as in RoomConfig).
 	Retention *time.Duration
@@ -230,9 +235,16 @@ func (p RoomPatch) apply(c RoomConfig) (RoomConfig, error) {
 	for _, f := range []struct{ v, dst *string }{
 		{p.PageTitle, &c.PageTitle}, {p.PageMessage, &c.PageMessage}, {p.BrandColor, &c.BrandColor},
 		{p.PageLanguage, &c.PageLanguage}, {p.PageDoneURL, &c.PageDoneURL}, {p.PageDoneText, &c.PageDoneText},
+		{p.PageLogo, &c.PageLogo}, {p.PageFavicon, &c.PageFavicon}, {p.PageStylesheet, &c.PageStylesheet},
 	} {
 		if f.v != nil {
 			*f.dst = *f.v
+		}
+	}
+	if p.PageImageOrigins != nil {
+		c.PageImageOrigins = *p.PageImageOrigins
+		if len(c.PageImageOrigins) == 0 {
+			c.PageImageOrigins = nil
 		}
 	}
 	if p.PageLanguages != nil {

@@ -152,6 +152,13 @@ type RoomConfig struct {
 	// "" none) and PageDoneText its text (≤ MaxPageTitle bytes; "" the
 	// page's own "Back to the shop" in the buyer's language).
 	PageDoneURL, PageDoneText string
+	// PageLogo, PageFavicon and PageStylesheet name files of the
+	// deployment's page assets (the server's Options.PageDir/assets; a name
+	// of letters, digits, '.', '_' and '-', ≤ 64 bytes; "" the deployment's
+	// logo, favicon and site.css, if any), and PageImageOrigins are https
+	// origins the page may show images from (its CSP's img-src; ≤ 8).
+	PageLogo, PageFavicon, PageStylesheet string
+	PageImageOrigins                      []string
 }
 
 // pageFields are the config hash's fields of the page (not the scripts'
@@ -159,7 +166,9 @@ type RoomConfig struct {
 func (c *RoomConfig) pageFields() [][2]any {
 	return [][2]any{{"page_title", &c.PageTitle}, {"page_message", &c.PageMessage}, {"brand_color", &c.BrandColor},
 		{"page_language", &c.PageLanguage}, {"page_languages", &c.PageLanguages},
-		{"page_done_url", &c.PageDoneURL}, {"page_done_text", &c.PageDoneText}}
+		{"page_done_url", &c.PageDoneURL}, {"page_done_text", &c.PageDoneText},
+		{"page_logo", &c.PageLogo}, {"page_favicon", &c.PageFavicon}, {"page_stylesheet", &c.PageStylesheet},
+		{"page_image_origins", &c.PageImageOrigins}}
 }
 
 // pageValue is a page field's value as stored.
@@ -282,12 +291,40 @@ func (c RoomConfig) validatePage() error {
 	case !pageText(c.PageDoneText, false):
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_done_text must be UTF-8 text without control characters")
 	}
+	for _, f := range [][2]string{{"page_logo", c.PageLogo}, {"page_favicon", c.PageFavicon}, {"page_stylesheet", c.PageStylesheet}} {
+		if f[1] != "" && !ValidAssetName(f[1]) {
+			return flashgate.Errorf(flashgate.CodeInvalidInput, "%s must name a page asset (letters, digits, '.', '_', '-'; at most 64 bytes), got %q", f[0], clip(f[1]))
+		}
+	}
+	if len(c.PageImageOrigins) > 8 {
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_image_origins must have at most 8 origins")
+	}
+	for _, o := range c.PageImageOrigins {
+		if u, err := url.Parse(o); err != nil || u.Scheme != "https" || u.Host == "" || u.Path != "" || u.RawQuery != "" ||
+			u.User != nil || u.Fragment != "" || strings.ContainsAny(o, ",; '\"") {
+			return flashgate.Errorf(flashgate.CodeInvalidInput, "page_image_origins must be https origins (https://host[:port]), got %q", clip(o))
+		}
+	}
 	for _, l := range c.PageLanguages {
 		if !validLanguage(l) {
 			return flashgate.Errorf(flashgate.CodeInvalidInput, "page_languages must be BCP 47 language tags, got %q", clip(l))
 		}
 	}
 	return nil
+}
+
+// ValidAssetName reports whether s can name a page asset: 1 … 64 bytes of
+// ASCII letters, digits, '.', '_' and '-', not starting with '.'.
+func ValidAssetName(s string) bool {
+	if s == "" || len(s) > 64 || s[0] == '.' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // validLanguage reports whether s is a BCP 47 language tag (at most 35

@@ -53,6 +53,13 @@ type RoomConfig struct {
 	PageLanguages []string `json:"page_languages,omitempty"`
 	PageDoneURL   string   `json:"page_done_url,omitempty"`
 	PageDoneText  string   `json:"page_done_text,omitempty"`
+	// PageLogo, PageFavicon and PageStylesheet name the page's assets
+	// (files of FLASHGATE_PAGE_DIR/assets), PageImageOrigins the https
+	// origins it may show images from; absent when not set.
+	PageLogo         string   `json:"page_logo,omitempty"`
+	PageFavicon      string   `json:"page_favicon,omitempty"`
+	PageStylesheet   string   `json:"page_stylesheet,omitempty"`
+	PageImageOrigins []string `json:"page_image_origins,omitempty"`
 	// RetentionMs is how long the room's keys live after it ends
 	// (issuer.RoomConfig.Retention) in ms; 0: the server's default
 	// (FLASHGATE_ROOM_RETENTION).
@@ -81,6 +88,7 @@ func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 		PreQueueDeprecated: string(c.WithDefaults().PreQueue),
 		PageTitle:          c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor,
 		PageLanguage: c.PageLanguage, PageLanguages: c.PageLanguages, PageDoneURL: c.PageDoneURL, PageDoneText: c.PageDoneText,
+		PageLogo: c.PageLogo, PageFavicon: c.PageFavicon, PageStylesheet: c.PageStylesheet, PageImageOrigins: c.PageImageOrigins,
 		RetentionMs: c.Retention.Milliseconds(), CloseReason: c.CloseReason,
 		EndedAtMs: unixMs(c.EndedAt), DeletedAtMs: unixMs(c.DeletedAt),
 		EndedAt: utcOrNil(c.EndedAt), DeletedAt: utcOrNil(c.DeletedAt), Auto: c.Auto}
@@ -133,6 +141,12 @@ type roomPatch struct {
 	PageLanguages *[]string `json:"page_languages"`
 	PageDoneURL   *string   `json:"page_done_url"`
 	PageDoneText  *string   `json:"page_done_text"`
+	// PageLogo, PageFavicon, PageStylesheet ("" the deployment's) and
+	// PageImageOrigins ([] none) set the page's assets.
+	PageLogo         *string   `json:"page_logo"`
+	PageFavicon      *string   `json:"page_favicon"`
+	PageStylesheet   *string   `json:"page_stylesheet"`
+	PageImageOrigins *[]string `json:"page_image_origins"`
 	// RetentionMs sets how long the room's keys live after it ends, in ms
 	// (60,000 … 2,592,000,000); 0: the server's default.
 	RetentionMs *int64 `json:"retention_ms"`
@@ -172,7 +186,8 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	}
 	patch := issuer.RoomPatch{Capacity: p.Capacity, RatePerMinute: p.RatePerMinute, TickBatch: p.TickBatch,
 		PageTitle: p.PageTitle, PageMessage: p.PageMessage, BrandColor: p.BrandColor,
-		PageLanguage: p.PageLanguage, PageLanguages: p.PageLanguages, PageDoneURL: p.PageDoneURL, PageDoneText: p.PageDoneText}
+		PageLanguage: p.PageLanguage, PageLanguages: p.PageLanguages, PageDoneURL: p.PageDoneURL, PageDoneText: p.PageDoneText,
+		PageLogo: p.PageLogo, PageFavicon: p.PageFavicon, PageStylesheet: p.PageStylesheet, PageImageOrigins: p.PageImageOrigins}
 	if p.SessionSeconds != nil {
 		d := scaled(*p.SessionSeconds, time.Second)
 		if p.SessionMs != nil && scaled(*p.SessionMs, time.Millisecond) != d {

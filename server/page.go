@@ -205,6 +205,10 @@ type PageView struct {
 	RoomMessageHTML template.HTML
 	// PageMessage is page_message as set (wait.js compares a live one).
 	PageMessage string
+	// Logo, Favicon and SiteStyle are the paths of the room's (or the
+	// deployment's) logo, favicon and stylesheet among the page's assets
+	// (Options.PageDir/assets, served by flashgate); "" for none.
+	Logo, Favicon, SiteStyle string
 	// DoneURL and DoneText are the operator's link of the final pages
 	// (sold out, ended: page_done_url, page_done_text; DoneText "" is the
 	// catalog's done.link); DoneURL "" for none.
@@ -227,6 +231,8 @@ type PageView struct {
 	cat         *catalog
 	messageArgs []any
 	brandCSS    string
+	assets      pageAssets
+	imgOrigins  []string
 }
 
 // PageLanguage is one entry of the page's language switcher.
@@ -366,7 +372,10 @@ func (s *Server) pageBase(c *fiber.Ctx) *PageView {
 	room := param(c, "room")
 	v := &PageView{Room: room, Script: pageScriptPath, Style: pageStylePath, Client: clientPath, WaitMs: -1,
 		ContinueAction: "/wait/" + url.PathEscape(room) + "/continue", InviteAction: "/wait/" + url.PathEscape(room),
-		langs: s.langs, override: query(c, "lang"), accept: c.Get(fiber.HeaderAcceptLanguage)}
+		langs: s.langs, override: query(c, "lang"), accept: c.Get(fiber.HeaderAcceptLanguage), assets: s.assets}
+	v.Logo = s.assets.first("logo.svg", "logo.png", "logo.webp", "logo.jpg")
+	v.Favicon = s.assets.first("favicon.ico", "favicon.svg", "favicon.png")
+	v.SiteStyle = s.assets.path("site.css")
 	if v.override == "" {
 		v.override = strings.Clone(c.FormValue("lang"))
 	}
@@ -548,6 +557,15 @@ func (v *PageView) brand(cfg issuer.RoomConfig) {
 		v.RoomMessageHTML, v.PageMessage = messageHTML(cfg.PageMessage), cfg.PageMessage
 	}
 	v.DoneURL, v.DoneText = cfg.PageDoneURL, cfg.PageDoneText
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{cfg.PageLogo, &v.Logo}, {cfg.PageFavicon, &v.Favicon}, {cfg.PageStylesheet, &v.SiteStyle}} {
+		if p := v.assets.path(f.name); p != "" {
+			*f.dst = p
+		}
+	}
+	v.imgOrigins = cfg.PageImageOrigins
 	if v.langs != nil {
 		v.set = v.langs.set(cfg.PageLanguage, cfg.PageLanguages)
 	}
@@ -690,12 +708,15 @@ func pageCSP(returnURL string, v *PageView) string {
 	if u, err := url.Parse(returnURL); err == nil && returnURL != "" {
 		formAction += " " + u.Scheme + "://" + u.Host
 	}
-	script, style := "'self'", "'self'"
+	script, style, img := "'self'", "'self'", "'self' data:"
 	if v != nil {
 		script += " " + inlineScriptHash
 		style += " " + cspHash(string(v.InlineStyle))
+		for _, o := range v.imgOrigins { // validated https origins (issuer.RoomConfig.PageImageOrigins)
+			img += " " + o
+		}
 	}
-	return "default-src 'self'; script-src " + script + "; style-src " + style + "; img-src 'self' data:; connect-src 'self'; " +
+	return "default-src 'self'; script-src " + script + "; style-src " + style + "; img-src " + img + "; connect-src 'self'; " +
 		"object-src 'none'; base-uri 'none'; form-action " + formAction + "; frame-ancestors 'none'"
 }
 

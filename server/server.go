@@ -221,7 +221,10 @@ type Options struct {
 	// PageDir, when set, is a directory whose wait.html (PageTemplate)
 	// replaces the built-in template of the waiting page (GET /wait/{room};
 	// the template gets a PageView). It is parsed, and tried on a sample
-	// view, by Validate and New: a broken template fails startup.
+	// view, by Validate and New: a broken template fails startup. Its
+	// assets/ subdirectory (optional) holds the page's own files — a logo,
+	// a favicon, stylesheets, fonts (.png .jpg .webp .gif .svg .ico .css
+	// .woff2, ≤ MaxPageAsset each) — served at /wait/assets/site/{name}.
 	PageDir string
 	// PageLocaleDir, when set, is a directory of message catalogs of the
 	// waiting page ({tag}.json, e.g. de.json or pt-BR.json, in the
@@ -302,7 +305,9 @@ type Server struct {
 	// langs are the page's message catalogs (Options.PageLocaleDir over
 	// the built-in ones).
 	langs *catalogs
-	cors  *cors // nil: CORS off
+	// assets are the page's own assets (Options.PageDir/assets).
+	assets pageAssets
+	cors   *cors // nil: CORS off
 	// addrs derives and keys client addresses (clientaddr.go).
 	addrs *addrPolicy
 	// autoRooms counts the rooms each client address created (nil: no
@@ -381,6 +386,9 @@ func (o Options) Validate() error {
 	if _, err := loadCatalogs(o.PageLocaleDir, o.PageLanguage); err != nil {
 		return err
 	}
+	if _, err := loadPageAssets(o.PageDir); err != nil {
+		return err
+	}
 	if err := o.validatePoW(); err != nil {
 		return err
 	}
@@ -455,6 +463,9 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	if s.langs, err = loadCatalogs(opts.PageLocaleDir, opts.PageLanguage); err != nil {
+		return nil, err
+	}
+	if s.assets, err = loadPageAssets(opts.PageDir); err != nil {
 		return nil, err
 	}
 	if s.returns, err = NewReturnPolicy(opts.ReturnOrigins); err != nil {
@@ -547,6 +558,7 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 	a.Get("/flashgate-client.js", zip, s.clientJS)
 	a.Get("/wait/assets/wait.js", zip, s.pageScript)
 	a.Get("/wait/assets/wait.css", zip, s.pageStyle)
+	a.Get("/wait/assets/site/:name", zip, s.pageAsset)
 
 	// api: no-store, and a bounded wait for the queue store (Options.RedisTimeout).
 	api := s.noStoreBudget
