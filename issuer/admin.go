@@ -159,7 +159,7 @@ type RoomPatch struct {
 	PageTitle, PageMessage, BrandColor, PageLanguage, PageDoneURL, PageDoneText *string
 	// PageLogo, PageFavicon and PageStylesheet set the page's assets; ""
 	// the deployment's.
-	PageLogo, PageFavicon, PageStylesheet *string
+	PageLogo, PageFavicon, PageStylesheet, PageTemplate *string
 	// PageLanguages sets the page's languages; empty: every one.
 	PageLanguages *[]string
 	// PageImageOrigins sets the origins the page may show images from.
@@ -236,6 +236,7 @@ func (p RoomPatch) apply(c RoomConfig) (RoomConfig, error) {
 		{p.PageTitle, &c.PageTitle}, {p.PageMessage, &c.PageMessage}, {p.BrandColor, &c.BrandColor},
 		{p.PageLanguage, &c.PageLanguage}, {p.PageDoneURL, &c.PageDoneURL}, {p.PageDoneText, &c.PageDoneText},
 		{p.PageLogo, &c.PageLogo}, {p.PageFavicon, &c.PageFavicon}, {p.PageStylesheet, &c.PageStylesheet},
+		{p.PageTemplate, &c.PageTemplate},
 	} {
 		if f.v != nil {
 			*f.dst = *f.v

@@ -159,6 +159,10 @@ type RoomConfig struct {
 	// origins the page may show images from (its CSP's img-src; ≤ 8).
 	PageLogo, PageFavicon, PageStylesheet string
 	PageImageOrigins                      []string
+	// PageTemplate names the room's page template, {name}.html in the
+	// server's Options.PageDir (the same characters as an asset's name);
+	// "" (or a name without a file) is the deployment's wait.html.
+	PageTemplate string
 }
 
 // pageFields are the config hash's fields of the page (not the scripts'
@@ -168,7 +172,7 @@ func (c *RoomConfig) pageFields() [][2]any {
 		{"page_language", &c.PageLanguage}, {"page_languages", &c.PageLanguages},
 		{"page_done_url", &c.PageDoneURL}, {"page_done_text", &c.PageDoneText},
 		{"page_logo", &c.PageLogo}, {"page_favicon", &c.PageFavicon}, {"page_stylesheet", &c.PageStylesheet},
-		{"page_image_origins", &c.PageImageOrigins}}
+		{"page_image_origins", &c.PageImageOrigins}, {"page_template", &c.PageTemplate}}
 }
 
 // pageValue is a page field's value as stored.
@@ -291,7 +295,7 @@ func (c RoomConfig) validatePage() error {
 	case !pageText(c.PageDoneText, false):
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_done_text must be UTF-8 text without control characters")
 	}
-	for _, f := range [][2]string{{"page_logo", c.PageLogo}, {"page_favicon", c.PageFavicon}, {"page_stylesheet", c.PageStylesheet}} {
+	for _, f := range [][2]string{{"page_logo", c.PageLogo}, {"page_favicon", c.PageFavicon}, {"page_stylesheet", c.PageStylesheet}, {"page_template", c.PageTemplate}} {
 		if f[1] != "" && !ValidAssetName(f[1]) {
 			return flashgate.Errorf(flashgate.CodeInvalidInput, "%s must name a page asset (letters, digits, '.', '_', '-'; at most 64 bytes), got %q", f[0], clip(f[1]))
 		}

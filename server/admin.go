@@ -60,6 +60,8 @@ type RoomConfig struct {
 	PageFavicon      string   `json:"page_favicon,omitempty"`
 	PageStylesheet   string   `json:"page_stylesheet,omitempty"`
 	PageImageOrigins []string `json:"page_image_origins,omitempty"`
+	// PageTemplate names the room's page template (FLASHGATE_PAGE_DIR/{name}.html).
+	PageTemplate string `json:"page_template,omitempty"`
 	// RetentionMs is how long the room's keys live after it ends
 	// (issuer.RoomConfig.Retention) in ms; 0: the server's default
 	// (FLASHGATE_ROOM_RETENTION).
@@ -89,7 +91,8 @@ func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 		PageTitle:          c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor,
 		PageLanguage: c.PageLanguage, PageLanguages: c.PageLanguages, PageDoneURL: c.PageDoneURL, PageDoneText: c.PageDoneText,
 		PageLogo: c.PageLogo, PageFavicon: c.PageFavicon, PageStylesheet: c.PageStylesheet, PageImageOrigins: c.PageImageOrigins,
-		RetentionMs: c.Retention.Milliseconds(), CloseReason: c.CloseReason,
+		PageTemplate: c.PageTemplate,
+		RetentionMs:  c.Retention.Milliseconds(), CloseReason: c.CloseReason,
 		EndedAtMs: unixMs(c.EndedAt), DeletedAtMs: unixMs(c.DeletedAt),
 		EndedAt: utcOrNil(c.EndedAt), DeletedAt: utcOrNil(c.DeletedAt), Auto: c.Auto}
 }
@@ -147,6 +150,8 @@ type roomPatch struct {
 	PageFavicon      *string   `json:"page_favicon"`
 	PageStylesheet   *string   `json:"page_stylesheet"`
 	PageImageOrigins *[]string `json:"page_image_origins"`
+	// PageTemplate sets the room's page template ("" the deployment's).
+	PageTemplate *string `json:"page_template"`
 	// RetentionMs sets how long the room's keys live after it ends, in ms
 	// (60,000 … 2,592,000,000); 0: the server's default.
 	RetentionMs *int64 `json:"retention_ms"`
@@ -187,7 +192,8 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 	patch := issuer.RoomPatch{Capacity: p.Capacity, RatePerMinute: p.RatePerMinute, TickBatch: p.TickBatch,
 		PageTitle: p.PageTitle, PageMessage: p.PageMessage, BrandColor: p.BrandColor,
 		PageLanguage: p.PageLanguage, PageLanguages: p.PageLanguages, PageDoneURL: p.PageDoneURL, PageDoneText: p.PageDoneText,
-		PageLogo: p.PageLogo, PageFavicon: p.PageFavicon, PageStylesheet: p.PageStylesheet, PageImageOrigins: p.PageImageOrigins}
+		PageLogo: p.PageLogo, PageFavicon: p.PageFavicon, PageStylesheet: p.PageStylesheet, PageImageOrigins: p.PageImageOrigins,
+		PageTemplate: p.PageTemplate}
 	if p.SessionSeconds != nil {
 		d := scaled(*p.SessionSeconds, time.Second)
 		if p.SessionMs != nil && scaled(*p.SessionMs, time.Millisecond) != d {

@@ -233,6 +233,7 @@ type PageView struct {
 	brandCSS    string
 	assets      pageAssets
 	imgOrigins  []string
+	template    string
 }
 
 // PageLanguage is one entry of the page's language switcher.
@@ -339,7 +340,39 @@ func loadPage(dir string) (*template.Template, error) {
 	if dir == "" {
 		return builtinPage, nil
 	}
-	name := filepath.Join(dir, PageTemplate)
+	return parsePage(filepath.Join(dir, PageTemplate))
+}
+
+// loadRoomPages returns the other templates of Options.PageDir ({name}.html
+// but wait.html, each parsed and tried like wait.html) by name: the
+// templates a room picks with issuer.RoomConfig.PageTemplate.
+func loadRoomPages(dir string) (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
+	if dir == "" {
+		return out, nil
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.html"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".html")
+		if filepath.Base(f) == PageTemplate {
+			continue
+		}
+		if !issuer.ValidAssetName(name) {
+			return nil, fmt.Errorf("server: Options.PageDir: %s: a template's name is letters, digits, '.', '_', '-'", f)
+		}
+		if out[name], err = parsePage(f); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// parsePage parses the page template in the file name and tries it on a
+// sample view.
+func parsePage(name string) (*template.Template, error) {
 	b, err := os.ReadFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("server: Options.PageDir: %w", err)
@@ -565,7 +598,7 @@ func (v *PageView) brand(cfg issuer.RoomConfig) {
 			*f.dst = p
 		}
 	}
-	v.imgOrigins = cfg.PageImageOrigins
+	v.imgOrigins, v.template = cfg.PageImageOrigins, cfg.PageTemplate
 	if v.langs != nil {
 		v.set = v.langs.set(cfg.PageLanguage, cfg.PageLanguages)
 	}
@@ -745,7 +778,11 @@ func (s *Server) renderPage(c *fiber.Ctx, v *PageView) error {
 	}
 	v.finish()
 	var buf bytes.Buffer
-	if err := s.pageTmpl.Execute(&buf, v); err != nil {
+	tmpl := s.pageTmpl
+	if t, ok := s.roomPages[v.template]; ok {
+		tmpl = t
+	}
+	if err := tmpl.Execute(&buf, v); err != nil {
 		s.log.Error("waiting page: template failed; using the built-in page", "err", err)
 		buf.Reset()
 		if err := builtinPage.Execute(&buf, v); err != nil {

@@ -302,6 +302,9 @@ type Server struct {
 	returns *ReturnPolicy
 	// pageTmpl is the waiting page's template (Options.PageDir or built in).
 	pageTmpl *template.Template
+	// roomPages are Options.PageDir's other templates, by name
+	// (issuer.RoomConfig.PageTemplate).
+	roomPages map[string]*template.Template
 	// langs are the page's message catalogs (Options.PageLocaleDir over
 	// the built-in ones).
 	langs *catalogs
@@ -383,6 +386,9 @@ func (o Options) Validate() error {
 	if _, err := loadPage(o.PageDir); err != nil {
 		return err
 	}
+	if _, err := loadRoomPages(o.PageDir); err != nil {
+		return err
+	}
 	if _, err := loadCatalogs(o.PageLocaleDir, o.PageLanguage); err != nil {
 		return err
 	}
@@ -460,6 +466,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.is.ObserveTicks(s.m.ticks.observe)
 	if s.pageTmpl, err = loadPage(opts.PageDir); err != nil {
+		return nil, err
+	}
+	if s.roomPages, err = loadRoomPages(opts.PageDir); err != nil {
 		return nil, err
 	}
 	if s.langs, err = loadCatalogs(opts.PageLocaleDir, opts.PageLanguage); err != nil {
