@@ -86,7 +86,7 @@ origin-deps:
 	scripts/install-origins.sh
 	cd $(WORKER)/testdata/origins/express && npm ci --no-audit --no-fund --loglevel=error
 
-## browser-deps: Debian's Chromium, playwright-core and altcha-lib (npm, pinned by package-lock.json) for
+## browser-deps: Debian's Chromium and a CJK font, playwright-core, axe-core and altcha-lib (npm, pinned by package-lock.json) for
 ## the browser end-to-end tests (examples/browser; altcha-lib checks the proof of work against ALTCHA's own)
 browser-deps:
 	scripts/install-chromium.sh

@@ -47,14 +47,14 @@ func (is *Issuer) setRoom(ctx context.Context, room string, c RoomConfig, del bo
 	if c.State == RoomClosed && validCloseReason(c.CloseReason) {
 		reason = c.CloseReason
 	}
+	fields := []any{
+		"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
+		"session_ms", c.SessionDuration.Milliseconds(), "batch", c.TickBatch, "tick_ms", c.Tick.Milliseconds(),
+		"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes), "arrival_ms", arrivalMs(c.ArrivalWindow),
+		"prequeue", string(c.PreQueue), "retention_ms", c.Retention.Milliseconds()}
+	fields = append(append(fields, pageArgs(&c)...), "journal_maxlen", is.journalMaxLen())
 	v, err := is.db.Configure(ctx, room, store.ConfigureArgs{Seed: seed, Reason: reason,
-		RetentionMs: is.cfg.RoomRetention.Milliseconds(), Delete: del, Fields: []any{
-			"state", string(c.State), "capacity", c.Capacity, "rate", c.RatePerMinute,
-			"session_ms", c.SessionDuration.Milliseconds(), "batch", c.TickBatch, "tick_ms", c.Tick.Milliseconds(),
-			"opens_ms", windowMs(c.Opens), "closes_ms", windowMs(c.Closes), "arrival_ms", arrivalMs(c.ArrivalWindow),
-			"prequeue", string(c.PreQueue), "retention_ms", c.Retention.Milliseconds(),
-			"page_title", c.PageTitle, "page_message", c.PageMessage, "brand_color", c.BrandColor,
-			"journal_maxlen", is.journalMaxLen()}})
+		RetentionMs: is.cfg.RoomRetention.Milliseconds(), Delete: del, Fields: fields})
 	if err != nil {
 		return RoomConfig{}, err
 	}
@@ -148,9 +148,16 @@ type RoomPatch struct {
 	Opens, Closes *time.Time
 	// PreQueue sets the pre-queue order (fifo or shuffle).
 	PreQueue *PreQueue
-	// PageTitle, PageMessage and BrandColor set the page's branding; ""
-	// clears one.
-	PageTitle, PageMessage, BrandColor *string
+	// PageTitle, PageMessage, BrandColor, PageLanguage, PageDoneURL and
+	// PageDoneText set the page's branding; "" clears one.
+	PageTitle, PageMessage, BrandColor, PageLanguage, PageDoneURL, PageDoneText *string
+	// PageLogo, PageFavicon and PageStylesheet set the page's assets; ""
+	// the deployment's.
+	PageLogo, PageFavicon, PageStylesheet, PageTemplate *string
+	// PageLanguages sets the page's languages; empty: every one.
+	PageLanguages *[]string
+	// PageImageOrigins sets the origins the page may show images from.
+	PageImageOrigins *[]string
 	// Retention sets how long the room's keys live after it ends; zero:
 	// the issuer's default (as in RoomConfig).
 	Retention *time.Duration
@@ -221,9 +228,24 @@ func (p RoomPatch) apply(c RoomConfig) (RoomConfig, error) {
 	}
 	for _, f := range []struct{ v, dst *string }{
 		{p.PageTitle, &c.PageTitle}, {p.PageMessage, &c.PageMessage}, {p.BrandColor, &c.BrandColor},
+		{p.PageLanguage, &c.PageLanguage}, {p.PageDoneURL, &c.PageDoneURL}, {p.PageDoneText, &c.PageDoneText},
+		{p.PageLogo, &c.PageLogo}, {p.PageFavicon, &c.PageFavicon}, {p.PageStylesheet, &c.PageStylesheet},
+		{p.PageTemplate, &c.PageTemplate},
 	} {
 		if f.v != nil {
 			*f.dst = *f.v
+		}
+	}
+	if p.PageImageOrigins != nil {
+		c.PageImageOrigins = *p.PageImageOrigins
+		if len(c.PageImageOrigins) == 0 {
+			c.PageImageOrigins = nil
+		}
+	}
+	if p.PageLanguages != nil {
+		c.PageLanguages = *p.PageLanguages
+		if len(c.PageLanguages) == 0 {
+			c.PageLanguages = nil
 		}
 	}
 	return c, nil
@@ -302,10 +324,12 @@ func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 		TickBatch:       atoi("batch"), State: RoomState(m["state"]),
 		Opens: windowTime(int64(atoi("opens_ms"))), Closes: windowTime(int64(atoi("closes_ms"))),
 		ArrivalWindow: arrivalWindow(int64(atoi("arrival_ms"))), PreQueue: preQueueOf(m["prequeue"]),
-		PageTitle: m["page_title"], PageMessage: m["page_message"], BrandColor: m["brand_color"],
 		Retention:   time.Duration(atoi("retention_ms")) * time.Millisecond,
 		CloseReason: m["close_reason"], EndedAt: windowTime(int64(atoi("ended_ms"))),
 		DeletedAt: windowTime(int64(atoi("deleted_ms"))), Auto: m["auto"] == "1",
+	}
+	for _, f := range c.pageFields() {
+		setPageValue(f[1], m[f[0].(string)])
 	}
 	if c.State == RoomClosed && c.EndedAt.IsZero() && c.CloseReason == "" {
 		c.CloseReason = ReasonClosed // closed, its end not recorded yet (a restored room)
@@ -336,4 +360,13 @@ func (is *Issuer) Rooms(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(rooms)
 	return rooms, nil
+}
+
+// pageArgs are the configure script's field, value pairs of c's page fields.
+func pageArgs(c *RoomConfig) []any {
+	var args []any
+	for _, f := range c.pageFields() {
+		args = append(args, f[0], pageValue(f[1]))
+	}
+	return args
 }

@@ -52,7 +52,10 @@ func (is *Issuer) remember(room string, c RoomConfig) {
 func (is *Issuer) rememberPolicy(room string, c RoomConfig) {
 	if v, ok := is.known.Load(room); ok {
 		k := v.(*knownRoom).cfg
-		c.PageTitle, c.PageMessage, c.BrandColor = k.PageTitle, k.PageMessage, k.BrandColor
+		kf, cf := k.pageFields(), c.pageFields()
+		for i := range kf {
+			setPageValue(cf[i][1], pageValue(kf[i][1]))
+		}
 	}
 	is.remember(room, c)
 }
@@ -64,7 +67,7 @@ func (c RoomConfig) equal(d RoomConfig) bool {
 		c.preQueue() == d.preQueue() &&
 		c.Opens.Equal(d.Opens) && c.Closes.Equal(d.Closes) && c.Retention == d.Retention && c.Auto == d.Auto &&
 		c.CloseReason == d.CloseReason && c.EndedAt.Equal(d.EndedAt) && c.DeletedAt.Equal(d.DeletedAt) &&
-		c.PageTitle == d.PageTitle && c.PageMessage == d.PageMessage && c.BrandColor == d.BrandColor
+		c.samePage(d)
 }
 
 // restorePage writes c's page branding into room's config hash after a
@@ -73,9 +76,9 @@ func (c RoomConfig) equal(d RoomConfig) bool {
 // SetRoom in between (which writes every field, "" included) wins.
 func (is *Issuer) restorePage(ctx context.Context, room string, c RoomConfig) error {
 	var args []string
-	for _, f := range [][2]string{{"page_title", c.PageTitle}, {"page_message", c.PageMessage}, {"brand_color", c.BrandColor}} {
-		if f[1] != "" {
-			args = append(args, f[0], f[1])
+	for _, f := range c.pageFields() {
+		if v := pageValue(f[1]); v != "" {
+			args = append(args, f[0].(string), v)
 		}
 	}
 	if len(args) == 0 {

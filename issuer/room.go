@@ -2,9 +2,12 @@ package issuer
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/text/language"
 
 	"github.com/flashgate/flashgate"
 )
@@ -137,6 +140,74 @@ type RoomConfig struct {
 	// BrandColor is the page's accent colour, "#rrggbb" (the continue
 	// button, the progress bar); "" is the built-in blue.
 	BrandColor string
+	// PageLanguage is the page's language when nothing in the buyer's
+	// Accept-Language matches (a BCP 47 tag, e.g. "ko"; "" the
+	// deployment's), and PageLanguages the languages the page may use
+	// (nil: every one the deployment has); stored as page_language and
+	// page_languages (comma-separated).
+	PageLanguage  string
+	PageLanguages []string
+	// PageDoneURL is the link of the sold-out and ended pages (an absolute
+	// http(s) URL, ≤ MaxPageTitle*5 bytes: back to the shop, a waitlist;
+	// "" none) and PageDoneText its text (≤ MaxPageTitle bytes; "" the
+	// page's own "Back to the shop" in the buyer's language).
+	PageDoneURL, PageDoneText string
+	// PageLogo, PageFavicon and PageStylesheet name files of the
+	// deployment's page assets (the server's Options.PageDir/assets; a name
+	// of letters, digits, '.', '_' and '-', ≤ 64 bytes; "" the deployment's
+	// logo, favicon and site.css, if any), and PageImageOrigins are https
+	// origins the page may show images from (its CSP's img-src; ≤ 8).
+	PageLogo, PageFavicon, PageStylesheet string
+	PageImageOrigins                      []string
+	// PageTemplate names the room's page template, {name}.html in the
+	// server's Options.PageDir (the same characters as an asset's name);
+	// "" (or a name without a file) is the deployment's wait.html.
+	PageTemplate string
+}
+
+// pageFields are the config hash's fields of the page (not the scripts'
+// policy), with c's values.
+func (c *RoomConfig) pageFields() [][2]any {
+	return [][2]any{{"page_title", &c.PageTitle}, {"page_message", &c.PageMessage}, {"brand_color", &c.BrandColor},
+		{"page_language", &c.PageLanguage}, {"page_languages", &c.PageLanguages},
+		{"page_done_url", &c.PageDoneURL}, {"page_done_text", &c.PageDoneText},
+		{"page_logo", &c.PageLogo}, {"page_favicon", &c.PageFavicon}, {"page_stylesheet", &c.PageStylesheet},
+		{"page_image_origins", &c.PageImageOrigins}, {"page_template", &c.PageTemplate}}
+}
+
+// pageValue is a page field's value as stored.
+func pageValue(p any) string {
+	switch v := p.(type) {
+	case *string:
+		return *v
+	case *[]string:
+		return strings.Join(*v, ",")
+	}
+	return ""
+}
+
+// setPageValue sets a page field from its stored value.
+func setPageValue(p any, s string) {
+	switch v := p.(type) {
+	case *string:
+		*v = s
+	case *[]string:
+		*v = nil
+		if s != "" {
+			*v = strings.Split(s, ",")
+		}
+	}
+}
+
+// samePage reports whether c and d have the same page fields.
+func (c RoomConfig) samePage(d RoomConfig) bool {
+	a, b := c.pageFields(), d.pageFields()
+	for i := range a {
+		if pageValue(a[i][1]) != pageValue(b[i][1]) {
+			return false
+		}
+	}
+	return true
 }
 
 // WithDefaults returns c with every zero field set to its documented default.
@@ -211,8 +282,69 @@ func (c RoomConfig) validatePage() error {
 		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_message must be UTF-8 text without control characters (newlines allowed)")
 	case c.BrandColor != "" && !ValidColor(c.BrandColor):
 		return flashgate.Errorf(flashgate.CodeInvalidInput, `brand_color must be "#rrggbb" (hex) or "" for the built-in, got %q`, clip(c.BrandColor))
+	case c.PageLanguage != "" && !validLanguage(c.PageLanguage):
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_language must be a BCP 47 language tag, got %q", clip(c.PageLanguage))
+	case len(c.PageLanguages) > 64:
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_languages must have at most 64 tags")
+	case len(c.PageDoneURL) > 5*MaxPageTitle:
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_done_url must be at most %d bytes", 5*MaxPageTitle)
+	case c.PageDoneURL != "" && !validDoneURL(c.PageDoneURL):
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_done_url must be an absolute http(s) URL, got %q", clip(c.PageDoneURL))
+	case len(c.PageDoneText) > MaxPageTitle:
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_done_text must be at most %d bytes, got %d", MaxPageTitle, len(c.PageDoneText))
+	case !pageText(c.PageDoneText, false):
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_done_text must be UTF-8 text without control characters")
+	}
+	for _, f := range [][2]string{{"page_logo", c.PageLogo}, {"page_favicon", c.PageFavicon}, {"page_stylesheet", c.PageStylesheet}, {"page_template", c.PageTemplate}} {
+		if f[1] != "" && !ValidAssetName(f[1]) {
+			return flashgate.Errorf(flashgate.CodeInvalidInput, "%s must name a page asset (letters, digits, '.', '_', '-'; at most 64 bytes), got %q", f[0], clip(f[1]))
+		}
+	}
+	if len(c.PageImageOrigins) > 8 {
+		return flashgate.Errorf(flashgate.CodeInvalidInput, "page_image_origins must have at most 8 origins")
+	}
+	for _, o := range c.PageImageOrigins {
+		if u, err := url.Parse(o); err != nil || u.Scheme != "https" || u.Host == "" || u.Path != "" || u.RawQuery != "" ||
+			u.User != nil || u.Fragment != "" || strings.ContainsAny(o, ",; '\"") {
+			return flashgate.Errorf(flashgate.CodeInvalidInput, "page_image_origins must be https origins (https://host[:port]), got %q", clip(o))
+		}
+	}
+	for _, l := range c.PageLanguages {
+		if !validLanguage(l) {
+			return flashgate.Errorf(flashgate.CodeInvalidInput, "page_languages must be BCP 47 language tags, got %q", clip(l))
+		}
 	}
 	return nil
+}
+
+// ValidAssetName reports whether s can name a page asset: 1 … 64 bytes of
+// ASCII letters, digits, '.', '_' and '-', not starting with '.'.
+func ValidAssetName(s string) bool {
+	if s == "" || len(s) > 64 || s[0] == '.' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validLanguage reports whether s is a BCP 47 language tag (at most 35
+// bytes; no comma, the stored list's separator).
+func validLanguage(s string) bool {
+	if len(s) > 35 || strings.ContainsAny(s, ", ") {
+		return false
+	}
+	_, err := language.Parse(s)
+	return err == nil
+}
+
+// validDoneURL reports whether s is an absolute http(s) URL with a host.
+func validDoneURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && pageText(s, false)
 }
 
 // pageText reports whether s is valid UTF-8 without control characters (C0,

@@ -45,6 +45,23 @@ type RoomConfig struct {
 	PageTitle   string `json:"page_title,omitempty"`
 	PageMessage string `json:"page_message,omitempty"`
 	BrandColor  string `json:"brand_color,omitempty"`
+	// PageLanguage is the page's default language (a BCP 47 tag),
+	// PageLanguages the languages it may use (absent: every one),
+	// PageDoneURL and PageDoneText the link of its sold-out and ended
+	// pages; absent when not set (docs/browser.md#languages).
+	PageLanguage  string   `json:"page_language,omitempty"`
+	PageLanguages []string `json:"page_languages,omitempty"`
+	PageDoneURL   string   `json:"page_done_url,omitempty"`
+	PageDoneText  string   `json:"page_done_text,omitempty"`
+	// PageLogo, PageFavicon and PageStylesheet name the page's assets
+	// (files of FLASHGATE_PAGE_DIR/assets), PageImageOrigins the https
+	// origins it may show images from; absent when not set.
+	PageLogo         string   `json:"page_logo,omitempty"`
+	PageFavicon      string   `json:"page_favicon,omitempty"`
+	PageStylesheet   string   `json:"page_stylesheet,omitempty"`
+	PageImageOrigins []string `json:"page_image_origins,omitempty"`
+	// PageTemplate names the room's page template (FLASHGATE_PAGE_DIR/{name}.html).
+	PageTemplate string `json:"page_template,omitempty"`
 	// RetentionMs is how long the room's keys live after it ends
 	// (issuer.RoomConfig.Retention) in ms; 0: the server's default
 	// (FLASHGATE_ROOM_RETENTION).
@@ -72,7 +89,10 @@ func roomJSON(room string, c issuer.RoomConfig) RoomConfig {
 		PreQueue:           string(c.WithDefaults().PreQueue),
 		PreQueueDeprecated: string(c.WithDefaults().PreQueue),
 		PageTitle:          c.PageTitle, PageMessage: c.PageMessage, BrandColor: c.BrandColor,
-		RetentionMs: c.Retention.Milliseconds(), CloseReason: c.CloseReason,
+		PageLanguage: c.PageLanguage, PageLanguages: c.PageLanguages, PageDoneURL: c.PageDoneURL, PageDoneText: c.PageDoneText,
+		PageLogo: c.PageLogo, PageFavicon: c.PageFavicon, PageStylesheet: c.PageStylesheet, PageImageOrigins: c.PageImageOrigins,
+		PageTemplate: c.PageTemplate,
+		RetentionMs:  c.Retention.Milliseconds(), CloseReason: c.CloseReason,
 		EndedAtMs: unixMs(c.EndedAt), DeletedAtMs: unixMs(c.DeletedAt),
 		EndedAt: utcOrNil(c.EndedAt), DeletedAt: utcOrNil(c.DeletedAt), Auto: c.Auto}
 }
@@ -117,6 +137,21 @@ type roomPatch struct {
 	PageTitle   *string `json:"page_title"`
 	PageMessage *string `json:"page_message"`
 	BrandColor  *string `json:"brand_color"`
+	// PageLanguage, PageLanguages, PageDoneURL and PageDoneText set the
+	// page's default language, its languages ([] : every one) and the link
+	// of its final pages; "" clears one.
+	PageLanguage  *string   `json:"page_language"`
+	PageLanguages *[]string `json:"page_languages"`
+	PageDoneURL   *string   `json:"page_done_url"`
+	PageDoneText  *string   `json:"page_done_text"`
+	// PageLogo, PageFavicon, PageStylesheet ("" the deployment's) and
+	// PageImageOrigins ([] none) set the page's assets.
+	PageLogo         *string   `json:"page_logo"`
+	PageFavicon      *string   `json:"page_favicon"`
+	PageStylesheet   *string   `json:"page_stylesheet"`
+	PageImageOrigins *[]string `json:"page_image_origins"`
+	// PageTemplate sets the room's page template ("" the deployment's).
+	PageTemplate *string `json:"page_template"`
 	// RetentionMs sets how long the room's keys live after it ends, in ms
 	// (60,000 … 2,592,000,000); 0: the server's default.
 	RetentionMs *int64 `json:"retention_ms"`
@@ -155,7 +190,10 @@ func (s *Server) adminPutRoom(c *fiber.Ctx) error {
 		return err
 	}
 	patch := issuer.RoomPatch{Capacity: p.Capacity, RatePerMinute: p.RatePerMinute, TickBatch: p.TickBatch,
-		PageTitle: p.PageTitle, PageMessage: p.PageMessage, BrandColor: p.BrandColor}
+		PageTitle: p.PageTitle, PageMessage: p.PageMessage, BrandColor: p.BrandColor,
+		PageLanguage: p.PageLanguage, PageLanguages: p.PageLanguages, PageDoneURL: p.PageDoneURL, PageDoneText: p.PageDoneText,
+		PageLogo: p.PageLogo, PageFavicon: p.PageFavicon, PageStylesheet: p.PageStylesheet, PageImageOrigins: p.PageImageOrigins,
+		PageTemplate: p.PageTemplate}
 	if p.SessionSeconds != nil {
 		d := scaled(*p.SessionSeconds, time.Second)
 		if p.SessionMs != nil && scaled(*p.SessionMs, time.Millisecond) != d {

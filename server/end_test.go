@@ -149,7 +149,7 @@ func TestPageShowsTheEnd(t *testing.T) {
 	r = e.page(room2, "", "")
 	assert.Contains(t, string(r.body), "This sale has ended")
 
-	js := string(e.do(req{method: "GET", path: "/wait/assets/wait.js"}).body)
+	js := string(mustRead("page/wait.js"))
 	assert.Contains(t, js, `e.state === "CLOSED"`)
-	assert.Contains(t, js, `"This sale has ended"`)
+	assert.Contains(t, js, `"saleended"`)
 }

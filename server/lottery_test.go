@@ -154,7 +154,7 @@ func TestPagePreQueue(t *testing.T) {
 	assert.Equal(t, "1", dataAttr(t, r.body, "pre-queue"))
 	assert.NotContains(t, body, "data-position=")
 	assert.Contains(t, body, `<dd id="position">drawn at opening</dd>`)
-	assert.Contains(t, body, "places are drawn at random when the sale opens")
+	assert.Contains(t, body, "When the sale opens, places are drawn at random")
 
 	fifo := e.room(issuer.RoomConfig{Opens: opens})
 	r = e.page(fifo, "", "")
@@ -179,7 +179,7 @@ func TestPagePreQueueReceipt(t *testing.T) {
 	lv, err := e.is.RoomLottery(context.Background(), room)
 	require.NoError(t, err)
 	body := string(p.body)
-	assert.Contains(t, body, `Places will be drawn from the seed committed as <code id="commitment">`+lv.Commitment+`</code>`)
+	assert.Contains(t, body, `The draw’s secret seed was published in advance as this fingerprint (SHA-256): <code id="commitment">`+lv.Commitment+`</code>`)
 	m := regexp.MustCompile(`<a id="receipt" href="data:application/json;charset=utf-8,([^"]+)" download="flashgate-receipt-` +
 		regexp.QuoteMeta(room) + `.json">`).FindStringSubmatch(body)
 	require.NotNil(t, m, "%s", body)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/compress"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -228,8 +229,22 @@ type Options struct {
 	// PageDir, when set, is a directory whose wait.html (PageTemplate)
 	// replaces the built-in template of the waiting page (GET /wait/{room};
 	// the template gets a PageView). It is parsed, and tried on a sample
-	// view, by Validate and New: a broken template fails startup.
+	// view, by Validate and New: a broken template fails startup. Its
+	// assets/ subdirectory (optional) holds the page's own files — a logo,
+	// a favicon, stylesheets, fonts (.png .jpg .webp .gif .svg .ico .css
+	// .woff2, ≤ MaxPageAsset each) — served at /wait/assets/site/{name}.
 	PageDir string
+	// PageLocaleDir, when set, is a directory of message catalogs of the
+	// waiting page ({tag}.json, e.g. de.json or pt-BR.json, in the
+	// built-in catalogs' format: docs/browser.md#languages): a file for a
+	// built-in language overrides the keys it has, one for another
+	// language adds that language (its missing keys in English). Read at
+	// startup: a malformed file fails it.
+	PageLocaleDir string
+	// PageLanguage is the page's language when the room names none and
+	// nothing in Accept-Language matches (a BCP 47 tag of a loaded
+	// catalog); "" is DefaultPageLanguage (en).
+	PageLanguage string
 	// CORSOrigins are the origins (scheme://host[:port]) whose pages may
 	// call the /v1 API from a browser with credentials (CORS; never
 	// /admin). None: no CORS headers, and preflights answer 405.
@@ -295,7 +310,15 @@ type Server struct {
 	returns *ReturnPolicy
 	// pageTmpl is the waiting page's template (Options.PageDir or built in).
 	pageTmpl *template.Template
-	cors     *cors // nil: CORS off
+	// roomPages are Options.PageDir's other templates, by name
+	// (issuer.RoomConfig.PageTemplate).
+	roomPages map[string]*template.Template
+	// langs are the page's message catalogs (Options.PageLocaleDir over
+	// the built-in ones).
+	langs *catalogs
+	// assets are the page's own assets (Options.PageDir/assets).
+	assets pageAssets
+	cors   *cors // nil: CORS off
 	// addrs derives and keys client addresses (clientaddr.go).
 	addrs *addrPolicy
 	// autoRooms counts the rooms each client address created (nil: no
@@ -369,6 +392,15 @@ func (o Options) Validate() error {
 		return err
 	}
 	if _, err := loadPage(o.PageDir); err != nil {
+		return err
+	}
+	if _, err := loadRoomPages(o.PageDir); err != nil {
+		return err
+	}
+	if _, err := loadCatalogs(o.PageLocaleDir, o.PageLanguage); err != nil {
+		return err
+	}
+	if _, err := loadPageAssets(o.PageDir); err != nil {
 		return err
 	}
 	if err := o.validatePoW(); err != nil {
@@ -446,6 +478,15 @@ func New(opts Options) (*Server, error) {
 	}
 	s.is.ObserveTicks(s.m.ticks.observe)
 	if s.pageTmpl, err = loadPage(opts.PageDir); err != nil {
+		return nil, err
+	}
+	if s.roomPages, err = loadRoomPages(opts.PageDir); err != nil {
+		return nil, err
+	}
+	if s.langs, err = loadCatalogs(opts.PageLocaleDir, opts.PageLanguage); err != nil {
+		return nil, err
+	}
+	if s.assets, err = loadPageAssets(opts.PageDir); err != nil {
 		return nil, err
 	}
 	if s.returns, err = NewReturnPolicy(opts.ReturnOrigins); err != nil {
@@ -532,9 +573,14 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 	}
 	a.Get("/.well-known/jwks.json", s.jwks)
 	a.Get("/openapi.json", s.openapi)
-	a.Get("/flashgate-client.js", s.clientJS)
-	a.Get("/wait/assets/wait.js", s.pageScript)
-	a.Get("/wait/assets/wait.css", s.pageStyle)
+	// The page and its assets are compressed (gzip or Brotli, as the
+	// browser accepts; Vary: Accept-Encoding): a phone on a slow network
+	// gets the page in a fraction of the bytes (docs/performance.md).
+	zip := compress.New(compress.Config{Level: compress.LevelDefault})
+	a.Get("/flashgate-client.js", zip, s.clientJS)
+	a.Get("/wait/assets/wait.js", zip, s.pageScript)
+	a.Get("/wait/assets/wait.css", zip, s.pageStyle)
+	a.Get("/wait/assets/site/:name", zip, s.pageAsset)
 
 	// api: no-store, and a bounded wait for the queue store (Options.RedisTimeout).
 	api := s.noStoreBudget
@@ -568,10 +614,10 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 
 	// The waiting page: errors render as the page (pageGuard), and entering
 	// through it counts against the enter limits.
-	a.Get("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enters), s.page)...)...)
-	a.Post("/wait/:room", append([]fiber.Handler{api, s.pageGuard}, append(slices.Clone(enters), s.pageInvite)...)...)
-	a.Post("/wait/:room/continue", api, s.pageGuard, s.pageContinue)
-	a.Get("/wait/:room/brand.css", api, s.brandStyle)
+	a.Get("/wait/:room", append([]fiber.Handler{api, zip, s.pageGuard}, append(slices.Clone(enters), s.page)...)...)
+	a.Post("/wait/:room", append([]fiber.Handler{api, zip, s.pageGuard}, append(slices.Clone(enters), s.pageInvite)...)...)
+	a.Post("/wait/:room/continue", api, zip, s.pageGuard, s.pageContinue)
+	a.Get("/wait/:room/brand.css", api, zip, s.brandStyle)
 	a.Get("/wait", api, s.pageGuard, s.pageByQuery)
 
 	if s.admin {
@@ -590,6 +636,7 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 		a.Delete("/admin/rooms/:room/ban/:user", api, auth, s.adminUnban)
 		a.Get("/admin/rooms/:room/bans", api, auth, s.adminBans)
 		a.Get("/admin/rooms/:room/stats", api, auth, s.adminStats)
+		a.Get("/admin/rooms/:room/preview", api, auth, zip, s.adminPreview)
 		a.Post("/admin/rooms/:room/invites", api, auth, requireJSON, s.adminInvites)
 		a.Get("/admin/rooms/:room/journal", auth, s.journalBudget, s.adminJournal)
 		a.Get("/admin/rooms/:room/journal/report", auth, s.journalBudget, s.adminJournalReport)

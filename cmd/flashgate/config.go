@@ -72,7 +72,9 @@ type serveConfig struct {
 	AddressPrefixV4        int           `env:"ADDRESS_PREFIX_V4" envDefault:"32" help:"prefix length (1 … 32) on which per-address limits key IPv4 client addresses (IPv4-mapped IPv6 ones too)"`
 	AddressPrefixV6        int           `env:"ADDRESS_PREFIX_V6" envDefault:"64" help:"prefix length (1 … 128) on which per-address limits key IPv6 client addresses: 64, the network one subscriber gets"`
 	ReturnOrigins          []string      `env:"RETURN_ORIGINS" envSeparator:"," help:"comma-separated origins (scheme://host[:port], e.g. https://shop.example) the waiting page may send a shopper back to: the worker's return parameter is accepted only as an absolute http(s) URL on one of them; unset: none"`
-	PageDir                string        `env:"PAGE_DIR" help:"directory whose wait.html replaces the built-in waiting page template (GET /wait/{room}); parsed at startup, a broken template fails it; unset: built in"`
+	PageDir                string        `env:"PAGE_DIR" help:"directory whose wait.html replaces the built-in waiting page template (GET /wait/{room}) and whose assets/ holds the page's own logo, favicon, stylesheets and fonts (served at /wait/assets/site/{name}); parsed at startup, a broken template or asset fails it; unset: built in"`
+	PageLocaleDir          string        `env:"PAGE_LOCALE_DIR" help:"directory of the waiting page's message catalogs ({tag}.json, e.g. de.json): a built-in language's keys overridden, or a language added; read at startup, a malformed file fails it; unset: the built-in catalogs"`
+	PageLanguage           string        `env:"PAGE_LANGUAGE" help:"the waiting page's language when the room names none and nothing in Accept-Language matches (a BCP 47 tag of a catalog); unset: en"`
 	CORSOrigins            []string      `env:"CORS_ORIGINS" envSeparator:"," help:"comma-separated origins (scheme://host[:port]) whose pages may call /v1 from a browser, with credentials (CORS; never /admin); unset: no CORS"`
 	CompletionReplicas     int           `env:"COMPLETION_REPLICAS" envDefault:"0" help:"Sentinel/standalone with replicas: completions and revocations wait (Redis WAIT) for this many replica acknowledgements and fail closed (503) without them; 0 disables; not on Cluster"`
 	CompletionTimeout      time.Duration `env:"COMPLETION_TIMEOUT" envDefault:"200ms" help:"how long a completion waits for FLASHGATE_COMPLETION_REPLICAS acknowledgements"`
@@ -262,6 +264,9 @@ func (c *serveConfig) validate() error {
 	}
 	if err := (server.Options{PageDir: c.PageDir}).Validate(); err != nil {
 		return fmt.Errorf("FLASHGATE_PAGE_DIR: %w", err)
+	}
+	if err := (server.Options{PageLocaleDir: c.PageLocaleDir, PageLanguage: c.PageLanguage}).Validate(); err != nil {
+		return fmt.Errorf("FLASHGATE_PAGE_LOCALE_DIR or FLASHGATE_PAGE_LANGUAGE: %w", err)
 	}
 	if err := c.validatePprof(); err != nil {
 		return err
@@ -503,6 +508,7 @@ func (c *serveConfig) serverOptions() server.Options {
 		ProxyHeader: c.ProxyHeader, TrustedProxies: c.TrustedProxies, RedisTimeout: c.RedisTimeout,
 		Identity: c.Identity, CookieDomain: c.CookieDomain, InsecureCookies: c.InsecureCookies, EnterPoW: c.EnterPoW,
 		ReturnOrigins: c.ReturnOrigins, CORSOrigins: c.CORSOrigins, PageDir: c.PageDir,
+		PageLocaleDir: c.PageLocaleDir, PageLanguage: c.PageLanguage,
 		AccessLog: c.AccessLog, StreamsPerUser: c.StreamsPerUser, StreamsPerAddress: c.streamsPerAddress(),
 		MaxStreams: c.MaxStreams, MaxConnsPerIP: c.MaxConnsPerIP, Concurrency: c.Concurrency, NoMetricsRoute: c.MetricsAddr != "",
 		DirectiveMaxAge: c.DirectiveMaxAge}

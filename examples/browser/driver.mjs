@@ -11,6 +11,10 @@
 // so the test can see redirects it went through.
 import { chromium } from "playwright-core";
 import readline from "node:readline";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const out = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
@@ -75,6 +79,8 @@ async function view(page) {
       heading: text("heading"),
       powMs: fg?.dataset.powMs ?? null,
       powHashes: fg?.dataset.powHashes ?? null,
+      ready: fg?.dataset.readyMs ?? null,
+      live: document.getElementById("live")?.textContent ?? null,
       body: document.body?.innerText.slice(0, 2000) ?? "",
     };
   });
@@ -97,9 +103,85 @@ async function viewNoJS(page) {
 }
 
 const ops = {
-  async newContext({ ctx, js = true }) {
-    contexts.set(ctx, await browser.newContext({ javaScriptEnabled: js, viewport: { width: 800, height: 720 } }));
+  async newContext({ ctx, js = true, headers, width = 800, height = 720 }) {
+    contexts.set(ctx, await browser.newContext({ javaScriptEnabled: js, viewport: { width, height }, extraHTTPHeaders: headers }));
     return {};
+  },
+  async setViewport({ page, width, height }) {
+    await pageOf(page).page.setViewportSize({ width, height });
+    return {};
+  },
+  // axe runs axe-core (WCAG 2.0–2.2 A and AA rules) on the page: the
+  // violations, each with its nodes' targets. Evaluated over CDP, which
+  // the page's CSP does not govern.
+  async axe({ page }) {
+    const p = pageOf(page).page;
+    await p.evaluate(axeSource);
+    return p.evaluate(async () => {
+      const r = await globalThis.axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"] } });
+      return { violations: r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map((n) => n.target.join(" ")) })) };
+    });
+  },
+  // texts: every text the page shows (text nodes and accessible labels,
+  // the language switcher's options left out: each is its language's own
+  // name), with the document's lang and dir.
+  async texts({ page }) {
+    return pageOf(page).page.evaluate(() => {
+      const out = [];
+      const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        const el = n.parentElement;
+        if (!el || el.closest("select,script,style,noscript")) continue;
+        if (n.textContent.trim()) out.push(n.textContent.trim());
+      }
+      for (const el of document.querySelectorAll("[aria-label]")) out.push(el.getAttribute("aria-label"));
+      out.push(document.title);
+      return { texts: out, lang: document.documentElement.lang, dir: document.documentElement.dir };
+    });
+  },
+  // slow3g emulates DevTools' Slow 3G on the page (2 s latency per
+  // request, 50 kB/s each way) over CDP.
+  async slow3g({ page }) {
+    const p = pageOf(page);
+    const cdp = await p.ctx.newCDPSession(p.page);
+    await cdp.send("Network.enable");
+    await cdp.send("Network.emulateNetworkConditions", { offline: false, latency: 2000, downloadThroughput: 50000, uploadThroughput: 50000 });
+    p.cdp = cdp;
+    return {};
+  },
+  async fastNetwork({ page }) {
+    const p = pageOf(page);
+    await p.cdp?.send("Network.emulateNetworkConditions", { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+    return {};
+  },
+  async setOffline({ ctx, offline }) {
+    await contexts.get(ctx).setOffline(offline);
+    return { at: Date.now() };
+  },
+  // timings: the first paint and first contentful paint, wait.js's
+  // readiness and first live entry (ms since navigation start), and the
+  // bytes the page and its assets took on the wire (compressed bodies;
+  // the event stream, which never finishes, left out).
+  async timings({ page }) {
+    return pageOf(page).page.evaluate(() => {
+      const paint = Object.fromEntries(performance.getEntriesByType("paint").map((e) => [e.name, e.startTime]));
+      const nav = performance.getEntriesByType("navigation")[0];
+      const res = performance.getEntriesByType("resource").filter((r) => !r.name.includes("/events"));
+      const d = document.getElementById("fg")?.dataset ?? {};
+      return {
+        firstPaint: paint["first-paint"] ?? null,
+        firstContentfulPaint: paint["first-contentful-paint"] ?? null,
+        readyMs: d.readyMs ? Number(d.readyMs) : null,
+        firstEntryMs: d.firstEntryMs ? Number(d.firstEntryMs) : null,
+        documentBytes: nav?.encodedBodySize ?? null,
+        assetBytes: res.reduce((s, r) => s + r.encodedBodySize, 0),
+        assets: res.map((r) => r.name),
+        now: Date.now(),
+      };
+    });
+  },
+  async now() {
+    return { at: Date.now() };
   },
   async newPage({ ctx, page }) {
     await openPage(ctx, page);
@@ -134,9 +216,9 @@ const ops = {
   // Screenshots are artifacts, not assertions: a page that is navigating
   // (or a slow machine) may not give a stable frame in time. A failed shot
   // is reported as a warning, never as an error.
-  async screenshot({ page, path }) {
+  async screenshot({ page, path, fullPage = true }) {
     try {
-      await pageOf(page).page.screenshot({ path, fullPage: true, timeout: 10000 });
+      await pageOf(page).page.screenshot({ path, fullPage, timeout: 10000 });
       return { path };
     } catch (err) {
       return { path, warning: String(err) };

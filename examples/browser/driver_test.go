@@ -45,6 +45,8 @@ type view struct {
 	Heading  *string `json:"heading"`
 	PoWMs    *string `json:"powMs"`     // data-pow-ms: the proof of work's solve time (ms), once solved
 	PoWHash  *string `json:"powHashes"` // data-pow-hashes: how many SHA-256 it tried
+	Ready    *string `json:"ready"`     // data-ready-ms: wait.js runs (ms since navigation start)
+	Live     *string `json:"live"`      // the live region's text
 	Body     string  `json:"body"`
 }
 
