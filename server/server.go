@@ -170,9 +170,12 @@ type Options struct {
 	// (RFC 7239), "X-Real-IP", "CF-Connecting-IP"). It is believed only when
 	// the immediate peer is one of TrustedProxies, and read from the right:
 	// the client address is the right-most entry that is not a trusted
-	// proxy, never what the client wrote to the left of it; a header that
-	// names no address where the walk reaches falls back to the peer's
-	// address (clientaddr.go). Empty: the peer's address.
+	// proxy, never what the client wrote to the left of it, however it is
+	// spelled (X-Forwarded-For has no quoting; Forwarded's for= elements).
+	// From a trusted peer without the header: the peer's address; a header
+	// that names no address where the walk reaches, or only trusted
+	// proxies: no address, keyed and logged as "unknown" (UnknownAddr),
+	// never the proxy's (clientaddr.go). Empty: the peer's address.
 	ProxyHeader string
 	// TrustedProxies are the IP addresses and CIDR ranges of the proxies
 	// whose ProxyHeader is believed, and skipped in its list. Required with
