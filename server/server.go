@@ -191,7 +191,8 @@ type Options struct {
 	// StatusPerUser, ExchangePerUser, LeavePerUser and CompletePerUser are
 	// how many status, exchange, leave and complete requests one user (the
 	// user header or visitor cookie; for complete, the admission token's
-	// sub) may send per EnterWindow; more are answered 429 rate_limited
+	// sub) may send per EnterWindow (every event stream open counts as a
+	// status); more are answered 429 rate_limited
 	// with Retry-After. 0 disables each (flashgate serve sets
 	// DefaultStatusPerUser …). In memory, per replica.
 	StatusPerUser, ExchangePerUser, LeavePerUser, CompletePerUser int
@@ -507,7 +508,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // routes registers every route; enterLimits (the rate limiters) run on
 // enter and the waiting page, userLimits (by route: status, exchange,
-// leave, complete) on theirs.
+// leave, complete) on theirs; status's on events too (one budget).
 func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber.Handler) {
 	a := s.app
 	a.Use(recover.New())
@@ -551,7 +552,9 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 	a.Get("/v1/rooms/:room", with(s.roomView)...)
 	a.Get("/v1/challenge", with(s.powChallenge)...)
 	a.Get("/v1/rooms/:room/status", limited("status", s.status)...)
-	a.Get("/v1/rooms/:room/events", with(s.events)...)
+	// Every stream open counts against the status limit (the same
+	// limiter): an open runs the status a poll runs.
+	a.Get("/v1/rooms/:room/events", limited("status", s.events)...)
 	a.Post("/v1/rooms/:room/leave", limited("leave", requireJSON, noMembers, s.leave)...)
 	a.Post("/v1/rooms/:room/exchange", limited("exchange", requireJSON, noMembers, s.exchange)...)
 	a.Post("/v1/complete", limited("complete", requireJSON, s.complete)...)

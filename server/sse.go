@@ -45,6 +45,8 @@ const SSEHeartbeat = 15 * time.Second
 // Options.StreamsPerUser open streams, and a new one ends the oldest with a
 // final "replaced" event (retry: ReplacedRetry); a client address holds at
 // most Options.StreamsPerAddress, and one more is refused 429 rate_limited.
+// Every open also counts against the user's status budget
+// (Options.StatusPerUser, shared with GET status): an open runs a status.
 func (s *Server) events(c *fiber.Ctx) error {
 	u, err := s.user(c)
 	if err != nil {

@@ -1,7 +1,12 @@
 package server
 
 import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,4 +218,37 @@ func TestUserLimitKeysAreCopies(t *testing.T) {
 	require.Equal(t, 200, status().status)
 	require.Equal(t, 200, status().status)
 	limitedFor(t, status(), "status", DefaultEnterWindow)
+}
+
+// TestEventsCountAgainstStatusLimit (issue 31 §3): every event stream open
+// runs the status a poll runs, so it counts against the same per-user
+// budget: opening and closing a stream 150 times runs 60 statuses, not
+// 150, and /status is refused past them too.
+func TestEventsCountAgainstStatusLimit(t *testing.T) {
+	e := newEnv(t, privateRedis(), withOptions(func(o *Options) {
+		o.EnterWindow, o.StatusPerUser = time.Hour, DefaultStatusPerUser
+	}))
+	base := strings.TrimPrefix(e.listen(), "http://")
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	e.enter(room, "alice")
+	tok := e.enter(room, "bob")["waiting_token"].(string)
+	open := func() int {
+		conn, err := net.Dial("tcp", base)
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = fmt.Fprintf(conn, "GET /v1/rooms/%s/events?waiting_token=%s HTTP/1.1\r\nHost: x\r\nX-User-ID: bob\r\n\r\n", room, tok)
+		require.NoError(t, err)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		return res.StatusCode
+	}
+	counts := map[int]int{}
+	for range 150 {
+		counts[open()]++
+	}
+	assert.Equal(t, map[int]int{200: DefaultStatusPerUser, 429: 150 - DefaultStatusPerUser}, counts)
+	limitedFor(t, e.do(req{method: "GET", path: "/v1/rooms/" + room + "/status", user: "bob", bearer: tok}), "status", time.Hour)
+	// Another user's budget is its own.
+	require.Equal(t, 200, e.do(req{method: "GET", path: "/v1/rooms/" + room + "/status", user: "alice",
+		bearer: e.enter(room, "alice")["waiting_token"].(string)}).status)
 }
