@@ -191,8 +191,9 @@ type Options struct {
 	// StatusPerUser, ExchangePerUser, LeavePerUser and CompletePerUser are
 	// how many status, exchange, leave and complete requests one user (the
 	// user header or visitor cookie; for complete, the admission token's
-	// sub) may send per EnterWindow (every event stream open counts as a
-	// status); more are answered 429 rate_limited
+	// sub, counted once the token is verified, and refused tokens against
+	// the client address: completeLimit) may send per EnterWindow (every
+	// event stream open counts as a status); more are answered 429 rate_limited
 	// with Retry-After. 0 disables each (flashgate serve sets
 	// DefaultStatusPerUser …). In memory, per replica.
 	StatusPerUser, ExchangePerUser, LeavePerUser, CompletePerUser int
@@ -297,6 +298,8 @@ type Server struct {
 	// autoRooms counts the rooms each client address created (nil: no
 	// limit); adminFails the failed admin authentications of each.
 	autoRooms, adminFails *windowCounter
+	// completes is complete's limit (nil: none).
+	completes *completeLimit
 	// journal is Options.Journal (nil: the journal routes answer journal_off).
 	journal Journal
 	// streams limits open event streams (Options.StreamsPerUser, StreamsPerAddress).
@@ -413,7 +416,8 @@ func New(opts Options) (*Server, error) {
 		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout, now: time.Now,
 		accessLogOn: opts.AccessLog, journal: opts.Journal, addrs: addrs,
 		streams: newStreamLimits(opts.StreamsPerUser, opts.StreamsPerAddress), metricsRoute: !opts.NoMetricsRoute,
-		adminFails: newWindowCounter(AdminFailuresPerAddress, AdminFailureWindow)}
+		adminFails: newWindowCounter(AdminFailuresPerAddress, AdminFailureWindow),
+		completes:  newCompleteLimit(opts.CompletePerUser, opts.EnterWindow)}
 	if opts.AutoRoomsPerAddress > 0 {
 		window := opts.AutoRoomWindow
 		if window == 0 {
@@ -557,7 +561,7 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 	a.Get("/v1/rooms/:room/events", limited("status", s.events)...)
 	a.Post("/v1/rooms/:room/leave", limited("leave", requireJSON, noMembers, s.leave)...)
 	a.Post("/v1/rooms/:room/exchange", limited("exchange", requireJSON, noMembers, s.exchange)...)
-	a.Post("/v1/complete", limited("complete", requireJSON, s.complete)...)
+	a.Post("/v1/complete", with(requireJSON, s.complete)...) // its limit: completeLimit, in the handler
 
 	// The waiting page: errors render as the page (pageGuard), and entering
 	// through it counts against the enter limits.
