@@ -554,7 +554,11 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 	enters := append(slices.Clone(enterLimits), s.autoRoomGuard)
 	a.Post("/v1/rooms/:room/enter", with(append(slices.Clone(enters), requireJSON, s.enter)...)...)
 	a.Get("/v1/rooms/:room", with(s.roomView)...)
-	a.Get("/v1/challenge", with(s.powChallenge)...)
+	// A challenge counts against the enter limits (not the auto-room
+	// budget: it names no room): a place then costs two counts whichever
+	// way the challenge is fetched (here, or the 428 of an enter without a
+	// solution), the cost docs/security.md#abuse-limits states.
+	a.Get("/v1/challenge", with(append(slices.Clone(enterLimits), s.powChallenge)...)...)
 	a.Get("/v1/rooms/:room/status", limited("status", s.status)...)
 	// Every stream open counts against the status limit (the same
 	// limiter): an open runs the status a poll runs.
