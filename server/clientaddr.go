@@ -173,6 +173,9 @@ func (p *addrPolicy) client(peer netip.Addr, values [][]byte) netip.Addr {
 // ("a, , b": RFC 9110 §5.6.1 says a recipient ignores them); v itself when
 // it has none.
 func dropEmptyElements(v []byte) []byte {
+	if !hasEmptyElement(v) {
+		return v
+	}
 	parts := bytes.Split(v, []byte{','})
 	out := parts[:0]
 	for _, e := range parts {
@@ -184,6 +187,25 @@ func dropEmptyElements(v []byte) []byte {
 		return v
 	}
 	return bytes.Join(out, []byte{','})
+}
+
+// hasEmptyElement reports whether the list v has an empty (or blank)
+// element, without allocating.
+func hasEmptyElement(v []byte) bool {
+	blank := true
+	for _, b := range v {
+		switch b {
+		case ',':
+			if blank {
+				return true
+			}
+			blank = true
+		case ' ', '\t':
+		default:
+			blank = false
+		}
+	}
+	return blank && bytes.IndexByte(v, ',') >= 0
 }
 
 // key is the per-address limits' key of a: its masked prefix.
