@@ -28,7 +28,9 @@ import (
 //     header by its own rules: X-Forwarded-For is a comma-separated list of
 //     addresses with no quoting (a '"' is just a bad entry, it never hides
 //     the commas after it), Forwarded (RFC 7239) a list of elements whose
-//     for= parameter is the node. The left part of the list is what the
+//     for= parameter is the node, split at every comma too (no node holds
+//     one, and a client's unterminated quoted string must not swallow the
+//     element a proxy appended after it). The left part of the list is what the
 //     client sent and is never believed, however it is spelled: a proxy
 //     that appends (nginx $proxy_add_x_forwarded_for, HAProxy option
 //     forwardfor) puts the address it saw to the right of it;
