@@ -15,7 +15,7 @@ BROWSER   := examples/browser
 
 JSPKG     := js/flashgate-verifier
 
-.PHONY: all build run serve demo test docs image image-deps wasm js js-pack wasm-toolchain worker-deps origin-deps browser-deps bench bench-http bench-edge fuzz vet vulncheck clean
+.PHONY: all build run serve demo test docs image image-deps wasm js js-pack wasm-toolchain worker-deps origin-deps browser-deps proxy-deps bench bench-http bench-edge fuzz vet vulncheck clean
 
 all: build
 
@@ -38,10 +38,10 @@ demo: build wasm worker-deps
 ## test: every test (the main module with -race; deploy/ without it: no concurrency there, and
 ## helm and Kubernetes compile minutes slower with it), against a throwaway redis-server (and throwaway PostgreSQL
 ## clusters, internal/testing/pgtest); builds the wasm verifier (TinyGo) and installs PostgreSQL (apt),
-## workerd (npm), the worker's test origins (origin-deps), Chromium (apt) and playwright-core (npm)
-## first; then deploy/ (a module of its own: the dashboard and alert rules checked with Prometheus's parser, the Helm chart rendered and
+## workerd (npm), the worker's test origins (origin-deps), Chromium (apt), playwright-core (npm), nginx and
+## HAProxy (apt, proxy-deps) first; then deploy/ (a module of its own: the dashboard and alert rules checked with Prometheus's parser, the Helm chart rendered and
 ## decoded with the Kubernetes API types, the container image built and its binary run)
-test: wasm worker-deps origin-deps browser-deps image-deps
+test: wasm worker-deps origin-deps browser-deps image-deps proxy-deps
 	pgbin=$$(scripts/ensure-postgres.sh) && \
 	FLASHGATE_PG_BIN=$$pgbin FLASHGATE_WASM=$(CURDIR)/$(WASM) scripts/with-redis.sh $(GO) test -race -count=1 -timeout 20m ./...
 	# allocation counts, which -race's sync.Pool makes random: the one pass without it
@@ -91,6 +91,11 @@ origin-deps:
 browser-deps:
 	scripts/install-chromium.sh
 	cd $(BROWSER) && npm ci --no-audit --no-fund --loglevel=error
+
+## proxy-deps: Debian's nginx and HAProxy (apt) if missing, for the proxy matrix
+## (server/proxies_test.go: hostile client-address headers through real proxies)
+proxy-deps:
+	scripts/install-proxies.sh
 
 vet:
 	$(GO) vet ./...

@@ -142,7 +142,7 @@ func (s *Server) audit(c *fiber.Ctx, method, route string, status int) {
 		logged = clipLog(fields)
 	}
 	attrs := []slog.Attr{
-		slog.String("remote", s.clientAddr(c).String()),
+		slog.String("remote", remoteString(s.clientAddr(c))),
 		slog.String("token_fp", fp),
 		slog.String("method", method),
 		slog.String("route", route),
@@ -184,7 +184,7 @@ func (s *Server) journalAudit(c *fiber.Ctx, method, route, room, user, fields, f
 		b, _ := json.Marshal(m)
 		detail = string(b)
 	}
-	a := issuer.Audit{Actor: "admin " + fp + " from " + s.clientAddr(c).String(), Action: auditAction(method, route), Detail: json.RawMessage(detail)}
+	a := issuer.Audit{Actor: "admin " + fp + " from " + remoteString(s.clientAddr(c)), Action: auditAction(method, route), Detail: json.RawMessage(detail)}
 	// The request's own context ends with its handler, before this runs.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.UserContext()), time.Second)
 	defer cancel()

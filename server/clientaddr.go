@@ -1,35 +1,50 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/realclientip/realclientip-go"
 )
 
 // Client addresses.
 //
-// Every per-address limit (enter, auto rooms, admin failures) and the
-// access and audit logs take the client address from clientAddr, the one
-// place it is derived:
+// Every per-address limit (enter, auto rooms, admin failures, event
+// streams) and the access and audit logs take the client address from
+// clientAddr, the one place it is derived:
 //
 //   - without Options.ProxyHeader, or when the TCP peer is not one of
 //     Options.TrustedProxies, it is the peer's address;
-//   - otherwise the header's entries (every line of it, in order; a list as
-//     X-Forwarded-For and Forwarded hold, or a single address as X-Real-IP
-//     and CF-Connecting-IP hold) are walked from the right, skipping the
-//     trusted proxies: the first entry that is not one is the client. The
-//     left part of the list is what the client sent and is never believed.
-//     When every entry is a trusted proxy, the leftmost is the client;
-//   - an entry the walk reaches that names no address — not an IP address
-//     (with an optional port), RFC 7239's "unknown", an obfuscated
-//     identifier ("_hidden"), a Forwarded element without for= — ends the
-//     walk, and so does an absent or empty header: the client address is
-//     then the peer's (the trusted proxy's), so those clients share the
-//     proxy's budget. Nothing is refused for a malformed header: only a
-//     trusted proxy can put such an entry where the walk reaches it.
+//   - X-Forwarded-For and Forwarded are read with realclientip-go's
+//     right-most trusted-range strategy: the header's entries (every line
+//     of it, in order) are walked from the right, skipping the trusted
+//     proxies, and the first entry that is not one is the client. Each
+//     header by its own rules: X-Forwarded-For is a comma-separated list of
+//     addresses with no quoting (a '"' is just a bad entry, it never hides
+//     the commas after it), Forwarded (RFC 7239) a list of elements whose
+//     for= parameter is the node, split at every comma too (no node holds
+//     one, and a client's unterminated quoted string must not swallow the
+//     element a proxy appended after it). The left part of the list is what the
+//     client sent and is never believed, however it is spelled: a proxy
+//     that appends (nginx $proxy_add_x_forwarded_for, HAProxy option
+//     forwardfor) puts the address it saw to the right of it;
+//   - any other header (X-Real-IP, CF-Connecting-IP) holds one address,
+//     set by the proxy: its last line is read (realclientip-go's
+//     single-IP-header strategy);
+//   - from a trusted peer without the header (or with only blank lines of
+//     it), the peer itself is the client: a proxy's own requests;
+//   - otherwise there is no client address: the entry the walk reaches
+//     names none (not an IP address, RFC 7239's "unknown", an obfuscated
+//     identifier, an element without for=), or every entry is a trusted
+//     proxy. Never the proxy's own address: such requests are keyed on one
+//     shared key, "unknown", and logged as remote "unknown". Only a trusted
+//     proxy writes where the walk reaches, so a client cannot choose it.
 //
 // Limits are keyed on the address's prefix (addrKey): an IPv4 address (an
 // IPv4-mapped IPv6 one too) by its /AddressPrefixV4 (default 32), an IPv6
@@ -47,11 +62,16 @@ const HeaderForwarded = "Forwarded"
 
 // addrPolicy is how the client address is derived and keyed.
 type addrPolicy struct {
-	header    string // "" = the peer's address
-	forwarded bool   // header is Forwarded (RFC 7239)
-	trusted   []netip.Prefix
-	v4, v6    int // prefix lengths of addrKey
+	header   string // canonical form; "" = the peer's address
+	strategy realclientip.Strategy
+	list     bool // header is X-Forwarded-For or Forwarded
+	trusted  []netip.Prefix
+	v4, v6   int // prefix lengths of addrKey
 }
+
+// UnknownAddr is the key and the logged remote of a request from a
+// trusted proxy whose header names no client address (section comment).
+const UnknownAddr = "unknown"
 
 // newAddrPolicy validates the proxy header, the trusted proxies and the
 // prefix lengths (0: their defaults).
@@ -70,7 +90,7 @@ func newAddrPolicy(header string, proxies []string, v4, v6 int) (*addrPolicy, er
 	if p.header == "" {
 		return p, nil
 	}
-	p.forwarded = strings.EqualFold(p.header, HeaderForwarded)
+	p.header = http.CanonicalHeaderKey(p.header)
 	if len(proxies) == 0 {
 		return nil, errors.New("server: Options.ProxyHeader needs Options.TrustedProxies " +
 			"(the header is believed only from those peers)")
@@ -96,8 +116,23 @@ func newAddrPolicy(header string, proxies []string, v4, v6 int) (*addrPolicy, er
 		}
 		p.trusted = append(p.trusted, pfx.Masked())
 	}
+	var err error
+	if p.list = p.header == HeaderForwarded || p.header == headerXFF; p.list {
+		nets := make([]net.IPNet, len(p.trusted))
+		for i, t := range p.trusted {
+			nets[i] = net.IPNet{IP: t.Addr().AsSlice(), Mask: net.CIDRMask(t.Bits(), t.Addr().BitLen())}
+		}
+		p.strategy, err = realclientip.NewRightmostTrustedRangeStrategy(p.header, nets)
+	} else {
+		p.strategy, err = realclientip.NewSingleIPHeaderStrategy(p.header)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("server: Options.ProxyHeader %q: %w", header, err)
+	}
 	return p, nil
 }
+
+const headerXFF = "X-Forwarded-For"
 
 // trusts reports whether a is one of the trusted proxies.
 func (p *addrPolicy) trusts(a netip.Addr) bool {
@@ -110,37 +145,76 @@ func (p *addrPolicy) trusts(a netip.Addr) bool {
 }
 
 // client returns the client address of a request from peer whose
-// p.header lines are values (section comment).
+// p.header lines are values (section comment); the zero Addr when there
+// is none (UnknownAddr).
 func (p *addrPolicy) client(peer netip.Addr, values [][]byte) netip.Addr {
 	if p.header == "" || !p.trusts(peer) {
 		return peer
 	}
-	client := peer
-	for i := len(values) - 1; i >= 0; i-- {
-		entries := splitOutsideQuotes(string(values[i]), ',')
-		for j := len(entries) - 1; j >= 0; j-- {
-			e := strings.TrimSpace(entries[j])
-			if e == "" && len(entries) > 1 {
-				continue // "a, , b": an empty list element (RFC 9110 §5.6.1)
-			}
-			if p.forwarded {
-				e = forwardedFor(e)
-			}
-			a, ok := parseNode(e)
-			if !ok {
-				return peer
-			}
-			if !p.trusts(a) {
-				return a
-			}
-			client = a
+	lines := make([]string, 0, len(values))
+	for _, v := range values {
+		if p.list {
+			v = dropEmptyElements(v)
+		}
+		if len(bytes.TrimSpace(v)) > 0 {
+			lines = append(lines, string(v))
 		}
 	}
-	return client
+	if len(lines) == 0 {
+		return peer // the proxy's own request
+	}
+	ip := p.strategy.ClientIP(http.Header{p.header: lines}, "")
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.WithZone("").Unmap()
+}
+
+// dropEmptyElements removes the empty elements of a comma-separated list
+// ("a, , b": RFC 9110 §5.6.1 says a recipient ignores them); v itself when
+// it has none.
+func dropEmptyElements(v []byte) []byte {
+	if !hasEmptyElement(v) {
+		return v
+	}
+	parts := bytes.Split(v, []byte{','})
+	out := parts[:0]
+	for _, e := range parts {
+		if len(bytes.TrimSpace(e)) > 0 {
+			out = append(out, e)
+		}
+	}
+	if len(out) == len(parts) {
+		return v
+	}
+	return bytes.Join(out, []byte{','})
+}
+
+// hasEmptyElement reports whether the list v has an empty (or blank)
+// element, without allocating.
+func hasEmptyElement(v []byte) bool {
+	blank := true
+	for _, b := range v {
+		switch b {
+		case ',':
+			if blank {
+				return true
+			}
+			blank = true
+		case ' ', '\t':
+		default:
+			blank = false
+		}
+	}
+	return blank && bytes.IndexByte(v, ',') >= 0
 }
 
 // key is the per-address limits' key of a: its masked prefix.
 func (p *addrPolicy) key(a netip.Addr) string {
+	if !a.IsValid() {
+		return UnknownAddr
+	}
 	bits := p.v6
 	if a.Is4() {
 		bits = p.v4
@@ -150,75 +224,6 @@ func (p *addrPolicy) key(a netip.Addr) string {
 	}
 	pfx, _ := a.Prefix(bits)
 	return pfx.String()
-}
-
-// parseNode parses an X-Forwarded-For entry or a Forwarded for= node:
-// an IPv4 address, an IPv6 address (bracketed or not), each with an
-// optional port; an IPv4-mapped IPv6 address is its IPv4 address, a zone
-// is dropped. "unknown", obfuscated identifiers and anything else: ok false.
-func parseNode(s string) (netip.Addr, bool) {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		ap, perr := netip.ParseAddrPort(s)
-		if perr != nil {
-			if len(s) < 2 || s[0] != '[' || s[len(s)-1] != ']' {
-				return netip.Addr{}, false
-			}
-			if a, err = netip.ParseAddr(s[1 : len(s)-1]); err != nil || !a.Is6() {
-				return netip.Addr{}, false
-			}
-		} else {
-			a = ap.Addr()
-		}
-	}
-	return a.WithZone("").Unmap(), true
-}
-
-// forwardedFor returns the for= value of one Forwarded element (RFC 7239
-// §4: parameters separated by ";", names case-insensitive, values tokens
-// or quoted strings), unquoted; "" when it has none.
-func forwardedFor(element string) string {
-	for _, pair := range splitOutsideQuotes(element, ';') {
-		name, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
-		if !ok || !strings.EqualFold(strings.TrimSpace(name), "for") {
-			continue
-		}
-		value = strings.TrimSpace(value)
-		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
-			var b strings.Builder
-			for i := 1; i < len(value)-1; i++ {
-				if value[i] == '\\' && i+1 < len(value)-1 {
-					i++
-				}
-				b.WriteByte(value[i])
-			}
-			value = b.String()
-		}
-		return value
-	}
-	return ""
-}
-
-// splitOutsideQuotes splits s at every sep outside a quoted string
-// (backslash escapes inside quotes honoured).
-func splitOutsideQuotes(s string, sep byte) []string {
-	if strings.IndexByte(s, '"') < 0 {
-		return strings.Split(s, string(sep))
-	}
-	var out []string
-	quoted, start := false, 0
-	for i := 0; i < len(s); i++ {
-		switch {
-		case quoted && s[i] == '\\':
-			i++
-		case s[i] == '"':
-			quoted = !quoted
-		case !quoted && s[i] == sep:
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, s[start:])
 }
 
 // peerAddr is the TCP peer's address (IPv4-mapped: its IPv4 address).
@@ -235,6 +240,14 @@ func (s *Server) clientAddr(c *fiber.Ctx) netip.Addr {
 		values = c.Request().Header.PeekAll(s.addrs.header)
 	}
 	return s.addrs.client(peerAddr(c), values)
+}
+
+// remoteString is a client address as logged: UnknownAddr for none.
+func remoteString(a netip.Addr) string {
+	if !a.IsValid() {
+		return UnknownAddr
+	}
+	return a.String()
 }
 
 // addrKey is the key of the request's client address in the per-address

@@ -40,14 +40,27 @@ func TestClientAddrWalk(t *testing.T) {
 		{xff, []string{"::ffff:198.51.100.7"}, "198.51.100.7"}, // IPv4-mapped: IPv4
 		{xff, []string{"fe80::1%eth0"}, "fe80::1"},
 		{xff, []string{"198.51.100.7, 192.168.0.1"}, "198.51.100.7"}, // a mapped trusted proxy matches its IPv4 form
-		{xff, []string{"10.4.4.4, 10.1.2.3"}, "10.4.4.4"},            // every entry trusted: the leftmost
-		// Names no address where the walk reaches it: the peer.
+		// The proxy's own request (no header): the peer.
 		{xff, nil, "10.0.0.2"},
 		{xff, []string{""}, "10.0.0.2"},
-		{xff, []string{"198.51.100.7, garbage"}, "10.0.0.2"},
-		{xff, []string{"198.51.100.7, unknown, 10.1.2.3"}, "10.0.0.2"},
+		{xff, []string{" ", ""}, "10.0.0.2"},
+		// Names no address where the walk reaches it, or only trusted
+		// proxies: no address ("unknown"), never the proxy's.
+		{xff, []string{"198.51.100.7, garbage"}, "unknown"},
+		{xff, []string{"198.51.100.7, unknown, 10.1.2.3"}, "unknown"},
 		{xff, []string{"garbage, 198.51.100.7"}, "198.51.100.7"}, // left of the client: never read
-		{xff, []string{"1.2.3.4.5"}, "10.0.0.2"},
+		{xff, []string{"1.2.3.4.5"}, "unknown"},
+		{xff, []string{"10.4.4.4, 10.1.2.3"}, "unknown"},
+		{xff, []string{"0.0.0.0"}, "unknown"},
+		// What a client writes to the left of an appending proxy's entry
+		// never hides it (issue 31: a quote swallowed the appended entry,
+		// and the client became the proxy).
+		{xff, []string{`1", 198.51.100.7`}, "198.51.100.7"},   // nginx: one line
+		{xff, []string{`1"`, "198.51.100.7"}, "198.51.100.7"}, // HAProxy: a line of its own
+		{xff, []string{`"1.1.1.1, 2.2.2.2", 198.51.100.7`}, "198.51.100.7"},
+		{xff, []string{`\", 198.51.100.7, 10.1.2.3`}, "198.51.100.7"},
+		{xff, []string{`for="[::1]", 198.51.100.7`}, "198.51.100.7"},
+		{xff, []string{"10.1.2.3, 198.51.100.7"}, "198.51.100.7"}, // the client naming a proxy
 		// Forwarded (RFC 7239 §4, §6, §7).
 		{fwd, []string{"for=192.0.2.60;proto=http;by=203.0.113.43"}, "192.0.2.60"},
 		{fwd, []string{`for="[2001:db8::1]:4711"`}, "2001:db8::1"},
@@ -55,16 +68,23 @@ func TestClientAddrWalk(t *testing.T) {
 		{fwd, []string{"for=192.0.2.43, for=198.51.100.17"}, "198.51.100.17"},
 		{fwd, []string{"for=192.0.2.43, for=198.51.100.17;by=x, for=10.1.1.1"}, "198.51.100.17"},
 		{fwd, []string{`for="_hidden, for=1.1.1.1", for=198.51.100.17`}, "198.51.100.17"}, // a comma in quotes
-		{fwd, []string{"for=198.51.100.17, for=unknown"}, "10.0.0.2"},
-		{fwd, []string{"for=198.51.100.17, for=_gazonk"}, "10.0.0.2"},
-		{fwd, []string{"for=198.51.100.17, proto=https"}, "10.0.0.2"}, // an element without for=
-		{fwd, []string{`for="\"[2001:db8::1]"`}, "10.0.0.2"},
+		{fwd, []string{"for=198.51.100.17, for=unknown"}, "unknown"},
+		{fwd, []string{"for=198.51.100.17, for=_gazonk"}, "unknown"},
+		{fwd, []string{"for=198.51.100.17, proto=https"}, "unknown"}, // an element without for=
+		{fwd, []string{`for="\"[2001:db8::1]"`}, "unknown"},
+		{fwd, nil, "10.0.0.2"},
+		// A client's unterminated quoted string never swallows the
+		// element a proxy appended after it, nor its own line.
+		{fwd, []string{`for="x, for=198.51.100.17`}, "198.51.100.17"},
+		{fwd, []string{`for=1.1.1.1;by="`, "for=198.51.100.17"}, "198.51.100.17"},
+		{fwd, []string{`for="1.1.1.1\", for=198.51.100.17`}, "198.51.100.17"},
+		{fwd, []string{`for=_hidden;x=", for="[2001:db8::7]:80"`}, "2001:db8::7"},
 	} {
 		vals := make([][]byte, len(tc.lines))
 		for i, l := range tc.lines {
 			vals[i] = []byte(l)
 		}
-		assert.Equal(t, tc.client, tc.p.client(peer, vals).String(), "%s: %q", tc.p.header, tc.lines)
+		assert.Equal(t, tc.client, remoteString(tc.p.client(peer, vals)), "%s: %q", tc.p.header, tc.lines)
 	}
 	// From a peer that is not a trusted proxy the header is never read.
 	other := netip.MustParseAddr("203.0.113.9")
@@ -86,10 +106,9 @@ func TestClientAddrKey(t *testing.T) {
 		"::ffff:198.51.100.7":      "198.51.100.7", // parsed nodes and peers are unmapped
 		"2001:db8:aaaa:bbbb::1234": "2001:db8:aaaa:bbbb::/64",
 	} {
-		a, ok := parseNode(addr)
-		require.True(t, ok, addr)
-		assert.Equal(t, key, p.key(a), addr)
+		assert.Equal(t, key, p.key(netip.MustParseAddr(addr).Unmap()), addr)
 	}
+	assert.Equal(t, UnknownAddr, p.key(netip.Addr{}), "no address: one shared key")
 	p, err = newAddrPolicy("", nil, 24, 48)
 	require.NoError(t, err)
 	assert.Equal(t, "198.51.100.0/24", p.key(netip.MustParseAddr("198.51.100.7")))

@@ -22,8 +22,9 @@
 // it sets an HttpOnly visitor cookie, VisitorHostCookie
 // ("__Host-flashgate_visitor"; Path=/, SameSite=Lax, Secure, Max-Age 30
 // days, host-only; VisitorCookie, "flashgate_visitor", when the cookies are
-// not Secure or Options.CookieDomain is set — a former flashgate_visitor is
-// still read for one release and moved to the new name), whose value is
+// not Secure or Options.CookieDomain is set; where the cookie is
+// __Host-, a plain flashgate_visitor, which a sibling subdomain or a
+// plain-http page can plant, is never read), whose value is
 // a random 128-bit id (base64url) "." its HMAC-SHA256 tag (16 bytes,
 // base64url) under Options.VisitorKey, which every replica shares. The user
 // id is "v_" + the id. A request carrying a valid cookie keeps its id, so

@@ -327,7 +327,20 @@ func (s *Server) complete(c *fiber.Ctx) error {
 		return err
 	}
 	product := room
-	done, err := s.completeToken(c.UserContext(), raw, verifier.Expect{Product: product, User: s.trustedUser(c)})
+	// The completion limit (Options.CompletePerUser, ratelimit.go): a
+	// user whose verified completions, or an address whose refused
+	// tokens, filled the window is refused before Redis is asked.
+	var sub, addr string
+	if s.completes != nil {
+		sub, addr = completeUser(c), "a:"+s.addrKey(c)
+		if err := s.completes.refuse(sub, addr); err != nil {
+			return err
+		}
+	}
+	done, authentic, err := s.completeToken(c.UserContext(), raw, verifier.Expect{Product: product, User: s.trustedUser(c)})
+	if s.completes != nil {
+		s.completes.count(sub, addr, authentic)
+	}
 	if err != nil {
 		return err
 	}
@@ -366,26 +379,28 @@ func completeRoom(names ...string) (string, error) {
 // before its note landed, or when Redis could not tell) goes through Verify's
 // signature check and then Complete, so a forged token is refused
 // (bad_signature) exactly as before — at the cost of one GET in the complete
-// script. Errors: a refused token's *Problem (refusedToken), the issuer's
-// errors.
-func (s *Server) completeToken(ctx context.Context, raw string, want verifier.Expect) (*flashgate.Completion, error) {
+// script. authentic reports whether raw was shown to be the issuer's (a
+// noted token or a good signature), whatever the completion's answer.
+// Errors: a refused token's *Problem (refusedToken), the issuer's errors.
+func (s *Server) completeToken(ctx context.Context, raw string, want verifier.Expect) (done *flashgate.Completion, authentic bool, err error) {
 	p, err := s.verify.Prepare(ctx, raw, want)
 	if err != nil {
-		return nil, refusedToken(err)
+		return nil, false, refusedToken(err)
 	}
 	if tok, err := p.InsecureClaims(); err == nil {
 		done, err := s.is.CompleteMinted(ctx, tok.Product, tok.User, tok.ID, raw)
 		if !errors.Is(err, issuer.ErrNotMinted) {
 			s.m.mintedChecks.Inc()
-			return done, err
+			return done, true, err
 		}
 	}
 	tok, err := p.Verify()
 	if err != nil {
-		return nil, refusedToken(err)
+		return nil, false, refusedToken(err)
 	}
 	s.m.signatureChecks.Inc()
-	return s.is.Complete(ctx, tok.Product, tok.User, tok.ID)
+	done, err = s.is.Complete(ctx, tok.Product, tok.User, tok.ID)
+	return done, true, err
 }
 
 // refusedToken is the answer to an admission token verifier.Verify refused

@@ -136,12 +136,12 @@ func TestEnterPoW(t *testing.T) {
 	raw, _ := base64.StdEncoding.DecodeString(sol)
 	require.NoError(t, json.Unmarshal(raw, &pl))
 	wrong := altchaPayloadOf(t, PoWAlgorithm, pl["challenge"].(string), int64(pl["number"].(float64))+1, pl["salt"].(string), pl["signature"].(string))
-	r = e.do(req{method: "POST", path: enter, body: `{"pow":"` + wrong + `"}`, hdr: cookieHeader(VisitorCookie, vis)})
+	r = e.do(req{method: "POST", path: enter, body: `{"pow":"` + wrong + `"}`, hdr: cookieHeader(VisitorHostCookie, vis)})
 	p = r.problem(t, 428, problem.PoWRequired)
 	assert.Contains(t, p["detail"], "does not solve")
 
 	// The visitor's own solution enters and sets the pass.
-	r = e.do(req{method: "POST", path: enter, body: body, hdr: cookieHeader(VisitorCookie, vis)})
+	r = e.do(req{method: "POST", path: enter, body: body, hdr: cookieHeader(VisitorHostCookie, vis)})
 	require.Equal(t, 200, r.status, "%s", r.body)
 	entry := r.json(t)
 	require.Equal(t, "WAITING", entry["state"])
@@ -155,11 +155,11 @@ func TestEnterPoW(t *testing.T) {
 
 	// With the pass, enters need no solution (the same place); the status
 	// never needs one.
-	both := cookieHeader(VisitorCookie, vis, PoWCookie, pass.Value)
+	both := cookieHeader(VisitorHostCookie, vis, PoWCookie, pass.Value)
 	r = e.do(req{method: "POST", path: enter, hdr: both})
 	require.Equal(t, 200, r.status, "%s", r.body)
 	assert.Equal(t, entry["arrival"], r.json(t)["arrival"])
-	r = e.do(req{method: "GET", path: "/v1/rooms/" + room + "/status", bearer: entry["waiting_token"].(string), hdr: cookieHeader(VisitorCookie, vis)})
+	r = e.do(req{method: "GET", path: "/v1/rooms/" + room + "/status", bearer: entry["waiting_token"].(string), hdr: cookieHeader(VisitorHostCookie, vis)})
 	require.Equal(t, 200, r.status, "%s", r.body)
 
 	// A pass is the visitor's own: with another visitor cookie it is none.
@@ -172,7 +172,7 @@ func TestEnterPoW(t *testing.T) {
 	vis2 := visitorCookie(t, r, true)
 	sol2 := solvePoW(t, r.json(t)["challenge"].(map[string]any))
 	e.srv.now = func() time.Time { return time.Now().Add(PoWChallengeTTL + 2*time.Second) }
-	r = e.do(req{method: "POST", path: enter, body: `{"pow":"` + sol2 + `"}`, hdr: cookieHeader(VisitorCookie, vis2)})
+	r = e.do(req{method: "POST", path: enter, body: `{"pow":"` + sol2 + `"}`, hdr: cookieHeader(VisitorHostCookie, vis2)})
 	p = r.problem(t, 428, problem.PoWRequired)
 	assert.Contains(t, p["detail"], "expired")
 	require.Len(t, e.waitingUsers(room), 1)
@@ -202,7 +202,7 @@ func TestPoWChallengeEndpoint(t *testing.T) {
 	ch := r.json(t)
 	assert.EqualValues(t, 64, ch["maxnumber"])
 	sol := solvePoW(t, ch)
-	r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", body: `{"pow":"` + sol + `"}`, hdr: cookieHeader(VisitorCookie, vis)})
+	r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", body: `{"pow":"` + sol + `"}`, hdr: cookieHeader(VisitorHostCookie, vis)})
 	require.Equal(t, 200, r.status, "%s", r.body)
 	assert.NotNil(t, r.cookies()[PoWCookie])
 }
@@ -221,13 +221,13 @@ func TestPagePoW(t *testing.T) {
 	assert.Empty(t, e.waitingUsers(room))
 	vis := visitorCookie(t, r, true)
 
-	r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", hdr: cookieHeader(VisitorCookie, vis)})
+	r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", hdr: cookieHeader(VisitorHostCookie, vis)})
 	sol := solvePoW(t, r.problem(t, 428, problem.PoWRequired)["challenge"].(map[string]any))
-	r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", body: `{"pow":"` + sol + `"}`, hdr: cookieHeader(VisitorCookie, vis)})
+	r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", body: `{"pow":"` + sol + `"}`, hdr: cookieHeader(VisitorHostCookie, vis)})
 	require.Equal(t, 200, r.status, "%s", r.body)
 	pass := r.cookies()[PoWCookie].Value
 
-	r = e.do(req{method: "GET", path: "/wait/" + room, hdr: cookieHeader(VisitorCookie, vis, PoWCookie, pass)})
+	r = e.do(req{method: "GET", path: "/wait/" + room, hdr: cookieHeader(VisitorHostCookie, vis, PoWCookie, pass)})
 	require.Equal(t, 200, r.status)
 	assert.Contains(t, string(r.body), `data-state="waiting"`)
 	require.Len(t, e.waitingUsers(room), 1)
@@ -291,4 +291,64 @@ func BenchmarkPoWSolveNative(b *testing.B) {
 			_ = sha256.Sum256(buf)
 		}
 	}
+}
+
+// TestPoWPlacesPerAddress (issue 31 §3): with the proof of work on, a place
+// costs two counts of the per-address enter limit however a bot goes about
+// it — the challenge from GET /v1/challenge and the solved enter — so the
+// defaults (DefaultEnterPerAddress per DefaultEnterWindow) give one address
+// 900 places a minute, the figure docs/security.md#abuse-limits states, not
+// 1,800. Solved at 1 bit: the work is not what is measured here.
+func TestPoWPlacesPerAddress(t *testing.T) {
+	e := newEnv(t, privateRedis(), visitorMode(func(o *Options) {
+		o.EnterPoW, o.EnterPerAddress, o.EnterWindow = 1, DefaultEnterPerAddress, time.Hour
+	}))
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	_, err := e.is.Enter(context.Background(), room, "holder")
+	require.NoError(t, err)
+	places := 0
+	for range DefaultEnterPerAddress {
+		r := e.do(req{method: "GET", path: "/v1/challenge"})
+		if r.status == 429 {
+			break
+		}
+		require.Equal(t, 200, r.status, "%s", r.body)
+		vis := visitorCookie(t, r, true)
+		sol := solvePoW(t, r.json(t))
+		r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", body: `{"pow":"` + sol + `"}`,
+			hdr: cookieHeader(VisitorHostCookie, vis)})
+		if r.status == 429 {
+			break
+		}
+		require.Equal(t, 200, r.status, "%s", r.body)
+		places++
+	}
+	assert.Equal(t, DefaultEnterPerAddress/2, places, "places per address and window")
+	assert.Len(t, e.waitingUsers(room), places)
+	perMinute := places * int(time.Minute/DefaultEnterWindow)
+	assert.Equal(t, 900, perMinute, "docs/security.md: 900 places/min per address with PoW")
+
+	// The other way (the 428 of an enter without a solution) costs the same.
+	e = newEnv(t, privateRedis(), visitorMode(func(o *Options) {
+		o.EnterPoW, o.EnterPerAddress, o.EnterWindow = 1, 20, time.Hour
+	}))
+	room = e.room(issuer.RoomConfig{Capacity: 1})
+	places = 0
+	for range 20 {
+		r := e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter"})
+		if r.status == 429 {
+			break
+		}
+		p := r.problem(t, 428, problem.PoWRequired)
+		vis := visitorCookie(t, r, true)
+		sol := solvePoW(t, p["challenge"].(map[string]any))
+		r = e.do(req{method: "POST", path: "/v1/rooms/" + room + "/enter", body: `{"pow":"` + sol + `"}`,
+			hdr: cookieHeader(VisitorHostCookie, vis)})
+		if r.status == 429 {
+			break
+		}
+		require.Equal(t, 200, r.status, "%s", r.body)
+		places++
+	}
+	assert.Equal(t, 10, places)
 }

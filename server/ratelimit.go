@@ -96,22 +96,65 @@ func (s *Server) userLimits(opts Options) map[string]fiber.Handler {
 	}
 	out := map[string]fiber.Handler{}
 	for route, max := range map[string]int{"status": opts.StatusPerUser, "exchange": opts.ExchangePerUser,
-		"leave": opts.LeavePerUser, "complete": opts.CompletePerUser} {
+		"leave": opts.LeavePerUser} {
 		if max <= 0 {
 			continue
 		}
-		key := s.limitUser
-		if route == "complete" {
-			key = completeUser
-		}
-		out[route] = keyedLimit(max, window, key, rateLimited(route, "user"))
+		out[route] = keyedLimit(max, window, s.limitUser, rateLimited(route, "user"))
 	}
 	return out
 }
 
-// completeUser is the key of complete's per-user limit: the sub claim of
-// the admission token (unverified: the handler verifies it; a forged one
-// only spends the budget of the user it names), "" when there is none.
+// completeLimit is complete's limit (Options.CompletePerUser per
+// EnterWindow). The token's sub is only known once the token is verified,
+// and a limit keyed on the unverified claim let anyone fill a user's
+// budget with junk tokens naming it (issue 31). So a completion is counted
+// after the handler has checked the token: against its user when the token
+// is authentic (noted as minted, or a good signature), against the client
+// address when it was refused. Before Redis is asked, a request is refused
+// 429 when the user its token names, or its address, has a full window:
+// only the user's own verified completions fill the first, only refused
+// tokens the second.
+type completeLimit struct{ w *windowCounter }
+
+func newCompleteLimit(max int, window time.Duration) *completeLimit {
+	if max <= 0 {
+		return nil
+	}
+	if window == 0 {
+		window = DefaultEnterWindow
+	}
+	return &completeLimit{newWindowCounter(max, window)}
+}
+
+// refuse is the 429 rate_limited problem when sub ("" : none) or addr has
+// a full window, else nil.
+func (l *completeLimit) refuse(sub, addr string) error {
+	if sub != "" {
+		if retry, full := l.w.full("u:" + sub); full {
+			return limitProblem("too many complete requests from this user; retry after the Retry-After delay", retry)
+		}
+	}
+	if retry, full := l.w.full(addr); full {
+		return limitProblem("too many complete requests with refused tokens from this client address; "+
+			"retry after the Retry-After delay", retry)
+	}
+	return nil
+}
+
+// count counts one completion: against sub when its token was authentic,
+// else against addr.
+func (l *completeLimit) count(sub, addr string, authentic bool) {
+	if authentic && sub != "" {
+		l.w.add("u:" + sub)
+		return
+	}
+	l.w.add(addr)
+}
+
+// completeUser is the sub claim of the request's admission token,
+// unverified (completeLimit counts it only once the token is verified),
+// "" when there is none.
 func completeUser(c *fiber.Ctx) string {
 	raw, ok := problem.Bearer(c.Get(fiber.HeaderAuthorization))
 	if !ok {

@@ -179,9 +179,12 @@ type Options struct {
 	// (RFC 7239), "X-Real-IP", "CF-Connecting-IP"). It is believed only when
 	// the immediate peer is one of TrustedProxies, and read from the right:
 	// the client address is the right-most entry that is not a trusted
-	// proxy, never what the client wrote to the left of it; a header that
-	// names no address where the walk reaches falls back to the peer's
-	// address (clientaddr.go). Empty: the peer's address.
+	// proxy, never what the client wrote to the left of it, however it is
+	// spelled (X-Forwarded-For has no quoting; Forwarded's for= elements).
+	// From a trusted peer without the header: the peer's address; a header
+	// that names no address where the walk reaches, or only trusted
+	// proxies: no address, keyed and logged as "unknown" (UnknownAddr),
+	// never the proxy's (clientaddr.go). Empty: the peer's address.
 	ProxyHeader string
 	// TrustedProxies are the IP addresses and CIDR ranges of the proxies
 	// whose ProxyHeader is believed, and skipped in its list. Required with
@@ -197,7 +200,9 @@ type Options struct {
 	// StatusPerUser, ExchangePerUser, LeavePerUser and CompletePerUser are
 	// how many status, exchange, leave and complete requests one user (the
 	// user header or visitor cookie; for complete, the admission token's
-	// sub) may send per EnterWindow; more are answered 429 rate_limited
+	// sub, counted once the token is verified, and refused tokens against
+	// the client address: completeLimit) may send per EnterWindow (every
+	// event stream open counts as a status); more are answered 429 rate_limited
 	// with Retry-After. 0 disables each (flashgate serve sets
 	// DefaultStatusPerUser …). In memory, per replica.
 	StatusPerUser, ExchangePerUser, LeavePerUser, CompletePerUser int
@@ -324,6 +329,8 @@ type Server struct {
 	// autoRooms counts the rooms each client address created (nil: no
 	// limit); adminFails the failed admin authentications of each.
 	autoRooms, adminFails *windowCounter
+	// completes is complete's limit (nil: none).
+	completes *completeLimit
 	// journal is Options.Journal (nil: the journal routes answer journal_off).
 	journal Journal
 	// streams limits open event streams (Options.StreamsPerUser, StreamsPerAddress).
@@ -449,7 +456,8 @@ func New(opts Options) (*Server, error) {
 		userHdr: opts.UserHeader, stopping: make(chan struct{}), sseMax: MaxStream, redisTimeout: opts.RedisTimeout, now: time.Now,
 		accessLogOn: opts.AccessLog, journal: opts.Journal, addrs: addrs,
 		streams: newStreamLimits(opts.StreamsPerUser, opts.StreamsPerAddress, opts.MaxStreams), metricsRoute: !opts.NoMetricsRoute,
-		adminFails: newWindowCounter(AdminFailuresPerAddress, AdminFailureWindow)}
+		adminFails: newWindowCounter(AdminFailuresPerAddress, AdminFailureWindow),
+		completes:  newCompleteLimit(opts.CompletePerUser, opts.EnterWindow)}
 	if opts.AutoRoomsPerAddress > 0 {
 		window := opts.AutoRoomWindow
 		if window == 0 {
@@ -557,7 +565,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // routes registers every route; enterLimits (the rate limiters) run on
 // enter and the waiting page, userLimits (by route: status, exchange,
-// leave, complete) on theirs.
+// leave, complete) on theirs; status's on events too (one budget).
 func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber.Handler) {
 	a := s.app
 	a.Use(recover.New())
@@ -605,12 +613,18 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 	enters := append(slices.Clone(enterLimits), s.autoRoomGuard)
 	a.Post("/v1/rooms/:room/enter", with(append(slices.Clone(enters), requireJSON, s.enter)...)...)
 	a.Get("/v1/rooms/:room", with(s.roomView)...)
-	a.Get("/v1/challenge", with(s.powChallenge)...)
+	// A challenge counts against the enter limits (not the auto-room
+	// budget: it names no room): a place then costs two counts whichever
+	// way the challenge is fetched (here, or the 428 of an enter without a
+	// solution), the cost docs/security.md#abuse-limits states.
+	a.Get("/v1/challenge", with(append(slices.Clone(enterLimits), s.powChallenge)...)...)
 	a.Get("/v1/rooms/:room/status", limited("status", s.status)...)
-	a.Get("/v1/rooms/:room/events", with(s.events)...)
+	// Every stream open counts against the status limit (the same
+	// limiter): an open runs the status a poll runs.
+	a.Get("/v1/rooms/:room/events", limited("status", s.events)...)
 	a.Post("/v1/rooms/:room/leave", limited("leave", requireJSON, noMembers, s.leave)...)
 	a.Post("/v1/rooms/:room/exchange", limited("exchange", requireJSON, noMembers, s.exchange)...)
-	a.Post("/v1/complete", limited("complete", requireJSON, s.complete)...)
+	a.Post("/v1/complete", with(requireJSON, s.complete)...) // its limit: completeLimit, in the handler
 
 	// The waiting page: errors render as the page (pageGuard), and entering
 	// through it counts against the enter limits.

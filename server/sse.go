@@ -47,7 +47,8 @@ const SSEHeartbeat = 15 * time.Second
 // most Options.StreamsPerAddress, and one more is refused 429 rate_limited;
 // the replica holds at most Options.MaxStreams, and one more (not replacing
 // one of the same user's) is refused 429 rate_limited too. The waiting page
-// then polls status.
+// then polls status. Every open also counts against the user's status budget
+// (Options.StatusPerUser, shared with GET status): an open runs a status.
 func (s *Server) events(c *fiber.Ctx) error {
 	u, err := s.user(c)
 	if err != nil {

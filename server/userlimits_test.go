@@ -1,7 +1,12 @@
 package server
 
 import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,10 +64,12 @@ func TestUserLimits(t *testing.T) {
 	require.Equal(t, 200, complete(tok).status) // repeated: idempotent
 	limitedFor(t, complete(tok), "complete", window)
 	require.Equal(t, 200, complete(xb.json(t)["admission_token"].(string)).status, "another user")
-	// Not a token: refused by the handler, never counted under a shared key.
-	for range 4 {
+	// Not a token: refused by the handler and counted against the client
+	// address, never against a user.
+	for range 2 {
 		complete("junk").problem(t, 401, "invalid_admission_token")
 	}
+	limitedFor(t, complete("junk"), "client address", window)
 
 	// Leave.
 	carol := e.enter(room, "carol")["waiting_token"].(string)
@@ -213,4 +220,73 @@ func TestUserLimitKeysAreCopies(t *testing.T) {
 	require.Equal(t, 200, status().status)
 	require.Equal(t, 200, status().status)
 	limitedFor(t, status(), "status", DefaultEnterWindow)
+}
+
+// TestEventsCountAgainstStatusLimit (issue 31 §3): every event stream open
+// runs the status a poll runs, so it counts against the same per-user
+// budget: opening and closing a stream 150 times runs 60 statuses, not
+// 150, and /status is refused past them too.
+func TestEventsCountAgainstStatusLimit(t *testing.T) {
+	e := newEnv(t, privateRedis(), withOptions(func(o *Options) {
+		o.EnterWindow, o.StatusPerUser = time.Hour, DefaultStatusPerUser
+	}))
+	base := strings.TrimPrefix(e.listen(), "http://")
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	e.enter(room, "alice")
+	tok := e.enter(room, "bob")["waiting_token"].(string)
+	open := func() int {
+		conn, err := net.Dial("tcp", base)
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = fmt.Fprintf(conn, "GET /v1/rooms/%s/events?waiting_token=%s HTTP/1.1\r\nHost: x\r\nX-User-ID: bob\r\n\r\n", room, tok)
+		require.NoError(t, err)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		return res.StatusCode
+	}
+	counts := map[int]int{}
+	for range 150 {
+		counts[open()]++
+	}
+	assert.Equal(t, map[int]int{200: DefaultStatusPerUser, 429: 150 - DefaultStatusPerUser}, counts)
+	limitedFor(t, e.do(req{method: "GET", path: "/v1/rooms/" + room + "/status", user: "bob", bearer: tok}), "status", time.Hour)
+	// Another user's budget is its own.
+	require.Equal(t, 200, e.do(req{method: "GET", path: "/v1/rooms/" + room + "/status", user: "alice",
+		bearer: e.enter(room, "alice")["waiting_token"].(string)}).status)
+}
+
+// TestCompleteLimitJunkNamingAUser (issue 31 §3): the completion limit is
+// counted once the token is verified, so junk tokens naming a user spend
+// the sender's address's budget, never that user's; the user's own
+// verified completions still have their budget.
+func TestCompleteLimitJunkNamingAUser(t *testing.T) {
+	e := newEnv(t, privateRedis(), withOptions(behindProxy, func(o *Options) {
+		o.EnterWindow, o.CompletePerUser = time.Hour, DefaultCompletePerUser
+	}))
+	room := e.room(issuer.RoomConfig{Capacity: 10})
+	wt := e.enter(room, "victim")["waiting_token"].(string)
+	x := e.exchange(room, "victim", wt)
+	require.Equal(t, 200, x.status, "%s", x.body)
+	tok := x.json(t)["admission_token"].(string)
+	// The victim's claims, a signature that is not the issuer's.
+	sig := tok[strings.LastIndexByte(tok, '.')+1:]
+	forged := tok[:len(tok)-len(sig)] + strings.Repeat("A", len(sig))
+	complete := func(tok, addr string) resp {
+		return e.do(req{method: "POST", path: "/v1/complete?room=" + room, bearer: tok,
+			hdr: map[string]string{"X-Real-IP": addr}})
+	}
+	for range DefaultCompletePerUser {
+		complete(forged, "203.0.113.66").problem(t, 401, "invalid_admission_token")
+	}
+	limitedFor(t, complete(forged, "203.0.113.66"), "client address", time.Hour)
+	limitedFor(t, complete(tok, "203.0.113.66"), "client address", time.Hour) // that address's budget is spent
+	// Another address: the junk is refused, not limited; the victim completes.
+	complete(forged, "203.0.113.67").problem(t, 401, "invalid_admission_token")
+	r := complete(tok, "198.51.100.5")
+	require.Equal(t, 200, r.status, "%s", r.body)
+	// The victim's own completions: DefaultCompletePerUser, then 429.
+	for range DefaultCompletePerUser - 1 {
+		require.Equal(t, 200, complete(tok, "198.51.100.5").status)
+	}
+	limitedFor(t, complete(tok, "198.51.100.6"), "user", time.Hour)
 }

@@ -32,8 +32,9 @@ const (
 	// bytes) "." base64url(16-byte truncated HMAC-SHA256 under
 	// Options.VisitorKey). Its name when the cookies are not Secure
 	// (Options.InsecureCookies) or Options.CookieDomain is set; otherwise
-	// the cookie is VisitorHostCookie, and a VisitorCookie an earlier
-	// release set is still read (and moved to the new name) for one release.
+	// the cookie is VisitorHostCookie, and a VisitorCookie is never read: a
+	// sibling subdomain or a plain-http page can set one, and adopting it
+	// would let whoever planted it share the visitor's identity (issue 31).
 	VisitorCookie = "flashgate_visitor"
 	// VisitorHostCookie is the visitor cookie's name when it is Secure and
 	// no Options.CookieDomain is set: the __Host- prefix makes browsers
@@ -80,16 +81,11 @@ func visitorCookieName(secure bool, domain string) string {
 	return VisitorCookie
 }
 
-// fromRequest returns the id of the request's valid visitor cookie, and
-// whether it came under the former name (VisitorCookie, where the cookie is
-// now VisitorHostCookie: to be moved).
-func (v *visitors) fromRequest(c *fiber.Ctx) (id string, ok, former bool) {
+// fromRequest returns the id of the request's valid visitor cookie, of the
+// current name only (v.name).
+func (v *visitors) fromRequest(c *fiber.Ctx) (id string, ok bool) {
 	// check keeps nothing of the value (the id is re-encoded): no copy.
-	if id, ok = v.check(c.Cookies(v.name)); ok || v.name == VisitorCookie {
-		return id, ok, false
-	}
-	id, ok = v.check(c.Cookies(VisitorCookie))
-	return id, ok, ok
+	return v.check(c.Cookies(v.name))
 }
 
 func (v *visitors) tag(id []byte) []byte {
@@ -131,20 +127,11 @@ func cookie(c *fiber.Ctx, name string) string { return strings.Clone(c.Cookies(n
 
 // visitor returns the user id of the request's visitor: "v_" + the id of a
 // valid visitor cookie, or of a fresh one, which it sets on the response.
-// A visitor cookie of the former name (an earlier release's) keeps its id:
-// it is set again under the current name, and the former one expired.
 func (s *Server) visitor(c *fiber.Ctx) string {
-	id, ok, former := s.visitors.fromRequest(c)
-	var value string
-	switch {
-	case !ok:
+	id, ok := s.visitors.fromRequest(c)
+	if !ok {
+		var value string
 		id, value = s.visitors.mint()
-	case former:
-		value = cookie(c, VisitorCookie)
-		c.Cookie(&fiber.Cookie{Name: VisitorCookie, Path: "/", Expires: time.Unix(0, 0), Secure: s.visitors.secure,
-			HTTPOnly: true, SameSite: fiber.CookieSameSiteLaxMode})
-	}
-	if value != "" {
 		s.setVisitorCookie(c, s.visitors.name, value)
 	}
 	return VisitorPrefix + id
@@ -169,7 +156,7 @@ func (s *Server) limitUser(c *fiber.Ctx) string {
 		}
 		return ""
 	}
-	if id, ok, _ := s.visitors.fromRequest(c); ok {
+	if id, ok := s.visitors.fromRequest(c); ok {
 		return VisitorPrefix + id
 	}
 	return ""

@@ -170,47 +170,45 @@ func TestVisitorCheckRejectsNonCanonicalIDs(t *testing.T) {
 	}
 }
 
-// TestVisitorCookieHostPrefix (issue 23 §6): Secure and host-only, the
-// visitor cookie is __Host-flashgate_visitor (browsers refuse one a sibling
-// subdomain or a plain-http page sets); a visitor holding the former
-// flashgate_visitor keeps their place — the same id, moved to the new name,
-// the old cookie expired — and an invalid former cookie is no identity.
+// TestVisitorCookieHostPrefix (issue 23 §6, issue 31 §3): Secure and
+// host-only, the visitor cookie is __Host-flashgate_visitor (browsers refuse
+// one a sibling subdomain or a plain-http page sets), and a plain
+// flashgate_visitor — which those can set — is never read: a planted cookie
+// does not fix the visitor's identity.
 func TestVisitorCookieHostPrefix(t *testing.T) {
 	e := newEnv(t, visitorMode())
 	room := e.room(issuer.RoomConfig{Capacity: 1})
 	_, err := e.is.Enter(context.Background(), room, "holder")
 	require.NoError(t, err)
 	enter := "/v1/rooms/" + room + "/enter"
-	r := e.do(req{method: "POST", path: enter})
+	// The attacker's own visitor cookie, from a request anywhere.
+	r := e.do(req{method: "POST", path: "/v1/rooms/" + e.room(issuer.RoomConfig{Capacity: 1}) + "/enter"})
 	require.Equal(t, 200, r.status, "%s", r.body)
 	assert.Contains(t, r.header.Get("Set-Cookie"), "__Host-flashgate_visitor=")
 	assert.NotContains(t, r.cookies(), VisitorCookie)
-	v := visitorCookie(t, r, true)
-	first := r.json(t)
+	planted := visitorCookie(t, r, true)
 
-	// An earlier release's cookie (same value, former name): the same visitor.
-	r = e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorCookie, v)})
+	// The victim's browser holds it under the plain name (planted from a
+	// sibling subdomain or over http): the victim is a fresh visitor.
+	r = e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorCookie, planted)})
 	require.Equal(t, 200, r.status, "%s", r.body)
-	assert.Equal(t, first["waiting_token"], r.json(t)["waiting_token"], "the place is kept across the upgrade")
-	assert.Equal(t, v, visitorCookie(t, r, true), "moved to the new name")
-	old := r.cookies()[VisitorCookie]
-	require.NotNil(t, old, "the former cookie is expired: %v", r.header["Set-Cookie"])
-	assert.Empty(t, old.Value)
-	assert.Equal(t, "/", old.Path)
-	assert.True(t, old.Expires.Before(time.Now()), "%v", old.Expires)
-	assert.Equal(t, []string{VisitorPrefix + v[:22]}, e.waitingUsers(room))
+	victim := visitorCookie(t, r, true)
+	assert.NotEqual(t, planted, victim)
+	victimToken := r.json(t)["waiting_token"]
+	assert.NotContains(t, r.cookies(), VisitorCookie, "nothing is moved")
+	// The attacker's enter does not return the victim's place.
+	r = e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorHostCookie, planted)})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.NotEqual(t, victimToken, r.json(t)["waiting_token"])
+	assert.ElementsMatch(t, []string{VisitorPrefix + planted[:22], VisitorPrefix + victim[:22]}, e.waitingUsers(room))
 
-	// Both names: the current one wins, nothing is moved.
-	r = e.do(req{method: "POST", path: enter, hdr: map[string]string{"Cookie": VisitorHostCookie + "=" + v + "; " + VisitorCookie + "=junk"}})
+	// Both names: the current one is the identity, nothing is set.
+	r = e.do(req{method: "POST", path: enter, hdr: map[string]string{"Cookie": VisitorHostCookie + "=" + victim + "; " + VisitorCookie + "=" + planted}})
 	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Equal(t, victimToken, r.json(t)["waiting_token"])
 	assert.Empty(t, r.header.Values("Set-Cookie"))
-	// A forged former cookie: a fresh visitor.
-	r = e.do(req{method: "POST", path: enter, hdr: withCookie(VisitorCookie, "not-a-cookie")})
-	require.Equal(t, 200, r.status, "%s", r.body)
-	assert.NotEqual(t, v, visitorCookie(t, r, true))
-	assert.NotContains(t, r.cookies(), VisitorCookie)
 
-	// Insecure (plain-http development): the plain name, no former one.
+	// Insecure (plain-http development): the plain name, read.
 	ins := newEnv(t, visitorMode(func(o *Options) { o.InsecureCookies = true }))
 	r = ins.do(req{method: "POST", path: "/v1/rooms/" + ins.room(issuer.RoomConfig{}) + "/enter"})
 	require.Equal(t, 200, r.status, "%s", r.body)

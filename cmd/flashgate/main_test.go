@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -269,6 +271,48 @@ func TestVerify(t *testing.T) {
 		r = runCLI(t, "", append(base, "not-a-token")...)
 		assert.Equal(t, exitFailure, r.code)
 		assert.Equal(t, "malformed", decode(r).Reason)
+	})
+	t.Run("directives", func(t *testing.T) {
+		// Issue 31 §3: a token of a stopped room (iat < its not_before) is
+		// not valid, from a saved document or the issuer's URL.
+		doc := func(nb int64) string {
+			return fmt.Sprintf(`{"rooms":{"sneaker":{"not_before":%d},"boots":{"not_before":%d}}}`, nb, iat+3600)
+		}
+		file := filepath.Join(t.TempDir(), "directives.json")
+		require.NoError(t, os.WriteFile(file, []byte(doc(iat+1)), 0o644))
+		r := runCLI(t, "", append(base, "--directives", file, tok)...)
+		assert.Equal(t, exitFailure, r.code, r.stderr)
+		v := decode(r)
+		assert.False(t, v.Valid)
+		assert.Equal(t, "room_stopped", v.Reason)
+		// Issued at the stop or after it: valid.
+		require.NoError(t, os.WriteFile(file, []byte(doc(iat)), 0o644))
+		r = runCLI(t, "", append(base, "--directives", file, tok)...)
+		assert.Equal(t, exitOK, r.code, r.stdout)
+		require.NoError(t, os.WriteFile(file, []byte(`{"rooms":{}}`), 0o644))
+		assert.Equal(t, exitOK, runCLI(t, "", append(base, "--directives", file, tok)...).code)
+
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/.well-known/flashgate-directives.json" {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "max-age=5")
+			_, _ = io.WriteString(w, doc(iat+1))
+		}))
+		defer srv.Close()
+		r = runCLI(t, "", append(base, "--directives", srv.URL+"/.well-known/flashgate-directives.json", tok)...)
+		assert.Equal(t, exitFailure, r.code, r.stderr)
+		assert.Equal(t, "room_stopped", decode(r).Reason)
+		// Directives that cannot be fetched: not valid either (fail closed).
+		r = runCLI(t, "", append(base, "--directives", srv.URL+"/down", tok)...)
+		assert.Equal(t, exitFailure, r.code)
+		assert.Equal(t, "directives_unavailable", decode(r).Reason)
+		// Not a directive document, or no file: a usage error.
+		require.NoError(t, os.WriteFile(file, []byte(`{"keys":[]}`), 0o644))
+		assert.Equal(t, exitUsage, runCLI(t, "", append(base, "--directives", file, tok)...).code)
+		assert.Equal(t, exitUsage, runCLI(t, "", append(base, "--directives", file+".missing", tok)...).code)
 	})
 	t.Run("usage errors", func(t *testing.T) {
 		r := runCLI(t, "", "verify", "--jwks", jwks, tok)

@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/flashgate/flashgate/verifier"
+	"github.com/flashgate/flashgate/verifier/remote"
 )
 
 // verifyResult is the one JSON line `flashgate verify` prints.
@@ -35,9 +37,12 @@ func runVerify(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	user := fset.String("user", "", "expected sub (optional)")
 	now := fset.Int64("now", 0, "check at this time, Unix seconds (default: the current time)")
 	leeway := fset.Duration("leeway", 0, "clock skew tolerated on exp/iat/nbf (at most 60s)")
+	directives := fset.String("directives", "", "the issuer's edge directives: an http(s) URL (e.g. https://queue.example/.well-known/flashgate-directives.json) "+
+		"or a saved copy of that document; a token issued before its room's stop is then not valid (room_stopped), "+
+		"and one that cannot be checked against them neither (directives_unavailable) (optional)")
 	fset.Usage = func() {
 		fmt.Fprintf(fset.Output(), "Usage: flashgate verify --jwks FILE --issuer ISS --audience AUD --product P [--user U] "+
-			"[--now UNIX_SECONDS] [--leeway 0s] [TOKEN | -]\n\n"+
+			"[--now UNIX_SECONDS] [--leeway 0s] [--directives URL|FILE] [TOKEN | -]\n\n"+
 			"Checks an admission token offline and prints one JSON line {\"valid\":…,\"reason\":…}.\n"+
 			"TOKEN \"-\" or absent: read it from stdin, where one trailing newline (\\n or \\r\\n) is dropped;\n"+
 			"nothing else is trimmed (a token with spaces is malformed, as for the library).\n"+
@@ -96,6 +101,13 @@ func runVerify(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return usageErr("%v", err)
 	}
 	cfg := verifier.Config{Issuer: *iss, Audience: *aud, Product: *product, Leeway: *leeway}
+	if *directives != "" {
+		d, err := loadDirectives(ctx, *directives, stderr)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		cfg.Directives = d
+	}
 	if *now != 0 {
 		t := time.Unix(*now, 0)
 		cfg.Now = func() time.Time { return t }
@@ -118,6 +130,43 @@ func runVerify(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	return exitOK
 }
+
+// loadDirectives is the --directives source: remote.Directives for an
+// http(s) URL (fetched now; a failed fetch is logged to stderr and the token
+// then reads directives_unavailable, never valid), else the document in the
+// file at src ({"rooms":{"<room>":{"not_before":<Unix seconds>}}}, what
+// GET /.well-known/flashgate-directives.json answers). Errors: an invalid
+// URL, an unreadable file or one that is not that document.
+func loadDirectives(ctx context.Context, src string, stderr io.Writer) (verifier.Directives, error) {
+	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
+		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		return remote.NewDirectives(ctx, src, &remote.DirectivesConfig{Logger: log})
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return nil, fmt.Errorf("read the directives: %v", err)
+	}
+	var doc struct {
+		Rooms map[string]struct {
+			NotBefore int64 `json:"not_before"`
+		} `json:"rooms"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Rooms == nil {
+		return nil, fmt.Errorf("%s is not an edge directive document ({\"rooms\":{…}}): %v", src, err)
+	}
+	nb := make(fileDirectives, len(doc.Rooms))
+	for room, r := range doc.Rooms {
+		nb[room] = r.NotBefore
+	}
+	return nb, nil
+}
+
+// fileDirectives is a saved directive document: not_before by room.
+type fileDirectives map[string]int64
+
+// NotBefore implements verifier.Directives: 0 for a room the document
+// does not name.
+func (d fileDirectives) NotBefore(_ context.Context, room string) (int64, error) { return d[room], nil }
 
 func sortStrings(s []string) []string {
 	for i := 1; i < len(s); i++ {
