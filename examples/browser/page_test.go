@@ -23,8 +23,9 @@ import (
 var previewStates = []string{"checking", "invited", "prequeue", "opens", "waiting", "priority", "paused", "reconnecting",
 	"admitted", "stopped", "soldout", "saleended", "ended", "unclaimed", "error", "unknown"}
 
-// docStates are the states whose screenshots docs/browser.md shows.
-var docStates = []string{"prequeue", "waiting", "reconnecting", "admitted", "soldout"}
+// docLanguages are the languages of the screenshots docs/browser.md shows:
+// right to left, CJK, and a long-worded left-to-right one.
+var docLanguages = []string{"ar", "ja", "de"}
 
 // writePseudoLocale writes en-XA.json, the pseudo-locale of the built-in
 // en.json (every message in ⟦ ⟧, its letters accented, its placeholders
@@ -128,10 +129,15 @@ func TestBrowserPage(t *testing.T) {
 		}
 	}
 
-	// 3. Screenshots: right to left (ar) and CJK (ja), desktop and 360 px.
-	for _, lang := range []string{"ar", "ja"} {
-		for _, state := range docStates {
-			for _, w := range []int{1024, 360} {
+	// 3. Screenshots: every state at 360 px in right to left (ar), CJK (ja)
+	// and German; waiting at desktop width too.
+	for _, lang := range docLanguages {
+		for _, state := range previewStates {
+			widths := []int{360}
+			if state == "waiting" {
+				widths = append(widths, 1024)
+			}
+			for _, w := range widths {
 				br.must(nil, "setViewport", map[string]any{"page": "p", "width": w, "height": 760})
 				preview(state, lang)
 				br.must(nil, "screenshot", map[string]any{"page": "p", "fullPage": w == 360,
