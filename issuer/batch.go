@@ -237,7 +237,7 @@ func latestDeadline[T, R any](calls []*pending[T, R]) (time.Time, bool) {
 
 // enterBatch returns room's enter coalescer: its results point into its
 // batch's decoded reply.
-func (is *Issuer) enterBatch(room string) *coalescer[string, *scriptEntry] {
+func (is *core) enterBatch(room string) *coalescer[string, *scriptEntry] {
 	return batchOf(&is.enterBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []string) ([]outcome[*scriptEntry], error) {
 		return func(ctx context.Context, users []string) ([]outcome[*scriptEntry], error) {
 			args := make([]any, len(users))
@@ -259,7 +259,7 @@ func (is *Issuer) enterBatch(room string) *coalescer[string, *scriptEntry] {
 }
 
 // statusBatch returns room's status coalescer (status and exchange items).
-func (is *Issuer) statusBatch(room string) *coalescer[statusItem, scriptEntry] {
+func (is *core) statusBatch(room string) *coalescer[statusItem, scriptEntry] {
 	return batchOf(&is.statusBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []statusItem) ([]outcome[scriptEntry], error) {
 		return func(ctx context.Context, items []statusItem) ([]outcome[scriptEntry], error) {
 			return is.statusItems(ctx, room, items)
@@ -268,7 +268,7 @@ func (is *Issuer) statusBatch(room string) *coalescer[statusItem, scriptEntry] {
 }
 
 // completeBatch returns room's complete coalescer.
-func (is *Issuer) completeBatch(room string) *coalescer[completeItem, completeReply] {
+func (is *core) completeBatch(room string) *coalescer[completeItem, completeReply] {
 	return batchOf(&is.completeBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []completeItem) ([]outcome[completeReply], error) {
 		return func(ctx context.Context, items []completeItem) ([]outcome[completeReply], error) {
 			return is.completeItems(ctx, room, items)
@@ -303,7 +303,7 @@ func (k *batchKind) add(items int) {
 // (createArg), and on unknown_room the slot is reserved (autoRoomAgain)
 // and the call repeated with the default policy. Errors: those of the script, and
 // flashgate.ErrRoomLimit.
-func (is *Issuer) enterUsers(ctx context.Context, room string, users ...any) ([]scriptEntry, error) {
+func (is *core) enterUsers(ctx context.Context, room string, users ...any) ([]scriptEntry, error) {
 	ids := make([]string, len(users))
 	for i, u := range users {
 		ids[i], _ = u.(string)

@@ -89,7 +89,7 @@ type Entry struct {
 	Created bool
 }
 
-func (is *Issuer) entry(room, user, tok string, r scriptEntry) *Entry {
+func (is *core) entry(room, user, tok string, r scriptEntry) *Entry {
 	e := &Entry{
 		Room: room, User: user,
 		State:        r.state,
@@ -189,7 +189,7 @@ func pollAfter(soonest time.Duration) time.Duration {
 	return time.Duration(float64(base) * (0.8 + 0.4*mrand.Float64())).Round(time.Millisecond)
 }
 
-func (is *Issuer) needSecret() error {
+func (is *core) needSecret() error {
 	if is.secrets.Load() == nil {
 		return flashgate.Errorf(flashgate.CodeInternal, "issuer: Config.WaitingSecret is not set")
 	}
@@ -208,7 +208,7 @@ func (is *Issuer) needSecret() error {
 // Errors: flashgate.ErrInvalidInput (ids), flashgate.ErrUnknownRoom, flashgate.ErrRoomClosed,
 // flashgate.ErrBanned (a *BannedError with the ban's end; see Ban), flashgate.ErrUnavailable,
 // flashgate.ErrStoreFull (Redis is over maxmemory and refuses the new entry).
-func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) {
+func (is *Queue) Enter(ctx context.Context, room, user string) (*Entry, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func (is *Issuer) Enter(ctx context.Context, room, user string) (*Entry, error) 
 
 // entered turns an enter script's result for user into the Entry (or the
 // banned refusal), and registers the room with the tick loops.
-func (is *Issuer) entered(ctx context.Context, room, user string, r scriptEntry) (*Entry, error) {
+func (is *core) entered(ctx context.Context, room, user string, r scriptEntry) (*Entry, error) {
 	if r.state == "" && r.bannedUntil > 0 {
 		return nil, bannedError(room, r.bannedUntil)
 	}
@@ -264,7 +264,7 @@ func (is *Issuer) entered(ctx context.Context, room, user string, r scriptEntry)
 //
 // Errors: flashgate.ErrInvalidInput, flashgate.ErrBadWaiting (not a waiting token),
 // flashgate.ErrOwnerMismatch (another user's token), flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
-func (is *Issuer) Status(ctx context.Context, room, user, waitingToken string) (*Entry, error) {
+func (is *Queue) Status(ctx context.Context, room, user, waitingToken string) (*Entry, error) {
 	ref, err := is.checkWaiting(room, user, waitingToken)
 	if err != nil {
 		if errors.Is(err, errUnknownSecret) {
@@ -285,14 +285,14 @@ func (is *Issuer) Status(ctx context.Context, room, user, waitingToken string) (
 // notFound is the NOT_FOUND entry, as the status script reports it: what a
 // waiting token whose entry (arrival seq) is gone — left, superseded, or lost
 // with Redis's data — reads; the client enters again.
-func (is *Issuer) notFound(room, user, tok string, seq int64) *Entry {
+func (is *core) notFound(room, user, tok string, seq int64) *Entry {
 	return &Entry{Room: room, User: user, State: flashgate.StateNotFound, WaitingToken: tok, Arrival: seq}
 }
 
 // exactStatus runs the status script for a verified waiting token. A room
 // lost with Redis's data that this replica knew reads NOT_FOUND (the entry is
 // gone; the client's next enter restores the room), not flashgate.ErrUnknownRoom.
-func (is *Issuer) exactStatus(ctx context.Context, room, user, tok string, ref waitingRef) (*Entry, error) {
+func (is *core) exactStatus(ctx context.Context, room, user, tok string, ref waitingRef) (*Entry, error) {
 	return is.statusOrClaim(ctx, room, user, tok, ref, false)
 }
 
@@ -309,7 +309,7 @@ type statusItem struct {
 // room's concurrent statuses and exchanges (batch.go; EnterBatch 1: a call
 // of its own); claim also claims an ACTIVE admission within its arrival
 // window (Exchange), in the same script.
-func (is *Issuer) statusOrClaim(ctx context.Context, room, user, tok string, ref waitingRef, claim bool) (*Entry, error) {
+func (is *core) statusOrClaim(ctx context.Context, room, user, tok string, ref waitingRef, claim bool) (*Entry, error) {
 	r, err := is.statusBatch(room).call(ctx, statusItem{user: user, seq: ref.seq, epoch: ref.epoch, claim: claim},
 		func(it statusItem) statusItem {
 			it.user, it.epoch = strings.Clone(it.user), strings.Clone(it.epoch)
@@ -329,7 +329,7 @@ func (is *Issuer) statusOrClaim(ctx context.Context, room, user, tok string, ref
 // ScriptBatchStats (Status for the plain items, Exchange for the claims).
 // Errors: the script's whole-call errors (flashgate.ErrUnknownRoom, or
 // flashgate.ErrRoomLost as lostRoom maps it), flashgate.ErrUnavailable.
-func (is *Issuer) statusItems(ctx context.Context, room string, items []statusItem) ([]outcome[scriptEntry], error) {
+func (is *core) statusItems(ctx context.Context, room string, items []statusItem) ([]outcome[scriptEntry], error) {
 	args := make([]store.StatusItem, 0, len(items))
 	epoch := ""
 	if len(items) > 0 {
@@ -364,7 +364,7 @@ func (is *Issuer) statusItems(ctx context.Context, room string, items []statusIt
 	return statusEntries(r), nil
 }
 
-func (is *Issuer) checkWaiting(room, user, tok string) (waitingRef, error) {
+func (is *core) checkWaiting(room, user, tok string) (waitingRef, error) {
 	if err := checkRoom(room); err != nil {
 		return waitingRef{}, err
 	}
@@ -380,7 +380,7 @@ func (is *Issuer) checkWaiting(room, user, tok string) (waitingRef, error) {
 // Leave removes the waiting entry, or ends the live admission, behind a
 // waiting token, and the user index. Errors as Status, plus flashgate.ErrNotFound when
 // there is nothing to leave (a repeated leave).
-func (is *Issuer) Leave(ctx context.Context, room, user, waitingToken string) error {
+func (is *Queue) Leave(ctx context.Context, room, user, waitingToken string) error {
 	ref, err := is.checkWaiting(room, user, waitingToken)
 	if err != nil {
 		return err
