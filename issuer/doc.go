@@ -34,8 +34,8 @@
 // "Walk of one enter" follows one Enter through them):
 //
 //	core        config.go (Config, Issuer, New, the clock), room.go (RoomConfig, id checks), errors.go
-//	queue       queue.go (Enter, Status, Leave, the Entry), waiting.go (the waiting token),
-//	            snapshot.go (status of long lines), eta.go (the wait estimate)
+//	queue       enter.go (Enter, Status, Leave, the Entry), waiting.go (the waiting token),
+//	            snapshot.go (status of long lines), entry.go (the wait estimate)
 //	coalescer   batch.go (group commit: one coalescer per path, enter, status/exchange, complete)
 //	scripts     scripts.go (the Redis interface, the lost-room rule), replies.go (the
 //	            gateway's typed replies as the issuer's values); the scripts themselves:
