@@ -478,7 +478,7 @@ func goDecls(file string) (map[string]bool, error) {
 	return out, nil
 }
 
-// TestIssuerFileMap holds docs/architecture.md#the-issuers-files-by-layer
+// TestIssuerFileMap holds docs/architecture.md#the-issuers-files-by-role
 // to issuer/: every non-test Go file of the package is in the table
 // (script_<name>.go stands for the script files), and every file the table
 // names exists.
@@ -507,7 +507,7 @@ func TestIssuerFileMap(t *testing.T) {
 // and a named file that does not exist, and takes script_<name>.go for
 // every script file.
 func TestIssuerFileMapRules(t *testing.T) {
-	doc := "## The issuer's files by layer\n\n| layer | files | what |\n|---|---|---|\n" +
+	doc := "## The issuer's files by role\n\n| layer | files | what |\n|---|---|---|\n" +
 		"| a | `a.go`, `gone.go` | `notafile` |\n| s | `script_<name>.go`, `lua/` | x |\n\n## Next\n\n`b.go`\n"
 	got := fileMapProblems(doc, []string{"a.go", "b.go", "script_enter.go", "doc.go"},
 		func(name string) bool { return name == "a.go" })
@@ -518,7 +518,7 @@ func TestIssuerFileMapRules(t *testing.T) {
 }
 
 // fileMapHeading is the section of archDoc that maps issuer/'s files.
-const fileMapHeading = "## The issuer's files by layer"
+const fileMapHeading = "## The issuer's files by role"
 
 // fileMapProblems checks the files column of doc's fileMapHeading table
 // against names, the package's non-test files (doc.go needs no row).

@@ -460,3 +460,12 @@ func (is *Admin) RevokeWith(ctx context.Context, room, user, admissionID string,
 	}
 	return rv, nil
 }
+
+// completeBatch returns room's complete coalescer.
+func (is *core) completeBatch(room string) *coalescer[completeItem, completeReply] {
+	return batchOf(&is.completeBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []completeItem) ([]outcome[completeReply], error) {
+		return func(ctx context.Context, items []completeItem) ([]outcome[completeReply], error) {
+			return is.completeItems(ctx, room, items)
+		}
+	})
+}

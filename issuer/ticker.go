@@ -178,23 +178,6 @@ type idleRoom struct {
 	on   atomic.Bool
 }
 
-// wake tells Run to tick room at once if it is ticking it slowly (an enter
-// through this Issuer: there may be work now). Cheap when it is not: one
-// sync.Map lookup.
-func (is *core) wake(room string) {
-	v, ok := is.idle.Load(room)
-	if !ok {
-		return
-	}
-	r := v.(*idleRoom)
-	if r.on.CompareAndSwap(true, false) {
-		select {
-		case is.wakeups <- r.room:
-		default: // Run is behind: it ticks the room at its slow period
-		}
-	}
-}
-
 // setIdle records whether Run ticks room slowly.
 func (is *core) setIdle(room string, idle bool) {
 	v, ok := is.idle.Load(room)
