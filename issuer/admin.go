@@ -31,7 +31,7 @@ func (is *Admin) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomCo
 }
 
 // setRoom is SetRoom; del also deletes the room (DeleteRoom).
-func (is *core) setRoom(ctx context.Context, room string, c RoomConfig, del bool) (RoomConfig, error) {
+func (is *Admin) setRoom(ctx context.Context, room string, c RoomConfig, del bool) (RoomConfig, error) {
 	if err := checkRoom(room); err != nil {
 		return RoomConfig{}, err
 	}

@@ -133,7 +133,7 @@ type mintedNote struct {
 // faster than the note — costs nothing but the signature check of that
 // token's completion (CompleteMinted's ErrNotMinted); lost notes are
 // counted (Observation.MintedNotesLost).
-func (is *core) noteMinted(room string, a *Admission) {
+func (is *Queue) noteMinted(room string, a *Admission) {
 	// A TTL, not Redis's clock: exp is on the issuer's (Config.Now).
 	ttl := a.ExpiresAt.Sub(is.now()).Milliseconds()
 	if ttl <= 0 {
@@ -161,7 +161,7 @@ func (is *core) noteMinted(room string, a *Admission) {
 // for noteWriterIdle. One writer runs at a time (noteWriter), so the notes
 // of a burst of exchanges share calls without a goroutine or a wake-up per
 // note.
-func (is *core) writeMintedNotes() {
+func (is *Queue) writeMintedNotes() {
 	idle := time.NewTimer(noteWriterIdle)
 	defer idle.Stop()
 	batch := make([]mintedNote, 0, maxNotesPerWrite)
@@ -202,7 +202,7 @@ func (is *core) writeMintedNotes() {
 
 // writeNotes writes batch, one call per room (in the order of each room's
 // first note), counting the notes of failed calls as lost.
-func (is *core) writeNotes(batch []mintedNote) {
+func (is *Queue) writeNotes(batch []mintedNote) {
 	ctx, cancel := context.WithTimeout(context.Background(), mintedNoteTimeout)
 	defer cancel()
 	for len(batch) > 0 {
@@ -245,7 +245,7 @@ func (is *Queue) WaitMinted(ctx context.Context) error {
 
 // mintedItems writes items' notes, all of room (lua/minted.lua): one call.
 // Errors: flashgate.ErrUnavailable, flashgate.ErrStoreFull.
-func (is *core) mintedItems(ctx context.Context, room string, items []mintedItem) error {
+func (is *Queue) mintedItems(ctx context.Context, room string, items []mintedItem) error {
 	notes := make([]store.MintedNote, len(items))
 	for i, it := range items {
 		notes[i] = store.MintedNote{JTI: it.jti, Digest: it.digest, TTLms: it.ttlMs}
@@ -310,7 +310,7 @@ func (is *Queue) CompleteMinted(ctx context.Context, room, user, admissionID, to
 }
 
 // complete is Complete (digest "") and CompleteMinted.
-func (is *core) complete(ctx context.Context, room, user, admissionID, digest string) (*flashgate.Completion, error) {
+func (is *Queue) complete(ctx context.Context, room, user, admissionID, digest string) (*flashgate.Completion, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
@@ -341,7 +341,7 @@ type completeItem struct{ user, jti, digest string }
 // outcome's error). Errors of the whole call: flashgate.ErrUnknownRoom,
 // flashgate.ErrRoomLost, flashgate.ErrUnavailable (Redis, or too few
 // replicas acknowledged the write).
-func (is *core) completeItems(ctx context.Context, room string, items []completeItem) ([]outcome[completeReply], error) {
+func (is *Queue) completeItems(ctx context.Context, room string, items []completeItem) ([]outcome[completeReply], error) {
 	args := make([]store.CompleteItem, len(items))
 	for i, it := range items {
 		args[i] = store.CompleteItem{User: it.user, JTI: it.jti, Digest: it.digest}
@@ -462,7 +462,7 @@ func (is *Admin) RevokeWith(ctx context.Context, room, user, admissionID string,
 }
 
 // completeBatch returns room's complete coalescer.
-func (is *core) completeBatch(room string) *coalescer[completeItem, completeReply] {
+func (is *Queue) completeBatch(room string) *coalescer[completeItem, completeReply] {
 	return batchOf(&is.completeBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []completeItem) ([]outcome[completeReply], error) {
 		return func(ctx context.Context, items []completeItem) ([]outcome[completeReply], error) {
 			return is.completeItems(ctx, room, items)

@@ -40,12 +40,12 @@ func NewAdmissions(rdb Redis, cfg AdmissionsConfig) (*Admissions, error) {
 	return &Admissions{is: is.Queue}, nil
 }
 
-// Complete is Issuer.Complete.
+// Complete is Queue.Complete.
 func (a *Admissions) Complete(ctx context.Context, room, user, admissionID string) (*flashgate.Completion, error) {
 	return a.is.Complete(ctx, room, user, admissionID)
 }
 
-// CheckActive is Issuer.CheckActive.
+// CheckActive is Queue.CheckActive.
 func (a *Admissions) CheckActive(ctx context.Context, room, admissionID string) error {
 	return a.is.CheckActive(ctx, room, admissionID)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/flashgate/flashgate/issuer/store"
 )
 
-func (is *core) needSecret() error {
+func (is *Queue) needSecret() error {
 	if is.secrets.Load() == nil {
 		return flashgate.Errorf(flashgate.CodeInternal, "issuer: Config.WaitingSecret is not set")
 	}
@@ -53,7 +53,7 @@ func (is *Queue) Enter(ctx context.Context, room, user string) (*Entry, error) {
 
 // entered turns an enter script's result for user into the Entry (or the
 // banned refusal), and registers the room with the tick loops.
-func (is *core) entered(ctx context.Context, room, user string, r scriptEntry) (*Entry, error) {
+func (is *Queue) entered(ctx context.Context, room, user string, r scriptEntry) (*Entry, error) {
 	if r.state == "" && r.bannedUntil > 0 {
 		return nil, bannedError(room, r.bannedUntil)
 	}
@@ -83,7 +83,7 @@ func (is *core) entered(ctx context.Context, room, user string, r scriptEntry) (
 
 // enterBatch returns room's enter coalescer: its results point into its
 // batch's decoded reply.
-func (is *core) enterBatch(room string) *coalescer[string, *scriptEntry] {
+func (is *Queue) enterBatch(room string) *coalescer[string, *scriptEntry] {
 	return batchOf(&is.enterBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []string) ([]outcome[*scriptEntry], error) {
 		return func(ctx context.Context, users []string) ([]outcome[*scriptEntry], error) {
 			args := make([]any, len(users))
@@ -112,7 +112,7 @@ func (is *core) enterBatch(room string) *coalescer[string, *scriptEntry] {
 // (createArg), and on unknown_room the slot is reserved (autoRoomAgain)
 // and the call repeated with the default policy. Errors: those of the script, and
 // flashgate.ErrRoomLimit.
-func (is *core) enterUsers(ctx context.Context, room string, users ...any) ([]scriptEntry, error) {
+func (is *Queue) enterUsers(ctx context.Context, room string, users ...any) ([]scriptEntry, error) {
 	ids := make([]string, len(users))
 	for i, u := range users {
 		ids[i], _ = u.(string)

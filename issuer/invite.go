@@ -162,7 +162,7 @@ var b64 = base64.RawURLEncoding.Strict()
 // when bound, sub = user. The expiry is the script's to judge (the room's
 // clock). Errors: flashgate.ErrInviteInvalid (anything but the scope; an
 // admission token or a waiting token is invalid here), flashgate.ErrInviteScope.
-func (is *core) checkInvite(ctx context.Context, room, user, tok string) (flashgate.InviteClaims, error) {
+func (is *Queue) checkInvite(ctx context.Context, room, user, tok string) (flashgate.InviteClaims, error) {
 	var c flashgate.InviteClaims
 	bad := func(why string) (flashgate.InviteClaims, error) {
 		return flashgate.InviteClaims{}, flashgate.Errorf(flashgate.CodeInviteInvalid, "invalid invite: %s", why)

@@ -53,7 +53,7 @@ func (is *Metrics) ObserveTicks(f TickObserver) {
 }
 
 // observeTick reports one tick to the TickObserver, if any.
-func (is *core) observeTick(room string, took time.Duration, res TickResult, err error) {
+func (is *Ticker) observeTick(room string, took time.Duration, res TickResult, err error) {
 	if f := is.tickObs.Load(); f != nil {
 		(*f)(room, took, res, err)
 	}

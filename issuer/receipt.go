@@ -178,7 +178,7 @@ func (is *core) commitment(ctx context.Context, room, epoch string, now time.Tim
 // withReceipt sets e's LotteryCommitment and, with a Signer that signs
 // receipts, its Receipt, when e waits in a pre-queue of epoch. A failure to
 // read the commitment or to sign leaves them empty: the entry stands.
-func (is *core) withReceipt(ctx context.Context, e *Entry, epoch string) {
+func (is *Queue) withReceipt(ctx context.Context, e *Entry, epoch string) {
 	if !e.PreQueue || e.State != flashgate.StateWaiting || epoch == "" || e.Arrival <= 0 {
 		return
 	}

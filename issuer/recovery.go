@@ -162,7 +162,7 @@ func (is *core) defaultPolicy() string {
 
 // forget drops what this replica knows of room (its keys are gone after its
 // end: it is no longer ticked, nor restored).
-func (is *core) forget(room string) {
+func (is *Ticker) forget(room string) {
 	is.known.Delete(room)
 	is.registered.Delete(room)
 	is.idle.Delete(room)
@@ -172,7 +172,7 @@ func (is *core) forget(room string) {
 // noteCreated is called when an enter created room: from its last known
 // config (a restore after a data loss), or from the default policy (a new
 // auto room, also one reusing the name of an ended one).
-func (is *core) noteCreated(ctx context.Context, room string) error {
+func (is *Queue) noteCreated(ctx context.Context, room string) error {
 	v, ok := is.known.Load(room)
 	if ok && (!v.(*knownRoom).cfg.EndedAt.IsZero() || !v.(*knownRoom).cfg.DeletedAt.IsZero()) {
 		// A room this replica knew as ended (freed, or its keys expired): a
@@ -207,7 +207,7 @@ func (is *core) restoredRoom(room string, c RoomConfig, by string) {
 // config and, when the tick restored the room, logs and counts it and
 // registers the room with the tick loops again (fg:rooms was lost with the
 // rest).
-func (is *core) noteTick(ctx context.Context, room string, cfg RoomConfig, created bool) error {
+func (is *Ticker) noteTick(ctx context.Context, room string, cfg RoomConfig, created bool) error {
 	is.rememberPolicy(room, cfg)
 	if !created {
 		return nil
@@ -227,7 +227,7 @@ func (is *core) noteTick(ctx context.Context, room string, cfg RoomConfig, creat
 // withKnown returns rooms (from fg:rooms) with every room this replica
 // knows added, sorted: a room lost from Redis is still ticked, which
 // restores it.
-func (is *core) withKnown(rooms []string) []string {
+func (is *Ticker) withKnown(rooms []string) []string {
 	is.known.Range(func(k, _ any) bool {
 		if r := k.(string); !slices.Contains(rooms, r) {
 			rooms = append(rooms, r)

@@ -47,14 +47,14 @@ func (is *Queue) Status(ctx context.Context, room, user, waitingToken string) (*
 // notFound is the NOT_FOUND entry, as the status script reports it: what a
 // waiting token whose entry (arrival seq) is gone — left, superseded, or lost
 // with Redis's data — reads; the client enters again.
-func (is *core) notFound(room, user, tok string, seq int64) *Entry {
+func (is *Queue) notFound(room, user, tok string, seq int64) *Entry {
 	return &Entry{Room: room, User: user, State: flashgate.StateNotFound, WaitingToken: tok, Arrival: seq}
 }
 
 // exactStatus runs the status script for a verified waiting token. A room
 // lost with Redis's data that this replica knew reads NOT_FOUND (the entry is
 // gone; the client's next enter restores the room), not flashgate.ErrUnknownRoom.
-func (is *core) exactStatus(ctx context.Context, room, user, tok string, ref waitingRef) (*Entry, error) {
+func (is *Queue) exactStatus(ctx context.Context, room, user, tok string, ref waitingRef) (*Entry, error) {
 	return is.statusOrClaim(ctx, room, user, tok, ref, false)
 }
 
@@ -71,7 +71,7 @@ type statusItem struct {
 // room's concurrent statuses and exchanges (batch.go; EnterBatch 1: a call
 // of its own); claim also claims an ACTIVE admission within its arrival
 // window (Exchange), in the same script.
-func (is *core) statusOrClaim(ctx context.Context, room, user, tok string, ref waitingRef, claim bool) (*Entry, error) {
+func (is *Queue) statusOrClaim(ctx context.Context, room, user, tok string, ref waitingRef, claim bool) (*Entry, error) {
 	r, err := is.statusBatch(room).call(ctx, statusItem{user: user, seq: ref.seq, epoch: ref.epoch, claim: claim},
 		func(it statusItem) statusItem {
 			it.user, it.epoch = strings.Clone(it.user), strings.Clone(it.epoch)
@@ -91,7 +91,7 @@ func (is *core) statusOrClaim(ctx context.Context, room, user, tok string, ref w
 // ScriptBatchStats (Status for the plain items, Exchange for the claims).
 // Errors: the script's whole-call errors (flashgate.ErrUnknownRoom, or
 // flashgate.ErrRoomLost as lostRoom maps it), flashgate.ErrUnavailable.
-func (is *core) statusItems(ctx context.Context, room string, items []statusItem) ([]outcome[scriptEntry], error) {
+func (is *Queue) statusItems(ctx context.Context, room string, items []statusItem) ([]outcome[scriptEntry], error) {
 	args := make([]store.StatusItem, 0, len(items))
 	epoch := ""
 	if len(items) > 0 {
@@ -126,7 +126,7 @@ func (is *core) statusItems(ctx context.Context, room string, items []statusItem
 	return statusEntries(r), nil
 }
 
-func (is *core) checkWaiting(room, user, tok string) (waitingRef, error) {
+func (is *Queue) checkWaiting(room, user, tok string) (waitingRef, error) {
 	if err := checkRoom(room); err != nil {
 		return waitingRef{}, err
 	}
@@ -161,7 +161,7 @@ func (is *Queue) Leave(ctx context.Context, room, user, waitingToken string) err
 }
 
 // statusBatch returns room's status coalescer (status and exchange items).
-func (is *core) statusBatch(room string) *coalescer[statusItem, scriptEntry] {
+func (is *Queue) statusBatch(room string) *coalescer[statusItem, scriptEntry] {
 	return batchOf(&is.statusBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []statusItem) ([]outcome[scriptEntry], error) {
 		return func(ctx context.Context, items []statusItem) ([]outcome[scriptEntry], error) {
 			return is.statusItems(ctx, room, items)

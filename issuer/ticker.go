@@ -145,7 +145,7 @@ func (is *Ticker) Tick(ctx context.Context, room string) (TickResult, error) {
 }
 
 // autoIdleMs is Config.AutoRoomIdle in ms for the tick script (0: never).
-func (is *core) autoIdleMs() int64 {
+func (is *Ticker) autoIdleMs() int64 {
 	if is.cfg.AutoRoomIdle <= 0 {
 		return 0
 	}
@@ -179,7 +179,7 @@ type idleRoom struct {
 }
 
 // setIdle records whether Run ticks room slowly.
-func (is *core) setIdle(room string, idle bool) {
+func (is *Ticker) setIdle(room string, idle bool) {
 	v, ok := is.idle.Load(room)
 	if !ok {
 		if !idle {
