@@ -478,7 +478,7 @@ func goDecls(file string) (map[string]bool, error) {
 	return out, nil
 }
 
-// TestIssuerFileMap holds docs/architecture.md#the-issuers-files-by-layer
+// TestIssuerFileMap holds docs/architecture.md#the-issuers-files-by-role
 // to issuer/: every non-test Go file of the package is in the table
 // (script_<name>.go stands for the script files), and every file the table
 // names exists.
@@ -507,7 +507,7 @@ func TestIssuerFileMap(t *testing.T) {
 // and a named file that does not exist, and takes script_<name>.go for
 // every script file.
 func TestIssuerFileMapRules(t *testing.T) {
-	doc := "## The issuer's files by layer\n\n| layer | files | what |\n|---|---|---|\n" +
+	doc := "## The issuer's files by role\n\n| layer | files | what |\n|---|---|---|\n" +
 		"| a | `a.go`, `gone.go` | `notafile` |\n| s | `script_<name>.go`, `lua/` | x |\n\n## Next\n\n`b.go`\n"
 	got := fileMapProblems(doc, []string{"a.go", "b.go", "script_enter.go", "doc.go"},
 		func(name string) bool { return name == "a.go" })
@@ -518,7 +518,7 @@ func TestIssuerFileMapRules(t *testing.T) {
 }
 
 // fileMapHeading is the section of archDoc that maps issuer/'s files.
-const fileMapHeading = "## The issuer's files by layer"
+const fileMapHeading = "## The issuer's files by role"
 
 // fileMapProblems checks the files column of doc's fileMapHeading table
 // against names, the package's non-test files (doc.go needs no row).
@@ -647,4 +647,71 @@ func TestArrowRules(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// TestIssuerIsWiring holds docs/architecture.md#architecture's roles to the
+// code: *issuer.Issuer declares no method (its methods are its roles':
+// issuer.Queue, Admin, Ticker, Metrics), and neither package server nor
+// flashgate serve names it in code (comments aside): the server takes its
+// role interfaces, cmd/flashgate/wiring.go hands it the role types.
+func TestIssuerIsWiring(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("issuer", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	methods := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		decls, err := goDecls(filepath.ToSlash(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d := range decls {
+			if strings.HasPrefix(d, "Issuer.") {
+				t.Errorf("%s declares %s: *Issuer is the wiring of the roles; a method belongs to Queue, Admin, Ticker, Metrics or core", f, d)
+				methods++
+			}
+		}
+	}
+	for _, f := range append(mustGlob(t, "server/*.go"), "cmd/flashgate/serve.go") {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		if n := namesIssuerType(t, f); n > 0 {
+			t.Errorf("%s names issuer.Issuer %d times: the server takes server.Queue, Admin and Observed, the wiring hands it the role types", f, n)
+		}
+	}
+	t.Logf("*Issuer methods: %d", methods)
+}
+
+// mustGlob is filepath.Glob, failing t on a bad pattern.
+func mustGlob(t *testing.T, pattern string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.FromSlash(pattern))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// namesIssuerType counts the selector expressions issuer.Issuer in file's
+// code (not its comments).
+func namesIssuerType(t *testing.T, file string) int {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	ast.Inspect(f, func(x ast.Node) bool {
+		if s, ok := x.(*ast.SelectorExpr); ok && s.Sel.Name == "Issuer" {
+			if id, ok := s.X.(*ast.Ident); ok && id.Name == "issuer" {
+				n++
+			}
+		}
+		return true
+	})
+	return n
 }

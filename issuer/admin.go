@@ -26,12 +26,12 @@ import (
 // later) starts a new line — the closed one stays CLOSED — and keeps the
 // room's keys again (PERSIST). Errors: flashgate.ErrInvalidInput,
 // flashgate.ErrUnavailable, flashgate.ErrStoreFull.
-func (is *Issuer) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomConfig, error) {
+func (is *Admin) SetRoom(ctx context.Context, room string, c RoomConfig) (RoomConfig, error) {
 	return is.setRoom(ctx, room, c, false)
 }
 
 // setRoom is SetRoom; del also deletes the room (DeleteRoom).
-func (is *Issuer) setRoom(ctx context.Context, room string, c RoomConfig, del bool) (RoomConfig, error) {
+func (is *Admin) setRoom(ctx context.Context, room string, c RoomConfig, del bool) (RoomConfig, error) {
 	if err := checkRoom(room); err != nil {
 		return RoomConfig{}, err
 	}
@@ -91,7 +91,7 @@ func (is *Issuer) setRoom(ctx context.Context, room string, c RoomConfig, del bo
 // (SetState, SetRoom) starts a new line.
 // Errors: flashgate.ErrInvalidInput (a bad reason), flashgate.ErrUnknownRoom,
 // flashgate.ErrUnavailable.
-func (is *Issuer) Close(ctx context.Context, room, reason string) (RoomConfig, error) {
+func (is *Admin) Close(ctx context.Context, room, reason string) (RoomConfig, error) {
 	if reason == "" {
 		reason = ReasonClosed
 	}
@@ -109,7 +109,7 @@ func (is *Issuer) Close(ctx context.Context, room, reason string) (RoomConfig, e
 
 // SoldOut closes room with ReasonSoldOut (Close): every waiting buyer reads
 // CLOSED, reason sold_out. Errors as Close.
-func (is *Issuer) SoldOut(ctx context.Context, room string) (RoomConfig, error) {
+func (is *Admin) SoldOut(ctx context.Context, room string) (RoomConfig, error) {
 	return is.Close(ctx, room, ReasonSoldOut)
 }
 
@@ -121,7 +121,7 @@ func (is *Issuer) SoldOut(ctx context.Context, room string) (RoomConfig, error) 
 // its entries, and admissions already made can complete. SetRoom with state
 // open or paused restores it, with a new line. Repeating it changes nothing.
 // Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
-func (is *Issuer) DeleteRoom(ctx context.Context, room string) (RoomConfig, error) {
+func (is *Admin) DeleteRoom(ctx context.Context, room string) (RoomConfig, error) {
 	c, err := is.Room(ctx, room)
 	if err != nil {
 		return RoomConfig{}, err
@@ -273,7 +273,7 @@ func derefDuration(p *time.Duration) time.Duration {
 // seconds up to MaxSessionDuration, tick 100 ms … 1 min, batch 1…10,000,
 // arrival window off or 1 s … 15 min, the window's order, the page's branding). Errors: flashgate.ErrInvalidInput (naming the field),
 // flashgate.ErrUnavailable, flashgate.ErrStoreFull.
-func (is *Issuer) UpdateRoom(ctx context.Context, room string, patch RoomPatch) (cfg RoomConfig, created bool, err error) {
+func (is *Admin) UpdateRoom(ctx context.Context, room string, patch RoomPatch) (cfg RoomConfig, created bool, err error) {
 	cur, err := is.Room(ctx, room)
 	created = errors.Is(err, flashgate.ErrUnknownRoom)
 	if err != nil && !created {
@@ -305,7 +305,7 @@ func preQueueOf(s string) PreQueue {
 
 // Room returns room's configuration. Errors: flashgate.ErrInvalidInput,
 // flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
-func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
+func (is *core) Room(ctx context.Context, room string) (RoomConfig, error) {
 	if err := checkRoom(room); err != nil {
 		return RoomConfig{}, err
 	}
@@ -340,7 +340,7 @@ func (is *Issuer) Room(ctx context.Context, room string) (RoomConfig, error) {
 
 // SetState opens, pauses or closes an existing room (closing: Close with
 // ReasonClosed).
-func (is *Issuer) SetState(ctx context.Context, room string, s RoomState) (RoomConfig, error) {
+func (is *Admin) SetState(ctx context.Context, room string, s RoomState) (RoomConfig, error) {
 	if s == RoomClosed {
 		return is.Close(ctx, room, ReasonClosed)
 	}
@@ -353,7 +353,7 @@ func (is *Issuer) SetState(ctx context.Context, room string, s RoomState) (RoomC
 }
 
 // Rooms lists the registered rooms, sorted.
-func (is *Issuer) Rooms(ctx context.Context) ([]string, error) {
+func (is *core) Rooms(ctx context.Context) ([]string, error) {
 	rooms, err := is.cfg.Redis.SMembers(ctx, keyRooms).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, unavailable(err)

@@ -39,7 +39,7 @@ type Admission struct {
 // flashgate.ErrCompleted, flashgate.ErrRevoked, flashgate.ErrRoomClosed (the
 // entry is CLOSED: the room closed while it waited), flashgate.ErrNotFound,
 // flashgate.ErrInternal (no signer, sign failure).
-func (is *Issuer) Exchange(ctx context.Context, room, user, waitingToken string) (*Admission, error) {
+func (is *Queue) Exchange(ctx context.Context, room, user, waitingToken string) (*Admission, error) {
 	ref, err := is.checkWaiting(room, user, waitingToken)
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ type mintedNote struct {
 // faster than the note — costs nothing but the signature check of that
 // token's completion (CompleteMinted's ErrNotMinted); lost notes are
 // counted (Observation.MintedNotesLost).
-func (is *Issuer) noteMinted(room string, a *Admission) {
+func (is *Queue) noteMinted(room string, a *Admission) {
 	// A TTL, not Redis's clock: exp is on the issuer's (Config.Now).
 	ttl := a.ExpiresAt.Sub(is.now()).Milliseconds()
 	if ttl <= 0 {
@@ -161,7 +161,7 @@ func (is *Issuer) noteMinted(room string, a *Admission) {
 // for noteWriterIdle. One writer runs at a time (noteWriter), so the notes
 // of a burst of exchanges share calls without a goroutine or a wake-up per
 // note.
-func (is *Issuer) writeMintedNotes() {
+func (is *Queue) writeMintedNotes() {
 	idle := time.NewTimer(noteWriterIdle)
 	defer idle.Stop()
 	batch := make([]mintedNote, 0, maxNotesPerWrite)
@@ -202,7 +202,7 @@ func (is *Issuer) writeMintedNotes() {
 
 // writeNotes writes batch, one call per room (in the order of each room's
 // first note), counting the notes of failed calls as lost.
-func (is *Issuer) writeNotes(batch []mintedNote) {
+func (is *Queue) writeNotes(batch []mintedNote) {
 	ctx, cancel := context.WithTimeout(context.Background(), mintedNoteTimeout)
 	defer cancel()
 	for len(batch) > 0 {
@@ -229,7 +229,7 @@ func (is *Issuer) writeNotes(batch []mintedNote) {
 // WaitMinted waits until the minted notes in flight (see CompleteMinted)
 // have landed or been dropped, or until ctx ends (then ctx's error): at a
 // graceful shutdown, so the tokens minted last are known as minted too.
-func (is *Issuer) WaitMinted(ctx context.Context) error {
+func (is *Queue) WaitMinted(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		is.minting.Wait()
@@ -245,7 +245,7 @@ func (is *Issuer) WaitMinted(ctx context.Context) error {
 
 // mintedItems writes items' notes, all of room (lua/minted.lua): one call.
 // Errors: flashgate.ErrUnavailable, flashgate.ErrStoreFull.
-func (is *Issuer) mintedItems(ctx context.Context, room string, items []mintedItem) error {
+func (is *Queue) mintedItems(ctx context.Context, room string, items []mintedItem) error {
 	notes := make([]store.MintedNote, len(items))
 	for i, it := range items {
 		notes[i] = store.MintedNote{JTI: it.jti, Digest: it.digest, TTLms: it.ttlMs}
@@ -267,7 +267,7 @@ func (is *Issuer) mintedItems(ctx context.Context, room string, items []mintedIt
 // Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrExpired, flashgate.ErrRevoked,
 // flashgate.ErrNotFound (unknown, left), flashgate.ErrOwnerMismatch, flashgate.ErrUnavailable,
 // and an error of code flashgate.CodeRoomStopped.
-func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) (*flashgate.Completion, error) {
+func (is *Queue) Complete(ctx context.Context, room, user, admissionID string) (*flashgate.Completion, error) {
 	return is.complete(ctx, room, user, admissionID, "")
 }
 
@@ -291,7 +291,7 @@ func (is *Issuer) Complete(ctx context.Context, room, user, admissionID string) 
 // cause when there is one (a malformed claim, flashgate.ErrUnknownRoom,
 // flashgate.ErrUnavailable, …): the token was not shown authentic, so the
 // caller's signature check decides first, exactly as without this path.
-func (is *Issuer) CompleteMinted(ctx context.Context, room, user, admissionID, token string) (*flashgate.Completion, error) {
+func (is *Queue) CompleteMinted(ctx context.Context, room, user, admissionID, token string) (*flashgate.Completion, error) {
 	// complete refuses a malformed jti as not_found, which reads like the
 	// script's answer for an admission: refused here first, as not minted.
 	// A malformed room or user comes back as ErrInvalidInput, no answer.
@@ -310,7 +310,7 @@ func (is *Issuer) CompleteMinted(ctx context.Context, room, user, admissionID, t
 }
 
 // complete is Complete (digest "") and CompleteMinted.
-func (is *Issuer) complete(ctx context.Context, room, user, admissionID, digest string) (*flashgate.Completion, error) {
+func (is *Queue) complete(ctx context.Context, room, user, admissionID, digest string) (*flashgate.Completion, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
@@ -341,7 +341,7 @@ type completeItem struct{ user, jti, digest string }
 // outcome's error). Errors of the whole call: flashgate.ErrUnknownRoom,
 // flashgate.ErrRoomLost, flashgate.ErrUnavailable (Redis, or too few
 // replicas acknowledged the write).
-func (is *Issuer) completeItems(ctx context.Context, room string, items []completeItem) ([]outcome[completeReply], error) {
+func (is *Queue) completeItems(ctx context.Context, room string, items []completeItem) ([]outcome[completeReply], error) {
 	args := make([]store.CompleteItem, len(items))
 	for i, it := range items {
 		args[i] = store.CompleteItem{User: it.user, JTI: it.jti, Digest: it.digest}
@@ -362,7 +362,7 @@ func (is *Issuer) completeItems(ctx context.Context, room string, items []comple
 // flashgate.CodeRoomStopped when it was admitted before the room's not_before
 // (Stop), ErrInvalidInput for a malformed room id, ErrUnavailable when Redis
 // cannot answer (fail closed).
-func (is *Issuer) CheckActive(ctx context.Context, room, admissionID string) error {
+func (is *Queue) CheckActive(ctx context.Context, room, admissionID string) error {
 	if err := checkRoom(room); err != nil {
 		return err
 	}
@@ -412,12 +412,12 @@ type RevokeOptions struct {
 // ban, or none). Later completions of its token are refused. Errors:
 // flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrNotFound,
 // flashgate.ErrCompleted, flashgate.ErrUnavailable.
-func (is *Issuer) Revoke(ctx context.Context, room, user, admissionID string) (*Revocation, error) {
+func (is *Admin) Revoke(ctx context.Context, room, user, admissionID string) (*Revocation, error) {
 	return is.RevokeWith(ctx, room, user, admissionID, RevokeOptions{})
 }
 
 // RevokeWith is Revoke with options: the ban that comes with it.
-func (is *Issuer) RevokeWith(ctx context.Context, room, user, admissionID string, o RevokeOptions) (*Revocation, error) {
+func (is *Admin) RevokeWith(ctx context.Context, room, user, admissionID string, o RevokeOptions) (*Revocation, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
@@ -459,4 +459,13 @@ func (is *Issuer) RevokeWith(ctx context.Context, room, user, admissionID string
 		rv.BannedUntil = time.UnixMilli(v.BannedUntilMs)
 	}
 	return rv, nil
+}
+
+// completeBatch returns room's complete coalescer.
+func (is *Queue) completeBatch(room string) *coalescer[completeItem, completeReply] {
+	return batchOf(&is.completeBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []completeItem) ([]outcome[completeReply], error) {
+		return func(ctx context.Context, items []completeItem) ([]outcome[completeReply], error) {
+			return is.completeItems(ctx, room, items)
+		}
+	})
 }

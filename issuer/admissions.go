@@ -25,7 +25,7 @@ type AdmissionsConfig struct {
 // "Architecture"). Its answers are the Issuer's, from the same scripts.
 // Safe for concurrent use.
 type Admissions struct {
-	is *Issuer
+	is *Queue
 }
 
 // NewAdmissions returns the admission checks over rdb, the issuer's Redis.
@@ -37,15 +37,15 @@ func NewAdmissions(rdb Redis, cfg AdmissionsConfig) (*Admissions, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Admissions{is: is}, nil
+	return &Admissions{is: is.Queue}, nil
 }
 
-// Complete is Issuer.Complete.
+// Complete is Queue.Complete.
 func (a *Admissions) Complete(ctx context.Context, room, user, admissionID string) (*flashgate.Completion, error) {
 	return a.is.Complete(ctx, room, user, admissionID)
 }
 
-// CheckActive is Issuer.CheckActive.
+// CheckActive is Queue.CheckActive.
 func (a *Admissions) CheckActive(ctx context.Context, room, admissionID string) error {
 	return a.is.CheckActive(ctx, room, admissionID)
 }

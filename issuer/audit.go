@@ -28,7 +28,13 @@ type Audit struct {
 // returns false, nil. Errors: flashgate.ErrInvalidInput (room, or a Detail
 // that is not a JSON object), flashgate.ErrUnavailable,
 // flashgate.ErrStoreFull.
-func (is *Issuer) JournalAudit(ctx context.Context, room string, a Audit) (bool, error) {
+func (is *Admin) JournalAudit(ctx context.Context, room string, a Audit) (bool, error) {
+	return is.journalAudit(ctx, room, a)
+}
+
+// journalAudit is JournalAudit for every role (the receipts journal the
+// lottery commitment an enter created).
+func (is *core) journalAudit(ctx context.Context, room string, a Audit) (bool, error) {
 	if err := checkRoom(room); err != nil {
 		return false, err
 	}

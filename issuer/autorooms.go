@@ -22,14 +22,14 @@ const autoRoomGrace = time.Minute
 // autoLimited reports whether auto rooms are limited (DefaultRoom set and
 // MaxAutoRooms positive): an enter may then only create a room once its slot
 // is reserved.
-func (is *Issuer) autoLimited() bool { return is.policy != "" && is.cfg.MaxAutoRooms > 0 }
+func (is *core) autoLimited() bool { return is.policy != "" && is.cfg.MaxAutoRooms > 0 }
 
 // reserveAutoRoom reserves room's slot among the auto rooms (lua/autoroom.lua).
 // When they are all taken it first frees the slots of auto rooms that no
 // longer exist (deleted and expired, or a reservation whose enter never
 // created the room, older than autoRoomGrace) and tries again.
 // Errors: flashgate.ErrRoomLimit, flashgate.ErrUnavailable.
-func (is *Issuer) reserveAutoRoom(ctx context.Context, room string) error {
+func (is *core) reserveAutoRoom(ctx context.Context, room string) error {
 	try := func() (bool, error) {
 		return is.db.AutoRoom(ctx, room, is.now().UnixMilli(), is.cfg.MaxAutoRooms)
 	}
@@ -56,7 +56,7 @@ func (is *Issuer) reserveAutoRoom(ctx context.Context, room string) error {
 // deleted room kept for its retention. When auto rooms are limited it first
 // reserves the room's slot (reserveAutoRoom, another Cluster slot than the
 // room's, so not in the script). Errors: those of reserveAutoRoom.
-func (is *Issuer) autoRoomAgain(ctx context.Context, room, policy string, err error) (bool, error) {
+func (is *core) autoRoomAgain(ctx context.Context, room, policy string, err error) (bool, error) {
 	if err == nil || policy != "" || is.policy == "" || !errors.Is(err, flashgate.ErrUnknownRoom) || errors.Is(err, errRoomDeleted) {
 		return false, nil
 	}
@@ -70,7 +70,7 @@ func (is *Issuer) autoRoomAgain(ctx context.Context, room, policy string, err er
 
 // sweepAutoRooms frees the slots of fg:autorooms whose room has no config
 // any more (older than autoRoomGrace) and returns how many it freed.
-func (is *Issuer) sweepAutoRooms(ctx context.Context) int {
+func (is *core) sweepAutoRooms(ctx context.Context) int {
 	held, err := is.cfg.Redis.ZRangeWithScores(ctx, keyAutoRooms, 0, -1).Result()
 	if err != nil {
 		return 0
@@ -92,7 +92,7 @@ func (is *Issuer) sweepAutoRooms(ctx context.Context) int {
 }
 
 // freeAutoRoom frees room's slot among the auto rooms (it was deleted).
-func (is *Issuer) freeAutoRoom(ctx context.Context, room string) {
+func (is *core) freeAutoRoom(ctx context.Context, room string) {
 	if err := is.cfg.Redis.ZRem(ctx, keyAutoRooms, room).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		is.log.Warn("free auto room slot", "room", room, "err", err)
 	}
@@ -100,7 +100,7 @@ func (is *Issuer) freeAutoRoom(ctx context.Context, room string) {
 
 // AutoRooms lists the rooms holding a slot among the auto rooms
 // (Config.MaxAutoRooms). Errors: flashgate.ErrUnavailable.
-func (is *Issuer) AutoRooms(ctx context.Context) ([]string, error) {
+func (is *Ticker) AutoRooms(ctx context.Context) ([]string, error) {
 	held, err := is.cfg.Redis.ZRangeWithScores(ctx, keyAutoRooms, 0, -1).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, unavailable(err)

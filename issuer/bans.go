@@ -78,7 +78,7 @@ func checkBan(d time.Duration, reason string) error {
 //
 // Errors: flashgate.ErrInvalidInput (ids, duration, reason),
 // flashgate.ErrUnknownRoom, flashgate.ErrUnavailable, flashgate.ErrStoreFull.
-func (is *Issuer) Ban(ctx context.Context, room, user string, d time.Duration, reason string) (*Ban, error) {
+func (is *Admin) Ban(ctx context.Context, room, user string, d time.Duration, reason string) (*Ban, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (is *Issuer) Ban(ctx context.Context, room, user string, d time.Duration, r
 // Unban lifts user's ban from room; they may enter again (to the back of the
 // line). Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom,
 // flashgate.ErrNotFound (no ban in effect), flashgate.ErrUnavailable.
-func (is *Issuer) Unban(ctx context.Context, room, user string) error {
+func (is *Admin) Unban(ctx context.Context, room, user string) error {
 	if err := checkRoom(room); err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ type BanPage struct {
 // MaxBansPage) after cursor ("" for the first page; BanPage.Next of the
 // previous one). Errors: flashgate.ErrInvalidInput (limit, cursor),
 // flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
-func (is *Issuer) Bans(ctx context.Context, room, cursor string, limit int) (*BanPage, error) {
+func (is *Admin) Bans(ctx context.Context, room, cursor string, limit int) (*BanPage, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}

@@ -228,53 +228,13 @@ func latestDeadline[T, R any](calls []*pending[T, R]) (time.Time, bool) {
 	return last, true
 }
 
-// Each coalesced path has its own coalescer per room, in a map of its own:
-// the enter path builds and passes only the enter coalescer (enterBatch),
-// status and exchange share theirs (statusBatch: one status script call
-// carries both), completions theirs (completeBatch). New ones keep a copy of
+// Each coalesced path has its own coalescer per room, in a map of its own,
+// declared with its path: the enter coalescer (enterBatch, enter.go),
+// status and exchange share theirs (statusBatch, status.go: one status
+// script call carries both), completions theirs (completeBatch,
+// admission.go). New ones keep a copy of
 // room (as their map key too): the caller's string may alias a buffer that is
 // reused after the call (invariant 7; fiber's request strings do).
-
-// enterBatch returns room's enter coalescer: its results point into its
-// batch's decoded reply.
-func (is *Issuer) enterBatch(room string) *coalescer[string, *scriptEntry] {
-	return batchOf(&is.enterBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []string) ([]outcome[*scriptEntry], error) {
-		return func(ctx context.Context, users []string) ([]outcome[*scriptEntry], error) {
-			args := make([]any, len(users))
-			for i, u := range users {
-				args[i] = u
-			}
-			rs, err := is.enterUsers(ctx, room, args...)
-			if err != nil {
-				return nil, err
-			}
-			// Each caller's result points into the decoded reply, not a copy of it.
-			out := make([]outcome[*scriptEntry], len(rs))
-			for i := range rs {
-				out[i].res = &rs[i]
-			}
-			return out, nil
-		}
-	})
-}
-
-// statusBatch returns room's status coalescer (status and exchange items).
-func (is *Issuer) statusBatch(room string) *coalescer[statusItem, scriptEntry] {
-	return batchOf(&is.statusBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []statusItem) ([]outcome[scriptEntry], error) {
-		return func(ctx context.Context, items []statusItem) ([]outcome[scriptEntry], error) {
-			return is.statusItems(ctx, room, items)
-		}
-	})
-}
-
-// completeBatch returns room's complete coalescer.
-func (is *Issuer) completeBatch(room string) *coalescer[completeItem, completeReply] {
-	return batchOf(&is.completeBatchers, room, is.cfg.ScriptBatch, func(room string) func(context.Context, []completeItem) ([]outcome[completeReply], error) {
-		return func(ctx context.Context, items []completeItem) ([]outcome[completeReply], error) {
-			return is.completeItems(ctx, room, items)
-		}
-	})
-}
 
 // batchOf returns m's coalescer of room, made with send(its own copy of
 // room) and max items a call when it is the first.
@@ -293,32 +253,4 @@ type batchKind struct{ calls, items atomic.Int64 }
 func (k *batchKind) add(items int) {
 	k.calls.Add(1)
 	k.items.Add(int64(items))
-}
-
-// enterUsers runs the enter script for users, in that order, and decodes
-// its reply (store.Gateway.Enter, enterEntries).
-//
-// With limited auto rooms (Config.MaxAutoRooms) an unknown room is created
-// only once its slot is reserved: the first call may not create it
-// (createArg), and on unknown_room the slot is reserved (autoRoomAgain)
-// and the call repeated with the default policy. Errors: those of the script, and
-// flashgate.ErrRoomLimit.
-func (is *Issuer) enterUsers(ctx context.Context, room string, users ...any) ([]scriptEntry, error) {
-	ids := make([]string, len(users))
-	for i, u := range users {
-		ids[i], _ = u.(string)
-	}
-	is.batchStats.enter.add(len(users))
-	policy := is.createArg(createsByEnter, room)
-	r, err := is.db.Enter(ctx, room, policy, ids)
-	if again, rerr := is.autoRoomAgain(ctx, room, policy, err); rerr != nil {
-		return nil, rerr
-	} else if again {
-		is.batchStats.enter.add(len(users))
-		r, err = is.db.Enter(ctx, room, is.defaultPolicy(), ids)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return enterEntries(r), nil
 }

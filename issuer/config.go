@@ -140,15 +140,51 @@ type pipeliner interface {
 	Pipeline() redis.Pipeliner
 }
 
-// Issuer is the domain core: enter, status, leave, tick, exchange, complete,
-// revoke and room administration, over Redis. It is safe for concurrent use,
-// and any number of Issuers (replicas) may share one Redis.
+// Issuer is the wiring of the issuer's roles over one Redis gateway: the
+// buyer's path (Queue), the admin (Admin), the ticker (Ticker) and what
+// metrics read (Metrics), each a type of its own sharing the issuer's state.
+// It declares no method: its methods are its roles', so it plays every role
+// (package server takes the roles as interfaces, cmd/flashgate hands it
+// Issuer.Queue, Issuer.Admin and Issuer.Metrics). It is safe for concurrent
+// use, and any number of Issuers (replicas) may share one Redis.
 //
 // An Issuer never retains a caller's string beyond the call: what it keeps
 // (room ids as keys of its per-room state, user ids queued for an enter
 // script call) it copies first, so callers may pass strings that alias
 // buffers they reuse, such as fiber's request values (invariant 7, docs/concepts.md#invariants).
 type Issuer struct {
+	*core
+	*Queue
+	*Admin
+	*Ticker
+	*Metrics
+}
+
+// Queue is the buyer's path: Enter, EnterWithInvite, Status, Leave,
+// Exchange, Complete, CompleteMinted, CheckActive, and the reads the pages
+// need (Room, RoomLottery, Knows, Directives, Ping, TokenClaims); each
+// coalesced path has its own batcher (enter.go, status.go, complete.go).
+type Queue struct{ *core }
+
+// Admin is the admin: rooms (SetRoom, UpdateRoom, SetState, Close, SoldOut,
+// DeleteRoom, Room, Rooms), bans, invites, the edge stop, revocation and
+// the room journal's audit entries.
+type Admin struct{ *core }
+
+// Ticker is the ticker: admission (Tick, Run; the rate and capacity rule
+// is lua/prelude_admission_rate.lua's, applied by lua/tick.lua), idle auto
+// rooms (AutoRooms), recovery and the shared waiting-token secret
+// (SyncSecret).
+type Ticker struct{ *core }
+
+// Metrics is what metrics read: a room's Stats under an exporter lease
+// (ClaimExporter), the issuer's own counters (Observe), the tick observer
+// (ObserveTicks).
+type Metrics struct{ *core }
+
+// core is the state the roles share: the config, the gateway, the
+// per-room batchers, the known rooms, the counters.
+type core struct {
 	cfg    Config
 	db     *store.Gateway // the scripts, one typed call each (issuer/store)
 	policy string         // the default room policy (lua/prelude.lua ARGV[2]), or ""
@@ -249,7 +285,7 @@ const (
 
 // journalMaxLen is Config.JournalMaxLen as the scripts read journal_maxlen:
 // the bound, or 0 for no journal.
-func (is *Issuer) journalMaxLen() int64 {
+func (is *core) journalMaxLen() int64 {
 	switch n := is.cfg.JournalMaxLen; {
 	case n == 0:
 		return DefaultJournalMaxLen
@@ -344,7 +380,7 @@ func New(cfg Config) (*Issuer, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	is := &Issuer{cfg: cfg, log: cfg.Logger, wakeups: make(chan string, 1024), notes: make(chan mintedNote, maxQueuedNotes)}
+	is := &core{cfg: cfg, log: cfg.Logger, wakeups: make(chan string, 1024), notes: make(chan mintedNote, maxQueuedNotes)}
 	is.db = store.New(cfg.Redis, store.Options{Now: cfg.Now, Replicas: cfg.CompletionReplicas,
 		ReplicaTimeout: cfg.CompletionTimeout, Lost: is.lostRoom})
 	if cfg.WaitingSecret != nil {
@@ -358,17 +394,17 @@ func New(cfg Config) (*Issuer, error) {
 		d.Auto = true
 		is.policy = d.policy("-")
 	}
-	return is, nil
+	return &Issuer{core: is, Queue: &Queue{is}, Admin: &Admin{is}, Ticker: &Ticker{is}, Metrics: &Metrics{is}}, nil
 }
 
 // TokenClaims returns the iss and aud the admission tokens carry (after
 // defaults), for verifiers in the same process.
-func (is *Issuer) TokenClaims() (iss, aud string) { return is.cfg.Issuer, is.cfg.Audience }
+func (is *Queue) TokenClaims() (iss, aud string) { return is.cfg.Issuer, is.cfg.Audience }
 
 // now is the Issuer's clock on the Go side: Config.Now when set (tests),
 // else the local clock. The scripts read Redis TIME unless Config.Now is
 // set (nowArg).
-func (is *Issuer) now() time.Time {
+func (is *core) now() time.Time {
 	if is.cfg.Now != nil {
 		return is.cfg.Now()
 	}

@@ -26,11 +26,11 @@ func TestConfigScriptBatchAlias(t *testing.T) {
 // TestConfigOffValues: NoAutoRoomLimit, AutoRoomNeverIdle and NoJournal
 // turn their settings off; 0 is the default.
 func TestConfigOffValues(t *testing.T) {
-	off := &Issuer{cfg: Config{MaxAutoRooms: NoAutoRoomLimit, AutoRoomIdle: AutoRoomNeverIdle, JournalMaxLen: NoJournal}.withDefaults(), policy: "x"}
+	off := &Ticker{&core{cfg: Config{MaxAutoRooms: NoAutoRoomLimit, AutoRoomIdle: AutoRoomNeverIdle, JournalMaxLen: NoJournal}.withDefaults(), policy: "x"}}
 	assert.False(t, off.autoLimited())
 	assert.Zero(t, off.autoIdleMs())
 	assert.Zero(t, off.journalMaxLen())
-	def := &Issuer{cfg: Config{}.withDefaults(), policy: "x"}
+	def := &Ticker{&core{cfg: Config{}.withDefaults(), policy: "x"}}
 	assert.True(t, def.autoLimited())
 	assert.Equal(t, DefaultAutoRoomIdle.Milliseconds(), def.autoIdleMs())
 	assert.Equal(t, int64(DefaultJournalMaxLen), def.journalMaxLen())

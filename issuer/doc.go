@@ -28,27 +28,31 @@
 // (replicas) may share one Redis, and the rate budget lives in Redis, so
 // three replicas ticking at once admit no more than one would.
 //
-// # Files by layer
+// # Roles and files
 //
-// The files are split by layer (docs/architecture.md#the-issuers-files-by-layer;
-// "Walk of one enter" follows one Enter through them):
+// The issuer is a type per role over one shared state (core, over the Redis
+// gateway issuer/store): Queue (the buyer's path), Admin, Ticker and
+// Metrics; Issuer only wires them (New). The files are split by role
+// (docs/architecture.md#the-issuers-files-by-role; "Walk of one enter"
+// follows one Enter through them):
 //
-//	core        config.go (Config, Issuer, New, the clock), room.go (RoomConfig, id checks), errors.go
-//	queue       queue.go (Enter, Status, Leave, the Entry), waiting.go (the waiting token),
-//	            snapshot.go (status of long lines), eta.go (the wait estimate)
-//	coalescer   batch.go (group commit: one coalescer per path, enter, status/exchange, complete)
-//	scripts     scripts.go (the Redis interface, the lost-room rule), replies.go (the
-//	            gateway's typed replies as the issuer's values); the scripts themselves:
+//	wiring      config.go (Config, New, Issuer and the role types, core, the clock),
+//	            room.go (RoomConfig, id checks, Room, Rooms), errors.go
+//	Queue       enter.go (Enter, its coalescer enterBatch and send enterUsers),
+//	            entry.go (the Entry: the wait estimate, the poll hint, the waiting token),
+//	            status.go (Status, its coalescer statusBatch, Leave), snapshot.go (status of long lines),
+//	            admission.go (Exchange, Complete, its coalescer completeBatch, CheckActive,
+//	            Revoke, minted notes), admissions.go (Admissions, the order side's role)
+//	coalescer   batch.go (the generic group commit each path's coalescer is)
+//	gateway     scripts.go (the Redis interface, the lost-room rule), replies.go (the
+//	            gateway's other typed replies as the issuer's values); the scripts themselves:
 //	            package issuer/store (store/<name>.go calls lua/<name>.lua) and issuer/lua
-//	admission   admission.go (Exchange, Complete, CheckActive, Revoke, minted notes),
-//	            admissions.go (Admissions, the order side's role)
-//	admin       admin.go (SetRoom, UpdateRoom, Close, SoldOut, DeleteRoom, SetState, Room, Rooms),
+//	Admin       admin.go (SetRoom, UpdateRoom, Close, SoldOut, DeleteRoom, SetState),
 //	            bans.go, invite.go, stop.go, lottery.go, receipt.go, audit.go (room policies)
-//	ticker      ticker.go (Tick, Run, the drain, idle rooms)
-//	auto rooms  autorooms.go (the slots of fg:autorooms)
-//	recovery    recovery.go (last known configs, restore after a data loss), restore.go (Restore)
-//	secret      secret.go (the shared waiting-token secret: LoadOrCreateSecret, SyncSecret)
-//	metrics     metrics.go (Observe, Stats, ClaimExporter, ObserveTicks, ScriptName)
+//	Ticker      ticker.go (Tick, Run, the drain, idle rooms), autorooms.go (the slots of
+//	            fg:autorooms), recovery.go (last known configs, restore after a data loss),
+//	            restore.go (Restore), secret.go (LoadOrCreateSecret, SyncSecret)
+//	Metrics     metrics.go (Observe, Stats, ClaimExporter, ObserveTicks, ScriptName)
 //
 // # Data model
 //

@@ -15,7 +15,7 @@ import (
 )
 
 // Estimates (docs/rooms.md#estimated-wait): what the scripts read for
-// issuer/eta.go, on real Redis with a fake clock.
+// issuer/entry.go, on real Redis with a fake clock.
 
 func waitingEntry(t *testing.T, is *issuer.Issuer, room, user string) *issuer.Entry {
 	t.Helper()

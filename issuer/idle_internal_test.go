@@ -38,7 +38,7 @@ func TestNextTickBacksOffIdleRooms(t *testing.T) {
 // the next wake (an enter through this replica), and not again until Run
 // marks it idle again; a busy room costs a wake nothing.
 func TestEnterWakesAnIdleRoom(t *testing.T) {
-	is := &Issuer{wakeups: make(chan string, 4)}
+	is := &Ticker{&core{wakeups: make(chan string, 4)}}
 	is.wake("r") // not idle: nothing
 	assert.Len(t, is.wakeups, 0)
 	is.setIdle("r", true)

@@ -134,7 +134,7 @@ func NewInvites(k InviteKeys, iss, room string, o InviteOptions, now time.Time) 
 }
 
 // inviteKeys returns Config.Invites, else the Signer when it signs invites too.
-func (is *Issuer) inviteKeys() InviteKeys {
+func (is *core) inviteKeys() InviteKeys {
 	if is.cfg.Invites != nil {
 		return is.cfg.Invites
 	}
@@ -144,7 +144,7 @@ func (is *Issuer) inviteKeys() InviteKeys {
 
 // Invites signs invites to room (NewInvites with Config.Issuer and the
 // issuer's clock). The room need not exist yet. Errors as NewInvites.
-func (is *Issuer) Invites(room string, o InviteOptions) ([]Invite, error) {
+func (is *Admin) Invites(room string, o InviteOptions) ([]Invite, error) {
 	now := time.Now()
 	if is.cfg.Now != nil {
 		now = is.cfg.Now()
@@ -162,7 +162,7 @@ var b64 = base64.RawURLEncoding.Strict()
 // when bound, sub = user. The expiry is the script's to judge (the room's
 // clock). Errors: flashgate.ErrInviteInvalid (anything but the scope; an
 // admission token or a waiting token is invalid here), flashgate.ErrInviteScope.
-func (is *Issuer) checkInvite(ctx context.Context, room, user, tok string) (flashgate.InviteClaims, error) {
+func (is *Queue) checkInvite(ctx context.Context, room, user, tok string) (flashgate.InviteClaims, error) {
 	var c flashgate.InviteClaims
 	bad := func(why string) (flashgate.InviteClaims, error) {
 		return flashgate.InviteClaims{}, flashgate.Errorf(flashgate.CodeInviteInvalid, "invalid invite: %s", why)
@@ -229,7 +229,7 @@ func strictJSON(b []byte, v any) error {
 //
 // Errors: those of Enter, plus flashgate.ErrInviteInvalid,
 // flashgate.ErrInviteScope, flashgate.ErrInviteExpired, flashgate.ErrInviteUsed.
-func (is *Issuer) EnterWithInvite(ctx context.Context, room, user, invite string) (*Entry, error) {
+func (is *Queue) EnterWithInvite(ctx context.Context, room, user, invite string) (*Entry, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}

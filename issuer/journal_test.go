@@ -336,7 +336,7 @@ func shownEstimates(t *testing.T, rdb *redis.Client, room string) map[string]str
 // The entered event journals the estimate the enter reply showed (the
 // journal's estimate-error metric compares it with the real wait): the
 // script computes it from the figures Go computes the reply's from
-// (lua/prelude_eta.lua eta_shown mirrors issuer/eta.go), and it must be the
+// (lua/prelude_eta.lua eta_shown mirrors issuer/entry.go), and it must be the
 // same number in every case the rule has: the configured pace, capacity
 // bound by the live expiries (and whole sessions beyond), the measured
 // freeing pace, a room paused until its opening time, a batch of enters;

@@ -26,7 +26,7 @@ func ScriptName(sha string) string { return store.ScriptName(sha) }
 // every replica) only for the rooms whose lease it holds, so that sum()
 // across replicas counts each room once (docs/operations.md#observability).
 // Errors: flashgate.ErrInvalidInput (room id), flashgate.ErrUnavailable.
-func (is *Issuer) ClaimExporter(ctx context.Context, room, replica string, lease time.Duration) (bool, error) {
+func (is *Metrics) ClaimExporter(ctx context.Context, room, replica string, lease time.Duration) (bool, error) {
 	if err := checkRoom(room); err != nil {
 		return false, err
 	}
@@ -44,7 +44,7 @@ type TickObserver func(room string, took time.Duration, res TickResult, err erro
 
 // ObserveTicks makes f the TickObserver of Run (nil: none). Safe to call
 // while Run runs; the server's metrics set it (tick duration and failures).
-func (is *Issuer) ObserveTicks(f TickObserver) {
+func (is *Metrics) ObserveTicks(f TickObserver) {
 	if f == nil {
 		is.tickObs.Store(nil)
 		return
@@ -53,7 +53,7 @@ func (is *Issuer) ObserveTicks(f TickObserver) {
 }
 
 // observeTick reports one tick to the TickObserver, if any.
-func (is *Issuer) observeTick(room string, took time.Duration, res TickResult, err error) {
+func (is *Ticker) observeTick(room string, took time.Duration, res TickResult, err error) {
 	if f := is.tickObs.Load(); f != nil {
 		(*f)(room, took, res, err)
 	}
@@ -115,7 +115,7 @@ type Stats struct {
 }
 
 // Stats returns room's counters. Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
-func (is *Issuer) Stats(ctx context.Context, room string) (*Stats, error) {
+func (is *Metrics) Stats(ctx context.Context, room string) (*Stats, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ type Observation struct {
 
 // Observe returns the Issuer's counters in one Observation: one atomic
 // load per counter, no Redis call, no error; cheap enough for every scrape.
-func (is *Issuer) Observe() Observation {
+func (is *Metrics) Observe() Observation {
 	get := func(k *batchKind) BatchStats { return BatchStats{Calls: k.calls.Load(), Items: k.items.Load()} }
 	return Observation{
 		Batches: ScriptBatchStats{Enter: get(&is.batchStats.enter), Status: get(&is.batchStats.status),

@@ -84,7 +84,7 @@ type RoomLottery struct {
 // the view only once the lottery is drawn. An ended or deleted room keeps
 // its view until its keys expire (RoomConfig.Retention). Errors: flashgate.ErrInvalidInput,
 // flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
-func (is *Issuer) RoomLottery(ctx context.Context, room string) (*RoomLottery, error) {
+func (is *core) RoomLottery(ctx context.Context, room string) (*RoomLottery, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
 	}
@@ -130,13 +130,13 @@ const ActionLotteryCommit = "lottery_commit"
 // created by an enter: a default shuffle room, or one recovered after a
 // data loss with a fresh seed); a repeat journals the same commitment again.
 // A failure is logged: the configuration or entry stands.
-func (is *Issuer) journalCommitment(ctx context.Context, room string) {
+func (is *core) journalCommitment(ctx context.Context, room string) {
 	v, err := is.RoomLottery(ctx, room)
 	if err != nil || v.Commitment == "" || v.Drawn {
 		return
 	}
 	detail, _ := json.Marshal(map[string]string{"commitment": v.Commitment, "commitment_sha1": v.CommitmentSHA1})
-	if _, err := is.JournalAudit(ctx, room, Audit{Actor: "issuer", Action: ActionLotteryCommit, Detail: detail}); err != nil {
+	if _, err := is.journalAudit(ctx, room, Audit{Actor: "issuer", Action: ActionLotteryCommit, Detail: detail}); err != nil {
 		is.log.Warn("journal the lottery commitment", "room", room, "err", err)
 	}
 }
@@ -161,7 +161,7 @@ type cachedCommitment struct {
 
 // commitment returns room's lottery commitment for epoch ("" if the room
 // has no seed, or is in another epoch now), from the cache when fresh.
-func (is *Issuer) commitment(ctx context.Context, room, epoch string, now time.Time) string {
+func (is *core) commitment(ctx context.Context, room, epoch string, now time.Time) string {
 	if c, ok := is.commitments.Load(room); ok {
 		if c := c.(*cachedCommitment); c.epoch == epoch && now.Sub(c.at) < commitmentTTL && now.Sub(c.at) >= 0 {
 			return c.commitment
@@ -178,7 +178,7 @@ func (is *Issuer) commitment(ctx context.Context, room, epoch string, now time.T
 // withReceipt sets e's LotteryCommitment and, with a Signer that signs
 // receipts, its Receipt, when e waits in a pre-queue of epoch. A failure to
 // read the commitment or to sign leaves them empty: the entry stands.
-func (is *Issuer) withReceipt(ctx context.Context, e *Entry, epoch string) {
+func (is *Queue) withReceipt(ctx context.Context, e *Entry, epoch string) {
 	if !e.PreQueue || e.State != flashgate.StateWaiting || epoch == "" || e.Arrival <= 0 {
 		return
 	}

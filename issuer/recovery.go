@@ -39,7 +39,7 @@ type knownRoom struct {
 
 // remember records c as room's last known config, its branding included
 // (c is a whole config: SetRoom's, or Room's read of the hash).
-func (is *Issuer) remember(room string, c RoomConfig) {
+func (is *core) remember(room string, c RoomConfig) {
 	if v, ok := is.known.Load(room); ok && v.(*knownRoom).cfg.equal(c) {
 		return
 	}
@@ -49,7 +49,7 @@ func (is *Issuer) remember(room string, c RoomConfig) {
 
 // rememberPolicy records c, a config the scripts reported (no branding), as
 // room's last known config, keeping the branding known before.
-func (is *Issuer) rememberPolicy(room string, c RoomConfig) {
+func (is *core) rememberPolicy(room string, c RoomConfig) {
 	if v, ok := is.known.Load(room); ok {
 		k := v.(*knownRoom).cfg
 		kf, cf := k.pageFields(), c.pageFields()
@@ -74,7 +74,7 @@ func (c RoomConfig) equal(d RoomConfig) bool {
 // script created the room (a restore, or a new room from DefaultRoom): the
 // scripts' policy does not carry it. HSETNX, field by field: an admin's
 // SetRoom in between (which writes every field, "" included) wins.
-func (is *Issuer) restorePage(ctx context.Context, room string, c RoomConfig) error {
+func (is *core) restorePage(ctx context.Context, room string, c RoomConfig) error {
 	var args []string
 	for _, f := range c.pageFields() {
 		if v := pageValue(f[1]); v != "" {
@@ -88,14 +88,14 @@ func (is *Issuer) restorePage(ctx context.Context, room string, c RoomConfig) er
 }
 
 // knows reports whether this replica has seen room's config.
-func (is *Issuer) knows(room string) bool {
+func (is *core) knows(room string) bool {
 	_, ok := is.known.Load(room)
 	return ok
 }
 
 // knowsLive reports whether this replica has seen room's config and the
 // room had not ended then (an ended room's keys expire by design).
-func (is *Issuer) knowsLive(room string) bool {
+func (is *core) knowsLive(room string) bool {
 	v, ok := is.known.Load(room)
 	if !ok {
 		return false
@@ -117,7 +117,7 @@ func (is *Issuer) knowsLive(room string) bool {
 // A shuffle room's policy carries a fresh lottery seed on every call (the
 // scripts store it only when they create the room), so no two rooms share
 // one: a seed shown after one room's draw predicts no other room's.
-func (is *Issuer) createArg(by creator, room string) string {
+func (is *core) createArg(by creator, room string) string {
 	p := is.createPolicy(by, room)
 	if p == "" {
 		return ""
@@ -135,7 +135,7 @@ const (
 )
 
 // createPolicy is createArg without the journal bound: the policy string.
-func (is *Issuer) createPolicy(by creator, room string) string {
+func (is *core) createPolicy(by creator, room string) string {
 	if v, ok := is.known.Load(room); ok {
 		k := v.(*knownRoom)
 		if !k.cfg.EndedAt.IsZero() || !k.cfg.DeletedAt.IsZero() || is.cfg.LostRooms == LostRoomsAwaitRestore {
@@ -154,7 +154,7 @@ func (is *Issuer) createPolicy(by creator, room string) string {
 
 // defaultPolicy is the create-room argument of a new auto room (DefaultRoom,
 // marked auto): a shuffle room's with a fresh lottery seed.
-func (is *Issuer) defaultPolicy() string {
+func (is *core) defaultPolicy() string {
 	if is.cfg.DefaultRoom.PreQueue == PreQueueShuffle {
 		d := is.cfg.DefaultRoom.WithDefaults()
 		d.Auto = true
@@ -165,7 +165,7 @@ func (is *Issuer) defaultPolicy() string {
 
 // forget drops what this replica knows of room (its keys are gone after its
 // end: it is no longer ticked, nor restored).
-func (is *Issuer) forget(room string) {
+func (is *Ticker) forget(room string) {
 	is.known.Delete(room)
 	is.registered.Delete(room)
 	is.idle.Delete(room)
@@ -175,7 +175,7 @@ func (is *Issuer) forget(room string) {
 // noteCreated is called when an enter created room: from its last known
 // config (a restore after a data loss), or from the default policy (a new
 // auto room, also one reusing the name of an ended one).
-func (is *Issuer) noteCreated(ctx context.Context, room string) error {
+func (is *Queue) noteCreated(ctx context.Context, room string) error {
 	v, ok := is.known.Load(room)
 	if ok && (!v.(*knownRoom).cfg.EndedAt.IsZero() || !v.(*knownRoom).cfg.DeletedAt.IsZero()) {
 		// A room this replica knew as ended (freed, or its keys expired): a
@@ -197,7 +197,7 @@ func (is *Issuer) noteCreated(ctx context.Context, room string) error {
 	return is.restorePage(ctx, room, c)
 }
 
-func (is *Issuer) restoredRoom(room string, c RoomConfig, by string) {
+func (is *core) restoredRoom(room string, c RoomConfig, by string) {
 	is.restored.Add(1)
 	is.snaps.forget(room)
 	is.log.Warn("waiting room restored from its last known config: its data was lost from Redis, "+
@@ -210,7 +210,7 @@ func (is *Issuer) restoredRoom(room string, c RoomConfig, by string) {
 // config and, when the tick restored the room, logs and counts it and
 // registers the room with the tick loops again (fg:rooms was lost with the
 // rest).
-func (is *Issuer) noteTick(ctx context.Context, room string, cfg RoomConfig, created bool) error {
+func (is *Ticker) noteTick(ctx context.Context, room string, cfg RoomConfig, created bool) error {
 	is.rememberPolicy(room, cfg)
 	if !created {
 		return nil
@@ -230,7 +230,7 @@ func (is *Issuer) noteTick(ctx context.Context, room string, cfg RoomConfig, cre
 // withKnown returns rooms (from fg:rooms) with every room this replica
 // knows added, sorted: a room lost from Redis is still ticked, which
 // restores it.
-func (is *Issuer) withKnown(rooms []string) []string {
+func (is *Ticker) withKnown(rooms []string) []string {
 	is.known.Range(func(k, _ any) bool {
 		if r := k.(string); !slices.Contains(rooms, r) {
 			rooms = append(rooms, r)
@@ -243,4 +243,4 @@ func (is *Issuer) withKnown(rooms []string) []string {
 
 // Knows reports whether this replica has seen room's config (cheap, no
 // Redis): a room it does not know may still exist (Room asks Redis).
-func (is *Issuer) Knows(room string) bool { return is.knows(room) }
+func (is *Queue) Knows(room string) bool { return is.knows(room) }

@@ -3,76 +3,12 @@ package issuer
 import (
 	"time"
 
-	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer/store"
 )
 
 // The gateway's typed replies (issuer/store: one call per script, each
 // reply read by its one checked reader) as the issuer's own values. Named
 // fields to named fields: no reply is read by position here.
-
-// enterEntries returns the entries of an enter (or invite) reply, one per
-// user in order: only the first reports the room's creation.
-func enterEntries(r store.Enter) []scriptEntry {
-	head := scriptEntry{created: r.Created, rate: r.Rate, roomState: RoomState(r.RoomState), epoch: r.Epoch}
-	eta, hasETA := figuresOf(r.ETA, r.Rate)
-	out := make([]scriptEntry, 0, len(r.Users))
-	for _, u := range r.Users {
-		e := head
-		switch u.Kind {
-		case store.EnterWaiting, store.EnterPriority:
-			e.state, e.seq, e.pos, e.total = flashgate.StateWaiting, u.Seq, u.Pos, u.Total
-			e.preQueue = e.pos == 0
-			e.lane = flashgate.LanePublic
-			if u.Kind == store.EnterPriority {
-				e.lane = flashgate.LanePriority
-			}
-			if hasETA {
-				e.eta, e.hasETA = eta.forPosition(e.pos, u.ExpiryMs), true
-			}
-		case store.EnterActive:
-			e.state, e.seq, e.total, e.jti, e.at = flashgate.StateActive, u.Seq, u.Total, u.JTI, u.ExpiryMs
-		case store.EnterBanned:
-			e.bannedUntil = u.BannedUntilMs
-		}
-		out = append(out, e)
-		head.created = false
-	}
-	return out
-}
-
-// statusEntries returns the entries of a status reply, one per token in order.
-func statusEntries(r store.Status) []outcome[scriptEntry] {
-	head := scriptEntry{total: r.Total, rate: r.Rate, roomState: RoomState(r.RoomState)}
-	eta, hasETA := figuresOf(r.ETA, r.Rate)
-	out := make([]outcome[scriptEntry], 0, len(r.Tokens))
-	for _, t := range r.Tokens {
-		e := head
-		e.state, e.seq = flashgate.State(t.State), t.Seq
-		if e.state == flashgate.StateWaiting {
-			e.pos, e.lane = t.Pos, t.Lane
-			e.preQueue = e.pos == 0
-			if hasETA {
-				e.eta, e.hasETA = eta.forPosition(e.pos, t.ExpiryMs), true
-			}
-		} else {
-			e.jti, e.at, e.bannedUntil, e.reason = t.JTI, t.AtMs, t.BannedUntilMs, t.Reason
-		}
-		out = append(out, outcome[scriptEntry]{res: e})
-	}
-	return out
-}
-
-// figuresOf returns the estimate's figures of f at rate; ok is false when
-// the script gave none (a closed room).
-func figuresOf(f store.Figures, rate int64) (etaFigures, bool) {
-	if !f.OK {
-		return etaFigures{}, false
-	}
-	return etaFigures{now: f.NowMs, capacity: f.Capacity, live: f.Live, admits: f.Admits, ends: f.Ends,
-		window: f.WindowMs, session: f.SessionMs, batch: f.Batch, tick: f.TickMs, opens: f.OpensMs,
-		configured: RoomState(f.Configured), rate: rate, expiry: f.ExpiryMs}, true
-}
 
 // completeReply is one admission's completion (the complete script).
 type completeReply struct {

@@ -60,7 +60,7 @@ func unavailable(err error) error { return store.Unavailable(err) }
 // LostRoomsAwaitRestore, unknown_room for a room this replica knew and that
 // had not ended is flashgate.ErrRoomLost (its data was lost; it awaits a
 // restore), anything else is err.
-func (is *Issuer) lostRoom(err error, room string) error {
+func (is *core) lostRoom(err error, room string) error {
 	if err == nil || is.cfg.LostRooms != LostRoomsAwaitRestore || !errors.Is(err, flashgate.ErrUnknownRoom) ||
 		errors.Is(err, errRoomDeleted) || !is.knowsLive(room) {
 		return err
@@ -74,7 +74,7 @@ func (is *Issuer) lostRoom(err error, room string) error {
 // Ping checks that Redis answers and takes writes (readiness): one SET NX of
 // a small expiring key, which Redis refuses while its used memory is over
 // maxmemory, as it refuses new entries. Errors: flashgate.ErrUnavailable, flashgate.ErrStoreFull.
-func (is *Issuer) Ping(ctx context.Context) error {
+func (is *Queue) Ping(ctx context.Context) error {
 	if err := is.cfg.Redis.SetNX(ctx, keyReady, "1", time.Minute).Err(); err != nil {
 		return unavailable(err)
 	}

@@ -21,7 +21,7 @@ import (
 // they minted. Run calls it every SecretSyncEvery (500 ms) when
 // Config.SharedSecret is set.
 // Errors: flashgate.ErrInternal (no secret, or a corrupt stored one), flashgate.ErrUnavailable.
-func (is *Issuer) SyncSecret(ctx context.Context) error {
+func (is *Ticker) SyncSecret(ctx context.Context) error {
 	set := is.secrets.Load()
 	if set == nil {
 		return flashgate.Errorf(flashgate.CodeInternal, "issuer: Config.WaitingSecret is not set")

@@ -104,7 +104,7 @@ func (s *snapshots) forget(room string) {
 // snapshot returns a snapshot of room no older than maxAge, refreshing it
 // (one caller at a time; the others wait for its result) when needed, or nil
 // when it cannot be had.
-func (is *Issuer) snapshot(ctx context.Context, room string) *snapshot {
+func (is *Queue) snapshot(ctx context.Context, room string) *snapshot {
 	maxAge := is.cfg.StatusSnapshot
 	rs := is.snaps.room(room)
 	if s := rs.snap.Load(); s != nil && time.Since(s.at) < maxAge {
@@ -141,7 +141,7 @@ func (s *snapshot) nearHead(maxAge time.Duration) int64 {
 // whenever the token's epoch is not the snapshot's — after a data loss the
 // arrival numbers restart, and only the script can say the entry is gone
 // (NOT_FOUND) rather than interpolate a place for it.
-func (is *Issuer) fromSnapshot(ctx context.Context, room, user, tok string, ref waitingRef) *Entry {
+func (is *Queue) fromSnapshot(ctx context.Context, room, user, tok string, ref waitingRef) *Entry {
 	if is.cfg.StatusSnapshot <= 0 {
 		return nil
 	}

@@ -43,7 +43,7 @@ type StopResult struct {
 // Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom,
 // flashgate.ErrUnavailable. On ErrUnavailable the stop may be half done
 // (paused, or refused at completion but not yet at the edge): call it again.
-func (is *Issuer) Stop(ctx context.Context, room string) (StopResult, error) {
+func (is *Admin) Stop(ctx context.Context, room string) (StopResult, error) {
 	c, err := is.Room(ctx, room)
 	if err != nil {
 		return StopResult{}, err
@@ -70,7 +70,7 @@ func (is *Issuer) Stop(ctx context.Context, room string) (StopResult, error) {
 // Directives returns every room's not_before (Unix seconds) that a Stop has
 // set: the content of the edge directive document. Errors:
 // flashgate.ErrUnavailable.
-func (is *Issuer) Directives(ctx context.Context) (map[string]int64, error) {
+func (is *Queue) Directives(ctx context.Context) (map[string]int64, error) {
 	m, err := is.cfg.Redis.HGetAll(ctx, keyDirectives).Result()
 	if err != nil {
 		return nil, unavailable(err)

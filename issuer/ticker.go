@@ -68,7 +68,7 @@ type TickResult struct {
 // Draining for what is left to the next ticks). An auto room idle for
 // Config.AutoRoomIdle is deleted by its tick (TickResult.Deleted) and its
 // slot freed; a deleted room leaves fg:rooms (Rooms) once drained.
-func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
+func (is *Ticker) Tick(ctx context.Context, room string) (TickResult, error) {
 	if err := checkRoom(room); err != nil {
 		return TickResult{}, err
 	}
@@ -145,7 +145,7 @@ func (is *Issuer) Tick(ctx context.Context, room string) (TickResult, error) {
 }
 
 // autoIdleMs is Config.AutoRoomIdle in ms for the tick script (0: never).
-func (is *Issuer) autoIdleMs() int64 {
+func (is *Ticker) autoIdleMs() int64 {
 	if is.cfg.AutoRoomIdle <= 0 {
 		return 0
 	}
@@ -178,25 +178,8 @@ type idleRoom struct {
 	on   atomic.Bool
 }
 
-// wake tells Run to tick room at once if it is ticking it slowly (an enter
-// through this Issuer: there may be work now). Cheap when it is not: one
-// sync.Map lookup.
-func (is *Issuer) wake(room string) {
-	v, ok := is.idle.Load(room)
-	if !ok {
-		return
-	}
-	r := v.(*idleRoom)
-	if r.on.CompareAndSwap(true, false) {
-		select {
-		case is.wakeups <- r.room:
-		default: // Run is behind: it ticks the room at its slow period
-		}
-	}
-}
-
 // setIdle records whether Run ticks room slowly.
-func (is *Issuer) setIdle(room string, idle bool) {
+func (is *Ticker) setIdle(room string, idle bool) {
 	v, ok := is.idle.Load(room)
 	if !ok {
 		if !idle {
@@ -245,7 +228,7 @@ func nextTick(res TickResult, prevIdle, maxIdle time.Duration) (wait, idle time.
 // restored from its last known config at its next tick; and, with
 // Config.SharedSecret, it keeps the waiting-token secret in step with Redis
 // (SyncSecret every SecretSyncEvery).
-func (is *Issuer) Run(ctx context.Context) error {
+func (is *Ticker) Run(ctx context.Context) error {
 	const roomsEvery = 2 * time.Second
 	next := map[string]time.Time{}
 	var rooms []string

@@ -1,5 +1,5 @@
 // Package server is flashgate's HTTP layer (fiber v2): thin handlers over
-// Issuer (the calls they make on *issuer.Issuer), RFC 9457 problem documents
+// Issuer (the calls they make on the issuer, by role: Queue, Admin, Observed), RFC 9457 problem documents
 // for every error, and one table (problems.go) mapping error codes to HTTP
 // statuses.
 //

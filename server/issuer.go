@@ -12,9 +12,10 @@ import (
 // Issuer is everything the handlers call on the domain core: Options.Issuer
 // takes it rather than *issuer.Issuer, so the server's reach into the core is
 // this list and nothing else (docs/architecture.md#architecture).
-// *issuer.Issuer is the one implementation. It is three roles: Queue (the
-// buyer's path), Admin (the admin API and its journal) and Observed (what
-// /metrics reads).
+// It is three roles: Queue (the buyer's path), Admin (the admin API and its
+// journal) and Observed (what /metrics reads), played by the issuer's role
+// types issuer.Queue, issuer.Admin and issuer.Metrics (cmd/flashgate wires
+// them; *issuer.Issuer, which embeds them all, plays all three too).
 type Issuer interface {
 	Queue
 	Admin
@@ -56,13 +57,13 @@ type Admin interface {
 	Invites(room string, o issuer.InviteOptions) ([]issuer.Invite, error)
 	RevokeWith(ctx context.Context, room, user, admissionID string, o issuer.RevokeOptions) (*issuer.Revocation, error)
 	JournalAudit(ctx context.Context, room string, a issuer.Audit) (bool, error)
-	Stats(ctx context.Context, room string) (*issuer.Stats, error)
 }
 
-// Observed is what /metrics reads: per-room stats under an exporter lease,
-// the issuer's own counters as one snapshot (Observe: batching, restores,
-// minted notes), and the tick observer.
+// Observed is what /metrics (and the admin API's room stats) read: per-room
+// stats under an exporter lease, the issuer's own counters as one snapshot
+// (Observe: batching, restores, minted notes), and the tick observer.
 type Observed interface {
+	Stats(ctx context.Context, room string) (*issuer.Stats, error)
 	ClaimExporter(ctx context.Context, room, replica string, lease time.Duration) (bool, error)
 	Observe() issuer.Observation
 	ObserveTicks(f issuer.TickObserver)
@@ -70,7 +71,7 @@ type Observed interface {
 
 // nilIssuer reports whether is is nil or a nil pointer of any
 // implementation (New refuses both) without naming one: the server knows
-// the roles, cmd/flashgate wires *issuer.Issuer to them.
+// the roles, cmd/flashgate wires the issuer's role types to them.
 func nilIssuer(is Issuer) bool {
 	if is == nil {
 		return true

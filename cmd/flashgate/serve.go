@@ -161,7 +161,7 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 		log.Warn(msg)
 	}
 	opts := c.serverOptions()
-	opts.Issuer, opts.Keys, opts.Logger, opts.RedisHealth, opts.RedisPool = is, ring, log, breaker, rdb.PoolStats
+	opts.Issuer, opts.Keys, opts.Logger, opts.RedisHealth, opts.RedisPool = serverRoles(is), ring, log, breaker, rdb.PoolStats
 	if c.Identity == server.IdentityVisitor {
 		if opts.VisitorKey, err = c.visitorKey(); err != nil {
 			return err
