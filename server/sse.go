@@ -123,12 +123,19 @@ func (s *Server) stream(w *bufio.Writer, conn net.Conn, slot *streamSlot, room, 
 	defer next.Stop()
 	beat := time.NewTicker(hb)
 	defer beat.Stop()
+	var sub *newsSub // the room's news (roomnews.go): state changes at once, places without Redis
+	var changed <-chan struct{}
+	if s.news != nil {
+		sub = s.news.subscribe(room)
+		defer s.news.unsubscribe(sub)
+		changed = sub.changed
+	}
 	for {
 		wait := e.PollAfter
 		if s.sseInterval > 0 {
 			wait = s.sseInterval
 		}
-		if writeEvent(w, "status", entryJSON(e), wait) != nil || e.State != flashgate.StateWaiting {
+		if writeEvent(w, "status", s.streamEvent(e, sub), wait) != nil || e.State != flashgate.StateWaiting {
 			return
 		}
 		next.Reset(wait)
@@ -137,6 +144,8 @@ func (s *Server) stream(w *bufio.Writer, conn net.Conn, slot *streamSlot, room, 
 		for {
 			select {
 			case <-next.C:
+				break idle
+			case <-changed:
 				break idle
 			case <-beat.C:
 				if writeHeartbeat(w) != nil {
@@ -156,7 +165,7 @@ func (s *Server) stream(w *bufio.Writer, conn net.Conn, slot *streamSlot, room, 
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		nx, err := s.is.Status(ctx, room, user, tok)
+		nx, err := s.streamStatus(ctx, sub, room, user, tok)
 		cancel()
 		if err != nil {
 			p := toProblem(err)
