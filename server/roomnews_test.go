@@ -17,17 +17,21 @@ import (
 	"github.com/flashgate/flashgate/issuer"
 )
 
-// newsRoom creates a paused room (nothing is admitted: no ticker runs in
-// tests) with n waiting users u0…u{n-1} and returns their waiting tokens.
-func newsRoom(t testing.TB, e *env, cfg issuer.RoomConfig, n int) (string, []string) {
+// newsRoom creates a room with n waiting users u0…u{n-1} (entered while
+// it is paused, then set to state: nobody is admitted, no ticker runs in
+// tests) and returns their waiting tokens.
+func newsRoom(t testing.TB, e *env, state issuer.RoomState, n int) (string, []string) {
 	t.Helper()
-	room := e.room(cfg)
+	room := e.room(issuer.RoomConfig{State: issuer.RoomPaused})
 	toks := make([]string, n)
 	for i := range toks {
 		en, err := e.is.Enter(context.Background(), room, fmt.Sprintf("u%d", i))
 		require.NoError(t, err)
+		require.Equal(t, "WAITING", string(en.State))
 		toks[i] = en.WaitingToken
 	}
+	_, err := e.is.SetState(context.Background(), room, state)
+	require.NoError(t, err)
 	return room, toks
 }
 
@@ -48,7 +52,7 @@ func TestRoomNewsRedisPerRoom(t *testing.T) {
 	e.srv.news.every = 100 * time.Millisecond
 	base := e.listen()
 	const far = 100 // first position past the exact band (nearHead is 60 here)
-	room, toks := newsRoom(t, e, issuer.RoomConfig{State: issuer.RoomOpen, Capacity: 1, RatePerMinute: 1}, far+200)
+	room, toks := newsRoom(t, e, issuer.RoomOpen, far+200)
 	const window = time.Second
 	measure := func(from, to int) (cmds, events int64) {
 		var conns []net.Conn
@@ -167,7 +171,7 @@ func TestRoomNewsStateChanges(t *testing.T) {
 	e.srv.news.every = 200 * time.Millisecond
 	base := e.listen()
 	const n = 120 // 0…59 near the head, the rest far behind it
-	room, toks := newsRoom(t, e, issuer.RoomConfig{State: issuer.RoomOpen, Capacity: 1, RatePerMinute: 1}, n)
+	room, toks := newsRoom(t, e, issuer.RoomOpen, n)
 	// (No ticker runs in tests: nobody is admitted.)
 	w := watchStreams(t, base, room, toks, 0, n)
 	require.Eventually(t, func() bool { return w.all(func(m map[string]any) bool { return m["room_state"] == "open" }) },
