@@ -201,6 +201,13 @@ func TestRoomNewsStateChanges(t *testing.T) {
 		})
 	}, within, 10*time.Millisecond, "page_message")
 
+	doc, _ := openAPI(t)
+	w.mu.Lock()
+	ev, err := json.Marshal(w.last[len(w.last)-1])
+	w.mu.Unlock()
+	require.NoError(t, err)
+	checkSchema(t, doc, "Entry", ev) // page_message is documented
+
 	admin("POST", "/stop", "{}")
 	require.Eventually(t, func() bool { return w.all(state("paused")) }, within, 10*time.Millisecond, "stop")
 
