@@ -146,8 +146,17 @@ func (is *Queue) fromSnapshot(ctx context.Context, room, user, tok string, ref w
 		return nil
 	}
 	s := is.snapshot(ctx, room)
+	if s == nil {
+		return nil
+	}
+	return s.place(room, user, tok, ref, is.cfg.StatusSnapshot)
+}
+
+// place answers Status for ref from s (at most maxAge old when used), or
+// returns nil when the exact script must answer (fromSnapshot).
+func (s *snapshot) place(room, user, tok string, ref waitingRef, maxAge time.Duration) *Entry {
 	seq := ref.seq
-	if s == nil || ref.epoch != s.epoch || seq <= s.exactThrough || seq > s.tail {
+	if ref.epoch != s.epoch || seq <= s.exactThrough || seq > s.tail {
 		return nil
 	}
 	if _, banned := s.banned[user]; banned {
@@ -169,7 +178,7 @@ func (is *Queue) fromSnapshot(ctx context.Context, room, user, tok string, ref w
 		return e
 	}
 	later := s.waiting - s.before // the entries from head to tail, in arrival order
-	if later < 2 || s.tail <= s.head || s.before+seq-s.head < s.nearHead(is.cfg.StatusSnapshot) {
+	if later < 2 || s.tail <= s.head || s.before+seq-s.head < s.nearHead(maxAge) {
 		return nil
 	}
 	pos := s.priority + s.before + 1 + (seq-s.head)*(later-1)/(s.tail-s.head)

@@ -28,6 +28,10 @@ type Queue interface {
 	Enter(ctx context.Context, room, user string) (*issuer.Entry, error)
 	EnterWithInvite(ctx context.Context, room, user, invite string) (*issuer.Entry, error)
 	Status(ctx context.Context, room, user, waitingToken string) (*issuer.Entry, error)
+	// News and StatusFrom feed the room's event streams from one read per
+	// room and replica (server/roomnews.go).
+	News(ctx context.Context, room string, every time.Duration) (*issuer.RoomNews, error)
+	StatusFrom(ctx context.Context, n *issuer.RoomNews, room, user, waitingToken string) (*issuer.Entry, bool, error)
 	Leave(ctx context.Context, room, user, waitingToken string) error
 	Exchange(ctx context.Context, room, user, waitingToken string) (*issuer.Admission, error)
 	Complete(ctx context.Context, room, user, admissionID string) (*flashgate.Completion, error)

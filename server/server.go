@@ -359,6 +359,9 @@ type Server struct {
 	sseHeartbeat time.Duration
 	// sseNoWatch turns watchPeer off (tests of the heartbeat alone).
 	sseNoWatch bool
+	// news is the replica's room news fan-out (roomnews.go; nil: the
+	// issuer has none, each stream polls status on its own).
+	news *newsHub
 	// afterRequest, when set, runs after each request has been answered,
 	// before fiber and fasthttp reuse its buffers (tests: zerocopy_test.go
 	// overwrites them, so that anything kept past the request shows).
@@ -458,6 +461,7 @@ func New(opts Options) (*Server, error) {
 		streams: newStreamLimits(opts.StreamsPerUser, opts.StreamsPerAddress, opts.MaxStreams), metricsRoute: !opts.NoMetricsRoute,
 		adminFails: newWindowCounter(AdminFailuresPerAddress, AdminFailureWindow),
 		completes:  newCompleteLimit(opts.CompletePerUser, opts.EnterWindow)}
+	s.news = newNewsHub(opts.Issuer, RoomNewsInterval, s.stopping)
 	if opts.AutoRoomsPerAddress > 0 {
 		window := opts.AutoRoomWindow
 		if window == 0 {
@@ -638,14 +642,14 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 		auth := s.adminAuth
 		a.Get("/admin/rooms", api, auth, s.adminRooms)
 		a.Get("/admin/rooms/:room", api, auth, s.adminRoom)
-		a.Put("/admin/rooms/:room", api, auth, requireJSON, s.adminPutRoom)
-		a.Post("/admin/rooms/:room/open", api, auth, requireJSON, noMembers, s.adminState(issuer.RoomOpen))
-		a.Post("/admin/rooms/:room/pause", api, auth, requireJSON, noMembers, s.adminState(issuer.RoomPaused))
-		a.Post("/admin/rooms/:room/close", api, auth, requireJSON, s.adminClose)
-		a.Post("/admin/rooms/:room/sold-out", api, auth, requireJSON, noMembers, s.adminSoldOut)
-		a.Delete("/admin/rooms/:room", api, auth, s.adminDeleteRoom)
+		a.Put("/admin/rooms/:room", api, auth, s.newsPoke, requireJSON, s.adminPutRoom)
+		a.Post("/admin/rooms/:room/open", api, auth, s.newsPoke, requireJSON, noMembers, s.adminState(issuer.RoomOpen))
+		a.Post("/admin/rooms/:room/pause", api, auth, s.newsPoke, requireJSON, noMembers, s.adminState(issuer.RoomPaused))
+		a.Post("/admin/rooms/:room/close", api, auth, s.newsPoke, requireJSON, s.adminClose)
+		a.Post("/admin/rooms/:room/sold-out", api, auth, s.newsPoke, requireJSON, noMembers, s.adminSoldOut)
+		a.Delete("/admin/rooms/:room", api, auth, s.newsPoke, s.adminDeleteRoom)
 		a.Post("/admin/rooms/:room/revoke", api, auth, requireJSON, s.adminRevoke)
-		a.Post("/admin/rooms/:room/stop", api, auth, requireJSON, noMembers, s.adminStop)
+		a.Post("/admin/rooms/:room/stop", api, auth, s.newsPoke, requireJSON, noMembers, s.adminStop)
 		a.Post("/admin/rooms/:room/ban", api, auth, requireJSON, s.adminBan)
 		a.Delete("/admin/rooms/:room/ban/:user", api, auth, s.adminUnban)
 		a.Get("/admin/rooms/:room/bans", api, auth, s.adminBans)

@@ -32,11 +32,13 @@ const SSEHeartbeat = 15 * time.Second
 // A failure mid-stream is sent as a "problem" event (the problem document)
 // and ends the stream.
 //
-// A stream's polls cost Redis what the same user's status polls cost: users
-// far behind the head are answered from the issuer's per-room snapshot (one
-// Redis call per room per snapshot interval and replica, however many
-// streams), users near the head by the exact script, so an admission is
-// seen at the next poll.
+// The room's streams on a replica follow its news (roomnews.go): one reader
+// per room reads the room's snapshot and config every RoomNewsInterval (two
+// Redis commands, however many streams), every stream gets a status event at
+// once when the room's state, page_message, close reason or opening time
+// changes (the event carries page_message), and a stream's periodic place
+// comes from that read for users far behind the head, from the exact script
+// for users near it, so an admission is seen at the next poll.
 //
 // EventSource reconnects when a stream ends: clients should close it when
 // they see a final state. Each event carries "retry:" = poll_after_ms.
@@ -124,12 +126,19 @@ func (s *Server) stream(w *bufio.Writer, conn net.Conn, slot *streamSlot, room, 
 	defer next.Stop()
 	beat := time.NewTicker(hb)
 	defer beat.Stop()
+	var sub *newsSub // the room's news (roomnews.go): state changes at once, places without Redis
+	var changed <-chan struct{}
+	if s.news != nil {
+		sub = s.news.subscribe(room)
+		defer s.news.unsubscribe(sub)
+		changed = sub.changed
+	}
 	for {
 		wait := e.PollAfter
 		if s.sseInterval > 0 {
 			wait = s.sseInterval
 		}
-		if writeEvent(w, "status", entryJSON(e), wait) != nil || e.State != flashgate.StateWaiting {
+		if writeEvent(w, "status", s.streamEvent(e, sub), wait) != nil || e.State != flashgate.StateWaiting {
 			return
 		}
 		next.Reset(wait)
@@ -138,6 +147,8 @@ func (s *Server) stream(w *bufio.Writer, conn net.Conn, slot *streamSlot, room, 
 		for {
 			select {
 			case <-next.C:
+				break idle
+			case <-changed:
 				break idle
 			case <-beat.C:
 				if writeHeartbeat(w) != nil {
@@ -157,7 +168,7 @@ func (s *Server) stream(w *bufio.Writer, conn net.Conn, slot *streamSlot, room, 
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		nx, err := s.is.Status(ctx, room, user, tok)
+		nx, err := s.streamStatus(ctx, sub, room, user, tok)
 		cancel()
 		if err != nil {
 			p := toProblem(err)
