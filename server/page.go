@@ -128,6 +128,20 @@ type PageView struct {
 	// lottery").
 	LotteryCommitment string
 	ReceiptHref       template.URL
+	// LotteryNote (PreQueue only) tells the buyer in plain words to keep
+	// the receipt, what it proves, and whether anyone could know the order
+	// in advance (a drand beacon, or an operator-chosen seed; issue 36).
+	LotteryNote string
+}
+
+// lotteryNote is PageView.LotteryNote for an entry whose room's draw uses
+// randomness (issuer.Entry.LotteryRandomness).
+func lotteryNote(randomness string) string {
+	const keep = "Keep your receipt: it proves you entered the draw with your arrival number before the order existed, and lets anyone check your place afterwards."
+	if randomness == issuer.OperatorChosen || randomness == "" {
+		return keep + " This room's seed is operator-chosen (no public beacon): whoever runs the waiting room could know the order in advance."
+	}
+	return keep + " The order also depends on a public drand beacon round published after the opening: nobody, the operator included, could know it in advance."
 }
 
 // receiptHref is the data: URL of e's join receipt as a JSON file ("" when
@@ -411,6 +425,9 @@ func (v *PageView) entry(e *issuer.Entry) {
 		v.HasPlace, v.Position, v.Ahead, v.TotalWaiting = !e.PreQueue, e.Position, e.Ahead, e.TotalWaiting
 		v.PreQueue = e.PreQueue
 		v.LotteryCommitment, v.ReceiptHref = e.LotteryCommitment, receiptHref(e)
+		if e.LotteryCommitment != "" {
+			v.LotteryNote = lotteryNote(e.LotteryRandomness)
+		}
 		v.PollMs = e.PollAfter.Milliseconds()
 		v.Refresh = int(max(1, (e.PollAfter+time.Second-1)/time.Second))
 		v.Wait = waitWords(e.EstimatedWait)

@@ -1,0 +1,211 @@
+package issuer_test
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgate/flashgate/internal/testing/redistest"
+	"github.com/flashgate/flashgate/internal/testing/testkit"
+	"github.com/flashgate/flashgate/issuer"
+	"github.com/flashgate/flashgate/keys"
+)
+
+// storeStrings returns every string the store holds: every key, and every
+// value, field, member and score of every key (what an operator, a backup or
+// a replica can read).
+func storeStrings(t *testing.T, rdb *redis.Client) []string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	require.NoError(t, err)
+	var out []string
+	for _, k := range keys {
+		out = append(out, k)
+		switch typ := rdb.Type(ctx, k).Val(); typ {
+		case "string":
+			out = append(out, rdb.Get(ctx, k).Val())
+		case "hash":
+			for f, v := range rdb.HGetAll(ctx, k).Val() {
+				out = append(out, f, v)
+			}
+		case "zset":
+			for _, z := range rdb.ZRangeWithScores(ctx, k, 0, -1).Val() {
+				out = append(out, z.Member.(string), strconv.FormatFloat(z.Score, 'f', -1, 64))
+			}
+		case "set":
+			out = append(out, rdb.SMembers(ctx, k).Val()...)
+		case "stream":
+			for _, m := range rdb.XRange(ctx, k, "-", "+").Val() {
+				for f, v := range m.Values {
+					out = append(out, f, v.(string))
+				}
+			}
+		case "list":
+			out = append(out, rdb.LRange(ctx, k, 0, -1).Val()...)
+		default:
+			t.Fatalf("key %s of type %s not read", k, typ)
+		}
+	}
+	return out
+}
+
+// TestStoreReadingAttackFails is the audit of issue 36: whoever reads every
+// key of a shuffle room before its draw — the whole store, at the last
+// moment before the opening, with every entrant in — cannot predict the
+// order. Each string in the store is tried as the seed, and as the secret
+// the draw's seed derives from (LotterySeed with the entrant digest, which
+// the reader can compute too); none predicts the first place more often
+// than chance would (1 in k per guess) or the order. On 4dbe417 the stored
+// lottery_seed predicts the whole order.
+func TestStoreReadingAttackFails(t *testing.T) {
+	ctx := context.Background()
+	const k, rooms = 32, 8
+	rdb := redistest.Start(t).Client(t)
+	clk := newClock()
+	is := newIssuer(t, rdb, clk)
+	opens := clk.Now().Add(time.Minute)
+	guesses, firstRight := 0, 0
+	for r := range rooms {
+		room := redistest.Room("attack" + strconv.Itoa(r))
+		_, err := is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1000, RatePerMinute: 60000, Opens: opens, PreQueue: issuer.PreQueueShuffle})
+		require.NoError(t, err)
+		var es []issuer.Entrant
+		for i := 1; i <= k; i++ {
+			e, err := is.Enter(ctx, room, "u"+strconv.Itoa(i))
+			require.NoError(t, err)
+			es = append(es, issuer.Entrant{Seq: e.Arrival, User: "u" + strconv.Itoa(i)})
+		}
+		st, err := is.Stats(ctx, room)
+		require.NoError(t, err)
+		epoch := st.Epoch
+		dump := storeStrings(t, rdb) // the attack: everything, before the draw
+		seqs := make([]int64, k)
+		for i := range seqs {
+			seqs[i] = int64(i + 1)
+		}
+		bits := issuer.LotteryBits(k)
+		digest := issuer.EntrantDigest(room, epoch, es)
+		var predictions [][]int64
+		for _, s := range dump {
+			for _, seed := range []string{s, issuer.LotterySeed(room, epoch, s, "", digest)} {
+				predictions = append(predictions, issuer.LotteryOrder(issuer.Lottery{Seed: seed, Bits: bits}, epoch, seqs))
+			}
+		}
+		require.NotEmpty(t, predictions)
+
+		clk.Set(opens)
+		_, err = is.Tick(ctx, room)
+		require.NoError(t, err)
+		got, _ := admittedOrder(t, rdb, room)
+		require.Len(t, got, k, "everyone admitted at the opening, in the drawn order")
+		for _, p := range predictions {
+			require.NotEqual(t, got, p, "a string read from the store before the draw predicts the whole order")
+			guesses++
+			if p[0] == got[0] {
+				firstRight++
+			}
+		}
+		clk.Set(opens.Add(-time.Minute)) // the next room's pre-queue
+	}
+	// Chance: each guess names the first place with probability 1/k. Allow
+	// 3 standard deviations over the mean (binomial).
+	mean := float64(guesses) / k
+	sd := mean * (1 - 1.0/k)
+	bound := mean + 3*math.Sqrt(sd)
+	assert.LessOrEqualf(t, float64(firstRight), bound, "%d of %d guesses named the first place (chance: %.1f)", firstRight, guesses, mean)
+}
+
+// TestBeaconLotteryWaitsForTheRound: with a beacon, the draw's seed exists
+// only once the round after the opening is published: the line waits
+// (nobody placed or admitted) until then, the room view names the chain and
+// round from the configuration on, and afterwards every receipt verifies
+// against the real quicknet round (served by a loopback stand-in relay),
+// with no place an operator could have influenced.
+func TestBeaconLotteryWaitsForTheRound(t *testing.T) {
+	ctx := context.Background()
+	v := loadQuicknet(t)
+	relay := beaconRelay(t, v)
+	const round = 657413
+	opens := v.Chain.RoundTime(round).Add(-issuer.BeaconDelay)
+	rdb := redistest.Start(t).Client(t)
+	clk := testkit.NewClock(opens.Add(-time.Hour).Local())
+	ring, err := keys.Generate(clk.Now())
+	require.NoError(t, err)
+	is := newIssuer(t, rdb, clk, func(c *issuer.Config) {
+		c.Signer = ring
+		c.LotteryKey = []byte("an issuer-held key, never in redis")
+		c.Beacon = &issuer.Beacon{URL: relay.URL, Chain: v.Chain}
+	})
+	room := redistest.Room("beacon")
+	_, err = is.SetRoom(ctx, room, issuer.RoomConfig{Capacity: 1000, RatePerMinute: 60000, Opens: opens, PreQueue: issuer.PreQueueShuffle})
+	require.NoError(t, err)
+	before, err := is.RoomLottery(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, "drand", before.Source)
+	assert.EqualValues(t, round, before.BeaconRound, "published with the commitment")
+	const k = 20
+	receipts := map[string]string{}
+	for i := 1; i <= k; i++ {
+		e, err := is.Enter(ctx, room, "b"+strconv.Itoa(i))
+		require.NoError(t, err)
+		require.NotEmpty(t, e.Receipt)
+		assert.Equal(t, "drand:"+v.Chain.Hash, e.LotteryRandomness)
+		receipts[e.User] = e.Receipt
+	}
+	clk.Set(opens)
+	res, err := is.Tick(ctx, room)
+	require.NoError(t, err)
+	assert.Zero(t, res.Placed, "the round is not out: nobody placed")
+	assert.Zero(t, res.Admitted, "nor admitted")
+	mid, err := is.RoomLottery(ctx, room)
+	require.NoError(t, err)
+	require.True(t, mid.Drawn)
+	assert.Empty(t, mid.Seed)
+	assert.NotEmpty(t, mid.Entrants, "the entrant list is fixed before the round")
+	assert.EqualValues(t, k, mid.EntrantCount)
+	_, err = issuer.VerifyReceipt(ctx, receipts["b1"], jwksKeys(t, ring), *mid)
+	require.ErrorIs(t, err, issuer.ErrLotteryNotDrawn)
+
+	clk.Set(v.Chain.RoundTime(round))
+	res, err = is.Tick(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, k, res.Placed)
+	assert.Equal(t, k, res.Admitted)
+	after, err := is.RoomLottery(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, before.Commitment, after.Commitment)
+	assert.Equal(t, v.Rounds[1].Signature, after.BeaconSignature)
+	assert.Equal(t, issuer.LotterySeed(room, after.Epoch, after.Secret, v.Rounds[1].Randomness, after.Entrants), after.Seed)
+	_, byUser := admittedOrder(t, rdb, room)
+	places := map[int64]bool{}
+	for u, r := range receipts {
+		c, err := issuer.VerifyReceipt(ctx, r, jwksKeys(t, ring), *after)
+		require.NoError(t, err, u)
+		assert.Empty(t, c.Influence, "with a beacon no place could be steered")
+		assert.Equal(t, v.Rounds[1].Randomness, c.Randomness)
+		assert.Equal(t, byUser[u], c.Claims.Arrival)
+		places[c.Place] = true
+	}
+	assert.Len(t, places, k)
+
+	// A changed seed, secret or signature in the view is refused.
+	bad := *after
+	bad.BeaconSignature = v.Rounds[0].Signature
+	_, err = issuer.VerifyReceipt(ctx, receipts["b1"], jwksKeys(t, ring), bad)
+	require.ErrorIs(t, err, issuer.ErrBeaconInvalid)
+	bad = *after
+	bad.Seed = "0123456789abcdef0123456789abcdef"
+	_, err = issuer.VerifyReceipt(ctx, receipts["b1"], jwksKeys(t, ring), bad)
+	require.ErrorIs(t, err, issuer.ErrSeedMismatch)
+	bad = *after
+	bad.Source, bad.Beacon = issuer.OperatorChosen, nil
+	_, err = issuer.VerifyReceipt(ctx, receipts["b1"], jwksKeys(t, ring), bad)
+	require.ErrorIs(t, err, issuer.ErrSeedMismatch, "the receipt promised a beacon")
+}
