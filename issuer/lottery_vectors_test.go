@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -71,5 +72,66 @@ func TestLotteryVectors(t *testing.T) {
 			seen[p] = true
 		}
 		assert.Len(t, seen, int(v.Cutoff), name+": a permutation")
+	}
+}
+
+// TestLotteryDocsWorkedExample: the worked example of docs/rooms.md "The
+// draw, bit for bit" is the test vectors' beacon draw, and the Go checker
+// recomputes every line of it from the lines above.
+func TestLotteryDocsWorkedExample(t *testing.T) {
+	v := loadLotteryVectors(t)
+	doc, err := os.ReadFile("../docs/rooms.md")
+	require.NoError(t, err)
+	s := string(doc)
+	i := strings.Index(s, "**The draw, bit for bit.**")
+	require.GreaterOrEqual(t, i, 0, "docs/rooms.md has no \"The draw, bit for bit\"")
+	j := strings.Index(s[i:], "```text\n")
+	require.GreaterOrEqual(t, j, 0, "no worked example block")
+	block := s[i+j+len("```text\n"):]
+	block = block[:strings.Index(block, "```")]
+	ex := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		k, val, ok := strings.Cut(line, "  ")
+		require.True(t, ok, line)
+		ex[strings.TrimSpace(k)] = strings.TrimSpace(val)
+	}
+	d := v.Draws["beacon"]
+	cutoff, err := strconv.ParseInt(ex["cutoff"], 10, 64)
+	require.NoError(t, err)
+	round, err := strconv.ParseUint(ex["beacon round"], 10, 64)
+	require.NoError(t, err)
+	var es []issuer.Entrant
+	for _, e := range strings.Split(ex["entrants"], ", ") {
+		n, u, _ := strings.Cut(e, " ")
+		s, err := strconv.ParseInt(n, 10, 64)
+		require.NoError(t, err)
+		es = append(es, issuer.Entrant{Seq: s, User: u})
+	}
+	room, epoch := ex["room"], ex["epoch"]
+	secret := issuer.LotterySecret([]byte(ex["key"]), room, epoch)
+	rnd, err := issuer.VerifyBeacon(issuer.Quicknet, issuer.BeaconRound{Round: round, Signature: ex["signature"]})
+	require.NoError(t, err)
+	digest := issuer.EntrantDigest(room, epoch, es)
+	seed := issuer.LotterySeed(room, epoch, secret, rnd, digest)
+	for k, want := range map[string]string{
+		"room": v.Room, "epoch": v.Epoch, "key": v.KeyUTF8, "secret": secret, "commitment": issuer.LotteryCommitment(room, epoch, secret),
+		"leaf of 1 ana": issuer.EntrantLeaf(room, epoch, es[0]), "entrant digest": digest, "randomness": rnd, "seed": seed,
+		"signature": d.BeaconSignature,
+	} {
+		assert.Equal(t, want, ex[k], "docs line %q", k)
+	}
+	assert.Equal(t, v.Secret, secret)
+	assert.Equal(t, v.EntrantDigest, digest)
+	assert.Equal(t, d.Seed, seed)
+	assert.Equal(t, d.BeaconRound, round)
+	assert.EqualValues(t, v.Cutoff, cutoff)
+	places := strings.Fields(ex["places"])
+	require.Len(t, places, int(cutoff))
+	for _, p := range places {
+		a, pl, _ := strings.Cut(p, ":")
+		s, _ := strconv.ParseInt(a, 10, 64)
+		want, _ := strconv.ParseInt(pl, 10, 64)
+		assert.Equal(t, want, issuer.LotteryPlace(seed, epoch, cutoff, s), "docs: place of arrival %d", s)
+		assert.Equal(t, d.Places[a], want)
 	}
 }
