@@ -83,7 +83,7 @@ func TestLotteryDocsWorkedExample(t *testing.T) {
 	doc, err := os.ReadFile("../docs/rooms.md")
 	require.NoError(t, err)
 	s := string(doc)
-	i := strings.Index(s, "**The draw, bit for bit.**")
+	i := strings.Index(s, "### The draw, bit for bit")
 	require.GreaterOrEqual(t, i, 0, "docs/rooms.md has no \"The draw, bit for bit\"")
 	j := strings.Index(s[i:], "```text\n")
 	require.GreaterOrEqual(t, j, 0, "no worked example block")
