@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The derived-seed lottery (docs/rooms.md#the-draw-bit-for-bit). The committed secret is never in Redis before the draw: it is
-// derived from a key the issuer holds (Config.LotteryKey) over the room and
+// The derived-seed lottery (docs/rooms.md#the-draw-bit-for-bit). The
+// committed secret is never in Redis before the draw: it is derived from a key the issuer holds (Config.LotteryKey) over the room and
 // its epoch, so anyone who reads the store — every key of the room — learns
 // nothing of the order. Redis holds lottery_seed "pending" until the cutoff;
 // then the issuer (revealLottery, from the tick)
