@@ -198,8 +198,8 @@ type Issuer struct {
 	// receipt.go) for the receipts of its pre-queue entries.
 	commitments sync.Map
 	// lotteryKey is the key lottery secrets derive from (lottery_reveal.go
-	// lotteryKeyOf); revealed the rooms whose lottery needs no reveal (room →
-	// epoch).
+	// lotteryKeyOf); revealed the rooms whose lottery needed no reveal when
+	// last read (room → time.Time of that read).
 	lotteryKey []byte
 	revealed   sync.Map
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -92,6 +93,10 @@ func LotterySeed(room, epoch, secret, randomness, entrants string) string {
 	return hex.EncodeToString(sum[:])[:32]
 }
 
+// revealRecheck is how long revealLottery trusts that a room's seed is out
+// before it reads the config again (a restore may put a pending seed back).
+const revealRecheck = 5 * time.Second
+
 // ActionLotteryReveal is the audit event revealLottery journals (detail:
 // commitment, secret, seed, entrants, entrants_n, round, signature).
 const ActionLotteryReveal = "lottery_reveal"
@@ -122,17 +127,24 @@ func lotteryKeyOf(cfg Config, warn func(string)) []byte {
 // Failures are logged and retried at the next tick: nobody is admitted
 // while the seed is pending. It reports whether it revealed the seed now.
 func (is *Issuer) revealLottery(ctx context.Context, room string, now time.Time) bool {
-	if _, done := is.revealed.Load(room); done {
+	if at, done := is.revealed.Load(room); done && now.Sub(at.(time.Time)) < revealRecheck && now.Sub(at.(time.Time)) >= 0 {
 		return false
 	}
 	ck := roomKeys(room)[0]
 	m, err := is.cfg.Redis.HGetAll(ctx, ck).Result()
-	if err != nil || len(m) == 0 || m["lottery_cutoff"] == "" {
+	if err != nil || len(m) == 0 {
+		return false
+	}
+	if m["lottery_restored_ms"] != "" { // Restore wrote the room: journal what it will draw
+		is.journalCommitmentWhy(ctx, room, "restored")
+		_ = is.cfg.Redis.HSet(ctx, ck, "lottery_restored_ms", "").Err()
+	}
+	if m["lottery_cutoff"] == "" {
 		return false // not drawn yet
 	}
 	epoch := m["epoch"]
 	if m["lottery_seed"] != LotteryPending {
-		is.revealed.Store(room, epoch) // revealed, or a lottery of before v2 (its seed was stored)
+		is.revealed.Store(room, now) // revealed, or a lottery of before v2 (its seed was stored)
 		return false
 	}
 	if m["lottery_entrants"] == "" {
@@ -153,6 +165,9 @@ func (is *Issuer) revealLottery(ctx context.Context, room string, now time.Time)
 		if m, err = is.cfg.Redis.HGetAll(ctx, ck).Result(); err != nil || m["lottery_entrants"] == "" {
 			return false
 		}
+	}
+	if v, err := is.RoomLottery(ctx, room); err == nil && v.Commitment != "" {
+		is.recordCommitment(ctx, room, v, "at the draw") // another key than the one committed with shows as a re-roll
 	}
 	secret := LotterySecret(is.lotteryKey, room, epoch)
 	round, _ := strconv.ParseUint(m["lottery_round"], 10, 64)
@@ -178,7 +193,7 @@ func (is *Issuer) revealLottery(ctx context.Context, room string, now time.Time)
 		is.log.Warn("lottery: reveal", "room", room, "err", err)
 		return false
 	}
-	is.revealed.Store(room, epoch)
+	is.revealed.Store(room, now)
 	if !wrote {
 		return false
 	}
@@ -256,4 +271,39 @@ func (is *Issuer) statsLottery(ctx context.Context, room string, st *Stats) {
 		return
 	}
 	st.Lottery.Commitment, st.Lottery.Seed = v.CommitmentSHA1, v.Seed
+}
+
+// commitmentRecords parses the config field lottery_commits (a JSON array
+// of CommitmentRecord); nil when absent or unreadable.
+func commitmentRecords(field string) []CommitmentRecord {
+	if field == "" {
+		return nil
+	}
+	var rs []CommitmentRecord
+	if json.Unmarshal([]byte(field), &rs) != nil {
+		return nil
+	}
+	for i := range rs {
+		rs[i].At = time.UnixMilli(rs[i].AtMs)
+	}
+	return rs
+}
+
+// recordCommitment appends v's commitment to the room's public record
+// (lottery_commits) unless it is already the last one for v's epoch: a
+// commitment that changes — another key, a restore under a new epoch, a
+// secret written by hand — becomes a new, visible entry rather than a
+// silent replacement (RoomLottery.Commitments, Influence). Not atomic
+// across replicas: two recording at once may record one of them twice.
+func (is *Issuer) recordCommitment(ctx context.Context, room string, v *RoomLottery, why string) {
+	rs := slices.DeleteFunc(slices.Clone(v.Commitments), func(r CommitmentRecord) bool { return r.Why == "unrecorded" })
+	if n := len(rs); n > 0 && rs[n-1].Commitment == v.Commitment && rs[n-1].Epoch == v.Epoch {
+		return
+	}
+	now := is.now()
+	rs = append(rs, CommitmentRecord{Commitment: v.Commitment, Epoch: v.Epoch, AtMs: now.UnixMilli(), Why: why})
+	b, _ := json.Marshal(rs)
+	if err := is.cfg.Redis.HSet(ctx, roomKeys(room)[0], "lottery_commits", string(b)).Err(); err != nil {
+		is.log.Warn("record the lottery commitment", "room", room, "err", err)
+	}
 }

@@ -2,6 +2,7 @@ package issuer_test
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"strconv"
 	"testing"
@@ -208,4 +209,112 @@ func TestBeaconLotteryWaitsForTheRound(t *testing.T) {
 	bad.Source, bad.Beacon = issuer.OperatorChosen, nil
 	_, err = issuer.VerifyReceipt(ctx, receipts["b1"], jwksKeys(t, ring), bad)
 	require.ErrorIs(t, err, issuer.ErrSeedMismatch, "the receipt promised a beacon")
+}
+
+// TestLotteryRerollShows: the re-rolls of the issue 36 audit. HDEL of the
+// seed followed by a PUT gives the same commitment (the secret is derived,
+// not drawn); a seed written into the store by hand, or an issuer with
+// another key, shows as a second commitment on the room view, and the
+// influence names the re-roll; the journal holds every commitment with why.
+func TestLotteryRerollShows(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	clk := newClock()
+	is := newIssuer(t, rdb, clk)
+	room := redistest.Room("reroll")
+	cfg := issuer.RoomConfig{Capacity: 10, RatePerMinute: 600, Opens: clk.Now().Add(time.Hour), PreQueue: issuer.PreQueueShuffle}
+	_, err := is.SetRoom(ctx, room, cfg)
+	require.NoError(t, err)
+	e, err := is.Enter(ctx, room, "alice")
+	require.NoError(t, err)
+	first, err := is.RoomLottery(ctx, room)
+	require.NoError(t, err)
+	require.Len(t, first.Commitments, 1)
+	assert.Equal(t, "configured", first.Commitments[0].Why)
+	assert.Equal(t, e.LotteryCommitment, first.Commitment)
+
+	// HDEL + PUT: the same commitment, no second record.
+	ck := issuer.RoomKeys(room)[0]
+	require.NoError(t, rdb.HDel(ctx, ck, "lottery_seed").Err())
+	_, err = is.SetRoom(ctx, room, cfg)
+	require.NoError(t, err)
+	again, err := is.RoomLottery(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, first.Commitment, again.Commitment, "a derived secret cannot be re-rolled by a PUT")
+	assert.Len(t, again.Commitments, 1)
+	assert.NotContains(t, again.Influence(), "re-roll")
+
+	// A seed written by hand: a new, visible commitment.
+	require.NoError(t, rdb.HSet(ctx, ck, "lottery_seed", "0123456789abcdef0123456789abcdef").Err())
+	raw, err := is.RoomLottery(ctx, room)
+	require.NoError(t, err)
+	assert.NotEqual(t, first.Commitment, raw.Commitment)
+	require.Len(t, raw.Commitments, 2)
+	assert.Equal(t, "unrecorded", raw.Commitments[1].Why)
+	assert.Contains(t, raw.Influence(), "re-roll")
+
+	// An issuer with another key, at the draw: recorded and flagged.
+	require.NoError(t, rdb.HSet(ctx, ck, "lottery_seed", issuer.LotteryPending).Err())
+	other := newIssuer(t, rdb, clk, func(c *issuer.Config) { c.LotteryKey = []byte("another key entirely, 32 bytes!!") })
+	clk.Set(cfg.Opens)
+	_, err = other.Tick(ctx, room)
+	require.NoError(t, err)
+	drawn, err := other.RoomLottery(ctx, room)
+	require.NoError(t, err)
+	require.Len(t, drawn.Commitments, 2)
+	assert.Equal(t, "at the draw", drawn.Commitments[1].Why)
+	assert.Contains(t, drawn.Influence(), "2 different commitments")
+	evs, err := rdb.XRange(ctx, issuer.RoomKeys(room)[16], "-", "+").Result()
+	require.NoError(t, err)
+	var whys []string
+	for _, ev := range evs {
+		if ev.Values["action"] == issuer.ActionLotteryCommit {
+			var d map[string]string
+			require.NoError(t, json.Unmarshal([]byte(ev.Values["detail"].(string)), &d))
+			whys = append(whys, d["why"])
+		}
+	}
+	assert.Equal(t, []string{"configured", "configured"}, whys, "every commitment event says why")
+}
+
+// TestRestoreJournalsItsCommitment: a shuffle room restored from the journal
+// before its draw keeps its epoch, so its derived secret and commitment; the
+// issuer's next tick journals a lottery_commit event with why "restored";
+// the room view shows no second commitment.
+func TestRestoreJournalsItsCommitment(t *testing.T) {
+	ctx := context.Background()
+	is, clk, room, rdb := setup(t, issuer.RoomConfig{Capacity: 1, RatePerMinute: 6000, State: issuer.RoomPaused,
+		PreQueue: issuer.PreQueueShuffle})
+	entries := map[string]*issuer.Entry{}
+	for i := range 5 {
+		e, err := is.Enter(ctx, room, "r"+strconv.Itoa(i))
+		require.NoError(t, err)
+		entries[e.User] = e
+	}
+	before, err := is.RoomLottery(ctx, room)
+	require.NoError(t, err)
+	st := journaled(t, rdb, room, entries, clk.Now())
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	_, err = issuer.Restore(ctx, rdb, room, st, clk.Now())
+	require.NoError(t, err)
+	_, err = is.Tick(ctx, room)
+	require.NoError(t, err)
+	after, err := is.RoomLottery(ctx, room)
+	require.NoError(t, err)
+	assert.Equal(t, before.Commitment, after.Commitment, "same epoch, same secret: a restore cannot re-roll")
+	for _, r := range after.Commitments {
+		assert.Equal(t, before.Commitment, r.Commitment, "one commitment on record: %+v", r)
+	}
+	assert.NotContains(t, after.Influence(), "re-roll")
+	evs, err := rdb.XRange(ctx, issuer.RoomKeys(room)[16], "-", "+").Result()
+	require.NoError(t, err)
+	found := false
+	for _, ev := range evs {
+		if ev.Values["action"] == issuer.ActionLotteryCommit {
+			var d map[string]string
+			require.NoError(t, json.Unmarshal([]byte(ev.Values["detail"].(string)), &d))
+			found = found || d["why"] == "restored" && d["commitment"] == before.Commitment
+		}
+	}
+	assert.True(t, found, "the journal holds the restored room's commitment")
 }

@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"cmp"
+	"slices"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha1" //nolint:gosec // the deprecated commitment: SHA-1 of the seed, as lua/stats.lua shows it
@@ -101,6 +102,21 @@ type RoomLottery struct {
 	// DrawnAt is when the cutoff was recorded; PlacedAt when the last
 	// pre-queue entry was placed (zero until then).
 	DrawnAt, PlacedAt time.Time
+	// Commitments lists every commitment the room showed, oldest first,
+	// with when and why it was recorded ("configured", "restored", or
+	// "unrecorded" for the current one when it is in no record: a secret
+	// or seed written outside the issuer). More than one for an epoch is a
+	// re-roll, and Influence says so.
+	Commitments []CommitmentRecord
+}
+
+// CommitmentRecord is one commitment a room showed (RoomLottery.Commitments).
+type CommitmentRecord struct {
+	Commitment string    `json:"commitment"`
+	Epoch      string    `json:"epoch"`
+	At         time.Time `json:"-"`
+	AtMs       int64     `json:"at_ms"`
+	Why        string    `json:"why"`
 }
 
 // RoomLottery returns room's public lottery view, read with one HGETALL of
@@ -174,6 +190,12 @@ func (is *Issuer) RoomLottery(ctx context.Context, room string) (*RoomLottery, e
 		v.Cutoff, _ = strconv.ParseInt(c, 10, 64)
 		v.Bits = LotteryBits(v.Cutoff)
 	}
+	v.Commitments = commitmentRecords(m["lottery_commits"])
+	if v.Commitment != "" && !slices.ContainsFunc(v.Commitments, func(r CommitmentRecord) bool {
+		return r.Commitment == v.Commitment && r.Epoch == v.Epoch
+	}) && len(v.Commitments) > 0 {
+		v.Commitments = append(v.Commitments, CommitmentRecord{Commitment: v.Commitment, Epoch: v.Epoch, Why: "unrecorded"})
+	}
 	return v, nil
 }
 
@@ -183,7 +205,15 @@ func (is *Issuer) RoomLottery(ctx context.Context, room string) (*RoomLottery, e
 // entrants are fixed, and can choose whom to let in before the cutoff), or
 // when the entrants were fixed after the beacon round was published.
 func (v RoomLottery) Influence() string {
+	n := 0
+	for _, r := range v.Commitments {
+		if r.Epoch == v.Epoch {
+			n++
+		}
+	}
 	switch {
+	case n > 1:
+		return "every place: the room showed " + strconv.Itoa(n) + " different commitments in this epoch (a re-roll; see commitments)"
 	case v.Source != "drand":
 		return "every place: the seed is operator-chosen (no public beacon); whoever holds the issuer's key knew the order before the opening"
 	case v.Beacon != nil && !v.FixedAt.IsZero() && !v.FixedAt.Before(v.Beacon.RoundTime(v.BeaconRound)):
@@ -205,11 +235,21 @@ const ActionLotteryCommit = "lottery_commit"
 // data loss with a fresh seed); a repeat journals the same commitment again.
 // A failure is logged: the configuration or entry stands.
 func (is *Issuer) journalCommitment(ctx context.Context, room string) {
+	is.journalCommitmentWhy(ctx, room, "configured")
+}
+
+// journalCommitmentWhy is journalCommitment with why in the detail
+// ("configured", or "restored" by Restore), the randomness the draw will
+// use (RandomnessName) and its beacon round (0: none yet); it also records
+// the commitment on the room view (recordCommitment).
+func (is *Issuer) journalCommitmentWhy(ctx context.Context, room, why string) {
 	v, err := is.RoomLottery(ctx, room)
 	if err != nil || v.Commitment == "" || v.Drawn {
 		return
 	}
-	detail, _ := json.Marshal(map[string]string{"commitment": v.Commitment, "commitment_sha1": v.CommitmentSHA1})
+	is.recordCommitment(ctx, room, v, why)
+	detail, _ := json.Marshal(map[string]string{"commitment": v.Commitment, "commitment_sha1": v.CommitmentSHA1,
+		"why": why, "randomness": v.RandomnessName(), "beacon_round": strconv.FormatUint(v.BeaconRound, 10)})
 	if _, err := is.JournalAudit(ctx, room, Audit{Actor: "issuer", Action: ActionLotteryCommit, Detail: detail}); err != nil {
 		is.log.Warn("journal the lottery commitment", "room", room, "err", err)
 	}

@@ -59,6 +59,9 @@ type PublicLottery struct {
 	// Influence says which places whoever runs the issuer could have
 	// steered ("" none; issuer.RoomLottery.Influence).
 	Influence string `json:"influence,omitempty"`
+	// Commitments is every commitment the room showed, with when (at_ms)
+	// and why ("configured", "restored", "at the draw", "unrecorded").
+	Commitments []issuer.CommitmentRecord `json:"commitments,omitempty"`
 }
 
 // RoomLottery is the issuer's form of v, for issuer.VerifyReceipt: what a
@@ -80,7 +83,7 @@ func (v RoomView) RoomLottery() issuer.RoomLottery {
 			out.Source = "drand"
 		}
 		out.Beacon, out.BeaconRound, out.BeaconSignature = l.Beacon, l.BeaconRound, l.BeaconSignature
-		out.Entrants, out.EntrantCount, out.Secret = l.Entrants, l.EntrantCount, l.Secret
+		out.Entrants, out.EntrantCount, out.Secret, out.Commitments = l.Entrants, l.EntrantCount, l.Secret, l.Commitments
 		if l.FixedAtMs > 0 {
 			out.FixedAt = time.UnixMilli(l.FixedAtMs)
 		}
@@ -96,7 +99,7 @@ func roomViewJSON(v *issuer.RoomLottery) RoomView {
 	}
 	l := &PublicLottery{Commitment: v.Commitment, CommitmentSHA1: v.CommitmentSHA1, Drawn: v.Drawn,
 		Randomness: v.RandomnessName(), Beacon: v.Beacon, BeaconRound: v.BeaconRound, BeaconSignature: v.BeaconSignature,
-		Entrants: v.Entrants, EntrantCount: v.EntrantCount, FixedAtMs: unixMs(v.FixedAt), Secret: v.Secret, Influence: v.Influence()}
+		Entrants: v.Entrants, EntrantCount: v.EntrantCount, FixedAtMs: unixMs(v.FixedAt), Secret: v.Secret, Influence: v.Influence(), Commitments: v.Commitments}
 	if v.Drawn {
 		cutoff := v.Cutoff
 		l.Seed, l.Cutoff, l.Bits = v.Seed, &cutoff, v.Bits
