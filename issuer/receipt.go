@@ -2,7 +2,6 @@ package issuer
 
 import (
 	"cmp"
-	"slices"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha1" //nolint:gosec // the deprecated commitment: SHA-1 of the seed, as lua/stats.lua shows it
@@ -11,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
