@@ -136,7 +136,7 @@ var ErrBeaconNotYet = errors.New("beacon round not published yet")
 type Beacon struct {
 	URL    string
 	Chain  BeaconChain
-	Client *http.Client // nil: a client with a 5 s timeout
+	Client *http.Client // nil: a client with a 2 s timeout
 }
 
 // Round fetches round r and verifies it (VerifyBeacon). Errors:
@@ -148,7 +148,7 @@ func (b *Beacon) Round(ctx context.Context, r uint64, now time.Time) (BeaconRoun
 	}
 	hc := b.Client
 	if hc == nil {
-		hc = &http.Client{Timeout: 5 * time.Second}
+		hc = &http.Client{Timeout: 2 * time.Second}
 	}
 	u := strings.TrimRight(b.URL, "/") + "/" + b.Chain.Hash + "/public/" + strconv.FormatUint(r, 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

@@ -97,6 +97,9 @@ func LotterySeed(room, epoch, secret, randomness, entrants string) string {
 // before it reads the config again (a restore may put a pending seed back).
 const revealRecheck = 5 * time.Second
 
+// beaconRetry is how long revealLottery waits after a failed beacon request.
+const beaconRetry = time.Second
+
 // ActionLotteryReveal is the audit event revealLottery journals (detail:
 // commitment, secret, seed, entrants, entrants_n, round, signature).
 const ActionLotteryReveal = "lottery_reveal"
@@ -178,11 +181,17 @@ func (is *Issuer) revealLottery(ctx context.Context, room string, now time.Time)
 			is.log.Warn("lottery: the room's beacon round is set but this replica has no beacon (Config.Beacon)", "room", room, "round", round)
 			return false
 		}
+		if now.Before(b.Chain.RoundTime(round)) {
+			return false // not due: no request
+		}
 		br, rnd, err := b.Round(ctx, round, now)
 		if err != nil {
 			if !errors.Is(err, ErrBeaconNotYet) {
 				is.log.Warn("lottery: beacon round", "room", room, "round", round, "err", err)
 			}
+			// Ask the relay again in beaconRetry, not at every tick: Run ticks
+			// rooms one after another, and a slow relay must not slow them all.
+			is.revealed.Store(room, now.Add(beaconRetry-revealRecheck))
 			return false
 		}
 		randomness, sig = rnd, br.Signature
