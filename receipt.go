@@ -31,6 +31,11 @@ type ReceiptClaims struct {
 	// Commitment is the lottery commitment the room showed when the receipt
 	// was signed: lowercase hex SHA-256 (issuer.LotteryCommitment).
 	Commitment string `json:"commitment"`
+	// Randomness names the draw's randomness the room promised when the
+	// receipt was signed: "drand:<chain hash>" (a drand round after the
+	// opening) or "operator-chosen seed" (no beacon). Absent in receipts
+	// signed before it existed.
+	Randomness string `json:"randomness,omitempty"`
 }
 
 // JSON is c's serialisation (the JWS payload).

@@ -408,6 +408,15 @@ func checkChart(t *testing.T, r rendered, tp topology) {
 	}
 	if hasInit {
 		checkKeysPod(t, r, job.Spec.Template.Spec, "generate", keysSecret, true)
+		// The lottery key (issue 36): made once by the hook beside the ring,
+		// so every replica derives the same lottery secrets.
+		if a := job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(a, "-lottery-key-key") || !slices.Contains(a, "FLASHGATE_LOTTERY_KEY") {
+			t.Errorf("keys-init args %q do not keep a lottery key (-lottery-key-key FLASHGATE_LOTTERY_KEY)", a)
+		}
+	}
+	if ref := env["FLASHGATE_LOTTERY_KEY"].ValueFrom; ref == nil || ref.SecretKeyRef == nil ||
+		ref.SecretKeyRef.Name != keysSecret || ref.SecretKeyRef.Key != "FLASHGATE_LOTTERY_KEY" {
+		t.Errorf("issuer FLASHGATE_LOTTERY_KEY %+v, want the key ring's Secret %s/FLASHGATE_LOTTERY_KEY: without it each replica draws with its own key", ref, keysSecret)
 	}
 	cj, hasCron := r["CronJob/"+full+"-keys-rotate"].(*batchv1.CronJob)
 	if hasCron != tp.rotation {

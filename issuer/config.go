@@ -42,6 +42,15 @@ type Config struct {
 	// this replica in step with that key (SyncSecret), so replicas converge
 	// on one secret after a Redis data loss.
 	SharedSecret bool
+	// LotteryKey keys the pre-queue lottery's secrets (LotterySecret): held
+	// by the issuer, never stored in Redis; the same on every replica (nil:
+	// derived from WaitingSecret when that is the operator's, see
+	// lotteryKeyOf).
+	LotteryKey []byte
+	// Beacon, when set, is the public randomness every shuffle room's draw
+	// combines with its secret (a drand round after the opening, Beacon.Round);
+	// nil: the seed is operator-chosen.
+	Beacon *Beacon
 	// DefaultRoom, when non-nil, creates unknown rooms on first Enter with
 	// this policy. Nil: unknown rooms are refused with flashgate.ErrUnknownRoom.
 	// Rooms created so (auto rooms, RoomConfig.Auto) are limited in number
@@ -224,6 +233,11 @@ type core struct {
 	// commitments caches each room's lottery commitment (*cachedCommitment,
 	// receipt.go) for the receipts of its pre-queue entries.
 	commitments sync.Map
+	// lotteryKey is the key lottery secrets derive from (lottery_reveal.go
+	// lotteryKeyOf); revealed the rooms whose lottery needed no reveal when
+	// last read (room → time.Time of that read).
+	lotteryKey []byte
+	revealed   sync.Map
 }
 
 // Defaults and bounds of Config.
@@ -389,6 +403,7 @@ func New(cfg Config) (*Issuer, error) {
 	if is.log == nil {
 		is.log = slog.Default()
 	}
+	is.lotteryKey = lotteryKeyOf(cfg, func(m string) { is.log.Warn(m) })
 	if cfg.DefaultRoom != nil {
 		d := cfg.DefaultRoom.WithDefaults()
 		d.Auto = true

@@ -254,6 +254,9 @@ type Entry struct {
 	// proof of the arrival number under that commitment, to check the drawn
 	// place with once the seed is public (VerifyReceipt).
 	LotteryCommitment, Receipt string
+	// LotteryRandomness names the draw's randomness with the commitment
+	// (RoomLottery.RandomnessName: "drand:<chain hash>" or OperatorChosen).
+	LotteryRandomness string
 	// Created is true when this Enter created the room from the default policy.
 	Created bool
 }

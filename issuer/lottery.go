@@ -2,10 +2,8 @@ package issuer
 
 import (
 	"cmp"
-	"crypto/rand"
 	"crypto/sha1" //nolint:gosec // SHA-1 as Redis's redis.sha1hex computes it: the PRF the scripts use, not a signature
 	"encoding/binary"
-	"encoding/hex"
 	"slices"
 	"strconv"
 	"time"
@@ -65,14 +63,10 @@ type Lottery struct {
 	Placed int64
 }
 
-// newLotterySeed returns a fresh lottery seed: 128 bits from crypto/rand, hex.
-func newLotterySeed() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("issuer: crypto/rand: " + err.Error()) // crypto/rand.Read does not fail on supported platforms
-	}
-	return hex.EncodeToString(b[:])
-}
+// newLotterySeed returns what a new shuffle room stores as its lottery_seed:
+// LotteryPending. The secret is derived from the issuer's key at the draw
+// (lottery_reveal.go), never stored before it.
+func newLotterySeed() string { return LotteryPending }
 
 // LotteryBits returns the score bits a lottery with cutoff reserves for
 // arrival numbers: the smallest b ≥ 1 with 2^b > cutoff.

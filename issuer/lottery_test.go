@@ -2,8 +2,6 @@ package issuer_test
 
 import (
 	"context"
-	"crypto/sha1" //nolint:gosec // the commitment is SHA-1, as the script computes it
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"sort"
@@ -100,7 +98,7 @@ func TestLotteryPreQueueDrawnAtOpening(t *testing.T) {
 	require.Len(t, l.Commitment, 40)
 	seed, err := rdb.HGet(ctx, issuer.RoomKeys(room)[0], "lottery_seed").Result()
 	require.NoError(t, err)
-	require.Len(t, seed, 32, "128 bits, hex")
+	require.Equal(t, issuer.LotteryPending, seed, "no secret in the store before the draw (issue 36)")
 
 	// The opening. The first script to see it (this enter) records the cutoff
 	// before numbering the newcomer, who queues behind the whole pre-queue.
@@ -111,11 +109,11 @@ func TestLotteryPreQueueDrawnAtOpening(t *testing.T) {
 	assert.False(t, late.PreQueue)
 	assert.EqualValues(t, pre+1, late.Arrival)
 	assert.EqualValues(t, pre+1, late.Position)
+	commitment := l.Commitment
 	l, epoch := lotteryOf(t, is, room)
 	assert.True(t, l.Drawn)
-	assert.Equal(t, seed, l.Seed, "shown once the draw is fixed")
-	sum := sha1.Sum([]byte(seed)) //nolint:gosec // as the script
-	assert.Equal(t, hex.EncodeToString(sum[:]), l.Commitment)
+	assert.Empty(t, l.Seed, "the issuer reveals the derived seed at its next tick, never the script")
+	assert.Equal(t, commitment, l.Commitment, "the same commitment across the draw")
 	assert.EqualValues(t, pre, l.Cutoff)
 	assert.Equal(t, issuer.LotteryBits(pre), l.Bits)
 	assert.Equal(t, opens, l.DrawnAt)
@@ -135,6 +133,8 @@ func TestLotteryPreQueueDrawnAtOpening(t *testing.T) {
 	assert.EqualValues(t, pre+1, late2.Position, "39 drawn + late1 ahead")
 
 	l, epoch = lotteryOf(t, is, room)
+	require.Len(t, l.Seed, 32, "revealed by the tick")
+	assert.Equal(t, commitment, l.Commitment)
 	assert.Equal(t, opens, l.PlacedAt)
 	assert.EqualValues(t, pre, l.Placed)
 	want := make([]int64, pre)
@@ -554,17 +554,18 @@ func TestLotteryAutoCreatedRoomsOwnSeeds(t *testing.T) {
 		m, err := rdb.HGetAll(ctx, issuer.RoomKeys(room)[0]).Result()
 		require.NoError(t, err)
 		assert.Equal(t, "shuffle", m["prequeue"])
-		require.Len(t, m["lottery_seed"], 32)
-		seeds[m["lottery_seed"]] = true
-		commitment := issuer.LotteryCommitment(room, m["epoch"], m["lottery_seed"])
-		assert.Equal(t, commitment, e.LotteryCommitment, "public from the first entry")
+		require.Equal(t, issuer.LotteryPending, m["lottery_seed"], "no secret in the store")
+		v, err := is.RoomLottery(ctx, room)
+		require.NoError(t, err)
+		seeds[v.Commitment] = true
+		assert.Equal(t, v.Commitment, e.LotteryCommitment, "public from the first entry")
 		assert.Empty(t, e.Receipt, "a Signer that does not sign receipts: none")
 		evs, err := rdb.XRange(ctx, issuer.RoomKeys(room)[16], "-", "+").Result()
 		require.NoError(t, err)
 		journaled := false
 		for _, ev := range evs {
 			journaled = journaled || ev.Values["action"] == issuer.ActionLotteryCommit &&
-				strings.Contains(ev.Values["detail"].(string), commitment)
+				strings.Contains(ev.Values["detail"].(string), v.Commitment)
 		}
 		assert.True(t, journaled, "the auto room's commitment is journaled")
 		cfg, err := is.Room(ctx, room)

@@ -125,6 +125,7 @@ func (is *Metrics) Stats(ctx context.Context, room string) (*Stats, error) {
 	}
 	st := statsOf(room, r)
 	is.rememberPolicy(room, st.Config)
+	is.statsLottery(ctx, room, st) // lottery_reveal.go: a derived secret's commitment
 	return st, nil
 }
 

@@ -1,6 +1,7 @@
 package issuer
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha1" //nolint:gosec // the deprecated commitment: SHA-1 of the seed, as lua/stats.lua shows it
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,28 +64,67 @@ type RoomLottery struct {
 	Room     string
 	Epoch    string // "" until the room's first script call gives it one
 	PreQueue PreQueue
-	// Commitment is LotteryCommitment(Room, Epoch, seed), "" without a seed.
+	// Commitment is LotteryCommitment(Room, Epoch, secret), "" without a
+	// lottery: the secret is LotterySecret (derived from the issuer's key)
+	// or, for a lottery configured before it, the stored seed.
 	Commitment string
-	// CommitmentSHA1 is the SHA-1 (hex) of the seed: deprecated, shown for
-	// one release for clients of the admin stats' lottery.commitment.
+	// CommitmentSHA1 is the SHA-1 (hex) of the committed secret: deprecated,
+	// shown for one release for clients of the admin stats' lottery.commitment.
 	CommitmentSHA1 string
-	// Drawn: the cutoff is recorded and the order fixed; Seed, Cutoff and
-	// Bits are set from then on ("", 0, 0 before).
+	// Source is where the draw's randomness comes from: OperatorChosen (no
+	// beacon: whoever holds the issuer's key knows the order once the
+	// entrants are fixed), or "drand" (Beacon's round: nobody knows it
+	// before the round's time).
+	Source string
+	// Beacon is the chain (public info) and BeaconRound the round the draw
+	// uses (0: none): the first round at or after opens_at + BeaconDelay,
+	// shown from the configuration on, fixed when the entrants are.
+	Beacon      *BeaconChain
+	BeaconRound uint64
+	// BeaconSignature is the round's signature (hex), once the seed is revealed.
+	BeaconSignature string
+	// Drawn: the cutoff is recorded and the order fixed; Cutoff and Bits
+	// are set from then on (0, 0 before).
 	Drawn  bool
-	Seed   string
 	Cutoff int64
 	Bits   int
+	// Entrants is the EntrantDigest of the pre-queue at the cutoff,
+	// EntrantCount its entries, FixedAt when the issuer recorded it ("", 0,
+	// zero until then).
+	Entrants     string
+	EntrantCount int64
+	FixedAt      time.Time
+	// Secret is the committed secret and Seed the seed the draw uses
+	// (LotterySeed), both "" until the issuer reveals them after the cutoff
+	// (and the beacon round); for a lottery configured before derived
+	// secrets, Seed is the stored seed and Secret equals it.
+	Secret, Seed string
 	// DrawnAt is when the cutoff was recorded; PlacedAt when the last
 	// pre-queue entry was placed (zero until then).
 	DrawnAt, PlacedAt time.Time
+	// Commitments lists every commitment the room showed, oldest first,
+	// with when and why it was recorded ("configured", "restored", or
+	// "unrecorded" for the current one when it is in no record: a secret
+	// or seed written outside the issuer). More than one for an epoch is a
+	// re-roll, and Influence says so.
+	Commitments []CommitmentRecord
+}
+
+// CommitmentRecord is one commitment a room showed (RoomLottery.Commitments).
+type CommitmentRecord struct {
+	Commitment string    `json:"commitment"`
+	Epoch      string    `json:"epoch"`
+	At         time.Time `json:"-"`
+	AtMs       int64     `json:"at_ms"`
+	Why        string    `json:"why"`
 }
 
 // RoomLottery returns room's public lottery view, read with one HGETALL of
 // its config hash (no script: the draw itself happens in the first script
-// that finds the room open, within a tick of the opening). The seed is in
-// the view only once the lottery is drawn. An ended or deleted room keeps
-// its view until its keys expire (RoomConfig.Retention). Errors: flashgate.ErrInvalidInput,
-// flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
+// that finds the room open, within a tick of the opening). The secret and
+// seed are in the view only once the issuer revealed them. An ended or
+// deleted room keeps its view until its keys expire (RoomConfig.Retention).
+// Errors: flashgate.ErrInvalidInput, flashgate.ErrUnknownRoom, flashgate.ErrUnavailable.
 func (is *core) RoomLottery(ctx context.Context, room string) (*RoomLottery, error) {
 	if err := checkRoom(room); err != nil {
 		return nil, err
@@ -96,13 +137,6 @@ func (is *core) RoomLottery(ctx context.Context, room string) (*RoomLottery, err
 		return nil, flashgate.Errorf(flashgate.CodeUnknownRoom, "unknown room %q", room)
 	}
 	v := &RoomLottery{Room: room, Epoch: m["epoch"], PreQueue: preQueueOf(m["prequeue"])}
-	if seed := m["lottery_seed"]; seed != "" {
-		sum := sha1.Sum([]byte(seed)) //nolint:gosec // see import
-		v.CommitmentSHA1 = hex.EncodeToString(sum[:])
-		if v.Epoch != "" {
-			v.Commitment = LotteryCommitment(room, v.Epoch, seed)
-		}
-	}
 	ms := func(k string) time.Time {
 		n, _ := strconv.ParseInt(m[k], 10, 64)
 		if n <= 0 {
@@ -110,12 +144,82 @@ func (is *core) RoomLottery(ctx context.Context, room string) (*RoomLottery, err
 		}
 		return time.UnixMilli(n)
 	}
+	_, drawn := m["lottery_cutoff"]
+	seed := m["lottery_seed"]
+	var committed string
+	switch {
+	case seed == "":
+	case seed == LotteryPending || m["lottery_secret"] != "": // derived (lottery_reveal.go)
+		committed = m["lottery_secret"]
+		if committed == "" && v.Epoch != "" {
+			committed = LotterySecret(is.lotteryKey, room, v.Epoch)
+		}
+		v.Source = OperatorChosen
+		if r, _ := strconv.ParseUint(m["lottery_round"], 10, 64); r > 0 || (m["lottery_entrants"] == "" && is.cfg.Beacon != nil) {
+			v.Source, v.BeaconRound = "drand", r
+			if b := is.cfg.Beacon; b != nil {
+				c := b.Chain
+				v.Beacon = &c
+				if r == 0 {
+					v.BeaconRound = c.LotteryRound(lotteryOpens(m))
+				}
+			}
+		}
+		v.BeaconSignature = m["lottery_beacon"]
+		v.Entrants, v.FixedAt = m["lottery_entrants"], ms("lottery_fixed_ms")
+		v.EntrantCount, _ = strconv.ParseInt(m["lottery_entrants_n"], 10, 64)
+		if seed != LotteryPending {
+			v.Secret, v.Seed = committed, seed
+		}
+	default: // a seed stored before derived secrets: committed to as it is
+		committed = seed
+		v.Source = OperatorChosen
+		if drawn {
+			v.Secret, v.Seed = seed, seed
+		}
+	}
+	if committed != "" {
+		sum := sha1.Sum([]byte(committed)) //nolint:gosec // see import
+		v.CommitmentSHA1 = hex.EncodeToString(sum[:])
+		if v.Epoch != "" {
+			v.Commitment = LotteryCommitment(room, v.Epoch, committed)
+		}
+	}
 	if c, ok := m["lottery_cutoff"]; ok {
-		v.Drawn, v.Seed, v.DrawnAt, v.PlacedAt = true, m["lottery_seed"], ms("lottery_ms"), ms("lottery_done_ms")
+		v.Drawn, v.DrawnAt, v.PlacedAt = true, ms("lottery_ms"), ms("lottery_done_ms")
 		v.Cutoff, _ = strconv.ParseInt(c, 10, 64)
 		v.Bits = LotteryBits(v.Cutoff)
 	}
+	v.Commitments = commitmentRecords(m["lottery_commits"])
+	if v.Commitment != "" && !slices.ContainsFunc(v.Commitments, func(r CommitmentRecord) bool {
+		return r.Commitment == v.Commitment && r.Epoch == v.Epoch
+	}) && len(v.Commitments) > 0 {
+		v.Commitments = append(v.Commitments, CommitmentRecord{Commitment: v.Commitment, Epoch: v.Epoch, Why: "unrecorded"})
+	}
 	return v, nil
+}
+
+// Influence says which places of v's draw whoever runs the issuer could
+// have steered, in words ("" when none could): all of them without a
+// beacon (an operator-chosen seed: the key holder knows the order once the
+// entrants are fixed, and can choose whom to let in before the cutoff), or
+// when the entrants were fixed after the beacon round was published.
+func (v RoomLottery) Influence() string {
+	n := 0
+	for _, r := range v.Commitments {
+		if r.Epoch == v.Epoch {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return "every place: the room showed " + strconv.Itoa(n) + " different commitments in this epoch (a re-roll; see commitments)"
+	case v.Source != "drand":
+		return "every place: the seed is operator-chosen (no public beacon); whoever holds the issuer's key knew the order before the opening"
+	case v.Beacon != nil && !v.FixedAt.IsZero() && !v.FixedAt.Before(v.Beacon.RoundTime(v.BeaconRound)):
+		return "every place: the entrant list was fixed after beacon round " + strconv.FormatUint(v.BeaconRound, 10) + " was published"
+	}
+	return ""
 }
 
 // ActionLotteryCommit is the action of the audit event that journals a
@@ -131,11 +235,21 @@ const ActionLotteryCommit = "lottery_commit"
 // data loss with a fresh seed); a repeat journals the same commitment again.
 // A failure is logged: the configuration or entry stands.
 func (is *core) journalCommitment(ctx context.Context, room string) {
+	is.journalCommitmentWhy(ctx, room, "configured")
+}
+
+// journalCommitmentWhy is journalCommitment with why in the detail
+// ("configured", or "restored" by Restore), the randomness the draw will
+// use (RandomnessName) and its beacon round (0: none yet); it also records
+// the commitment on the room view (recordCommitment).
+func (is *core) journalCommitmentWhy(ctx context.Context, room, why string) {
 	v, err := is.RoomLottery(ctx, room)
 	if err != nil || v.Commitment == "" || v.Drawn {
 		return
 	}
-	detail, _ := json.Marshal(map[string]string{"commitment": v.Commitment, "commitment_sha1": v.CommitmentSHA1})
+	is.recordCommitment(ctx, room, v, why)
+	detail, _ := json.Marshal(map[string]string{"commitment": v.Commitment, "commitment_sha1": v.CommitmentSHA1,
+		"why": why, "randomness": v.RandomnessName(), "beacon_round": strconv.FormatUint(v.BeaconRound, 10)})
 	if _, err := is.journalAudit(ctx, room, Audit{Actor: "issuer", Action: ActionLotteryCommit, Detail: detail}); err != nil {
 		is.log.Warn("journal the lottery commitment", "room", room, "err", err)
 	}
@@ -155,24 +269,35 @@ type ReceiptSigner interface {
 const commitmentTTL = time.Second
 
 type cachedCommitment struct {
-	epoch, commitment string
-	at                time.Time
+	epoch, commitment, randomness string
+	at                            time.Time
 }
 
-// commitment returns room's lottery commitment for epoch ("" if the room
-// has no seed, or is in another epoch now), from the cache when fresh.
-func (is *core) commitment(ctx context.Context, room, epoch string, now time.Time) string {
+// commitment returns room's lottery commitment for epoch and the name of
+// its randomness (RoomLottery.RandomnessName); "" if the room has no
+// lottery, or is in another epoch now), from the cache when fresh.
+func (is *core) commitment(ctx context.Context, room, epoch string, now time.Time) (string, string) {
 	if c, ok := is.commitments.Load(room); ok {
 		if c := c.(*cachedCommitment); c.epoch == epoch && now.Sub(c.at) < commitmentTTL && now.Sub(c.at) >= 0 {
-			return c.commitment
+			return c.commitment, c.randomness
 		}
 	}
 	v, err := is.RoomLottery(ctx, room)
 	if err != nil || v.Epoch != epoch {
-		return ""
+		return "", ""
 	}
-	is.commitments.Store(strings.Clone(room), &cachedCommitment{epoch: v.Epoch, commitment: v.Commitment, at: now})
-	return v.Commitment
+	is.commitments.Store(strings.Clone(room), &cachedCommitment{epoch: v.Epoch, commitment: v.Commitment,
+		randomness: v.RandomnessName(), at: now})
+	return v.Commitment, v.RandomnessName()
+}
+
+// RandomnessName names where v's randomness comes from, as receipts carry
+// it (ReceiptClaims.Randomness): "drand:<chain hash>" or OperatorChosen.
+func (v RoomLottery) RandomnessName() string {
+	if v.Source == "drand" && v.Beacon != nil {
+		return "drand:" + v.Beacon.Hash
+	}
+	return OperatorChosen
 }
 
 // withReceipt sets e's LotteryCommitment and, with a Signer that signs
@@ -186,13 +311,13 @@ func (is *Queue) withReceipt(ctx context.Context, e *Entry, epoch string) {
 	if is.cfg.Now != nil {
 		now = is.cfg.Now()
 	}
-	e.LotteryCommitment = is.commitment(ctx, e.Room, epoch, now)
+	e.LotteryCommitment, e.LotteryRandomness = is.commitment(ctx, e.Room, epoch, now)
 	s, ok := is.cfg.Signer.(ReceiptSigner)
 	if !ok || e.LotteryCommitment == "" {
 		return
 	}
 	c := flashgate.ReceiptClaims{Iss: is.cfg.Issuer, Room: e.Room, Epoch: epoch, Sub: e.User, Arrival: e.Arrival,
-		Iat: now.Unix(), Commitment: e.LotteryCommitment}
+		Iat: now.Unix(), Commitment: e.LotteryCommitment, Randomness: e.LotteryRandomness}
 	if tok, err := s.SignReceipt(c.JSON()); err == nil {
 		e.Receipt = tok
 	}
@@ -228,6 +353,11 @@ type ReceiptCheck struct {
 	// Place is the drawn place (1-based) of Claims.Arrival among the
 	// pre-queue's arrival numbers 1 … Cutoff (LotteryPlace).
 	Place, Cutoff int64
+	// Randomness is the beacon round's randomness (hex; "" without a beacon).
+	Randomness string
+	// Influence is RoomLottery.Influence: which places the operator could
+	// have steered ("" none).
+	Influence string
 }
 
 // MaxReceiptLen bounds a receipt; longer input is refused unread.
@@ -273,10 +403,36 @@ func CheckReceipt(ctx context.Context, receipt string, keys ReceiptKeys, v RoomL
 	if !v.Drawn || v.Seed == "" {
 		return out, fmt.Errorf("%w: room %q shows no seed", ErrLotteryNotDrawn, v.Room)
 	}
-	if got := LotteryCommitment(c.Room, c.Epoch, v.Seed); got != c.Commitment {
-		return out, fmt.Errorf("%w: SHA-256 of seed %q is %s, the receipt committed to %s",
-			ErrSeedMismatch, clip(v.Seed), got, c.Commitment)
+	secret := cmp.Or(v.Secret, v.Seed)
+	if got := LotteryCommitment(c.Room, c.Epoch, secret); got != c.Commitment {
+		return out, fmt.Errorf("%w: SHA-256 of secret %q is %s, the receipt committed to %s",
+			ErrSeedMismatch, clip(secret), got, c.Commitment)
 	}
+	if c.Randomness != "" && c.Randomness != v.RandomnessName() {
+		return out, fmt.Errorf("%w: the receipt promised randomness %q, the room shows %q",
+			ErrSeedMismatch, clip(c.Randomness), v.RandomnessName())
+	}
+	if v.Source == "drand" {
+		chain := v.Beacon
+		if chain == nil {
+			return out, fmt.Errorf("%w: room %q names no beacon chain", ErrBeaconInvalid, v.Room)
+		}
+		if chain.Hash == Quicknet.Hash {
+			chain = &Quicknet // the League of Entropy's key as published, not as the room view says
+		}
+		rnd, err := VerifyBeacon(*chain, BeaconRound{Round: v.BeaconRound, Signature: v.BeaconSignature})
+		if err != nil {
+			return out, err
+		}
+		out.Randomness = rnd
+	}
+	if v.Entrants != "" || v.Source == "drand" {
+		if want := LotterySeed(c.Room, c.Epoch, secret, out.Randomness, v.Entrants); want != v.Seed {
+			return out, fmt.Errorf("%w: secret, beacon and entrants give seed %s, the room drew with %s",
+				ErrSeedMismatch, want, clip(v.Seed))
+		}
+	}
+	out.Influence = v.Influence()
 	if c.Arrival > v.Cutoff {
 		return out, fmt.Errorf("%w: arrival %d, cutoff %d", ErrNotInPreQueue, c.Arrival, v.Cutoff)
 	}

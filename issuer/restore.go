@@ -116,6 +116,11 @@ func restore(ctx context.Context, rdb Redis, room string, st RestoreState, now t
 	if cfg["prequeue"] == string(PreQueueShuffle) && cfg["lottery_cutoff"] == "" && cfg["lottery_seed"] == "" {
 		cfg["lottery_seed"] = newLotterySeed() // not drawn: the journal never saw the secret seed
 	}
+	if cfg["prequeue"] == string(PreQueueShuffle) {
+		// The issuer's next tick journals the commitment of what it will draw
+		// (why "restored") and records it on the room view (lottery_reveal.go).
+		cfg["lottery_restored_ms"] = strconv.FormatInt(now.UnixMilli(), 10)
+	}
 	num := func(k string) int64 { n, _ := strconv.ParseInt(cfg[k], 10, 64); return n }
 	session, arrival, cutoff := num("session_ms"), num("arrival_ms"), num("lottery_cutoff")
 

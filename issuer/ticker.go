@@ -141,6 +141,9 @@ func (is *Ticker) Tick(ctx context.Context, room string) (TickResult, error) {
 	if res.Deleted && res.Auto {
 		is.freeAutoRoom(ctx, room)
 	}
+	if t.Config.PreQueue == string(PreQueueShuffle) && is.revealLottery(ctx, room, is.now()) {
+		return is.tickAgain(ctx, room, res) // lottery_reveal.go: the seed is out, place the line in this step
+	}
 	return res, nil
 }
 

@@ -180,6 +180,8 @@ func TestPagePreQueueReceipt(t *testing.T) {
 	require.NoError(t, err)
 	body := string(p.body)
 	assert.Contains(t, body, `The draw’s secret seed was published in advance as this fingerprint (SHA-256): <code id="commitment">`+lv.Commitment+`</code>`)
+	assert.Contains(t, body, `<p id="lottery-note">Keep your receipt`, "the page says to keep it (issue 36)")
+	assert.Contains(t, body, `The operator chose this draw’s seed (no public beacon)`, "and that the seed is operator-chosen without a beacon")
 	m := regexp.MustCompile(`<a id="receipt" href="data:application/json;charset=utf-8,([^"]+)" download="flashgate-receipt-` +
 		regexp.QuoteMeta(room) + `.json">`).FindStringSubmatch(body)
 	require.NotNil(t, m, "%s", body)

@@ -220,6 +220,11 @@ type PageView struct {
 	// lottery").
 	LotteryCommitment string
 	ReceiptHref       template.URL
+	// LotteryBeacon (with LotteryCommitment) is true when the room's draw
+	// also uses a public beacon round (issuer.Entry.LotteryRandomness not
+	// issuer.OperatorChosen): the page then says nobody could know the order
+	// in advance, else that the operator could (issue 36).
+	LotteryBeacon bool
 
 	// The language: the room's set, the request's ?lang= and
 	// Accept-Language (negotiated by renderPage), the catalog picked and
@@ -671,6 +676,7 @@ func (v *PageView) entry(e *issuer.Entry) {
 		v.HasPlace, v.Position, v.Ahead, v.TotalWaiting = !e.PreQueue, e.Position, e.Ahead, e.TotalWaiting
 		v.PreQueue = e.PreQueue
 		v.LotteryCommitment, v.ReceiptHref = e.LotteryCommitment, receiptHref(e)
+		v.LotteryBeacon = e.LotteryRandomness != "" && e.LotteryRandomness != issuer.OperatorChosen
 		v.PollMs = e.PollAfter.Milliseconds()
 		v.Refresh = int(max(1, (e.PollAfter+time.Second-1)/time.Second))
 		v.WaitMs = e.EstimatedWait.Milliseconds()

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/flashgate/flashgate/issuer"
@@ -37,6 +39,29 @@ type PublicLottery struct {
 	Bits           int    `json:"bits,omitempty"`
 	DrawnAtMs      int64  `json:"drawn_at_ms,omitempty"`
 	PlacedAtMs     int64  `json:"placed_at_ms,omitempty"`
+	// Randomness names where the draw's randomness comes from:
+	// "drand:<chain hash>" or "operator-chosen seed" (issuer.RoomLottery.RandomnessName).
+	Randomness string `json:"randomness"`
+	// Beacon is the drand chain (public info) and BeaconRound the round
+	// the draw uses, from the configuration on; BeaconSignature the
+	// round's signature once the seed is revealed.
+	Beacon          *issuer.BeaconChain `json:"beacon,omitempty"`
+	BeaconRound     uint64              `json:"beacon_round,omitempty"`
+	BeaconSignature string              `json:"beacon_signature,omitempty"`
+	// Entrants is the pre-queue's entrant digest (issuer.EntrantDigest),
+	// EntrantCount its entries, FixedAtMs when it was fixed.
+	Entrants     string `json:"entrants,omitempty"`
+	EntrantCount int64  `json:"entrant_count,omitempty"`
+	FixedAtMs    int64  `json:"fixed_at_ms,omitempty"`
+	// Secret is the committed secret once revealed (Seed is then the
+	// draw's seed, issuer.LotterySeed).
+	Secret string `json:"secret,omitempty"`
+	// Influence says which places whoever runs the issuer could have
+	// steered ("" none; issuer.RoomLottery.Influence).
+	Influence string `json:"influence,omitempty"`
+	// Commitments is every commitment the room showed, with when (at_ms)
+	// and why ("configured", "restored", "at the draw", "unrecorded").
+	Commitments []issuer.CommitmentRecord `json:"commitments,omitempty"`
 }
 
 // RoomLottery is the issuer's form of v, for issuer.VerifyReceipt: what a
@@ -53,6 +78,15 @@ func (v RoomView) RoomLottery() issuer.RoomLottery {
 			out.Cutoff = *l.Cutoff
 		}
 		out.Bits = l.Bits
+		out.Source = issuer.OperatorChosen
+		if l.Randomness != issuer.OperatorChosen && l.Randomness != "" {
+			out.Source = "drand"
+		}
+		out.Beacon, out.BeaconRound, out.BeaconSignature = l.Beacon, l.BeaconRound, l.BeaconSignature
+		out.Entrants, out.EntrantCount, out.Secret, out.Commitments = l.Entrants, l.EntrantCount, l.Secret, l.Commitments
+		if l.FixedAtMs > 0 {
+			out.FixedAt = time.UnixMilli(l.FixedAtMs)
+		}
 	}
 	return out
 }
@@ -63,7 +97,9 @@ func roomViewJSON(v *issuer.RoomLottery) RoomView {
 	if v.Commitment == "" && !v.Drawn {
 		return out
 	}
-	l := &PublicLottery{Commitment: v.Commitment, CommitmentSHA1: v.CommitmentSHA1, Drawn: v.Drawn}
+	l := &PublicLottery{Commitment: v.Commitment, CommitmentSHA1: v.CommitmentSHA1, Drawn: v.Drawn,
+		Randomness: v.RandomnessName(), Beacon: v.Beacon, BeaconRound: v.BeaconRound, BeaconSignature: v.BeaconSignature,
+		Entrants: v.Entrants, EntrantCount: v.EntrantCount, FixedAtMs: unixMs(v.FixedAt), Secret: v.Secret, Influence: v.Influence(), Commitments: v.Commitments}
 	if v.Drawn {
 		cutoff := v.Cutoff
 		l.Seed, l.Cutoff, l.Bits = v.Seed, &cutoff, v.Bits

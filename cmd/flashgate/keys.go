@@ -80,14 +80,17 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 		force := fset.Bool("force", false, "overwrite an existing key ring (tokens it signed stop verifying)")
 		adminKey := fset.String("admin-token-key", "", "with -kubernetes-secret: also keep a random admin token (FLASHGATE_ADMIN_TOKEN, "+
 			"48 base64url characters) under this key of the Secret, created when absent and never changed (the Helm chart's install hook)")
+		lotteryKey := fset.String("lottery-key-key", "", "with -kubernetes-secret: also keep a random lottery key (FLASHGATE_LOTTERY_KEY, "+
+			"32 bytes, standard base64) under this key of the Secret, created when absent and never changed: every replica "+
+			"derives the same lottery secrets from it, and it never reaches Redis (the Helm chart's install hook)")
 		if code, ok := parse(); !ok {
 			return code
 		}
 		if *secretName != "" {
-			return keysInSecret(sub, *secretName, *secretKey, *force, 0, stdout, stderr, 0, *adminKey)
+			return keysInSecret(sub, *secretName, *secretKey, *force, 0, stdout, stderr, 0, *adminKey, *lotteryKey)
 		}
-		if *adminKey != "" {
-			return fail(errors.New("-admin-token-key needs -kubernetes-secret"))
+		if *adminKey != "" || *lotteryKey != "" {
+			return fail(errors.New("-admin-token-key and -lottery-key-key need -kubernetes-secret"))
 		}
 		if fi, err := os.Stat(*file); err == nil && fi.IsDir() {
 			return fail(fmt.Errorf("%w: %s; give a file path with -file, e.g. %s", keys.ErrIsDirectory, *file, filepath.Join(*file, "flashgate-keys.json")))
@@ -119,7 +122,7 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 			return fail(fmt.Errorf("-min-key-age must be >= 0, got %s", *minAge))
 		}
 		if *secretName != "" {
-			return keysInSecret(sub, *secretName, *secretKey, false, *maxLife, stdout, stderr, *minAge, "")
+			return keysInSecret(sub, *secretName, *secretKey, false, *maxLife, stdout, stderr, *minAge, "", "")
 		}
 		r, err := keys.Load(*file)
 		if err != nil {
@@ -215,8 +218,9 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 // finds the key the first rotation created and leaves the ring as it is.
 // With adminKey, generate also adds a random admin token under that key
 // when the Secret lacks it (and never changes one it has), so the token
-// is made once in the cluster, never rendered by Helm.
-func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdout, stderr io.Writer, minAge time.Duration, adminKey string) int {
+// is made once in the cluster, never rendered by Helm; with lotteryKey,
+// likewise a random 32-byte lottery key (standard base64).
+func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdout, stderr io.Writer, minAge time.Duration, adminKey, lotteryKey string) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "flashgate keys %s: %v\n", sub, err)
 		return exitFailure
@@ -235,13 +239,23 @@ func keysInSecret(sub, name, key string, force bool, maxLife time.Duration, stdo
 	var r *keys.Ring
 	var extra map[string][]byte
 	if sub == "generate" {
-		if adminKey != "" && !has(obj, adminKey) {
-			tok := make([]byte, 36)
-			if _, err := rand.Read(tok); err != nil {
+		for _, x := range []struct {
+			key, what string
+			n         int
+			enc       *base64.Encoding
+		}{{adminKey, "admin token", 36, base64.RawURLEncoding}, {lotteryKey, "lottery key", 32, base64.StdEncoding}} {
+			if x.key == "" || has(obj, x.key) {
+				continue
+			}
+			b := make([]byte, x.n)
+			if _, err := rand.Read(b); err != nil {
 				return fail(err)
 			}
-			extra = map[string][]byte{adminKey: []byte(base64.RawURLEncoding.EncodeToString(tok))}
-			fmt.Fprintf(stdout, "%s: a new admin token under %s\n", ks, adminKey)
+			if extra == nil {
+				extra = map[string][]byte{}
+			}
+			extra[x.key] = []byte(x.enc.EncodeToString(b))
+			fmt.Fprintf(stdout, "%s: a new %s under %s\n", ks, x.what, x.key)
 		}
 		switch {
 		case cur != nil && !force && extra == nil:

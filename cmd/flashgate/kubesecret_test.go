@@ -283,3 +283,37 @@ func TestKeysAdminTokenInKubernetesSecret(t *testing.T) {
 	assert.Equal(t, exitFailure, runCLI(t, "", "keys", "generate", "-file", filepath.Join(t.TempDir(), "k.json"),
 		"-admin-token-key", "X").code)
 }
+
+// TestKeysLotteryKeyInKubernetesSecret: generate -lottery-key-key adds one
+// random 32-byte lottery key (the FLASHGATE_LOTTERY_KEY every replica reads,
+// so all derive the same lottery secrets) to the ring's Secret, beside the
+// admin token, and never changes it on later runs.
+func TestKeysLotteryKeyInKubernetesSecret(t *testing.T) {
+	fake := &fakeSecretsAPI{secrets: map[string]map[string]any{}}
+	api := httptest.NewTLSServer(fake)
+	defer api.Close()
+	inPod(t, api)
+	value := func(k string) string {
+		fake.mu.Lock()
+		defer fake.mu.Unlock()
+		s, _ := fake.secrets["fg-keys"]["data"].(map[string]any)[k].(string)
+		b, err := base64.StdEncoding.DecodeString(s)
+		require.NoError(t, err)
+		return string(b)
+	}
+	args := []string{"keys", "generate", "-kubernetes-secret", "fg-keys", "-admin-token-key", "FLASHGATE_ADMIN_TOKEN",
+		"-lottery-key-key", "FLASHGATE_LOTTERY_KEY"}
+	r := runCLI(t, "", args...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	key := value("FLASHGATE_LOTTERY_KEY")
+	raw, err := base64.StdEncoding.DecodeString(key)
+	require.NoError(t, err, "FLASHGATE_LOTTERY_KEY is standard base64, as serve reads it")
+	assert.Len(t, raw, 32)
+	assert.NotEmpty(t, value("FLASHGATE_ADMIN_TOKEN"))
+	r = runCLI(t, "", args...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "left unchanged")
+	assert.Equal(t, key, value("FLASHGATE_LOTTERY_KEY"), "never changed: a new key would re-roll every lottery")
+	assert.Equal(t, exitFailure, runCLI(t, "", "keys", "generate", "-file", filepath.Join(t.TempDir(), "k.json"),
+		"-lottery-key-key", "X").code)
+}

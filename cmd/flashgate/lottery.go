@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -63,6 +64,11 @@ type lotteryResult struct {
 	Cutoff  int64  `json:"cutoff,omitempty"`
 	Kid     string `json:"kid,omitempty"`
 	Detail  string `json:"detail,omitempty"`
+	// Randomness is the verified drand round's randomness ("" without a
+	// beacon); Influence which places whoever runs the issuer could have
+	// steered ("none" with a beacon fixed after the entrants).
+	Randomness string `json:"randomness,omitempty"`
+	Influence  string `json:"influence,omitempty"`
 }
 
 func runLottery(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -152,6 +158,7 @@ func runLottery(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		{issuer.ErrReceiptOtherRoom, exitOtherRoom, "other_room"},
 		{issuer.ErrLotteryNotDrawn, exitNotDrawn, "not_drawn"},
 		{issuer.ErrSeedMismatch, exitSeedMismatch, "seed_mismatch"},
+		{issuer.ErrBeaconInvalid, exitSeedMismatch, "beacon_invalid"},
 		{issuer.ErrNotInPreQueue, exitNotInPreQueue, "not_in_prequeue"},
 	} {
 		if errors.Is(err, f.err) {
@@ -162,6 +169,7 @@ func runLottery(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return fail(exitFailure, "error", err)
 	}
 	res.Valid, res.Reason, res.Place, res.Cutoff = true, "ok", c.Place, c.Cutoff
+	res.Randomness, res.Influence = c.Randomness, cmp.Or(c.Influence, "none")
 	return emit(exitOK)
 }
 

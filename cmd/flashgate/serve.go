@@ -145,6 +145,12 @@ func serve(ctx context.Context, cfg serveEnv, log *slog.Logger) error {
 
 	icfg := c.issuerConfig()
 	icfg.Redis, icfg.Signer, icfg.WaitingSecret, icfg.SharedSecret, icfg.Logger = rdb, ring, secret, shared, log
+	if icfg.LotteryKey, err = decodeKey("FLASHGATE_LOTTERY_KEY", c.LotteryKey); err != nil {
+		return err
+	}
+	if c.BeaconURL != "" {
+		icfg.Beacon = &issuer.Beacon{URL: c.BeaconURL, Chain: issuer.Quicknet}
+	}
 	is, err := issuer.New(icfg)
 	if err != nil {
 		return err

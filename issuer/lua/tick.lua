@@ -85,11 +85,13 @@ if spent > 0 then redis.call('ZREMRANGEBYRANK', K_INVITES, 0, math.min(spent, 10
 
 -- The pre-queue lottery: the order was fixed when the cutoff was recorded; this places up to
 -- bound entries still at their arrival seq (scores 1 … cutoff) at their lottery scores.
+-- A seed still 'pending' (derived from the issuer's key, issuer/lottery_reveal.go) places nobody
+-- until the issuer has revealed it (lua/lottery.lua): the line waits, nobody is admitted.
 local drawn = 0
-if cfg.cutoff and not cfg.drawn_done then
+local seed = cfg.cutoff and not cfg.drawn_done and (redis.call('HGET', K_CONFIG, 'lottery_seed') or '')
+if seed and seed ~= 'pending' then
   local pre = redis.call('ZRANGEBYSCORE', K_WAITING, 1, num(cfg.cutoff), 'WITHSCORES', 'LIMIT', 0, bound)
   if #pre > 0 then
-    local seed = redis.call('HGET', K_CONFIG, 'lottery_seed') or ''
     local z = {}
     for i = 1, #pre, 2 do
       z[#z + 1] = num(lottery_score(seed, cfg.epoch, cfg.bits, tonumber(pre[i + 1])))

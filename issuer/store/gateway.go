@@ -159,6 +159,7 @@ var (
 	exporterScript  = loadPlain("exporter")
 	inviteScript    = load("invite")
 	leaveScript     = load("leave")
+	lotteryScript   = loadPlain("lottery")
 	mintedScript    = loadPlain("minted")
 	restoreScript   = load("restore")
 	revokeScript    = load("revoke")
@@ -180,6 +181,7 @@ var scripts = map[string]*redis.Script{
 	"snapshot": snapshotScript, "ban": banScript, "unban": unbanScript, "bans": bansScript,
 	"configure": configureScript, "drain": drainScript, "autoroom": autoRoomScript,
 	"invite": inviteScript, "exporter": exporterScript, "restore": restoreScript, "minted": mintedScript,
+	"lottery": lotteryScript,
 }
 
 var scriptNames = func() map[string]string {

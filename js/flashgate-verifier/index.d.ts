@@ -261,6 +261,16 @@ export interface RoomView {
     bits?: number;
     drawn_at_ms?: number;
     placed_at_ms?: number;
+    /** "drand:<chain hash>" or "operator-chosen seed". */
+    randomness?: string;
+    beacon?: { hash: string; public_key: string; genesis_time: number; period: number };
+    beacon_round?: number;
+    beacon_signature?: string;
+    entrants?: string;
+    entrant_count?: number;
+    fixed_at_ms?: number;
+    secret?: string;
+    influence?: string;
   };
 }
 
@@ -281,6 +291,10 @@ export interface ReceiptResult {
   cutoff: number;
   /** The drawn place (1-based) among arrival numbers 1 … cutoff. */
   place: number;
+  /** The beacon round's randomness (hex; "" without a beacon). */
+  randomness: string;
+  /** Which places whoever runs the issuer could have steered ("none" with a beacon). */
+  influence: string;
 }
 
 /** A public JSON document: an http(s) URL to fetch, JSON text or bytes, or the parsed object. */
@@ -295,8 +309,33 @@ export type PublicDoc<T> = string | Uint8Array | T;
  */
 export declare function verifyReceipt(
   receipt: string,
-  options: { jwks: PublicDoc<JWKSet>; roomView: PublicDoc<RoomView>; subtle?: SubtleCrypto },
+  options: {
+    jwks: PublicDoc<JWKSet>;
+    roomView: PublicDoc<RoomView>;
+    subtle?: SubtleCrypto;
+    /**
+     * Checks the view's drand round's BLS signature against the chain's public key (the package
+     * carries no BLS12-381 code: pass one, e.g. built on @noble/curves); rejects to refuse.
+     * Without it the round's signature is hashed into the seed but not checked against the key.
+     */
+    beaconCheck?: (lottery: NonNullable<RoomView["lottery"]>) => Promise<void>;
+  },
 ): Promise<ReceiptResult>;
+
+/** The randomness name of a lottery without a beacon. */
+export declare const OPERATOR_CHOSEN: "operator-chosen seed";
+
+/** An entrant's leaf: SHA-256 hex of "flashgate lottery entrant v2" NUL room NUL epoch NUL seq NUL user. */
+export declare function entrantLeaf(room: string, epoch: string, seq: number, user: string): Promise<string>;
+
+/** The entrant digest of the pre-queue at the cutoff, in ascending seq. */
+export declare function entrantDigest(room: string, epoch: string, entrants: { seq: number; user: string }[]): Promise<string>;
+
+/** The draw's seed: 32 hex digits of SHA-256 over secret, beacon randomness ("" none) and entrant digest. */
+export declare function lotterySeed(room: string, epoch: string, secret: string, randomness: string, entrants: string): Promise<string>;
+
+/** A drand round's randomness: SHA-256 hex of its 48-byte signature; null when not such hex. */
+export declare function beaconRandomness(signatureHex: string): Promise<string | null>;
 
 /** The lottery commitment: SHA-256 hex, domain-separated by room and epoch. */
 export declare function lotteryCommitment(room: string, epoch: string, seed: string): Promise<string>;

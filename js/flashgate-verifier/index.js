@@ -914,6 +914,54 @@ export function lotteryCommitment(room, epoch, seed) {
   return digestHex("SHA-256", `${COMMITMENT_DOMAIN}${room}\0${epoch}\0${seed}`);
 }
 
+const ENTRANT_DOMAIN = "flashgate lottery entrant v2\0";
+const SEED_DOMAIN = "flashgate lottery seed v2\0";
+/** The room view's randomness of a lottery without a beacon. */
+export const OPERATOR_CHOSEN = "operator-chosen seed";
+
+function hexBytes(h) {
+  if (typeof h !== "string" || h.length % 2 !== 0 || !/^[0-9a-f]*$/.test(h)) return null;
+  const b = new Uint8Array(h.length / 2);
+  for (let i = 0; i < b.length; i++) b[i] = parseInt(h.slice(2 * i, 2 * i + 2), 16);
+  return b;
+}
+
+async function digestBytesHex(bytes) {
+  const d = new Uint8Array(await globalThis.crypto.subtle.digest("SHA-256", bytes));
+  let s = "";
+  for (const x of d) s += x.toString(16).padStart(2, "0");
+  return s;
+}
+
+/**
+ * An entrant's leaf in the entrant digest (docs/rooms.md#the-draw-bit-for-bit, step 3):
+ * lowercase hex SHA-256 of "flashgate lottery entrant v2" NUL room NUL epoch NUL seq NUL user.
+ */
+export function entrantLeaf(room, epoch, seq, user) {
+  return digestHex("SHA-256", `${ENTRANT_DOMAIN}${room}\0${epoch}\0${seq}\0${user}`);
+}
+
+/** The entrant digest of [{seq, user}] in ascending seq: SHA-256 of the lines `seq " " leaf "\n"`. */
+export async function entrantDigest(room, epoch, entrants) {
+  let text = "";
+  for (const e of entrants) text += `${e.seq} ${await entrantLeaf(room, epoch, e.seq, e.user)}\n`;
+  return digestHex("SHA-256", text);
+}
+
+/**
+ * The draw's seed (step 5): the first 32 hex digits of SHA-256("flashgate lottery seed v2" NUL
+ * room NUL epoch NUL secret NUL randomness NUL entrants); randomness "" without a beacon.
+ */
+export async function lotterySeed(room, epoch, secret, randomness, entrants) {
+  return (await digestHex("SHA-256", `${SEED_DOMAIN}${room}\0${epoch}\0${secret}\0${randomness}\0${entrants}`)).slice(0, 32);
+}
+
+/** A drand round's randomness (step 4): hex SHA-256 of its signature's bytes, or null if not hex. */
+export async function beaconRandomness(signatureHex) {
+  const b = hexBytes(signatureHex);
+  return b && b.length === 48 ? digestBytesHex(b) : null;
+}
+
 /**
  * The drawn place (1-based) of arrival number seq among arrival numbers
  * 1 … cutoff of a lottery with seed in a room of epoch — the order of
@@ -947,7 +995,7 @@ export async function lotteryPlace(seed, epoch, cutoff, seq) {
  * the drawn place. Rejects with a ReceiptError (reason in RECEIPT_REASONS),
  * or a VerifierError when the host has no Ed25519 (options.subtle).
  */
-export async function verifyReceipt(receipt, { jwks, roomView, subtle } = {}) {
+export async function verifyReceipt(receipt, { jwks, roomView, subtle, beaconCheck } = {}) {
   const invalid = (why) => new ReceiptError(`receipt invalid: ${why}`, "receipt_invalid");
   const set = await publicDoc(jwks, "JWK Set");
   const view = await publicDoc(roomView, "room view");
@@ -992,9 +1040,39 @@ export async function verifyReceipt(receipt, { jwks, roomView, subtle } = {}) {
   if (!l || l.drawn !== true || typeof l.seed !== "string" || !l.seed) {
     throw new ReceiptError(`lottery not drawn yet: room ${JSON.stringify(view.room)} shows no seed`, "not_drawn");
   }
-  const got = await lotteryCommitment(c.room, c.epoch, l.seed);
+  const secret = typeof l.secret === "string" && l.secret ? l.secret : l.seed; // a lottery of before derived secrets: the seed
+  const got = await lotteryCommitment(c.room, c.epoch, secret);
   if (got !== c.commitment) {
     throw new ReceiptError(`seed does not match the receipt's commitment: SHA-256 is ${got}, the receipt committed to ${c.commitment}`, "seed_mismatch");
+  }
+  const named = typeof l.randomness === "string" && l.randomness ? l.randomness : OPERATOR_CHOSEN;
+  if (typeof c.randomness === "string" && c.randomness && c.randomness !== named) {
+    throw new ReceiptError(`the receipt promised randomness ${JSON.stringify(c.randomness)}, the room shows ${JSON.stringify(named)}`, "seed_mismatch");
+  }
+  let randomness = "";
+  const drand = named !== OPERATOR_CHOSEN;
+  if (drand) {
+    if (beaconCheck) {
+      await beaconCheck(l);
+    } else {
+      let mod;
+      try {
+        mod = await import("./beacon.js"); // @noble/curves, loaded only for a beacon draw
+      } catch (err) {
+        throw new ReceiptError(`no BLS12-381 to check the beacon with (@noble/curves): ${err.message}`, "input_unavailable");
+      }
+      if (!(await mod.verifyBeacon(l.beacon, l.beacon_round, l.beacon_signature))) {
+        throw new ReceiptError(`beacon round ${l.beacon_round}: signature does not verify under the chain's public key`, "seed_mismatch");
+      }
+    }
+    randomness = await beaconRandomness(l.beacon_signature);
+    if (!randomness) throw new ReceiptError(`beacon round ${l.beacon_round}: no signature`, "seed_mismatch");
+  }
+  if (drand || l.entrants) {
+    const want = await lotterySeed(c.room, c.epoch, secret, randomness, l.entrants || "");
+    if (want !== l.seed) {
+      throw new ReceiptError(`secret, beacon and entrants give seed ${want}, the room drew with ${l.seed}`, "seed_mismatch");
+    }
   }
   const cutoff = l.cutoff;
   if (!Number.isSafeInteger(cutoff) || c.arrival > cutoff) {
@@ -1011,5 +1089,7 @@ export async function verifyReceipt(receipt, { jwks, roomView, subtle } = {}) {
     kid: h.kid,
     cutoff,
     place: await lotteryPlace(l.seed, c.epoch, cutoff, c.arrival),
+    randomness,
+    influence: typeof l.influence === "string" && l.influence ? l.influence : (drand ? "none" : "every place: the seed is operator-chosen (no public beacon)"),
   };
 }

@@ -27,6 +27,10 @@ func TestNodePackage(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("test", "*.test.mjs"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
+	if _, err := os.Stat(filepath.Join("node_modules", "@noble", "curves")); err != nil { // beacon.js's BLS12-381 (issue 36)
+		out, err := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error").CombinedOutput()
+		require.NoError(t, err, "npm ci (@noble/curves) in js/flashgate-verifier:\n%s", out)
+	}
 	cmd := exec.Command(node, append([]string{"--test"}, files...)...)
 	cmd.Env = append(os.Environ(), "FLASHGATE_WASM="+wasmbuild.Path(t))
 	out, err := cmd.CombinedOutput()
@@ -54,7 +58,7 @@ func TestNpmPack(t *testing.T) {
 	tmp := t.TempDir()
 	pkg := filepath.Join(tmp, "pkg")
 	require.NoError(t, os.MkdirAll(pkg, 0o755))
-	for _, f := range []string{"package.json", "index.js", "index.d.ts", "README.md"} {
+	for _, f := range []string{"package.json", "index.js", "index.d.ts", "beacon.js", "README.md"} {
 		copyFile(t, f, filepath.Join(pkg, f))
 	}
 	copyFile(t, wasmbuild.Path(t), filepath.Join(pkg, "flashgate-verifier.wasm"))
@@ -84,7 +88,7 @@ func TestNpmPack(t *testing.T) {
 		paths = append(paths, f.Path)
 	}
 	sort.Strings(paths)
-	require.Equal(t, []string{"README.md", "flashgate-verifier.wasm", "index.d.ts", "index.js", "package.json"}, paths)
+	require.Equal(t, []string{"README.md", "beacon.js", "flashgate-verifier.wasm", "index.d.ts", "index.js", "package.json"}, paths)
 
 	app := filepath.Join(tmp, "app")
 	require.NoError(t, os.MkdirAll(app, 0o755))

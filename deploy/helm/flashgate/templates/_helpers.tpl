@@ -212,9 +212,13 @@ containers:
       - {{ $ctx.Values.keys.rotation.maxTokenLifetime }}
       - -min-key-age
       - {{ $ctx.Values.keys.rotation.minKeyAge }}
-      {{- else if include "flashgate.generatesAdminToken" $ctx }}
+      {{- else }}
+      - -lottery-key-key
+      - FLASHGATE_LOTTERY_KEY
+      {{- if include "flashgate.generatesAdminToken" $ctx }}
       - -admin-token-key
       - FLASHGATE_ADMIN_TOKEN
+      {{- end }}
       {{- end }}
     resources:
       {{- toYaml $ctx.Values.keys.jobResources | nindent 6 }}
