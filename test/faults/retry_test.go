@@ -369,7 +369,7 @@ func TestPolicyScriptsRepeatedAfterLostReply(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, w.rdb.HSet(ctx, roomKey(room, "config"), "epoch", "e0",
 			"lottery_seed", "00112233445566778899aabbccddeeff").Err())
-		require.NoError(t, w.rdb.Del(ctx, roomKey(room, "journal")).Err()) // SetRoom's event, with the epoch it drew
+		require.NoError(t, w.rdb.Del(ctx, roomKey(room, "journal")).Err())                    // SetRoom's event, with the epoch it drew
 		require.NoError(t, w.rdb.HDel(ctx, roomKey(room, "config"), "lottery_commits").Err()) // its commitment record, likewise
 	}
 	same := func(step string) {
