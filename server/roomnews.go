@@ -20,6 +20,11 @@ import (
 // (at once on the replica whose admin API made it).
 const RoomNewsInterval = time.Second
 
+// maxStreamStep is the longest a room's feed waits between two walks of its
+// streams: a stream's next status event or heartbeat is sent at most this
+// late.
+const maxStreamStep = 250 * time.Millisecond
+
 // roomNewsReader is what the fan-out needs of the issuer: Queue's News and
 // StatusFrom.
 type roomNewsReader interface {
@@ -27,10 +32,25 @@ type roomNewsReader interface {
 	StatusFrom(ctx context.Context, n *issuer.RoomNews, room, user, waitingToken string) (*issuer.Entry, bool, error)
 }
 
+// streamWalker is what a feed does with its streams at each walk (the
+// Server's walk, sse.go): send what is due. n is the feed's news while
+// fresh (nil: ask the exact script); changed reports that the news changed
+// in what a page shows at once since the last walk, so that every stream
+// is due.
+type streamWalker interface {
+	walk(f *roomFeed, streams []*sseStream, n *issuer.RoomNews, changed bool)
+	// step is how often a feed walks its streams (at most maxStreamStep).
+	step() time.Duration
+}
+
 // newsHub holds a replica's room feeds: one per room with open streams,
-// each read by one goroutine (run) that ends with the room's last stream.
+// each run by one goroutine (run) that reads the room's news every interval,
+// walks the room's streams every step, and ends with the room's last stream.
+// A stream itself has no goroutine of its own but the one that notices its
+// client leave (sse.go).
 type newsHub struct {
 	read     roomNewsReader
+	walker   streamWalker
 	every    time.Duration
 	stopping <-chan struct{}
 	mu       sync.Mutex
@@ -40,42 +60,70 @@ type newsHub struct {
 
 // roomFeed is one room's news and the streams that follow it.
 type roomFeed struct {
-	room string
-	news atomic.Pointer[issuer.RoomNews] // the last read (nil before the first)
-	subs map[*newsSub]struct{}           // under newsHub.mu
-	poke chan struct{}                   // cap 1: read now
+	room    string
+	news    atomic.Pointer[issuer.RoomNews] // the last read (nil before the first)
+	streams map[*sseStream]struct{}         // under newsHub.mu
+	poke    chan struct{}                   // cap 1: read now
+	list    []*sseStream                    // run's copy of streams (reused)
 }
 
-// newsSub is one stream's subscription: changed gets a value (coalesced)
-// when the room's news changed in what a page shows at once.
-type newsSub struct {
-	feed    *roomFeed
-	changed chan struct{}
+func newNewsHub(r roomNewsReader, w streamWalker, every time.Duration, stopping <-chan struct{}) *newsHub {
+	return &newsHub{read: r, walker: w, every: every, stopping: stopping, rooms: map[string]*roomFeed{}}
 }
 
-func newNewsHub(r roomNewsReader, every time.Duration, stopping <-chan struct{}) *newsHub {
-	return &newsHub{read: r, every: every, stopping: stopping, rooms: map[string]*roomFeed{}}
+// current is room's last news while fresh, without following the room (nil
+// when the room has no feed here or its news is stale).
+func (h *newsHub) current(room string) *issuer.RoomNews {
+	h.mu.Lock()
+	f := h.rooms[room]
+	h.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f.latest(h.every)
 }
 
-// subscribe adds a stream to room's feed, starting its reader if needed.
-func (h *newsHub) subscribe(room string) *newsSub {
+// add makes st follow its room's feed, starting the feed if needed.
+// It reports false (and adds nothing) once the server is stopping.
+func (h *newsHub) add(st *sseStream) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	f := h.rooms[room]
+	select {
+	case <-h.stopping:
+		return false
+	default:
+	}
+	f := h.rooms[st.room]
 	if f == nil {
-		f = &roomFeed{room: strings.Clone(room), subs: map[*newsSub]struct{}{}, poke: make(chan struct{}, 1)}
+		f = &roomFeed{room: strings.Clone(st.room), streams: map[*sseStream]struct{}{}, poke: make(chan struct{}, 1)}
 		h.rooms[f.room] = f
 		go h.run(f)
 	}
-	sub := &newsSub{feed: f, changed: make(chan struct{}, 1)}
-	f.subs[sub] = struct{}{}
-	return sub
+	st.feed = f
+	f.streams[st] = struct{}{}
+	return true
 }
 
-func (h *newsHub) unsubscribe(sub *newsSub) {
+// remove takes st off its feed (no-op when it is on none).
+func (h *newsHub) remove(st *sseStream) {
 	h.mu.Lock()
-	delete(sub.feed.subs, sub)
+	if st.feed != nil {
+		delete(st.feed.streams, st)
+	}
 	h.mu.Unlock()
+}
+
+// all returns every stream on every feed (Shutdown).
+func (h *newsHub) all() []*sseStream {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*sseStream
+	for _, f := range h.rooms {
+		for st := range f.streams {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // poke makes room's reader (if it has one) read at once: the admin API on
@@ -94,84 +142,79 @@ func (h *newsHub) poke(room string) {
 
 // latest is the feed's last news while it is fresh (younger than three
 // intervals), else nil: the stream then asks the exact script.
-func (sub *newsSub) latest(every time.Duration) *issuer.RoomNews {
-	n := sub.feed.news.Load()
+func (f *roomFeed) latest(every time.Duration) *issuer.RoomNews {
+	n := f.news.Load()
 	if n == nil || time.Since(n.At) > 3*every {
 		return nil
 	}
 	return n
 }
 
-// run reads f's news every interval (or when poked) until f has no streams
-// or the server stops, and wakes every stream when the news changed.
+// run reads f's news every interval (or when poked) and walks f's streams
+// every step until f has no streams or the server stops.
 func (h *newsHub) run(f *roomFeed) {
-	t := time.NewTicker(h.every)
-	defer t.Stop()
+	var last time.Time // of the last news read
+	poked := false
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), max(h.every, time.Second))
-		n, err := h.read.News(ctx, f.room, h.every)
-		cancel()
-		h.reads.Add(1)
 		changed := false
-		if err == nil { // a failed read leaves the last news to age (latest)
-			// The first read wakes nobody: each stream's first event came
-			// from its own status call just before.
-			old := f.news.Swap(n)
-			changed = old != nil && n.Changed(old)
+		if poked || time.Since(last) >= h.every {
+			last = time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), max(h.every, time.Second))
+			n, err := h.read.News(ctx, f.room, h.every)
+			cancel()
+			h.reads.Add(1)
+			if err == nil { // a failed read leaves the last news to age (latest)
+				// The first read changes nothing: each stream's first event
+				// came from its own status call just before.
+				old := f.news.Swap(n)
+				changed = old != nil && n.Changed(old)
+			}
 		}
 		h.mu.Lock()
-		if len(f.subs) == 0 {
+		if len(f.streams) == 0 {
 			delete(h.rooms, f.room)
 			h.mu.Unlock()
 			return
 		}
-		if changed {
-			for sub := range f.subs {
-				select {
-				case sub.changed <- struct{}{}:
-				default:
-				}
-			}
+		f.list = f.list[:0]
+		for st := range f.streams {
+			f.list = append(f.list, st)
 		}
 		h.mu.Unlock()
+		h.walker.walk(f, f.list, f.latest(h.every), changed)
+		clear(f.list) // hold no ended stream until the next walk
+		t := time.NewTimer(min(h.walker.step(), h.every, maxStreamStep))
+		poked = false
 		select {
 		case <-t.C:
 		case <-f.poke:
+			poked = true
 		case <-h.stopping:
+			t.Stop()
 			return
 		}
+		t.Stop()
 	}
 }
 
 // streamEntry is a stream's status event: the entry, and the room's
-// page_message while the stream follows the room's news (wait.js replaces
-// its message area when it differs; "" clears it).
+// page_message while the room has news (wait.js replaces its message area
+// when it differs; "" clears it).
 type streamEntry struct {
 	Entry
 	PageMessage *string `json:"page_message,omitempty"`
 }
 
-// streamEvent is e's event for a stream (sub nil: not following news).
-func (s *Server) streamEvent(e *issuer.Entry, sub *newsSub) any {
-	if sub == nil {
+// streamEvent is e's event for a stream of a room whose news is n (nil:
+// none yet).
+func streamEvent(e *issuer.Entry, n *issuer.RoomNews) any {
+	if n == nil {
 		return entryJSON(e)
 	}
 	out := streamEntry{Entry: entryJSON(e)}
-	if n := sub.feed.news.Load(); n != nil {
-		msg := n.PageMessage
-		out.PageMessage = &msg
-	}
+	msg := n.PageMessage
+	out.PageMessage = &msg
 	return out
-}
-
-// streamStatus is a stream's next entry: placed from the room's news where
-// it can be (no Redis call), by the exact script where it cannot.
-func (s *Server) streamStatus(ctx context.Context, sub *newsSub, room, user, tok string) (*issuer.Entry, error) {
-	if sub == nil {
-		return s.is.Status(ctx, room, user, tok)
-	}
-	e, _, err := s.news.read.StatusFrom(ctx, sub.latest(s.news.every), room, user, tok)
-	return e, err
 }
 
 // newsPoke (a handler of the admin routes that change a room's state or

@@ -45,47 +45,74 @@ func (f *fakeNews) count(room string) int {
 	return f.reads[room]
 }
 
-// TestNewsHubOneReaderPerRoom: 200 streams subscribing at once share one
-// reader for their room (never two reads at once); a change wakes every one
-// of them once, a read without a change none; the reader ends with the
-// room's last stream (no more reads), and a new stream starts a new one.
+// fakeWalker records the walks of a hub's feeds.
+type fakeWalker struct {
+	mu      sync.Mutex
+	walks   int
+	changed []*issuer.RoomNews // the news of each walk told of a change
+	sizes   []int              // streams per walk
+}
+
+func (w *fakeWalker) walk(_ *roomFeed, streams []*sseStream, n *issuer.RoomNews, changed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.walks++
+	w.sizes = append(w.sizes, len(streams))
+	if changed {
+		w.changed = append(w.changed, n)
+	}
+}
+
+func (w *fakeWalker) step() time.Duration { return 5 * time.Millisecond }
+
+func (w *fakeWalker) count() (walks, changed int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.walks, len(w.changed)
+}
+
+// TestNewsHubOneReaderPerRoom: 200 streams joining at once share one
+// reader for their room (never two reads at once), read once per interval
+// however often the streams are walked; a change is told to one walk (of
+// all 200 streams), a read without a change to none; the reader ends with
+// the room's last stream (no more reads), and a new stream starts a new one.
 func TestNewsHubOneReaderPerRoom(t *testing.T) {
 	f := &fakeNews{state: issuer.RoomOpen, reads: map[string]int{}}
+	w := &fakeWalker{}
 	stop := make(chan struct{})
 	defer close(stop)
-	h := newNewsHub(f, 20*time.Millisecond, stop)
-	subs := make([]*newsSub, 200)
+	h := newNewsHub(f, w, 40*time.Millisecond, stop)
+	streams := make([]*sseStream, 200)
 	var wg sync.WaitGroup
-	for i := range subs {
+	for i := range streams {
 		wg.Add(1)
-		go func() { defer wg.Done(); subs[i] = h.subscribe("r") }()
+		go func() {
+			defer wg.Done()
+			streams[i] = &sseStream{room: "r"}
+			assert.True(t, h.add(streams[i]))
+		}()
 	}
 	wg.Wait()
 	require.Eventually(t, func() bool { return f.count("r") >= 3 }, 5*time.Second, time.Millisecond)
 	assert.EqualValues(t, 1, f.most.Load(), "one reader for the room")
-	for _, s := range subs {
-		select {
-		case <-s.changed:
-			t.Fatal("woken without a change")
-		default:
-		}
-	}
+	walks, changed := w.count()
+	assert.Zero(t, changed, "no change told without one")
+	assert.GreaterOrEqual(t, walks, 2*f.count("r")-2, "walked every step (5 ms), read every interval (40 ms)")
 
 	f.mu.Lock()
 	f.state = issuer.RoomPaused
 	f.mu.Unlock()
 	h.poke("r")
-	for i, s := range subs {
-		select {
-		case <-s.changed:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("stream %d not woken", i)
-		}
-		assert.Equal(t, issuer.RoomPaused, s.latest(h.every).State)
-	}
+	require.Eventually(t, func() bool { _, c := w.count(); return c == 1 }, 5*time.Second, time.Millisecond)
+	w.mu.Lock()
+	assert.Equal(t, issuer.RoomPaused, w.changed[0].State)
+	assert.Equal(t, 200, w.sizes[len(w.sizes)-1], "the change's walk holds every stream")
+	w.mu.Unlock()
+	assert.Equal(t, issuer.RoomPaused, h.current("r").State)
+	assert.Nil(t, h.current("other"), "no feed, no news")
 
-	for _, s := range subs {
-		h.unsubscribe(s)
+	for _, st := range streams {
+		h.remove(st)
 	}
 	require.Eventually(t, func() bool {
 		h.mu.Lock()
@@ -96,7 +123,17 @@ func TestNewsHubOneReaderPerRoom(t *testing.T) {
 	time.Sleep(5 * h.every)
 	assert.Equal(t, n, f.count("r"), "no reads without streams")
 
-	s := h.subscribe("r")
+	st := &sseStream{room: "r"}
+	require.True(t, h.add(st))
 	require.Eventually(t, func() bool { return f.count("r") > n }, 5*time.Second, time.Millisecond, "a new stream, a new reader")
-	h.unsubscribe(s)
+	h.remove(st)
+}
+
+// TestNewsHubStopping: once the server stops, no stream is added.
+func TestNewsHubStopping(t *testing.T) {
+	stop := make(chan struct{})
+	h := newNewsHub(&fakeNews{reads: map[string]int{}}, &fakeWalker{}, time.Second, stop)
+	close(stop)
+	assert.False(t, h.add(&sseStream{room: "r"}))
+	assert.Empty(t, h.all())
 }

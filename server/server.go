@@ -163,7 +163,8 @@ type Options struct {
 	// 0: no limit.
 	MaxConnsPerIP int
 	// Concurrency is fasthttp's Server.Concurrency: the most connections
-	// served at once (every open event stream holds one); more are answered
+	// served at once (an event stream counts until its first event, when
+	// it is handed over: MaxStreams bounds open streams); more are answered
 	// 503 by fasthttp and closed. 0: DefaultConcurrency.
 	Concurrency int
 	// NoMetricsRoute leaves /metrics off the app (it answers 404): serve
@@ -357,10 +358,10 @@ type Server struct {
 	sseMax      time.Duration
 	// sseHeartbeat, when non-zero, replaces SSEHeartbeat (tests).
 	sseHeartbeat time.Duration
-	// sseNoWatch turns watchPeer off (tests of the heartbeat alone).
+	// sseNoWatch turns watch off (tests of the heartbeat alone).
 	sseNoWatch bool
-	// news is the replica's room news fan-out (roomnews.go; nil: the
-	// issuer has none, each stream polls status on its own).
+	// news is the replica's room news fan-out (roomnews.go): it runs the
+	// open event streams.
 	news *newsHub
 	// afterRequest, when set, runs after each request has been answered,
 	// before fiber and fasthttp reuse its buffers (tests: zerocopy_test.go
@@ -461,7 +462,7 @@ func New(opts Options) (*Server, error) {
 		streams: newStreamLimits(opts.StreamsPerUser, opts.StreamsPerAddress, opts.MaxStreams), metricsRoute: !opts.NoMetricsRoute,
 		adminFails: newWindowCounter(AdminFailuresPerAddress, AdminFailureWindow),
 		completes:  newCompleteLimit(opts.CompletePerUser, opts.EnterWindow)}
-	s.news = newNewsHub(opts.Issuer, RoomNewsInterval, s.stopping)
+	s.news = newNewsHub(opts.Issuer, s, RoomNewsInterval, s.stopping)
 	if opts.AutoRoomsPerAddress > 0 {
 		window := opts.AutoRoomWindow
 		if window == 0 {
@@ -531,6 +532,10 @@ func New(opts Options) (*Server, error) {
 		Concurrency: opts.Concurrency,
 	})
 	s.app.Server().MaxConnsPerIP = opts.MaxConnsPerIP
+	// An event stream's connection is handed over after its first event and
+	// closed by the stream (sse.go): fasthttp's goroutine and buffers are
+	// freed meanwhile.
+	s.app.Server().KeepHijackedConns = true
 	s.app.Server().HeaderReceived = func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
 		return fasthttp.RequestConfig{ReadTimeout: BodyTimeout}
 	}
@@ -560,6 +565,7 @@ func (s *Server) Listen(ln net.Listener) error { return s.app.Listener(ln) }
 // tokens they minted (issuer.WaitMinted), or for ctx to end.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopping) })
+	s.endStreams()
 	err := s.app.ShutdownWithContext(ctx)
 	if werr := s.is.WaitMinted(ctx); err == nil {
 		err = werr

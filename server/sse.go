@@ -1,16 +1,16 @@
 package server
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"net"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/flashgate/flashgate"
 	"github.com/flashgate/flashgate/issuer"
@@ -21,8 +21,19 @@ import (
 // long gets a comment line (": hb"): idle proxies and load balancers keep the
 // connection, and a client that has gone away is noticed when the write
 // fails. (Clients that close their TCP connection are noticed at once, see
-// watchPeer.)
+// watch.)
 const SSEHeartbeat = 15 * time.Second
+
+// streamWriteTimeout bounds one write to an event stream. Events are a few
+// hundred bytes and a write returns at once while the kernel's send buffer
+// has room; a write that waits means a client that has not read for tens of
+// kilobytes, and the stream is ended rather than let it hold up the room's
+// other streams (the room's feed writes them in turn).
+const streamWriteTimeout = 250 * time.Millisecond
+
+// streamWorkers is how many goroutines a feed's walk places and writes its
+// due streams with, at most (for the walk only).
+const streamWorkers = 32
 
 // GET /v1/rooms/:room/events: server-sent events. The first "status" event
 // is sent at once; while the entry is WAITING another follows every
@@ -39,6 +50,14 @@ const SSEHeartbeat = 15 * time.Second
 // changes (the event carries page_message), and a stream's periodic place
 // comes from that read for users far behind the head, from the exact script
 // for users near it, so an admission is seen at the next poll.
+//
+// A stream is cheap to hold (issue 34 §1): after its first event the
+// handler hands the connection over (fasthttp's hijack), fasthttp's
+// goroutine and buffers are freed, and the room's feed writes the stream's
+// events and heartbeats (chunked, straight to the connection) at its walks.
+// What stays per stream is the connection, a small record, and one
+// goroutine blocked reading the connection, which notices at once a client
+// that closes it (watch).
 //
 // EventSource reconnects when a stream ends: clients should close it when
 // they see a final state. Each event carries "retry:" = poll_after_ms.
@@ -63,6 +82,17 @@ func (s *Server) events(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	ctx := c.Context()
+	conn := ctx.Conn()
+	if !networkConn(conn) {
+		// An in-process connection (fiber's app.Test): the first event is
+		// the whole stream.
+		c.Response().SetBodyRaw(appendEvent(nil, "status", streamEvent(e, s.news.current(room)), s.streamWait(e)))
+		return nil
+	}
 	// Only a verified (room, user, token) takes a place, so a bad token
 	// cannot end the user's streams.
 	addr := ""
@@ -84,21 +114,45 @@ func (s *Server) events(c *fiber.Ctx) error {
 		p.kind.RetryAfter = int(ReplacedRetry / time.Second)
 		return p
 	}
-	if evicted {
+	if evicted != nil {
 		s.m.sseLimited(sseReplaced)
+		s.replace(evicted)
 	}
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	conn := c.Context().Conn()
-	if s.sseNoWatch || !watchable(conn) {
-		conn = nil
-	} else {
-		// Nothing else is read from this connection: the watcher owns its
-		// read side until fasthttp closes it after the stream.
-		c.Context().SetConnectionClose()
-	}
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) { s.stream(w, conn, slot, room, u, tok, e) })
+	st := &sseStream{conn: conn, slot: slot, room: room, user: u, tok: tok}
+	// fasthttp writes nothing and hands the connection over once the
+	// handler chain has returned (so that every middleware's headers are
+	// in the response header open writes).
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(net.Conn) { s.open(ctx, st, e) })
 	return nil
+}
+
+// networkConn reports whether conn is a network connection a stream can be
+// handed: a TCP one has a port of its own (fiber's in-memory test
+// connection has port 0), a Unix socket's is one too.
+func networkConn(conn net.Conn) bool {
+	if conn == nil {
+		return false
+	}
+	switch a := conn.LocalAddr().(type) {
+	case *net.TCPAddr:
+		return a.Port != 0
+	case *net.UnixAddr:
+		return true
+	}
+	return false
+}
+
+// sseStream is one open event stream after its first event: what its room's
+// feed needs to place and write it.
+type sseStream struct {
+	conn             net.Conn
+	slot             *streamSlot
+	room, user, tok  string
+	feed             *roomFeed // under newsHub.mu
+	due, beat, until time.Time // the next status event, heartbeat and the end (MaxStream); the feed's only
+	mu               sync.Mutex
+	done             bool // under mu: ended, the connection closed
 }
 
 func (s *Server) heartbeat() time.Duration {
@@ -108,80 +162,218 @@ func (s *Server) heartbeat() time.Duration {
 	return SSEHeartbeat
 }
 
-// stream runs in fasthttp's body-stream goroutine, which starts as soon as
-// the handler sets it (fasthttp.NewStreamReader), so slot is always
-// released.
-func (s *Server) stream(w *bufio.Writer, conn net.Conn, slot *streamSlot, room, user, tok string, e *issuer.Entry) {
-	defer s.streams.release(slot)
+// streamWait is the time to e's next status event (poll_after).
+func (s *Server) streamWait(e *issuer.Entry) time.Duration {
+	if s.sseInterval > 0 {
+		return s.sseInterval
+	}
+	return e.PollAfter
+}
+
+// step is how often a room's feed walks its streams (streamWalker).
+func (s *Server) step() time.Duration {
+	d := s.heartbeat()
+	if s.sseInterval > 0 {
+		d = min(d, s.sseInterval)
+	}
+	return max(d, 5*time.Millisecond)
+}
+
+// open runs in the goroutine fasthttp hands the connection to, once the
+// handler chain returned: it writes the response header and the first
+// event, and then leaves the stream to its room's feed and to watch.
+// fasthttp keeps the connection open after it returns (KeepHijackedConns):
+// finish closes it.
+func (s *Server) open(ctx *fasthttp.RequestCtx, st *sseStream, e *issuer.Entry) {
 	s.m.sseOpen.Inc()
-	defer s.m.sseOpen.Dec()
-	var gone <-chan struct{}
-	if conn != nil {
-		gone = watchPeer(conn)
+	watch := !s.sseNoWatch
+	h := &ctx.Response.Header
+	h.SetContentLength(-1) // chunked: a client tells the stream's end from a cut
+	h.SetConnectionClose()
+	b := h.AppendBytes(nil)
+	b = appendChunk(b, appendEvent(nil, "status", streamEvent(e, s.news.current(st.room)), s.streamWait(e)))
+	if e.State != flashgate.StateWaiting {
+		b = append(b, lastChunk...)
 	}
-	hb := s.heartbeat()
-	end := time.NewTimer(s.sseMax)
-	defer end.Stop()
-	next := time.NewTimer(time.Hour)
-	defer next.Stop()
-	beat := time.NewTicker(hb)
-	defer beat.Stop()
-	var sub *newsSub // the room's news (roomnews.go): state changes at once, places without Redis
-	var changed <-chan struct{}
-	if s.news != nil {
-		sub = s.news.subscribe(room)
-		defer s.news.unsubscribe(sub)
-		changed = sub.changed
+	now := time.Now()
+	st.due, st.beat, st.until = now.Add(s.streamWait(e)), now.Add(s.heartbeat()), now.Add(s.sseMax)
+	_ = st.conn.SetWriteDeadline(now.Add(5 * time.Second))
+	if _, err := st.conn.Write(b); err != nil || e.State != flashgate.StateWaiting {
+		s.finish(st, nil)
+		return
 	}
+	if !s.news.add(st) { // shutting down
+		s.finish(st, nil)
+		return
+	}
+	st.slot.mu.Lock()
+	replaced := st.slot.replaced
+	st.slot.st = st
+	st.slot.mu.Unlock()
+	if replaced {
+		s.finish(st, s.replacedEvent())
+		return
+	}
+	if watch {
+		go s.watch(st)
+	}
+}
+
+// watch reads st's connection until the client closes it (EOF, reset) or
+// finish does, then ends the stream: a client that goes away is noticed at
+// once, not at a later write. Bytes the client sends meanwhile are
+// discarded (the response closes the connection). This is the one
+// goroutine an open stream holds.
+func (s *Server) watch(st *sseStream) {
+	_ = st.conn.SetReadDeadline(time.Time{}) // fasthttp's header/body read timeouts
+	var b [1]byte
 	for {
-		wait := e.PollAfter
-		if s.sseInterval > 0 {
-			wait = s.sseInterval
+		if _, err := st.conn.Read(b[:]); err != nil {
+			break
 		}
-		if writeEvent(w, "status", s.streamEvent(e, sub), wait) != nil || e.State != flashgate.StateWaiting {
-			return
-		}
-		next.Reset(wait)
-		beat.Reset(hb) // heartbeats only on a stream idle for hb
-	idle:
-		for {
-			select {
-			case <-next.C:
-				break idle
-			case <-changed:
-				break idle
-			case <-beat.C:
-				if writeHeartbeat(w) != nil {
-					return
-				}
-			case <-gone:
-				return
-			case <-s.stopping:
-				return
-			case <-end.C:
-				return
-			case <-slot.replaced:
-				_ = writeEvent(w, "replaced", replacedEvent{Reason: "replaced", MaxStreams: s.streams.perUser,
-					Detail: "a newer event stream of this user in this room replaced this one; " +
-						"poll status, or reconnect after retry ms (which replaces the oldest in turn)"}, ReplacedRetry)
-				return
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		nx, err := s.streamStatus(ctx, sub, room, user, tok)
-		cancel()
-		if err != nil {
-			p := toProblem(err)
-			s.m.storeError(p.Code)
-			if logged(p) {
-				s.log.Warn("event stream: status failed", "room", clipLog(room), "err", p.cause)
-			}
-			p.Instance = "/v1/rooms/" + room + "/events"
-			_ = writeEvent(w, "problem", p, 0)
-			return
-		}
-		e = nx
 	}
+	s.finish(st, nil)
+}
+
+// replace ends the stream of a slot a newer stream of its (room, user) took
+// the place of (streamLimits.acquire's evicted), or has it ended as soon as
+// it runs.
+func (s *Server) replace(slot *streamSlot) {
+	slot.mu.Lock()
+	slot.replaced = true
+	st := slot.st
+	slot.mu.Unlock()
+	if st != nil {
+		s.finish(st, s.replacedEvent())
+	}
+}
+
+func (s *Server) replacedEvent() []byte {
+	return appendEvent(nil, "replaced", replacedEvent{Reason: "replaced", MaxStreams: s.streams.perUser,
+		Detail: "a newer event stream of this user in this room replaced this one; " +
+			"poll status, or reconnect after retry ms (which replaces the oldest in turn)"}, ReplacedRetry)
+}
+
+// finish ends st once: writes last (an event, or nil) and the response's
+// end, closes the connection, and gives back its feed place, its stream
+// limits and the gauge. Any goroutine may call it.
+func (s *Server) finish(st *sseStream, last []byte) {
+	st.mu.Lock()
+	if st.done {
+		st.mu.Unlock()
+		return
+	}
+	st.done = true
+	_ = st.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_, _ = st.conn.Write(append(appendChunk(nil, last), lastChunk...))
+	_ = st.conn.Close()
+	st.mu.Unlock()
+	s.news.remove(st)
+	s.streams.release(st.slot)
+	s.m.sseOpen.Dec()
+}
+
+// send writes b (whole chunks) to st; an error (the client gone, or not
+// reading) ends the stream.
+func (s *Server) send(st *sseStream, b []byte) bool {
+	st.mu.Lock()
+	if st.done {
+		st.mu.Unlock()
+		return false
+	}
+	_ = st.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_, err := st.conn.Write(b)
+	st.mu.Unlock()
+	if err != nil {
+		s.finish(st, nil)
+		return false
+	}
+	return true
+}
+
+// endStreams ends every open stream (Shutdown): fasthttp does not wait for
+// connections it handed over.
+func (s *Server) endStreams() {
+	for _, st := range s.news.all() {
+		s.finish(st, nil)
+	}
+}
+
+// walk is a room feed's turn at its streams (streamWalker): every stream
+// whose time is up ends, every one due (or all, when the room's news
+// changed) is placed again and sent its status event, and every one idle
+// for a heartbeat gets one.
+func (s *Server) walk(f *roomFeed, streams []*sseStream, n *issuer.RoomNews, changed bool) {
+	now := time.Now()
+	due := streams[:0] // f.list's backing array: walk runs in f's goroutine
+	for _, st := range streams {
+		switch {
+		case !now.Before(st.until):
+			s.finish(st, nil)
+		case changed || !now.Before(st.due):
+			due = append(due, st)
+		case !now.Before(st.beat):
+			if s.send(st, heartbeatChunk) {
+				st.beat = now.Add(s.heartbeat())
+			}
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	msg := f.news.Load() // page_message: the last news, however old
+	workers := min(streamWorkers, len(due))
+	if workers == 1 {
+		s.place(due[0], n, msg, nil)
+		return
+	}
+	// Concurrent, so that the exact answers of those near the head go to
+	// Redis together (issuer.Queue coalesces a room's status calls).
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for i := next.Add(1) - 1; i < int64(len(due)); i = next.Add(1) - 1 {
+				buf = s.place(due[i], n, msg, buf)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// place sends st its next status event, placed from n where n can place
+// it (issuer.Queue.StatusFrom), and ends it when its entry left WAITING
+// (after the event) or its status failed (a "problem" event). buf is
+// scratch space, returned for reuse.
+func (s *Server) place(st *sseStream, n, msg *issuer.RoomNews, buf []byte) []byte {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	e, _, err := s.news.read.StatusFrom(ctx, n, st.room, st.user, st.tok)
+	cancel()
+	if err != nil {
+		p := toProblem(err)
+		s.m.storeError(p.Code)
+		if logged(p) {
+			s.log.Warn("event stream: status failed", "room", clipLog(st.room), "err", p.cause)
+		}
+		p.Instance = "/v1/rooms/" + st.room + "/events"
+		s.finish(st, appendEvent(nil, "problem", p, 0))
+		return buf
+	}
+	wait := s.streamWait(e)
+	ev := appendEvent(nil, "status", streamEvent(e, msg), wait)
+	if e.State != flashgate.StateWaiting {
+		s.finish(st, ev)
+		return buf
+	}
+	buf = appendChunk(buf[:0], ev)
+	if s.send(st, buf) {
+		now := time.Now()
+		st.due, st.beat = now.Add(wait), now.Add(s.heartbeat())
+	}
+	return buf
 }
 
 // replacedEvent is the data of the final "replaced" event.
@@ -191,67 +383,40 @@ type replacedEvent struct {
 	Detail     string `json:"detail"`
 }
 
-// watchable reports whether conn is a real network connection whose read
-// side watchPeer may take over (not, e.g., app.Test's in-memory one).
-func watchable(conn net.Conn) bool {
-	switch conn.(type) {
-	case *net.TCPConn, *net.UnixConn, *tls.Conn:
-		return true
+// The response body is chunked (RFC 9112 §7.1): each write is whole chunks,
+// and the stream's end is the last chunk.
+var (
+	lastChunk      = []byte("0\r\n\r\n")
+	heartbeatChunk = appendChunk(nil, []byte(": hb\n\n"))
+)
+
+// appendChunk appends data as one chunk (nothing when data is empty).
+func appendChunk(dst, data []byte) []byte {
+	if len(data) == 0 {
+		return dst
 	}
-	return false
+	dst = strconv.AppendInt(dst, int64(len(data)), 16)
+	dst = append(dst, "\r\n"...)
+	dst = append(dst, data...)
+	return append(dst, "\r\n"...)
 }
 
-// watchPeer reads conn until the client closes it (EOF, reset) and then
-// closes the returned channel, so a stream ends as soon as its client goes
-// rather than at a later write: through fasthttp's body-stream pipe, a write
-// to a closed connection fails only at the second or third heartbeat after
-// the close. Bytes the client sends meanwhile are discarded (the response
-// closes the connection). The goroutine ends when fasthttp closes conn after
-// the stream. If a read deadline set by someone else expires, it gives up
-// and leaves the heartbeat to notice.
-func watchPeer(conn net.Conn) <-chan struct{} {
-	gone := make(chan struct{})
-	_ = conn.SetReadDeadline(time.Time{}) // fasthttp's header/body read timeouts
-	go func() {
-		var b [16]byte
-		for {
-			if _, err := conn.Read(b[:]); err != nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					return
-				}
-				close(gone)
-				return
-			}
-		}
-	}()
-	return gone
-}
-
-// writeHeartbeat writes and flushes an SSE comment; an error means the
-// client has gone away.
-func writeHeartbeat(w *bufio.Writer) error {
-	w.WriteString(": hb\n\n")
-	return w.Flush()
-}
-
-// writeEvent writes one SSE event and flushes it; an error means the
-// client has gone away.
-func writeEvent(w *bufio.Writer, event string, v any, retry time.Duration) error {
+// appendEvent appends one SSE event: its name, retry: (when retry > 0, in
+// ms) and v as JSON on one data: line.
+func appendEvent(dst []byte, event string, v any, retry time.Duration) []byte {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return err
+		data = []byte(`{}`)
 	}
-	w.WriteString("event: ")
-	w.WriteString(event)
-	w.WriteString("\n")
+	dst = append(dst, "event: "...)
+	dst = append(dst, event...)
+	dst = append(dst, '\n')
 	if retry > 0 {
-		w.WriteString("retry: ")
-		w.WriteString(strconv.FormatInt(retry.Milliseconds(), 10))
-		w.WriteString("\n")
+		dst = append(dst, "retry: "...)
+		dst = strconv.AppendInt(dst, retry.Milliseconds(), 10)
+		dst = append(dst, '\n')
 	}
-	w.WriteString("data: ")
-	w.Write(data) // JSON from encoding/json has no raw newlines
-	w.WriteString("\n\n")
-	return w.Flush()
+	dst = append(dst, "data: "...)
+	dst = append(dst, data...) // JSON from encoding/json has no raw newlines
+	return append(dst, "\n\n"...)
 }

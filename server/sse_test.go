@@ -249,10 +249,10 @@ func TestEventsClientGone(t *testing.T) {
 	assert.Equal(t, before, gaugeValue(e.srv.m.sseOpen))
 }
 
-// TestEventsHeartbeatWriteFails: where the connection cannot be watched
-// (a half-open peer that never sends FIN, or an unknown net.Conn), the
-// heartbeat's failed write ends the stream: through fasthttp's body-stream
-// pipe that takes up to three heartbeats.
+// TestEventsHeartbeatWriteFails: where the close cannot be seen (a
+// half-open peer that never sends FIN), the heartbeat's failed write ends
+// the stream: the first write after the close draws the peer's reset, the
+// next one fails.
 func TestEventsHeartbeatWriteFails(t *testing.T) {
 	hb := 100 * time.Millisecond
 	e := newEnv(t)

@@ -8,9 +8,9 @@ import (
 // Event-stream limits (Options.StreamsPerUser, Options.StreamsPerAddress,
 // Options.MaxStreams).
 //
-// An open stream holds a connection, two goroutines and its poll timers on
-// this replica, and re-runs Status every poll_after: left unbounded, one
-// waiting token opens hundreds (issue 23). The limits are kept in memory per
+// An open stream holds a connection, one goroutine and a few hundred bytes
+// on this replica (sse.go), and is placed again every poll_after: left
+// unbounded, one waiting token opens hundreds (issue 23). The limits are kept in memory per
 // replica: behind a load balancer spreading one client over N replicas, the
 // effective limits are up to N times these. MaxStreams bounds the replica's
 // total (its memory: docs/sizing.md m_stream per stream): one more is
@@ -36,12 +36,16 @@ const (
 type streamSlot struct {
 	key  string // room + "\x00" + user (copies)
 	addr string // client address (a copy); "" when not counted
-	// replaced is closed when a newer stream of the same (room, user) takes
-	// this one's place; the stream then sends its final "replaced" event.
-	replaced chan struct{}
 	// counted: the slot holds one of the replica's total places (until
-	// released, or replaced: the newer stream then holds it).
+	// released, or replaced: the newer stream then holds it). Under
+	// streamLimits.mu.
 	counted bool
+	// replaced is set when a newer stream of the same (room, user) took
+	// this one's place; st is the stream once it runs (sse.go): whichever
+	// of the two comes second sends the stream its final "replaced" event.
+	mu       sync.Mutex
+	replaced bool
+	st       *sseStream
 }
 
 // streamLimits counts open streams per (room, user), per client address and
@@ -73,39 +77,38 @@ const (
 // holds perAddr streams, streamReplicaLimit when the replica holds total
 // streams and none of them is this (room, user)'s to replace: nothing is
 // registered then. Otherwise, when the (room, user) already held perUser
-// streams, the oldest is taken off the register and signalled (its replaced
-// channel closed) and returned as evicted, for counting. The slot must be
-// released once its stream ends.
-func (l *streamLimits) acquire(room, user, addr string) (slot *streamSlot, evicted bool, refused streamRefusal) {
+// streams, the oldest is taken off the register and returned as evicted:
+// the caller ends its stream (Server.replace). The slot must be released
+// once its stream ends.
+func (l *streamLimits) acquire(room, user, addr string) (slot, evicted *streamSlot, refused streamRefusal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.countsAddr(addr) {
 		addr = ""
 	}
 	if addr != "" && l.addrs[addr] >= l.perAddr {
-		return nil, false, streamAddressLimit
+		return nil, nil, streamAddressLimit
 	}
 	key := room + "\x00" + user
 	held := l.users[key]
 	replaces := l.perUser > 0 && len(held) >= l.perUser
 	if l.total > 0 && l.open >= l.total && !replaces {
-		return nil, false, streamReplicaLimit
+		return nil, nil, streamReplicaLimit
 	}
-	slot = &streamSlot{key: key, addr: addr, replaced: make(chan struct{}), counted: true}
+	slot = &streamSlot{key: key, addr: addr, counted: true}
 	if addr != "" {
 		l.addrs[addr]++
 	}
 	l.open++
 	if l.perUser <= 0 {
-		return slot, false, streamOK
+		return slot, nil, streamOK
 	}
 	if replaces {
-		close(held[0].replaced)
-		held[0].counted = false // its place is this one's: released without giving it back
+		evicted = held[0]
+		evicted.counted = false // its place is this one's: released without giving it back
 		held[0] = nil
 		held = held[1:]
 		l.open--
-		evicted = true
 	}
 	l.users[key] = append(held, slot)
 	return slot, evicted, streamOK

@@ -161,11 +161,10 @@ func TestEventsReplacedNoLeak(t *testing.T) {
 	users, _, _ := e.srv.streams.opened(room, "bob", "")
 	assert.Equal(t, 2, users)
 	require.Eventually(t, func() bool { return gaugeValue(e.srv.m.sseOpen) == 2 }, 5*time.Second, 5*time.Millisecond)
-	// An open stream: fasthttp's connection goroutine, the body-stream
-	// writer and watchPeer (3); a leak of one per replaced stream would be 38.
-	// Slack: fasthttp keeps idle workers for up to 10 s, as many as were busy
-	// at once (here three connections).
-	const limit = 3 + 5 // one more open stream than at before, and slack
+	// An open stream holds one goroutine (its watch); a leak of one per
+	// replaced stream would be 38. Slack: fasthttp keeps idle workers for up
+	// to 10 s, as many as were busy at once (here three connections).
+	const limit = 1 + 5 // one more open stream than at before, and slack
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before+limit && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
