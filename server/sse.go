@@ -118,7 +118,9 @@ func (s *Server) events(c *fiber.Ctx) error {
 		s.m.sseLimited(sseReplaced)
 		s.replace(evicted)
 	}
-	st := &sseStream{conn: conn, slot: slot, room: room, user: u, tok: tok}
+	// HTTP/1.0 has no chunked coding (RFC 9112 §6.1): its body is
+	// everything until the close.
+	st := &sseStream{conn: conn, slot: slot, room: room, user: u, tok: tok, chunked: ctx.Request.Header.IsHTTP11()}
 	// fasthttp writes nothing and hands the connection over once the
 	// handler chain has returned (so that every middleware's headers are
 	// in the response header open writes).
@@ -149,6 +151,7 @@ type sseStream struct {
 	conn             net.Conn
 	slot             *streamSlot
 	room, user, tok  string
+	chunked          bool      // the body is chunked (HTTP/1.1), else identity until the close (HTTP/1.0)
 	feed             *roomFeed // under newsHub.mu
 	due, beat, until time.Time // the next status event, heartbeat and the end (MaxStream); the feed's only
 	mu               sync.Mutex
@@ -188,12 +191,20 @@ func (s *Server) open(ctx *fasthttp.RequestCtx, st *sseStream, e *issuer.Entry) 
 	s.m.sseOpen.Inc()
 	watch := !s.sseNoWatch
 	h := &ctx.Response.Header
-	h.SetContentLength(-1) // chunked: a client tells the stream's end from a cut
+	if st.chunked {
+		h.SetContentLength(-1) // chunked: a client tells the stream's end from a cut
+	} else {
+		// No length and no transfer coding: the body ends with the
+		// connection (fasthttp's -2 would write the obsolete
+		// "Transfer-Encoding: identity", which clients refuse).
+		h.SetContentLength(-1)
+		h.Del(fiber.HeaderTransferEncoding)
+	}
 	h.SetConnectionClose()
 	b := h.AppendBytes(nil)
-	b = appendChunk(b, appendEvent(nil, "status", streamEvent(e, s.news.current(st.room)), s.streamWait(e)))
+	b = st.frame(b, appendEvent(nil, "status", streamEvent(e, s.news.current(st.room)), s.streamWait(e)))
 	if e.State != flashgate.StateWaiting {
-		b = append(b, lastChunk...)
+		b = st.end(b)
 	}
 	now := time.Now()
 	st.due, st.beat, st.until = now.Add(s.streamWait(e)), now.Add(s.heartbeat()), now.Add(s.sseMax)
@@ -265,7 +276,7 @@ func (s *Server) finish(st *sseStream, last []byte) {
 	}
 	st.done = true
 	_ = st.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-	_, _ = st.conn.Write(append(appendChunk(nil, last), lastChunk...))
+	_, _ = st.conn.Write(st.end(st.frame(nil, last)))
 	_ = st.conn.Close()
 	st.mu.Unlock()
 	s.news.remove(st)
@@ -313,7 +324,7 @@ func (s *Server) walk(f *roomFeed, streams []*sseStream, n *issuer.RoomNews, cha
 		case changed || !now.Before(st.due):
 			due = append(due, st)
 		case !now.Before(st.beat):
-			if s.send(st, heartbeatChunk) {
+			if s.send(st, st.frame(nil, heartbeat)) {
 				st.beat = now.Add(s.heartbeat())
 			}
 		}
@@ -368,7 +379,7 @@ func (s *Server) place(st *sseStream, n, msg *issuer.RoomNews, buf []byte) []byt
 		s.finish(st, ev)
 		return buf
 	}
-	buf = appendChunk(buf[:0], ev)
+	buf = st.frame(buf[:0], ev)
 	if s.send(st, buf) {
 		now := time.Now()
 		st.due, st.beat = now.Add(wait), now.Add(s.heartbeat())
@@ -383,22 +394,32 @@ type replacedEvent struct {
 	Detail     string `json:"detail"`
 }
 
-// The response body is chunked (RFC 9112 §7.1): each write is whole chunks,
-// and the stream's end is the last chunk.
-var (
-	lastChunk      = []byte("0\r\n\r\n")
-	heartbeatChunk = appendChunk(nil, []byte(": hb\n\n"))
-)
+// heartbeat is the SSE comment an idle stream gets every heartbeat.
+var heartbeat = []byte(": hb\n\n")
 
-// appendChunk appends data as one chunk (nothing when data is empty).
-func appendChunk(dst, data []byte) []byte {
+// frame appends data to dst as the body's next part: one chunk (RFC 9112
+// §7.1) when the body is chunked, as it is otherwise. Nothing when data is
+// empty.
+func (st *sseStream) frame(dst, data []byte) []byte {
 	if len(data) == 0 {
 		return dst
+	}
+	if !st.chunked {
+		return append(dst, data...)
 	}
 	dst = strconv.AppendInt(dst, int64(len(data)), 16)
 	dst = append(dst, "\r\n"...)
 	dst = append(dst, data...)
 	return append(dst, "\r\n"...)
+}
+
+// end appends the body's end: the last chunk when chunked (the close ends
+// an identity body).
+func (st *sseStream) end(dst []byte) []byte {
+	if !st.chunked {
+		return dst
+	}
+	return append(dst, "0\r\n\r\n"...)
 }
 
 // appendEvent appends one SSE event: its name, retry: (when retry > 0, in
