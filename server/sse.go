@@ -29,7 +29,7 @@ const SSEHeartbeat = 15 * time.Second
 // has room; a write that waits means a client that has not read for tens of
 // kilobytes, and the stream is ended rather than let it hold up the room's
 // other streams (the room's feed writes them in turn).
-const streamWriteTimeout = 250 * time.Millisecond
+const streamWriteTimeout = 50 * time.Millisecond
 
 // streamWorkers is how many goroutines a feed's walk places and writes its
 // due streams with, at most (for the walk only).

@@ -14,7 +14,7 @@ import (
 // replica: behind a load balancer spreading one client over N replicas, the
 // effective limits are up to N times these. MaxStreams bounds the replica's
 // total (its memory: docs/sizing.md m_stream per stream): one more is
-// refused 503 with Retry-After, and the waiting page polls status instead.
+// refused 429 with Retry-After, and the waiting page polls status instead.
 
 // Suggested stream limits: what `flashgate serve` uses unless told
 // otherwise. Options' zero values disable the limits.
