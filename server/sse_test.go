@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -330,4 +331,55 @@ func TestEventsRedisPerRoom(t *testing.T) {
 	assert.GreaterOrEqual(t, few, int64(1), "the hook counts the snapshot calls")
 	assert.LessOrEqual(t, few, int64(4))
 	assert.LessOrEqual(t, many, few+2)
+}
+
+// TestEventsStalledReader: a client that stops reading its stream (an
+// attacker holding streams open without reading, or a dead peer the
+// kernel still acknowledges) is ended once its socket buffers are full —
+// a write waits at most streamWriteTimeout — and the room's other streams
+// keep their events meanwhile. The stalled client's receive buffer is
+// made small and each event large (a 500-byte page_message of characters
+// JSON escapes) so that the buffers fill within a second or two.
+func TestEventsStalledReader(t *testing.T) {
+	e := newEnv(t)
+	e.srv.sseInterval = 5 * time.Millisecond
+	e.srv.sseHeartbeat = time.Hour
+	base := e.listen()
+	room := e.room(issuer.RoomConfig{State: issuer.RoomPaused, PageMessage: strings.Repeat("<", issuer.MaxPageMessage)})
+	stalledTok := e.enter(room, "stalled")["waiting_token"].(string)
+	healthyTok := e.enter(room, "healthy")["waiting_token"].(string)
+
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	stalled, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	require.NoError(t, err)
+	defer stalled.Close()
+	_, err = fmt.Fprintf(stalled, "GET /v1/rooms/%s/events?waiting_token=%s HTTP/1.1\r\nHost: x\r\nX-User-ID: stalled\r\n\r\n", room, stalledTok)
+	require.NoError(t, err)
+	// The stalled client reads nothing at all.
+
+	conn, br := rawStream(t, base, room, "healthy", healthyTok)
+	defer conn.Close()
+	require.Eventually(t, func() bool { return gaugeValue(e.srv.m.sseOpen) == 2 }, 5*time.Second, 5*time.Millisecond)
+	var events atomic.Int64
+	go func() {
+		for {
+			if _, err := readEvent(br); err != nil {
+				return
+			}
+			events.Add(1)
+		}
+	}()
+	require.Eventually(t, func() bool { return gaugeValue(e.srv.m.sseOpen) == 1 }, 20*time.Second, 10*time.Millisecond,
+		"the stream of the client that does not read ends")
+	n := events.Load()
+	require.Eventually(t, func() bool { return events.Load() >= n+20 }, 10*time.Second, 5*time.Millisecond,
+		"the healthy stream keeps getting its events")
+	assert.Equal(t, 1.0, gaugeValue(e.srv.m.sseOpen), "only the stalled stream ended")
 }
