@@ -77,7 +77,7 @@ func TestStreamsBehindProxies(t *testing.T) {
 		c, err := net.Dial("tcp", v.addr)
 		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
-		_, err = fmt.Fprintf(c, "GET /v1/rooms/sale/events?waiting_token=%s %s\r\nHost: shop.test\r\nX-User-ID: %s\r\n\r\n",
+		_, err = fmt.Fprintf(c, "GET /v1/rooms/sale/events?waiting_token=%s %s\r\nHost: shop.test\r\nX-User-ID: %s\r\nAccept-Encoding: gzip, br\r\n\r\n",
 			en["waiting_token"], v.proto, user)
 		require.NoError(t, err)
 		br := bufio.NewReader(c)
@@ -85,6 +85,8 @@ func TestStreamsBehindProxies(t *testing.T) {
 		require.NoError(t, err, v.name)
 		require.Equal(t, 200, sres.StatusCode, v.name)
 		assert.Equal(t, "text/event-stream", sres.Header.Get("Content-Type"), v.name)
+		assert.Empty(t, sres.Header.Get("Content-Encoding"), "%s: events are written as they are", v.name)
+		assert.Equal(t, "no-store", sres.Header.Get("Cache-Control"), v.name)
 		if v.proto == "HTTP/1.0" {
 			assert.Empty(t, sres.TransferEncoding, "%s: no chunked coding for an HTTP/1.0 client (RFC 9112 §6.1)", v.name)
 		}
