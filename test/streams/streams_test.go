@@ -1,3 +1,5 @@
+//go:build linux
+
 package streams
 
 import (
@@ -59,7 +61,9 @@ import (
 // streams to one replica from source addresses 127.<20+child>.y.z (100
 // streams each, the default FLASHGATE_STREAMS_PER_ADDRESS), and a replica
 // holds at most 10,000; more streams than the limit allows are capped and
-// the number held is reported (streams). The replicas run in header
+// the number held is reported (streams). FLASHGATE_BIN runs another
+// `flashgate` binary (an older commit's: the before) instead of building
+// this tree's. The replicas run in header
 // identity mode (X-User-ID; no per-address limits apply then) with the
 // access log off. A run takes about a minute.
 func BenchmarkStreams(b *testing.B) {
@@ -115,7 +119,10 @@ func runStreams(b *testing.B, n int) {
 	}
 	children := 2 * ((n + 2*perProc - 1) / (2 * perProc)) // even: half to each replica
 	dir := b.TempDir()
-	bin := build(b, dir)
+	bin := os.Getenv("FLASHGATE_BIN") // another build (an older commit's) gives the before
+	if bin == "" {
+		bin = build(b, dir)
+	}
 	rs := redistest.Start(b)
 	rdb := rs.Client(b)
 	ctx := context.Background()
@@ -219,16 +226,12 @@ func runStreams(b *testing.B, n int) {
 		r.after = bareMem(b, bareProcs[i])
 	}
 	stateChange(b, bareClients, bare, "open", func() {
-		var wg sync.WaitGroup
 		for _, p := range bareProcs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p.send(b, "fanout open")
-				p.expect(b, "sent ", 30*time.Second)
-			}()
+			p.send(b, "fanout open") // both at once: each writes in its own process
 		}
-		wg.Wait()
+		for _, p := range bareProcs {
+			b.Logf("%s: wrote the event to every connection in %s ms", p.name, strings.TrimPrefix(p.expect(b, "sent ", 30*time.Second), "sent "))
+		}
 	})
 	for _, c := range bareClients {
 		c.stop()
@@ -255,7 +258,8 @@ func runStreams(b *testing.B, n int) {
 		ticksNone += r.tick1 - r.tick0
 		ticksOpen += r.tick3 - r.tick2
 	}
-	cmdsNone, cmdsOpen := float64(c1-c0), float64(c3-c2)
+	cmdsNone, perNone := callsBetween(c0, c1)
+	cmdsOpen, perOpen := callsBetween(c2, c3)
 	for _, r := range reps {
 		b.Logf("%s: %d streams (gauge %.0f), opened in %s; heap+stacks %.1f → %.1f MB (%.0f B/stream), rss %.1f → %.1f MB (%.0f B/stream), goroutines %.0f → %.0f (%.3f/stream); ticks %.0f, %.0f",
 			r.name, r.streams, r.gaugeOpen, r.ready.Round(time.Millisecond),
@@ -269,6 +273,7 @@ func runStreams(b *testing.B, n int) {
 	}
 	b.Logf("redis: %.0f commands in %s with %d streams open (%.0f ticks: %.1f/tick), %.0f with none (%.0f ticks: %.1f/tick)",
 		cmdsOpen, window, held, ticksOpen, cmdsOpen/ticksOpen, cmdsNone, ticksNone, cmdsNone/ticksNone)
+	b.Logf("redis commands with the streams open: %s; with none: %s", perOpen, perNone)
 	for _, r := range bare {
 		b.Logf("%s: %d connections; heap+stacks %.0f B/conn, rss %.0f B/conn, %.3f goroutines/conn; fan-out p50 %.0f ms, p99 %.0f ms, max %.0f ms",
 			r.name, r.streams, perStream([]*replica{r}, heap), perStream([]*replica{r}, rss), perStream([]*replica{r}, gor),
@@ -356,6 +361,7 @@ func startReplica(b *testing.B, name, bin, dir string, env []string) *replica {
 	r.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"FLASHGATE_ADDR=" + r.api, "FLASHGATE_METRICS_ADDR=" + r.metrics, "FLASHGATE_PPROF_ADDR=" + r.pprof}, env...)
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // even if this process dies
 	if err := r.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -518,26 +524,45 @@ func bareMem(b *testing.B, p *child) memStats {
 	return memStats{heapStack: v[0], goroutines: v[1], rss: v[2]}
 }
 
-// redisCalls sums INFO commandstats' calls, INFO's own left out (the
-// commands scripts run are counted too).
-func redisCalls(b *testing.B, rdb *redis.Client, ctx context.Context) int64 {
+// redisCalls is INFO commandstats' calls per command, INFO's own left
+// out (the commands scripts run are counted too).
+func redisCalls(b *testing.B, rdb *redis.Client, ctx context.Context) map[string]int64 {
 	b.Helper()
 	out, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var all int64
+	calls := map[string]int64{}
 	for _, line := range strings.Split(out, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_") || strings.HasPrefix(line, "cmdstat_info:") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") || name == "info" {
 			continue
 		}
-		if _, v, ok := strings.Cut(line, "calls="); ok {
+		if _, v, ok := strings.Cut(rest, "calls="); ok {
 			v, _, _ = strings.Cut(v, ",")
-			c, _ := strconv.ParseInt(v, 10, 64)
-			all += c
+			calls[name], _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
-	return all
+	return calls
+}
+
+// callsBetween is the commands from c0 to c1: their sum, and per command
+// ("name n", most first).
+func callsBetween(c0, c1 map[string]int64) (float64, string) {
+	var all int64
+	var per []string
+	for name, n := range c1 {
+		if d := n - c0[name]; d > 0 {
+			all += d
+			per = append(per, fmt.Sprintf("%s %d", name, d))
+		}
+	}
+	slices.SortFunc(per, func(a, b string) int {
+		x, _ := strconv.Atoi(a[strings.IndexByte(a, ' ')+1:])
+		y, _ := strconv.Atoi(b[strings.IndexByte(b, ' ')+1:])
+		return y - x
+	})
+	return float64(all), strings.Join(per, ", ")
 }
 
 // child is a process of this binary in a role (child_test.go).
@@ -562,6 +587,7 @@ func startChild(b *testing.B, name, dir, role string, env ...string) *child {
 		b.Fatal(err)
 	}
 	c.cmd.Stderr = c.log
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
 		b.Fatal(err)
 	}
