@@ -130,7 +130,7 @@ bench-http: build
 ## two `flashgate serve` replicas (one private redis-server) by client processes on many loopback
 ## source addresses; memory and goroutines per stream, Redis commands per tick with and without the
 ## streams, admin state change → every stream (p50/p99/max), next to a bare Go server holding the
-## same connections; about half a minute (FLASHGATE_BIN=an older build: the before)
+## same connections; under a minute (FLASHGATE_BIN=an older build: the before)
 STREAMS ?= 20000
 bench-streams:
 	scripts/ensure-redis.sh

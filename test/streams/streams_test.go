@@ -41,8 +41,10 @@ import (
 //     are open, per stream; rss-B/stream: their resident sets'
 //     (/proc/<pid>/status VmRSS) growth; goroutines/stream (go_goroutines);
 //   - redis-cmds/tick: Redis commands (INFO commandstats, the commands
-//     scripts run included, INFO itself not) over a 5 s window ÷ the room's
-//     ticks in it (flashgate_tick_duration_seconds_count, both replicas),
+//     scripts run included, INFO itself not) over a 15 s window — a whole
+//     poll cycle: a waiting stream of a paused room is due every 8–12 s
+//     (poll_after), so every stream is placed at least once in it — ÷ the
+//     room's ticks in it (flashgate_tick_duration_seconds_count, both replicas),
 //     with the streams open, and the same window with none
 //     (redis-cmds/tick-none): the limit row of a room nobody watches;
 //   - open-ms-p50/p99/max and pause-ms-…: from an admin state change on
@@ -165,7 +167,7 @@ func runStreams(b *testing.B, n int) {
 		r.tick0 = r.metric(b, "flashgate_tick_duration_seconds_count")
 	}
 	c0 := redisCalls(b, rdb, ctx)
-	const window = 5 * time.Second
+	const window = 15 * time.Second // > the longest poll_after of a paused room (12 s)
 	time.Sleep(window)
 	c1 := redisCalls(b, rdb, ctx)
 	for _, r := range reps {
