@@ -197,6 +197,9 @@ func runStreams(b *testing.B, n int) {
 		r.tick3 = r.metric(b, "flashgate_tick_duration_seconds_count")
 		r.after = r.mem(b)
 		r.gaugeOpen = r.metric(b, "flashgate_sse_streams_open")
+		if int(r.gaugeOpen) != r.streams {
+			b.Errorf("replica %s: flashgate_sse_streams_open %.0f, its clients hold %d", r.name, r.gaugeOpen, r.streams)
+		}
 	}
 
 	for _, ch := range []struct{ path, state string }{{"open", "open"}, {"pause", "paused"}} {
