@@ -15,7 +15,7 @@ BROWSER   := examples/browser
 
 JSPKG     := js/flashgate-verifier
 
-.PHONY: all build run serve demo test docs image image-deps wasm js js-pack wasm-toolchain worker-deps origin-deps browser-deps proxy-deps bench bench-http bench-edge fuzz vet vulncheck clean
+.PHONY: all build run serve demo test docs image image-deps wasm js js-pack wasm-toolchain worker-deps origin-deps browser-deps proxy-deps bench bench-http bench-edge bench-streams fuzz vet vulncheck clean
 
 all: build
 
@@ -125,6 +125,16 @@ bench-http: build
 	scripts/install-wrk.sh
 	$(GO) build -o build/benchwrk ./tools/benchwrk
 	scripts/with-redis.sh sh -c 'scripts/bench-http.sh $(ROUNDS) && build/benchwrk -rounds $(ROUNDS) -duration $(WRK_DURATION) -bin "$(FLASHGATE_BIN)"'
+
+## bench-streams: BenchmarkStreams (test/streams): STREAMS event streams of one room held open on
+## two `flashgate serve` replicas (one private redis-server) by client processes on many loopback
+## source addresses; memory and goroutines per stream, Redis commands per tick with and without the
+## streams, admin state change → every stream (p50/p99/max), next to a bare Go server holding the
+## same connections; under a minute (FLASHGATE_BIN=an older build: the before)
+STREAMS ?= 20000
+bench-streams:
+	scripts/ensure-redis.sh
+	FLASHGATE_STREAMS=$(STREAMS) $(GO) test -v -run '^$$' -bench '^BenchmarkStreams$$' -benchtime 1x -timeout 10m ./test/streams/
 
 ## fuzz: each fuzz target for FUZZTIME executions (CI runs the default pass)
 FUZZ_TARGETS ?= verifier:FuzzVerify verifier:FuzzParseJWKS verifier:FuzzDecodeSegment verifier:FuzzJSONObject \
