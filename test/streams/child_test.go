@@ -68,6 +68,10 @@ func sourceIP(octet, i int) net.IP {
 	return net.IPv4(127, byte(octet), byte(a/250), byte(a%250+1))
 }
 
+// events counts the status events a client process's streams received
+// ("count" prints it).
+var events atomic.Int64
+
 // cstream is one stream of a client process.
 type cstream struct {
 	ok    atomic.Bool  // its first event arrived
@@ -90,7 +94,8 @@ type clientReport struct {
 // failure>" once every stream got its first event (or failed), then
 // answers its stdin: "arm <state>" (prints "armed", then "seen <n>" once
 // every open stream has shown room_state <state> since, or after 30 s),
-// "report <t0 unix ns>" (prints a clientReport as JSON). It exits when
+// "report <t0 unix ns>" (prints a clientReport as JSON), "count" (prints
+// "count <events received so far>"). It exits when
 // stdin closes: the kernel closes its connections.
 func runClient() int {
 	target, room := os.Getenv(targetEnv), os.Getenv(roomEnv)
@@ -147,6 +152,9 @@ func runClient() int {
 					st[i].ended.Store(true)
 					return
 				}
+				if bytes.HasPrefix(line, []byte("data: ")) {
+					events.Add(1)
+				}
 				if first && bytes.HasPrefix(line, []byte("data: ")) {
 					first = false
 					st[i].ok.Store(true)
@@ -201,6 +209,8 @@ func runClient() int {
 					time.Sleep(5 * time.Millisecond)
 				}
 			}()
+		case "count":
+			say("count %d", events.Load())
 		case "report":
 			t0, _ := strconv.ParseInt(arg, 10, 64)
 			var r clientReport

@@ -92,6 +92,8 @@ type replica struct {
 	before, after       memStats
 	tick0, tick1, tick2 float64 // flashgate_tick_duration_seconds_count at the windows' edges
 	tick3               float64
+	cpu0, cpu1, cpu2    float64 // process_cpu_seconds_total at the windows' edges
+	cpu3                float64
 	gaugeOpen           float64
 	lat                 map[string][]float64 // state → ms per stream
 	ready               time.Duration        // all its clients' streams opened
@@ -165,6 +167,7 @@ func runStreams(b *testing.B, n int) {
 	for _, r := range reps {
 		r.before = r.mem(b)
 		r.tick0 = r.metric(b, "flashgate_tick_duration_seconds_count")
+		r.cpu0 = r.metric(b, "process_cpu_seconds_total")
 	}
 	c0 := redisCalls(b, rdb, ctx)
 	const window = 15 * time.Second // > the longest poll_after of a paused room (12 s)
@@ -172,6 +175,7 @@ func runStreams(b *testing.B, n int) {
 	c1 := redisCalls(b, rdb, ctx)
 	for _, r := range reps {
 		r.tick1 = r.metric(b, "flashgate_tick_duration_seconds_count")
+		r.cpu1 = r.metric(b, "process_cpu_seconds_total")
 	}
 
 	t = time.Now()
@@ -187,14 +191,27 @@ func runStreams(b *testing.B, n int) {
 		b.Fatal("no stream opened")
 	}
 
+	count := func() float64 { // status events the clients received so far
+		var n float64
+		for _, c := range clients {
+			c.send(b, "count")
+			v, _ := strconv.ParseFloat(strings.TrimPrefix(c.expect(b, "count ", 10*time.Second), "count "), 64)
+			n += v
+		}
+		return n
+	}
 	for _, r := range reps {
 		r.tick2 = r.metric(b, "flashgate_tick_duration_seconds_count")
+		r.cpu2 = r.metric(b, "process_cpu_seconds_total")
 	}
+	ev0 := count()
 	c2 := redisCalls(b, rdb, ctx)
 	time.Sleep(window)
 	c3 := redisCalls(b, rdb, ctx)
+	ev1 := count()
 	for _, r := range reps {
 		r.tick3 = r.metric(b, "flashgate_tick_duration_seconds_count")
+		r.cpu3 = r.metric(b, "process_cpu_seconds_total")
 		r.after = r.mem(b)
 		r.gaugeOpen = r.metric(b, "flashgate_sse_streams_open")
 		if int(r.gaugeOpen) != r.streams {
@@ -292,6 +309,18 @@ func runStreams(b *testing.B, n int) {
 		slices.Sort(l)
 		return l
 	}
+	// The replicas' CPU for the streams' periodic events: the window with
+	// the streams open less the one with none, per event the clients got.
+	cpuNone, cpuOpen := 0.0, 0.0
+	for _, r := range reps {
+		cpuNone += r.cpu1 - r.cpu0
+		cpuOpen += r.cpu3 - r.cpu2
+	}
+	evs := ev1 - ev0
+	b.Logf("replicas' CPU: %.2f s in %s with %d streams open (%.0f status events: %.0f/s), %.2f s with none: %.1f µs per event",
+		cpuOpen, window, held, evs, evs/window.Seconds(), cpuNone, (cpuOpen-cpuNone)/max(evs, 1)*1e6)
+	b.ReportMetric((cpuOpen-cpuNone)/max(evs, 1)*1e6, "server-µs/event")
+	b.ReportMetric(evs/window.Seconds(), "events/s")
 	b.ReportMetric(float64(held), "streams")
 	b.ReportMetric(perStream(reps, heap), "B/stream")
 	b.ReportMetric(perStream(reps, rss), "rss-B/stream")
