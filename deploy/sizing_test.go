@@ -80,10 +80,10 @@ func TestSizingExamples(t *testing.T) {
 	}
 
 	examples := regexp.MustCompile(`(?m)^\| ([A-Z]) \| ([0-9]+) \| ([0-9]+) \| ([0-9]+) \| ([0-9.]+) \|$`).FindAllStringSubmatch(doc, -1)
-	if len(examples) != 2 {
-		t.Fatalf("%s: %d examples, want 2", sizingDoc, len(examples))
+	if len(examples) != 3 {
+		t.Fatalf("%s: %d examples, want 3", sizingDoc, len(examples))
 	}
-	figures := []string{"E", "W", "S", "S_exact", "redis_exact", "redis_snap", "snapshot", "issuer_cpu", "replicas_cpu",
+	figures := []string{"E", "W", "S", "S_news", "S_exact", "redis_exact", "redis_snap", "snapshot", "issuer_cpu", "replicas_cpu",
 		"stream_gb", "replicas_mem", "replicas", "redis_mb", "redis_mb_max", "journal_eps", "journal_procs"}
 	for col, ex := range examples {
 		N, T, R, f := number(t, ex[2]), number(t, ex[3]), number(t, ex[4]), number(t, ex[5])
@@ -97,22 +97,24 @@ func TestSizingExamples(t *testing.T) {
 		E, W := N/T, N-R*T
 		S := polls(W)
 		Sx := polls(math.Min(W, 6*R)) // issuer/snapshot.go nearHead at tick 1 s, age 500 ms
+		Sn := polls(math.Min(W, 8*R)) // the same for a stream's room news, up to 2 s old
 		perAdmitted := R * (in("r_exchange") + in("r_complete") + in("r_tick"))
-		redisExact := (E*in("r_enter") + S*in("r_status") + perAdmitted) / 1e6
-		redisSnap := (E*in("r_enter") + Sx*in("r_status") + (S-Sx)*in("r_snap") + perAdmitted) / 1e6
+		streamsRedis := E*in("r_enter") + f*Sn*in("r_status") + perAdmitted
+		redisExact := (streamsRedis + (1-f)*S*in("r_status")) / 1e6
+		redisSnap := (streamsRedis + (1-f)*(Sx*in("r_status")+(S-Sx)*in("r_snap"))) / 1e6
 		snapshot := redisExact > budgets["u_redis"]
-		cpu := E*in("s_enter") + R*(in("s_exchange")+in("s_complete"))
+		cpu := E*in("s_enter") + R*(in("s_exchange")+in("s_complete")) + f*S*in("s_event")
 		if snapshot {
-			cpu += Sx*in("s_status") + (S-Sx)*in("s_snap")
+			cpu += (1 - f) * (Sx*in("s_status") + (S-Sx)*in("s_snap"))
 		} else {
-			cpu += S * in("s_status")
+			cpu += (1 - f) * S * in("s_status")
 		}
 		cpu /= 1e6
 		streams := f * W * in("m_stream") * 1e3
 		replicasCPU := math.Ceil(cpu / (budgets["u_cpu"] * budgets["c_replica"]))
 		replicasMem := math.Ceil(streams / budgets["m_replica"])
 		got := map[string]float64{
-			"E": E, "W": W, "S": S, "S_exact": Sx, "redis_exact": redisExact, "redis_snap": redisSnap,
+			"E": E, "W": W, "S": S, "S_news": Sn, "S_exact": Sx, "redis_exact": redisExact, "redis_snap": redisSnap,
 			"issuer_cpu": cpu, "replicas_cpu": replicasCPU, "stream_gb": streams / 1e9, "replicas_mem": replicasMem,
 			"replicas": math.Max(3, math.Max(replicasCPU, replicasMem)),
 			"redis_mb": W * in("m_wait") / 1e6, "redis_mb_max": N * (in("m_wait") + in("m_event")) / 1e6,
