@@ -147,27 +147,28 @@ func reply(res []any, err error, room string) ([]any, error) {
 
 // The scripts, by name (the lua/ file without ".lua").
 var (
-	activeScript    = load("active")
-	auditScript     = load("audit")
-	autoRoomScript  = loadPlain("autoroom")
-	banScript       = load("ban")
-	bansScript      = load("bans")
-	brandingScript  = loadPlain("branding")
-	configureScript = load("configure")
-	drainScript     = load("drain")
-	enterScript     = load("enter")
-	exporterScript  = loadPlain("exporter")
-	inviteScript    = load("invite")
-	leaveScript     = load("leave")
-	lotteryScript   = loadPlain("lottery")
-	mintedScript    = loadPlain("minted")
-	restoreScript   = load("restore")
-	revokeScript    = load("revoke")
-	snapshotScript  = load("snapshot")
-	statsScript     = load("stats")
-	stopScript      = loadPlain("stop")
-	tickScript      = load("tick")
-	unbanScript     = load("unban")
+	activeScript     = load("active")
+	auditScript      = load("audit")
+	autoRoomScript   = loadPlain("autoroom")
+	banScript        = load("ban")
+	bansScript       = load("bans")
+	brandingScript   = loadPlain("branding")
+	configureScript  = load("configure")
+	drainScript      = load("drain")
+	enterScript      = load("enter")
+	exporterScript   = loadPlain("exporter")
+	inviteScript     = load("invite")
+	leaveScript      = load("leave")
+	lotteryScript    = loadPlain("lottery")
+	mintedScript     = loadPlain("minted")
+	restoreScript    = load("restore")
+	revokeScript     = load("revoke")
+	roomBeaconScript = load("roombeacon")
+	snapshotScript   = load("snapshot")
+	statsScript      = load("stats")
+	stopScript       = loadPlain("stop")
+	tickScript       = load("tick")
+	unbanScript      = load("unban")
 
 	completeScript, completeKeys = loadKeys("complete")
 	statusScript, statusKeys     = loadKeys("status")
@@ -181,7 +182,7 @@ var scripts = map[string]*redis.Script{
 	"snapshot": snapshotScript, "ban": banScript, "unban": unbanScript, "bans": bansScript,
 	"configure": configureScript, "drain": drainScript, "autoroom": autoRoomScript,
 	"invite": inviteScript, "exporter": exporterScript, "restore": restoreScript, "minted": mintedScript,
-	"lottery": lotteryScript,
+	"lottery": lotteryScript, "roombeacon": roomBeaconScript,
 }
 
 var scriptNames = func() map[string]string {
