@@ -109,7 +109,7 @@ func (s *Server) roomBeacon(c *fiber.Ctx) error {
 	rb := s.beacons.room(room)
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	now := time.Now()
+	now := s.now()
 	if (rb.tok == nil && rb.err == nil) || now.Sub(rb.at) >= BeaconMaxAge || now.Before(rb.at) {
 		_, tok, err := s.is.RoomBeacon(c.UserContext(), room, BeaconLifetime, BeaconLifetime+BeaconPoll)
 		switch {

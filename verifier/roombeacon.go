@@ -50,7 +50,7 @@ type Beacon struct {
 	// not by their number (the beacon cannot place them); Before is how
 	// many entries (drawn or in the pre-queue) wait ahead of Head.
 	ExactThrough int64 `json:"exact_through"`
-	Before       int64 `json:"before"`
+	Before       int64 `json:"drawn_ahead"`
 	// ClosedThrough: arrivals up to it belong to a line that closing ended.
 	ClosedThrough int64 `json:"closed_through"`
 	// NearHead: a page whose estimated place is at most this confirms it
