@@ -129,19 +129,24 @@ func (s *Server) roomBeacon(c *fiber.Ctx) error {
 	return c.Send(rb.tok)
 }
 
+// beaconWanted reports whether waiting pages should poll the beacon now
+// (Options.Beacon).
+func (s *Server) beaconWanted() bool {
+	switch s.beacons.mode {
+	case BeaconOff:
+		return false
+	case BeaconAlways:
+		return true
+	}
+	return s.streams.full()
+}
+
 // beaconHint sets HeaderBeacon on a WAITING answer of room when the page
 // should poll the beacon (Options.Beacon).
 func (s *Server) beaconHint(c *fiber.Ctx, room string) {
-	switch s.beacons.mode {
-	case BeaconOff:
-		return
-	case BeaconAlways:
-	default:
-		if !s.streams.full() {
-			return
-		}
+	if s.beaconWanted() {
+		c.Set(HeaderBeacon, "/v1/rooms/"+url.PathEscape(room)+"/beacon")
 	}
-	c.Set(HeaderBeacon, "/v1/rooms/"+url.PathEscape(room)+"/beacon")
 }
 
 // full reports whether the replica holds its total of open streams
