@@ -1,4 +1,4 @@
-// Room beacons (README.md#room-beacons): verifyRoomBeacon, and the admission
+// Room beacons (../README.md#room-beacons): verifyRoomBeacon, and the admission
 // Verifier (the wasm module, both signature paths) refusing a beacon.
 import { test } from "node:test";
 import assert from "node:assert/strict";
