@@ -142,6 +142,10 @@ func TestBeaconHint(t *testing.T) {
 			want = "/v1/rooms/" + room + "/beacon"
 		}
 		require.Equal(t, want, r.header.Get(HeaderBeacon), "mode %q, full %v", c.mode, c.full)
+		// The waiting page says so to wait.js (data-beacon): it then holds no stream.
+		page := e.do(req{method: "GET", path: "/wait/" + room, user: "bob", hdr: map[string]string{"Accept": "text/html"}})
+		require.Equal(t, 200, page.status, "%s", page.body)
+		require.Equal(t, c.want, strings.Contains(string(page.body), `data-beacon="1"`), "mode %q, full %v", c.mode, c.full)
 	}
 	_, err := New(Options{Beacon: "sometimes"})
 	require.Error(t, err)

@@ -229,6 +229,7 @@ export class FlashgateError extends Error {
  * @typedef {object} UpdateOptions
  * @property {AbortSignal} [signal] stops the updates (the promise rejects with the signal's reason)
  * @property {(err: FlashgateError, last: Entry|null) => void} [onError] a retryable failure: the last entry is kept and updates go on
+ * @property {boolean} [beacon] poll the room beacon from the start (the waiting page's data-beacon), as after a Flashgate-Beacon answer
  */
 
 /**
@@ -342,6 +343,12 @@ export function createClient(opts = {}) {
   const sleep = opts.sleep ?? defaultSleep;
   const random = opts.random ?? Math.random;
   const roomPath = (room) => `${base}/v1/rooms/${encodeURIComponent(room)}`;
+  /** The rooms whose last enter or status answer asked for the room beacon (Flashgate-Beacon). */
+  const beaconRooms = new Set();
+  const hint = (room) => (res) => {
+    if (res.headers?.get?.("Flashgate-Beacon")) beaconRooms.add(room);
+    else beaconRooms.delete(room);
+  };
 
   /**
    * once sends one request; an error answer or no answer throws FlashgateError.
@@ -382,10 +389,10 @@ export function createClient(opts = {}) {
   }
 
   /** request is once with up to `retries` retries of 429, 503 and network failures. */
-  async function request(method, url, token, body) {
+  async function request(method, url, token, body, onRes) {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await once(method, url, token, body);
+        return await once(method, url, token, body, onRes);
       } catch (err) {
         if (!(err instanceof FlashgateError) || !err.retryable || attempt >= retries) throw err;
         await sleep(jitter(err.retryAfterMs ?? backoff(attempt + 1), random));
@@ -415,16 +422,18 @@ export function createClient(opts = {}) {
    * and every state change, come from the status answer as before.
    * @type {Client["updates"]}
    */
-  async function updates(room, waitingToken, onEntry, { signal, onError } = {}) {
+  async function updates(room, waitingToken, onEntry, { signal, onError, beacon: askBeacon } = {}) {
     let last = null;
     let failures = 0;
-    let streaming = typeof ES === "function";
+    const asked = askBeacon === true || beaconRooms.has(room);
+    let streaming = typeof ES === "function" && !asked; // asked for the beacon: no stream to hold
     const url = `${roomPath(room)}/events?waiting_token=${encodeURIComponent(waitingToken)}`;
     /** @type {string|null} the beacon's URL while the issuer asks for it */
-    let beaconUrl = null;
+    let beaconUrl = asked ? `${roomPath(room)}/beacon` : null;
     /** @type {Beacon|null} */
     let lastBeacon = null;
     const heard = (res) => {
+      hint(room)(res);
       const p = res.headers?.get?.("Flashgate-Beacon");
       beaconUrl = p ? `${roomPath(room)}/beacon` : null; // (base's path prefix kept: the header is the signal)
     };
@@ -614,7 +623,7 @@ export function createClient(opts = {}) {
     let body = invite === undefined ? undefined : { invite };
     for (let tries = 0; ; tries++) {
       try {
-        return await request("POST", url, undefined, body);
+        return await request("POST", url, undefined, body, hint(room));
       } catch (err) {
         const ch = err instanceof FlashgateError && err.code === "pow_required" ? err.problem.challenge : undefined;
         if (!ch || tries >= 2) throw err;
@@ -632,7 +641,7 @@ export function createClient(opts = {}) {
 
   return {
     enter,
-    status: (room, waitingToken) => request("GET", `${roomPath(room)}/status`, waitingToken),
+    status: (room, waitingToken) => request("GET", `${roomPath(room)}/status`, waitingToken, undefined, hint(room)),
     updates,
     exchange: (room, waitingToken) => request("POST", `${roomPath(room)}/exchange`, waitingToken),
     leave: (room, waitingToken) => request("POST", `${roomPath(room)}/leave`, waitingToken),

@@ -505,3 +505,30 @@ test("a beacon showing a new room state, a stale or failed one, or a priority en
   await client.updates("r", "fgw2_t", () => {});
   assert.deepEqual(calls.map((c) => c.url.split("/").pop()), ["status", "status"]);
 });
+
+test("asked for the beacon by enter (or updates' beacon option), updates holds no stream and polls the beacon", async () => {
+  for (const viaOption of [false, true]) {
+    const calls = [];
+    let streams = 0;
+    const fetch = async (url, init) => {
+      calls.push(url.split("/").pop());
+      if (url.endsWith("/beacon")) return new Response(jws(beacon({ head: 2000, buckets: [[2000, 1]] })), { status: 200 });
+      const body = url.endsWith("/enter") ? far() : calls.filter((c) => c === "status").length === 1 ? far() : active;
+      return new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json", ...hinted } });
+    };
+    class ES {
+      constructor() {
+        streams++;
+      }
+      addEventListener() {}
+      close() {}
+    }
+    const client = createClient({ base: "https://q.example", fetch, EventSource: ES, sleep: async () => {}, random: () => 0.5 });
+    if (!viaOption) await client.enter("r");
+    const final = await client.updates("r", "fgw2_t", () => {}, { beacon: viaOption });
+    assert.equal(final.state, "ACTIVE");
+    assert.equal(streams, 0, "no event stream");
+    // (enter →) status (the arrival number) → beacon (the head passed it: ask) → status: ACTIVE
+    assert.deepEqual(calls, [...(viaOption ? [] : ["enter"]), "status", "beacon", "status"]);
+  }
+});

@@ -293,6 +293,7 @@ async function follow() {
     const e = await client.updates(room, token, render, {
       signal,
       onError: () => show("reconnecting"),
+      beacon: d.beacon === "1", // the issuer asks for the room beacon (FLASHGATE_BEACON)
     });
     if (e.state === "ACTIVE") proceed();
   } catch (err) {
