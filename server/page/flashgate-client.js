@@ -496,7 +496,9 @@ export function createClient(opts = {}) {
         const e = await once("GET", `${roomPath(room)}/status`, waitingToken, undefined, heard);
         if (seen(e)) return e;
         if (streaming) continue;
-        await sleep(jitter(e.poll_after_ms ?? DEFAULT_POLL_MS, random), signal);
+        // On the beacon, its next poll comes at BEACON_POLL_MS (sooner when the status says so).
+        const next = e.poll_after_ms ?? DEFAULT_POLL_MS;
+        await sleep(jitter(beaconUrl ? Math.min(next, BEACON_POLL_MS) : next, random), signal);
       } catch (err) {
         await failed(err);
       }

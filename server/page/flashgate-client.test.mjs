@@ -513,7 +513,7 @@ test("asked for the beacon by enter (or updates' beacon option), updates holds n
     const fetch = async (url, init) => {
       calls.push(url.split("/").pop());
       if (url.endsWith("/beacon")) return new Response(jws(beacon({ head: 2000, buckets: [[2000, 1]] })), { status: 200 });
-      const body = url.endsWith("/enter") ? far() : calls.filter((c) => c === "status").length === 1 ? far() : active;
+      const body = url.endsWith("/enter") ? far() : calls.filter((c) => c === "status").length === 1 ? far({ poll_after_ms: 30000 }) : active;
       return new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json", ...hinted } });
     };
     class ES {
@@ -523,12 +523,14 @@ test("asked for the beacon by enter (or updates' beacon option), updates holds n
       addEventListener() {}
       close() {}
     }
-    const client = createClient({ base: "https://q.example", fetch, EventSource: ES, sleep: async () => {}, random: () => 0.5 });
+    const sleeps = [];
+    const client = createClient({ base: "https://q.example", fetch, EventSource: ES, sleep: async (ms) => void sleeps.push(ms), random: () => 0.5 });
     if (!viaOption) await client.enter("r");
     const final = await client.updates("r", "fgw2_t", () => {}, { beacon: viaOption });
     assert.equal(final.state, "ACTIVE");
     assert.equal(streams, 0, "no event stream");
     // (enter →) status (the arrival number) → beacon (the head passed it: ask) → status: ACTIVE
     assert.deepEqual(calls, [...(viaOption ? [] : ["enter"]), "status", "beacon", "status"]);
+    assert.equal(sleeps[0], BEACON_POLL_MS, "on the beacon, the next poll is the beacon's, not poll_after (30 s)");
   }
 });
