@@ -65,6 +65,11 @@ func TestRoomBeaconPlaceBound(t *testing.T) {
 		toks[i] = e.WaitingToken
 	}
 	b := beaconOf(t, is, ring, clk.Now(), room)
+	// Nor is it an invite: no entry through a lane with it.
+	_, tok, err := is.RoomBeacon(ctx, room, 5*time.Second, 7*time.Second)
+	require.NoError(t, err)
+	_, err = is.EnterWithInvite(ctx, room, "intruder", tok)
+	require.ErrorIs(t, err, flashgate.ErrInviteInvalid, "a beacon is no invite")
 	require.Equal(t, "paused", b.State)
 	require.Equal(t, "soon", b.PageMessage)
 	require.EqualValues(t, 1, b.Head)
