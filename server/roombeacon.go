@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/flashgate/flashgate"
 )
 
 // The room beacon (docs/browser.md#the-room-beacon): GET
@@ -78,7 +76,7 @@ type roomBeacon struct {
 	mu  sync.Mutex
 	at  time.Time
 	tok []byte
-	err error // an unknown room, reused for as long as a beacon
+	err error // the read's error (an unknown room, Redis away), reused for as long as a beacon
 }
 
 func (b *beaconCache) room(room string) *roomBeacon {
@@ -111,14 +109,12 @@ func (s *Server) roomBeacon(c *fiber.Ctx) error {
 	defer rb.mu.Unlock()
 	now := s.now()
 	if (rb.tok == nil && rb.err == nil) || now.Sub(rb.at) >= BeaconMaxAge || now.Before(rb.at) {
+		// An error (an unknown room, Redis away) is kept as long as a beacon:
+		// the requests of the second after it get it without a Redis call each.
 		_, tok, err := s.is.RoomBeacon(c.UserContext(), room, BeaconLifetime, BeaconLifetime+BeaconPoll)
-		switch {
-		case err == nil:
-			rb.tok, rb.err, rb.at = []byte(tok), nil, now
-		case errors.Is(err, flashgate.ErrUnknownRoom) || errors.Is(err, flashgate.ErrInvalidInput):
-			rb.tok, rb.err, rb.at = nil, err, now
-		default:
-			return err
+		rb.tok, rb.err, rb.at = []byte(tok), err, now
+		if err != nil {
+			rb.tok = nil
 		}
 	}
 	if rb.err != nil {
