@@ -39,6 +39,15 @@ func beaconPayload(now time.Time, mod ...func(*verifier.Beacon)) []byte {
 	return p
 }
 
+// flipAt returns tok with its character at i changed (to another base64url one).
+func flipAt(tok string, i int) string {
+	c := byte('A')
+	if tok[i] == 'A' {
+		c = 'B'
+	}
+	return tok[:i] + string(c) + tok[i+1:]
+}
+
 // jwxVerifies is the signature oracle: jwx's JWS verification with the key
 // pinned to EdDSA.
 func jwxVerifies(tok string, pub ed25519.PublicKey) bool {
@@ -86,7 +95,7 @@ func TestVerifyBeacon(t *testing.T) {
 		"jwk header":        {signAs(priv, "", beaconPayload(now), `{"alg":"EdDSA","kid":"k1","typ":"flashgate-beacon+jwt","jwk":{}}`), verifier.ErrForbiddenHeader},
 		"unknown kid":       {signAs(priv, "", beaconPayload(now), `{"alg":"EdDSA","kid":"k2","typ":"flashgate-beacon+jwt"}`), verifier.ErrUnknownKey},
 		"duplicate typ":     {signAs(priv, "", beaconPayload(now), `{"alg":"EdDSA","kid":"k1","typ":"JWT","typ":"flashgate-beacon+jwt"}`), verifier.ErrDuplicateKey},
-		"bad signature":     {good[:len(good)-2] + "AA", verifier.ErrBadSignature},
+		"bad signature":     {flipAt(good, len(good)-10), verifier.ErrBadSignature},
 		"two segments":      {good[:len(good)-87], verifier.ErrMalformed},
 		"payload not JSON":  {signAs(priv, verifier.BeaconType, []byte("[1,2]")), verifier.ErrInvalidClaims},
 		"too large":         {string(make([]byte, verifier.MaxBeaconSize+1)), verifier.ErrTooLarge},
