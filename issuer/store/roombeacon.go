@@ -5,6 +5,9 @@ import (
 	"strconv"
 )
 
+// roomBeaconScript is lua/roombeacon.lua (ScriptName "roombeacon").
+var roomBeaconScript = load("roombeacon")
+
 // RoomBeacon is lua/roombeacon.lua's reply: the room's state in effect,
 // its lines (the public line's length, the priority lane's), the head and
 // tail arrival numbers of the public line after the pre-queue (0: none),
