@@ -459,6 +459,9 @@ func (f *FileRing) SignInvite(payload []byte) (string, error) { return f.Ring().
 // SignReceipt signs a join receipt with the current ring (Ring.SignReceipt).
 func (f *FileRing) SignReceipt(payload []byte) (string, error) { return f.Ring().SignReceipt(payload) }
 
+// SignBeacon signs a room beacon with the current ring (Ring.SignBeacon).
+func (f *FileRing) SignBeacon(payload []byte) (string, error) { return f.Ring().SignBeacon(payload) }
+
 // PublicKey implements verifier.KeySet over the current ring (see Ring.PublicKey).
 func (f *FileRing) PublicKey(ctx context.Context, kid string) (ed25519.PublicKey, error) {
 	return f.Ring().PublicKey(ctx, kid)

@@ -312,6 +312,15 @@ func (r *Ring) SignReceipt(payload []byte) (string, error) {
 	return r.signTyped(flashgate.ReceiptHeader, payload), nil
 }
 
+// SignBeacon returns a JWS compact serialization of a room beacon's payload
+// (verifier.Beacon as JSON) signed with the active key, with the protected
+// header exactly {"alg":"EdDSA","kid":<active kid>,"typ":"flashgate-beacon+jwt"}
+// (flashgate.BeaconHeader): the admission keys, another type, so the
+// verifier never accepts a beacon as an admission token.
+func (r *Ring) SignBeacon(payload []byte) (string, error) {
+	return r.signTyped(flashgate.BeaconHeader, payload), nil
+}
+
 // signTyped signs payload with the active key under the header hdr(kid).
 func (r *Ring) signTyped(hdr func(kid string) flashgate.Header, payload []byte) string {
 	r.mu.RLock()

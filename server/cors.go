@@ -53,7 +53,7 @@ func (cc *cors) handle(c *fiber.Ctx) error {
 	if origin, ok := cc.allowed(c.Get(fiber.HeaderOrigin)); ok {
 		c.Set(fiber.HeaderAccessControlAllowOrigin, origin)
 		c.Set(fiber.HeaderAccessControlAllowCredentials, "true")
-		c.Set(fiber.HeaderAccessControlExposeHeaders, fiber.HeaderRetryAfter)
+		c.Set(fiber.HeaderAccessControlExposeHeaders, fiber.HeaderRetryAfter+", "+HeaderBeacon)
 	}
 	return c.Next()
 }

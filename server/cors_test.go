@@ -108,7 +108,7 @@ func TestCORSRequests(t *testing.T) {
 	require.Equal(t, 200, r.status, "%s", r.body)
 	assert.Equal(t, shopOrigin, r.header.Get("Access-Control-Allow-Origin"))
 	assert.Equal(t, "true", r.header.Get("Access-Control-Allow-Credentials"))
-	assert.Equal(t, "Retry-After", r.header.Get("Access-Control-Expose-Headers"))
+	assert.Equal(t, "Retry-After, Flashgate-Beacon", r.header.Get("Access-Control-Expose-Headers"))
 	assert.True(t, varies(r, "Origin"), "Vary: %q", r.header.Values("Vary"))
 	assert.Empty(t, r.header.Get("Access-Control-Allow-Methods"), "only preflights list methods")
 

@@ -59,6 +59,7 @@
 //	GET    /v1/challenge                     user (visitor)    200 PoW challenge (ALTCHA JSON) with Options.EnterPoW; else 404
 //	GET    /v1/rooms/{room}/status           user + waiting    200 Entry (Retry-After when WAITING)
 //	GET    /v1/rooms/{room}/events           user + waiting    200 text/event-stream of "status" events
+//	GET    /v1/rooms/{room}/beacon           none              200 the room beacon (JWS, public, max-age=1)
 //	POST   /v1/rooms/{room}/leave            user + waiting    204
 //	POST   /v1/rooms/{room}/exchange         user + waiting    200 {admission_token, admission_id, admission, expires_at_ms, issued_at_ms}
 //	POST   /v1/complete?product=…            admission token   200 {state, admission_id, completed_at_ms, repeated}

@@ -167,6 +167,7 @@ func (s *Server) renderEntry(c *fiber.Ctx, e *issuer.Entry) error {
 	if e.State == flashgate.StateWaiting {
 		var b [20]byte
 		c.Response().Header.SetCanonical(hdrRetryAfter, appendRetryAfter(b[:0], e.PollAfter))
+		s.beaconHint(c, e.Room)
 	}
 	var ms [2]int64
 	out := entryWith(e, &ms)

@@ -39,6 +39,8 @@ type Queue interface {
 	Knows(room string) bool
 	Room(ctx context.Context, room string) (issuer.RoomConfig, error)
 	RoomLottery(ctx context.Context, room string) (*issuer.RoomLottery, error)
+	// RoomBeacon reads and signs the room beacon (server/roombeacon.go).
+	RoomBeacon(ctx context.Context, room string, ttl, near time.Duration) (flashgate.BeaconClaims, string, error)
 	Directives(ctx context.Context) (map[string]int64, error)
 	Ping(ctx context.Context) error
 	TokenClaims() (iss, aud string)

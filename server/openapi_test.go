@@ -54,7 +54,7 @@ func openAPI(t testing.TB) (*openapi3.T, routers.Router) {
 			b, err := io.ReadAll(body)
 			return string(b), err
 		}
-		for _, ct := range []string{"text/event-stream", "text/html", "text/javascript", "text/css", "application/openmetrics-text"} {
+		for _, ct := range []string{"text/event-stream", "text/html", "text/javascript", "text/css", "application/openmetrics-text", "application/jwt"} {
 			openapi3filter.RegisterBodyDecoder(ct, str)
 		}
 		loader := openapi3.NewLoader()

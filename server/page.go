@@ -166,6 +166,9 @@ type PageView struct {
 	// seconds (0: none).
 	PollMs  int64
 	Refresh int
+	// Beacon: the page polls the room beacon instead of its status or an
+	// event stream (Options.Beacon; roombeacon.go).
+	Beacon bool
 	// OpensAtMs, OpensAtISO (RFC 3339) and OpensAt ("2006-01-02 15:04
 	// UTC"): when the event window opens (state opens).
 	OpensAtMs           int64
@@ -515,6 +518,7 @@ func (s *Server) page(c *fiber.Ctx) error {
 	}
 	v.Name = v.Room
 	v.entry(e)
+	v.Beacon = e.State == flashgate.StateWaiting && s.beaconWanted()
 	// The room's config: its branding, and the event window. A failed read
 	// only costs the branding (and the countdown): the entry stands.
 	cfg, err := s.is.Room(c.UserContext(), v.Room)

@@ -175,6 +175,12 @@ type Options struct {
 	// seconds (rounded down, at least 1 s): a stop reaches edge verifiers
 	// within it plus one fetch. 0 means DefaultDirectiveMaxAge (5 s).
 	DirectiveMaxAge time.Duration
+	// Beacon says when a WAITING answer (enter, status) asks its page to
+	// poll the room beacon (GET /v1/rooms/{room}/beacon, cacheable by a CDN)
+	// instead of its status, with the Flashgate-Beacon header: BeaconAuto
+	// ("auto", the default "") while this replica holds MaxStreams event
+	// streams, BeaconAlways, or BeaconOff (roombeacon.go).
+	Beacon string
 	// ProxyHeader names the header carrying the client address, set by a
 	// proxy in front of flashgate (e.g. "X-Forwarded-For", "Forwarded"
 	// (RFC 7239), "X-Real-IP", "CF-Connecting-IP"). It is believed only when
@@ -340,6 +346,8 @@ type Server struct {
 	metricsRoute bool
 	// directives caches the edge directive document (directives.go).
 	directives directiveCache
+	// beacons caches the room beacons (roombeacon.go).
+	beacons beaconCache
 
 	// notReady is the reason of the last /readyz answer ("" = ready), to log
 	// changes only.
@@ -417,6 +425,9 @@ func (o Options) Validate() error {
 	if err := o.validatePoW(); err != nil {
 		return err
 	}
+	if err := validBeaconMode(o.Beacon); err != nil {
+		return err
+	}
 	return o.validateIdentity()
 }
 
@@ -462,6 +473,7 @@ func New(opts Options) (*Server, error) {
 		streams: newStreamLimits(opts.StreamsPerUser, opts.StreamsPerAddress, opts.MaxStreams), metricsRoute: !opts.NoMetricsRoute,
 		adminFails: newWindowCounter(AdminFailuresPerAddress, AdminFailureWindow),
 		completes:  newCompleteLimit(opts.CompletePerUser, opts.EnterWindow)}
+	s.beacons.mode = opts.Beacon
 	s.news = newNewsHub(opts.Issuer, s, RoomNewsInterval, s.stopping)
 	if opts.AutoRoomsPerAddress > 0 {
 		window := opts.AutoRoomWindow
@@ -623,6 +635,7 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 	enters := append(slices.Clone(enterLimits), s.autoRoomGuard)
 	a.Post("/v1/rooms/:room/enter", with(append(slices.Clone(enters), requireJSON, s.enter)...)...)
 	a.Get("/v1/rooms/:room", with(s.roomView)...)
+	a.Get("/v1/rooms/:room/beacon", with(s.roomBeacon)...)
 	// A challenge counts against the enter limits (not the auto-room
 	// budget: it names no room): a place then costs two counts whichever
 	// way the challenge is fetched (here, or the 428 of an enter without a

@@ -20,6 +20,8 @@ var unitExceptions = map[string]string{
 	// NumericDate seconds, compared with the admission token's iat (RFC 7519 §2).
 	"StopResponse.not_before": "JWT NumericDate",
 	"Directives.not_before":   "JWT NumericDate",
+	"BeaconClaims.iat":        "JWT NumericDate",
+	"BeaconClaims.exp":        "JWT NumericDate",
 	// Where an operator types a time, the admin API also takes RFC 3339.
 	"RoomPatch.opens_at":        "RFC 3339 input",
 	"RoomPatch.closes_at":       "RFC 3339 input",

@@ -95,6 +95,7 @@ type serveConfig struct {
 	StreamsPerUser         int           `env:"STREAMS_PER_USER" envDefault:"2" help:"open event streams (/v1/rooms/{room}/events) per user per room on this replica; one more ends the oldest (final event: replaced); 0 disables"`
 	StreamsPerAddress      int           `env:"STREAMS_PER_ADDRESS" envDefault:"100" help:"open event streams per client address on this replica; one more is refused 429 (the client polls instead); 0 disables; applied where FLASHGATE_ENTER_PER_ADDRESS is: with FLASHGATE_PROXY_HEADER set, or in visitor mode (then to the TCP peer without it)"`
 	MaxStreams             int           `env:"MAX_STREAMS" envDefault:"0" help:"open event streams on this replica in total (each holds about 6 KB: docs/sizing.md m_stream; set it to what the memory limit holds); one more is refused 429 (the waiting page polls status instead) unless it replaces a stream of the same user; flashgate_sse_streams_limit exports it; 0: no limit"`
+	Beacon                 string        `env:"BEACON" envDefault:"auto" help:"auto | always | off: when WAITING answers (enter, status) carry Flashgate-Beacon, asking the waiting page to poll the room beacon (GET /v1/rooms/{room}/beacon: one signed public document per room, cacheable by a CDN: docs/browser.md#the-room-beacon) instead of its status: auto while this replica holds FLASHGATE_MAX_STREAMS open streams, always, or never (the beacon is served either way)"`
 	MaxConnsPerIP          int           `env:"MAX_CONNS_PER_IP" envDefault:"0" help:"most concurrent connections from one TCP peer address (fasthttp MaxConnsPerIP; more get a plain-text 429 and are closed); the peer, never FLASHGATE_PROXY_HEADER's address: behind a gateway it limits the gateway, so set it only where clients connect directly; 0: no limit"`
 	Concurrency            int           `env:"CONCURRENCY" envDefault:"262144" help:"most connections served at once (fasthttp Concurrency; an event stream counts until its first event, FLASHGATE_MAX_STREAMS caps open streams); more get a plain-text 503 and are closed"`
 	MetricsAddr            string        `env:"METRICS_ADDR" help:"listen address of /metrics on its own HTTP server, which the API then no longer serves, e.g. 127.0.0.1:9090; a loopback address only (anything else refuses to start) unless FLASHGATE_INSECURE_METRICS is set; unset: /metrics is on the API's public listener (room names and sales figures: block it at your gateway)"`
@@ -269,6 +270,9 @@ func (c *serveConfig) validate() error {
 	}
 	if err := (server.Options{PageLocaleDir: c.PageLocaleDir, PageLanguage: c.PageLanguage}).Validate(); err != nil {
 		return fmt.Errorf("FLASHGATE_PAGE_LOCALE_DIR or FLASHGATE_PAGE_LANGUAGE: %w", err)
+	}
+	if err := (server.Options{Beacon: c.Beacon}).Validate(); err != nil {
+		return fmt.Errorf("FLASHGATE_BEACON: %w", err)
 	}
 	if err := c.validatePprof(); err != nil {
 		return err
@@ -513,7 +517,7 @@ func (c *serveConfig) serverOptions() server.Options {
 		PageLocaleDir: c.PageLocaleDir, PageLanguage: c.PageLanguage,
 		AccessLog: c.AccessLog, StreamsPerUser: c.StreamsPerUser, StreamsPerAddress: c.streamsPerAddress(),
 		MaxStreams: c.MaxStreams, MaxConnsPerIP: c.MaxConnsPerIP, Concurrency: c.Concurrency, NoMetricsRoute: c.MetricsAddr != "",
-		DirectiveMaxAge: c.DirectiveMaxAge}
+		DirectiveMaxAge: c.DirectiveMaxAge, Beacon: c.Beacon}
 }
 
 // validateIdentity checks FLASHGATE_IDENTITY, FLASHGATE_VISITOR_KEY,

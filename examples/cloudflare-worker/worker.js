@@ -7,7 +7,7 @@
 // configuration, keeps one Verifier per isolate, and writes the HTTP answers.
 // See README.md in this folder.
 
-import { Verifier, VerifierError, refusal } from "flashgate-verifier";
+import { Verifier, VerifierError, refusal, verifyRoomBeacon } from "flashgate-verifier";
 import wasm from "flashgate-verifier/flashgate-verifier.wasm";
 
 const COOKIE = "flashgate_admission";
@@ -107,6 +107,8 @@ function readConfig(env) {
     prefix: str("FLASHGATE_PRODUCT_PREFIX", "/products/"),
     originURL: str("FLASHGATE_ORIGIN_URL", ""),
     waitingRoomURL: str("FLASHGATE_WAITING_ROOM_URL", ""),
+    // "off": the worker forwards beacon requests like any other path.
+    beacon: str("FLASHGATE_BEACON", "on") !== "off",
   };
   if (!cfg.prefix.startsWith("/")) cfg.prefix = "/" + cfg.prefix;
   if (!cfg.prefix.endsWith("/")) cfg.prefix += "/";
@@ -486,6 +488,101 @@ function invalidTarget(why) {
     `${why}; ask for an absolute path`);
 }
 
+// ---------------------------------------------------------------------------
+// The room beacon (README.md#the-room-beacon): GET /v1/rooms/<room>/beacon is
+// one public signed document per room, the same for every buyer. The worker
+// answers it from a per-room cache in the isolate, fetching it from the issuer
+// (the ISSUER binding, or the JWK Set's origin) at most once per its max-age
+// (one fetch at a time per room; a copy up to stale-while-revalidate old is
+// answered meanwhile), and only after verifying it (verifyRoomBeacon: the
+// admission keys, typ flashgate-beacon+jwt, iss, room, exp). However many
+// pages poll, the issuer sees about one beacon request per room per max-age
+// per isolate.
+
+const BEACON_PATH = /^\/v1\/rooms\/([^/]+)\/beacon$/;
+const MAX_BEACON_ROOMS = 10000;
+// beacons: room → {until, staleUntil, refreshing, status, body, contentType, cacheControl}.
+const beacons = new Map();
+
+// ageOf reads max-age and stale-while-revalidate (seconds) from Cache-Control.
+function ageOf(cc) {
+  const n = (name, def) => {
+    const m = new RegExp(`(?:^|,)\\s*${name}=(\\d+)`, "i").exec(cc ?? "");
+    return m ? Number(m[1]) : def;
+  };
+  return { maxAge: Math.max(1, n("max-age", 1)), stale: n("stale-while-revalidate", 0) };
+}
+
+async function fetchBeacon(env, cfg, room, path) {
+  const url = new URL(path, cfg.jwksURL).toString();
+  const up = await (env.ISSUER ? env.ISSUER.fetch(url, { headers: { accept: "application/jwt" } }) : fetch(url));
+  const body = new TextDecoder().decode(await up.arrayBuffer());
+  const now = Date.now();
+  if (up.status !== 200) {
+    // An unknown room (404) is remembered for a second too, so that a flood of
+    // made-up rooms does not reach the issuer; other errors are not kept.
+    const keep = up.status === 404 ? 1000 : 0;
+    return { until: now + keep, staleUntil: now + keep, status: up.status, body, cacheControl: "no-store",
+      contentType: up.headers.get("content-type") ?? "application/problem+json" };
+  }
+  const verifier = await verifierFor(env, cfg);
+  if (!verifier.jwks) await verifier.refreshKeys().catch(() => {});
+  const check = () => verifyRoomBeacon(body, { jwks: verifier.jwks ?? { keys: [] }, issuer: cfg.issuer, room, now, leewaySeconds: cfg.leeway });
+  let r = await check();
+  if (!r.valid && r.reason === "unknown_key") {
+    await verifier.refreshKeys().catch(() => {}); // a rotation: the new key
+    r = await check();
+  }
+  if (!r.valid) {
+    console.error("flashgate: room beacon refused:", r.reason, r.message);
+    return { until: 0, staleUntil: 0, status: 502, contentType: "application/problem+json", cacheControl: "no-store",
+      body: JSON.stringify({ type: "https://flashgate.dev/problems/beacon-invalid", title: "Room beacon refused", status: 502,
+        reason: "beacon_invalid", detail: `${r.reason}: ${r.message}` }) };
+  }
+  const cc = up.headers.get("cache-control") ?? "public, max-age=1";
+  const { maxAge, stale } = ageOf(cc);
+  return { until: now + maxAge * 1000, staleUntil: now + (maxAge + stale) * 1000, status: 200, body, cacheControl: cc,
+    contentType: "application/jwt" };
+}
+
+// beacon answers a beacon request from the room's cached copy. Requests share
+// plain data only (an isolate's requests may not await each other's I/O): the
+// one that finds the copy expired fetches it (refreshing marks the fetch); the
+// others answer the copy meanwhile while it is within stale-while-revalidate,
+// or, without one, wait for it a little (polling the shared entry).
+async function beacon(env, cfg, room, path) {
+  let e = beacons.get(room);
+  if (!e) {
+    if (beacons.size >= MAX_BEACON_ROOMS) beacons.clear();
+    e = { until: 0, staleUntil: 0, refreshing: 0 };
+    beacons.set(room, e);
+  }
+  let how = "hit";
+  const now = Date.now();
+  if (now >= e.until) {
+    if (e.refreshing && now - e.refreshing < 5000) {
+      if (e.body !== undefined && now < e.staleUntil) {
+        how = "stale";
+      } else {
+        how = "wait";
+        for (let i = 0; i < 250 && e.refreshing && e.body === undefined; i++) await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+    if (how !== "stale" && Date.now() >= e.until) {
+      how = "miss";
+      e.refreshing = Date.now();
+      try {
+        Object.assign(e, await fetchBeacon(env, cfg, room, path));
+      } finally {
+        e.refreshing = 0;
+      }
+    }
+  }
+  const res = new Response(e.body, { status: e.status, headers: { "content-type": e.contentType, "cache-control": e.cacheControl } });
+  if (cfg.debug) res.headers.set("x-flashgate-beacon", how);
+  return res;
+}
+
 async function handle(request, env) {
   const cfg = configFor(env);
   let url;
@@ -505,6 +602,14 @@ async function handle(request, env) {
       `the path is read differently by different servers (${route.ambiguous}); ask for ${cfg.prefix}<product>/… plainly`);
   }
   const product = route.product;
+  if (product === null && cfg.beacon && request.method === "GET") {
+    const m = BEACON_PATH.exec(route.path);
+    let room = null;
+    try {
+      room = m ? decodeURIComponent(m[1]) : null;
+    } catch {}
+    if (room) return beacon(env, cfg, room, route.path);
+  }
   if (product === null) return forward(request, env, cfg, url, route.path, null); // unprotected
   if (product === "") {
     return problem(404, "unknown-route", "No product in the path", "unknown_route",

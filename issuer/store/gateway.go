@@ -181,7 +181,7 @@ var scripts = map[string]*redis.Script{
 	"snapshot": snapshotScript, "ban": banScript, "unban": unbanScript, "bans": bansScript,
 	"configure": configureScript, "drain": drainScript, "autoroom": autoRoomScript,
 	"invite": inviteScript, "exporter": exporterScript, "restore": restoreScript, "minted": mintedScript,
-	"lottery": lotteryScript,
+	"lottery": lotteryScript, "roombeacon": roomBeaconScript,
 }
 
 var scriptNames = func() map[string]string {

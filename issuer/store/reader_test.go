@@ -49,6 +49,9 @@ func decoderCases() map[string]decoderCase {
 		"leave": {reply: []any{"LEFT"}, decode: func(r []any) error { return e(decodeLeave(r)) }},
 		"revoke": {reply: []any{"REVOKED", int64(5), int64(1), "j", int64(9)},
 			decode: func(r []any) error { return e(decodeRevoke(r)) }, shorter: []int{4}},
+		"roombeacon": {reply: []any{"open", int64(4), int64(1), int64(2), int64(9), int64(0), int64(0), int64(0), "closed",
+			int64(0), int64(0), "soon", int64(60), int64(1000), []any{int64(2), int64(1), int64(9), int64(4)}},
+			decode: func(r []any) error { return e(decodeRoomBeacon(r)) }},
 		"snapshot": {reply: []any{int64(3), int64(1), int64(3), "open", int64(60), int64(10), int64(1000), "ep0ch",
 			[]any{"bad"}, int64(0), int64(0), int64(0), "closed", int64(0), int64(1), int64(2), int64(2), []any{int64(2)},
 			figures, []any{int64(1), int64(5000)}},
@@ -215,6 +218,11 @@ func TestDecodersReadValues(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Bans{Total: 2, Bans: []BanEntry{{User: "u1", UntilMs: 9, BannedMs: 5, Dated: true, Reason: "spam"},
 		{User: "u2", UntilMs: 10, BannedMs: 6, Dated: true}}}, b)
+
+	rb, err := decodeRoomBeacon(c["roombeacon"].reply)
+	require.NoError(t, err)
+	assert.Equal(t, []BeaconBucket{{Through: 2, Waiting: 1}, {Through: 9, Waiting: 4}}, rb.Buckets)
+	assert.Equal(t, "soon", rb.PageMessage)
 
 	sn, err := decodeSnapshot(c["snapshot"].reply)
 	require.NoError(t, err)

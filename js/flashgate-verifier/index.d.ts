@@ -211,6 +211,8 @@ export declare class Verifier {
   readonly keysError: Error | null;
   /** JWK Set fetches started so far. */
   readonly keysFetches: number;
+  /** The JWK Set in use (parsed), null before the first one: what verifyRoomBeacon checks against. */
+  readonly jwks: { keys: object[] } | null;
   /** The last directive fetch error, null after a successful fetch (directivesUrl). */
   readonly directivesError: Error | null;
   /** Directive fetches started so far (directivesUrl). */
@@ -342,3 +344,58 @@ export declare function lotteryCommitment(room: string, epoch: string, seed: str
 
 /** The drawn place (1-based) of arrival seq among arrivals 1 … cutoff. */
 export declare function lotteryPlace(seed: string, epoch: string, cutoff: number, seq: number): Promise<number>;
+
+/** A room beacon's payload (GET /v1/rooms/{room}/beacon; flashgate.BeaconClaims). */
+export interface RoomBeacon {
+  iss: string;
+  room: string;
+  /** Unix seconds. */
+  iat: number;
+  /** Unix seconds: a copy past it is stale. */
+  exp: number;
+  state: "open" | "paused" | "closed";
+  page_message?: string;
+  close_reason?: string;
+  opens_at_ms?: number;
+  ended_at_ms?: number;
+  total_waiting: number;
+  priority: number;
+  head: number;
+  tail: number;
+  exact_through: number;
+  drawn_ahead: number;
+  closed_through: number;
+  near_head: number;
+  /** [through, waiting] pairs: waiting public entries with an arrival number in (exact_through, through]. */
+  buckets: [number, number][];
+}
+
+/** Why verifyRoomBeacon refused a beacon. */
+export type RoomBeaconReason =
+  | "malformed"
+  | "bad_type"
+  | "unsupported_alg"
+  | "unknown_key"
+  | "bad_signature"
+  | "invalid_claims"
+  | "bad_issuer"
+  | "bad_room"
+  | "expired"
+  | "not_yet_valid"
+  | "lifetime_too_long";
+
+/**
+ * Checks a room beacon (typ flashgate-beacon+jwt) against a JWK Set: its
+ * Ed25519 signature, issuer, room (any when empty), iat/exp at now (ms).
+ */
+export declare function verifyRoomBeacon(
+  beacon: string,
+  options: {
+    jwks: { keys: object[] } | string | Uint8Array;
+    issuer: string;
+    room?: string;
+    now?: number;
+    leewaySeconds?: number;
+    subtle?: SubtleCrypto;
+  },
+): Promise<{ valid: true; beacon: RoomBeacon } | { valid: false; reason: RoomBeaconReason; message: string }>;

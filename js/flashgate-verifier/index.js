@@ -517,6 +517,15 @@ export class Verifier {
     return this.#lastError;
   }
 
+  /**
+   * The JWK Set in use ({keys: […]}, parsed), or null before the first one:
+   * what verifyRoomBeacon checks a room beacon against.
+   * @returns {{keys: object[]} | null}
+   */
+  get jwks() {
+    return this.#keys === null ? null : jsonOf(this.#keys);
+  }
+
   /** How many JWK Set fetches were started (jwksUrl only): for tests and metrics. */
   get keysFetches() {
     return this.#fetches;
@@ -1092,4 +1101,60 @@ export async function verifyReceipt(receipt, { jwks, roomView, subtle, beaconChe
     randomness,
     influence: typeof l.influence === "string" && l.influence ? l.influence : (drand ? "none" : "every place: the seed is operator-chosen (no public beacon)"),
   };
+}
+
+// ---------------------------------------------------------------------------
+// Room beacons (README.md#room-beacons): GET /v1/rooms/{room}/beacon, one
+// public signed document per room that a CDN caches and a waiting page places
+// itself from (docs/browser.md#the-room-beacon in the flashgate repository).
+
+const BEACON_TYPE = "flashgate-beacon+jwt";
+const MAX_BEACON = 8192;
+const MAX_BEACON_LIFETIME_S = 60;
+
+/**
+ * Checks a room beacon (a compact JWS, typ flashgate-beacon+jwt) against a JWK
+ * Set: header exactly alg EdDSA, kid and typ (an admission token, invite or
+ * join receipt is refused: bad_type), the Ed25519 signature, iss, room (any
+ * when options.room is empty), iat ≤ now + leeway, now ≤ exp + leeway and
+ * exp − iat ≤ 60 s. Resolves to {valid: true, beacon} (the payload) or
+ * {valid: false, reason, message}, reason one of malformed, bad_type,
+ * unsupported_alg, unknown_key, bad_signature, invalid_claims, bad_issuer,
+ * bad_room, expired, not_yet_valid, lifetime_too_long. Rejects with a
+ * VerifierError when the host has no Ed25519 (options.subtle).
+ * @param {string} beacon
+ * @param {{jwks: {keys: object[]} | string | Uint8Array, issuer: string, room?: string, now?: number, leewaySeconds?: number, subtle?: SubtleCrypto}} options
+ */
+export async function verifyRoomBeacon(beacon, { jwks, issuer, room = "", now = Date.now(), leewaySeconds = 0, subtle } = {}) {
+  const no = (reason, message) => ({ valid: false, reason, message });
+  const set = typeof jwks === "string" || jwks instanceof Uint8Array ? jsonOf(typeof jwks === "string" ? encoder.encode(jwks) : jwks) : jwks;
+  if (typeof beacon !== "string" || beacon.length > MAX_BEACON) return no("malformed", "not a beacon string (at most 8192 characters)");
+  const parts = beacon.trim().split(".");
+  if (parts.length !== 3) return no("malformed", "not a compact JWS");
+  const hb = b64urlBytes(parts[0]);
+  const pb = b64urlBytes(parts[1]);
+  const sig = b64urlBytes(parts[2]);
+  if (!hb || !pb || !sig || sig.length !== 64) return no("malformed", "malformed");
+  const h = jsonOf(hb);
+  if (!h || Object.keys(h).some((k) => k !== "alg" && k !== "kid" && k !== "typ")) return no("malformed", "malformed header");
+  if (h.alg !== "EdDSA") return no("unsupported_alg", `alg ${JSON.stringify(h.alg)}`);
+  if (h.typ !== BEACON_TYPE) return no("bad_type", `not a ${BEACON_TYPE} (typ ${JSON.stringify(h.typ)})`);
+  const jwk = (Array.isArray(set?.keys) ? set.keys : []).find((k) => k && k.kid === h.kid && k.kty === "OKP" && k.crv === "Ed25519");
+  const raw = jwk && b64urlBytes(jwk.x);
+  if (!raw || raw.length !== 32) return no("unknown_key", `kid ${JSON.stringify(h.kid)} is not in the JWK Set`);
+  const crypto = await hostSubtle({ subtle });
+  if (!crypto) throw new VerifierError("flashgate-verifier: this host has no Ed25519 (pass options.subtle)", "bad_options");
+  const key = await crypto.importKey("raw", raw, ED25519, false, ["verify"]);
+  if (!(await crypto.verify(ED25519, key, sig, encoder.encode(`${parts[0]}.${parts[1]}`)))) return no("bad_signature", "signature invalid");
+  const b = jsonOf(pb);
+  if (!b || !Number.isSafeInteger(b.iat) || !Number.isSafeInteger(b.exp) || b.iat <= 0 || b.exp <= b.iat || !Array.isArray(b.buckets)) {
+    return no("invalid_claims", "iat, exp or buckets missing");
+  }
+  if (b.iss !== issuer) return no("bad_issuer", `iss ${JSON.stringify(b.iss)}`);
+  if (room && b.room !== room) return no("bad_room", `a beacon of room ${JSON.stringify(b.room)}`);
+  if (b.exp - b.iat > MAX_BEACON_LIFETIME_S) return no("lifetime_too_long", `${b.exp - b.iat} s`);
+  const s = Math.floor(now / 1000);
+  if (s > b.exp + leewaySeconds) return no("expired", `exp ${b.exp}`);
+  if (b.iat > s + leewaySeconds) return no("not_yet_valid", `iat ${b.iat}`);
+  return { valid: true, beacon: b };
 }

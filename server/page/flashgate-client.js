@@ -91,6 +91,89 @@
 export const DEFAULT_POLL_MS = 2000;
 /** The longest backoff after repeated failures. */
 export const MAX_BACKOFF_MS = 30000;
+/** How often a page polls the room beacon (the issuer's BeaconPoll). */
+export const BEACON_POLL_MS = 2000;
+
+/**
+ * The room beacon's payload (GET /v1/rooms/{room}/beacon; docs/browser.md#the-room-beacon).
+ * @typedef {object} Beacon
+ * @property {string} room
+ * @property {number} iat Unix seconds: when the figures were read
+ * @property {number} exp Unix seconds: a copy past it is stale
+ * @property {"open"|"paused"|"closed"} state
+ * @property {string} [page_message]
+ * @property {string} [close_reason]
+ * @property {number} [opens_at_ms]
+ * @property {number} total_waiting
+ * @property {number} priority the priority lane's length
+ * @property {number} head the first waiting arrival number of the public line (0: none)
+ * @property {number} tail the last one
+ * @property {number} exact_through arrivals up to it are placed by the lottery, not by number
+ * @property {number} drawn_ahead entries of the lottery waiting ahead of head
+ * @property {number} near_head a page placed at most this far asks its status
+ * @property {[number, number][]} buckets [through, waiting]: waiting public entries with an arrival number in (exact_through, through]
+ */
+
+/**
+ * decodeBeacon returns the payload of a room beacon (a compact JWS) without
+ * checking its signature, or null when it is not one. The page trusts the
+ * origin it fetched the beacon from: the issuer itself, or an edge worker
+ * that verified it (examples/cloudflare-worker).
+ * @param {string} jws
+ * @returns {Beacon|null}
+ */
+export function decodeBeacon(jws) {
+  const parts = typeof jws === "string" ? jws.trim().split(".") : [];
+  if (parts.length !== 3) return null;
+  try {
+    const b64 = parts[1].replace(/-/g, "+").replace(/_/g, "/");
+    const bin = atob(b64 + "=".repeat((4 - (b64.length % 4)) % 4));
+    const b = JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
+    return b && typeof b === "object" && Array.isArray(b.buckets) ? b : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * beaconPlace places the public entry with arrival number `arrival` from a
+ * beacon (verifier.Beacon.Place): {ok, place, maxErr}. |place − exact| ≤
+ * maxErr, the number of arrivals of the entry's bucket no longer waiting (0
+ * while none left), exact being the status answer at the beacon's instant.
+ * ok is false when the beacon cannot place it: in the lottery's pre-queue, ahead of
+ * the head (admitted, left, or in a lane) or after the tail (it arrived
+ * after the beacon): the page asks its status.
+ * @param {Beacon} b
+ * @param {number} arrival
+ */
+export function beaconPlace(b, arrival) {
+  if (!(arrival > b.exact_through) || !(b.head > 0) || arrival < b.head) return { ok: false, place: 0, maxErr: -1 };
+  let lo = b.head - 1, below = 0;
+  for (const [through, c] of b.buckets) {
+    if (arrival <= through) {
+      const span = through - lo, w = c - below;
+      const x = Math.max(1, Math.ceil(((arrival - lo) * w) / span));
+      return { ok: true, place: b.priority + b.drawn_ahead + below + x, maxErr: span - w };
+    }
+    lo = through;
+    below = c;
+  }
+  return { ok: false, place: b.priority + b.drawn_ahead + below + (arrival - lo), maxErr: -1 };
+}
+
+/**
+ * beaconChanged: whether a page must ask its status at once, the room's
+ * state, message, close reason or opening time having changed between two
+ * beacons (or against the page's last entry).
+ * @param {Beacon} b
+ * @param {Beacon|null} old
+ * @param {Entry|null} last
+ */
+function beaconChanged(b, old, last) {
+  if (last?.room_state && last.room_state !== b.state) return true;
+  return !!old && (old.state !== b.state || (old.close_reason ?? "") !== (b.close_reason ?? "") ||
+    (old.opens_at_ms ?? 0) !== (b.opens_at_ms ?? 0));
+}
 
 /** An error answer of the API; problem is the document, code and status its members. */
 export class FlashgateError extends Error {
@@ -146,6 +229,7 @@ export class FlashgateError extends Error {
  * @typedef {object} UpdateOptions
  * @property {AbortSignal} [signal] stops the updates (the promise rejects with the signal's reason)
  * @property {(err: FlashgateError, last: Entry|null) => void} [onError] a retryable failure: the last entry is kept and updates go on
+ * @property {boolean} [beacon] poll the room beacon from the start (the waiting page's data-beacon), as after a Flashgate-Beacon answer
  */
 
 /**
@@ -259,6 +343,12 @@ export function createClient(opts = {}) {
   const sleep = opts.sleep ?? defaultSleep;
   const random = opts.random ?? Math.random;
   const roomPath = (room) => `${base}/v1/rooms/${encodeURIComponent(room)}`;
+  /** The rooms whose last enter or status answer asked for the room beacon (Flashgate-Beacon). */
+  const beaconRooms = new Set();
+  const hint = (room) => (res) => {
+    if (res.headers?.get?.("Flashgate-Beacon")) beaconRooms.add(room);
+    else beaconRooms.delete(room);
+  };
 
   /**
    * once sends one request; an error answer or no answer throws FlashgateError.
@@ -266,7 +356,7 @@ export function createClient(opts = {}) {
    * @param {string} url
    * @param {string} [token]
    */
-  async function once(method, url, token, body) {
+  async function once(method, url, token, body, onRes) {
     /** @type {Record<string, string>} */
     const headers = { Accept: "application/json" };
     if (token) headers.Authorization = `Bearer ${token}`;
@@ -282,7 +372,10 @@ export function createClient(opts = {}) {
     } catch (err) {
       throw new FlashgateError({ type: "about:blank", title: "No answer", status: 0, code: "network", detail: String(err) });
     }
-    if (res.ok) return res.status === 204 ? undefined : res.json();
+    if (res.ok) {
+      onRes?.(res);
+      return res.status === 204 ? undefined : res.json();
+    }
     let problem;
     try {
       problem = await res.json();
@@ -296,10 +389,10 @@ export function createClient(opts = {}) {
   }
 
   /** request is once with up to `retries` retries of 429, 503 and network failures. */
-  async function request(method, url, token, body) {
+  async function request(method, url, token, body, onRes) {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await once(method, url, token, body);
+        return await once(method, url, token, body, onRes);
       } catch (err) {
         if (!(err instanceof FlashgateError) || !err.retryable || attempt >= retries) throw err;
         await sleep(jitter(err.retryAfterMs ?? backoff(attempt + 1), random));
@@ -315,13 +408,54 @@ export function createClient(opts = {}) {
    * and retried with backoff (Retry-After when given). Resolves with the
    * first entry whose state is not WAITING; rejects with a FlashgateError
    * that retrying cannot fix (401, 403, 404 …) or the signal's reason.
+   *
+   * While the issuer asks for it (a status answer carries Flashgate-Beacon,
+   * e.g. when the replica holds its most event streams), a public entry
+   * polls the room beacon instead (BEACON_POLL_MS, ±20 %; a cacheable URL,
+   * sent without credentials) and places itself from its arrival number
+   * (beaconPlace): onEntry gets the entry with that place, total_waiting,
+   * room_state and page_message from the beacon, position_estimated true.
+   * It asks its status (one call) instead when the beacon places it at
+   * most near_head from the front, cannot place it (admitted, left, a lane,
+   * the pre-queue), shows a new room state, close reason or opening time,
+   * is stale (past its exp) or fails: so the exact place near the head,
+   * and every state change, come from the status answer as before.
    * @type {Client["updates"]}
    */
-  async function updates(room, waitingToken, onEntry, { signal, onError } = {}) {
+  async function updates(room, waitingToken, onEntry, { signal, onError, beacon: askBeacon } = {}) {
     let last = null;
     let failures = 0;
-    let streaming = typeof ES === "function";
+    const asked = askBeacon === true || beaconRooms.has(room);
+    let streaming = typeof ES === "function" && !asked; // asked for the beacon: no stream to hold
     const url = `${roomPath(room)}/events?waiting_token=${encodeURIComponent(waitingToken)}`;
+    /** @type {string|null} the beacon's URL while the issuer asks for it */
+    let beaconUrl = asked ? `${roomPath(room)}/beacon` : null;
+    /** @type {Beacon|null} */
+    let lastBeacon = null;
+    const heard = (res) => {
+      hint(room)(res);
+      const p = res.headers?.get?.("Flashgate-Beacon");
+      beaconUrl = p ? `${roomPath(room)}/beacon` : null; // (base's path prefix kept: the header is the signal)
+    };
+    // fromBeacon returns the entry a beacon places, or null when the page must ask its status.
+    const fromBeacon = async () => {
+      if (!beaconUrl || !last || last.state !== "WAITING" || !(last.arrival > 0) || last.lane === "priority" || last.pre_queue) return null;
+      let b = null;
+      try {
+        const res = await f(beaconUrl, { method: "GET", credentials: "omit" });
+        if (res.ok) b = decodeBeacon(await res.text());
+      } catch {}
+      const old = lastBeacon;
+      if (!b || b.exp * 1000 < Date.now()) return null;
+      lastBeacon = b;
+      if (beaconChanged(b, old, last)) return null;
+      const p = beaconPlace(b, last.arrival);
+      if (!p.ok || p.place <= b.near_head) return null;
+      const e = { ...last, position: p.place, ahead: p.place - 1, total_waiting: b.total_waiting, position_estimated: true,
+        room_state: b.state, page_message: b.page_message ?? "" };
+      if (last.estimated_wait_ms > 0 && last.position > 0) e.estimated_wait_ms = Math.round((last.estimated_wait_ms * p.place) / last.position);
+      return e;
+    };
     const seen = (e) => {
       last = e;
       failures = 0;
@@ -350,11 +484,21 @@ export function createClient(opts = {}) {
         // one in turn.
         if (!r.delivered || r.replaced) streaming = false;
       }
+      if (!streaming && beaconUrl) {
+        const e = await fromBeacon();
+        if (e) {
+          seen(e);
+          await sleep(jitter(BEACON_POLL_MS, random), signal);
+          continue;
+        }
+      }
       try {
-        const e = await once("GET", `${roomPath(room)}/status`, waitingToken);
+        const e = await once("GET", `${roomPath(room)}/status`, waitingToken, undefined, heard);
         if (seen(e)) return e;
         if (streaming) continue;
-        await sleep(jitter(e.poll_after_ms ?? DEFAULT_POLL_MS, random), signal);
+        // On the beacon, its next poll comes at BEACON_POLL_MS (sooner when the status says so).
+        const next = e.poll_after_ms ?? DEFAULT_POLL_MS;
+        await sleep(jitter(beaconUrl ? Math.min(next, BEACON_POLL_MS) : next, random), signal);
       } catch (err) {
         await failed(err);
       }
@@ -481,7 +625,7 @@ export function createClient(opts = {}) {
     let body = invite === undefined ? undefined : { invite };
     for (let tries = 0; ; tries++) {
       try {
-        return await request("POST", url, undefined, body);
+        return await request("POST", url, undefined, body, hint(room));
       } catch (err) {
         const ch = err instanceof FlashgateError && err.code === "pow_required" ? err.problem.challenge : undefined;
         if (!ch || tries >= 2) throw err;
@@ -499,7 +643,7 @@ export function createClient(opts = {}) {
 
   return {
     enter,
-    status: (room, waitingToken) => request("GET", `${roomPath(room)}/status`, waitingToken),
+    status: (room, waitingToken) => request("GET", `${roomPath(room)}/status`, waitingToken, undefined, hint(room)),
     updates,
     exchange: (room, waitingToken) => request("POST", `${roomPath(room)}/exchange`, waitingToken),
     leave: (room, waitingToken) => request("POST", `${roomPath(room)}/leave`, waitingToken),

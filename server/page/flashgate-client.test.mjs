@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { createClient, FlashgateError, jitter, retryAfterMs, solvePoW } from "./flashgate-client.js";
+import { BEACON_POLL_MS, beaconPlace, createClient, decodeBeacon, FlashgateError, jitter, retryAfterMs, solvePoW } from "./flashgate-client.js";
 
 /** fakeFetch answers from a queue of [status, body, headers] and records the requests. */
 function fakeFetch(answers) {
@@ -404,4 +404,133 @@ test("enter gives up after two solutions refused, and throws other answers as be
   const { client: c2, fetch: f2 } = setup([refused(), [200, waiting(1)]], { solvePoW: async () => "custom" });
   await c2.enter("r");
   assert.deepEqual(JSON.parse(f2.calls[1].body), { pow: "custom" });
+});
+
+// The room beacon (docs/browser.md#the-room-beacon).
+
+const b64u = (s) => Buffer.from(s).toString("base64url");
+const jws = (payload) => `${b64u('{"alg":"EdDSA","kid":"k","typ":"flashgate-beacon+jwt"}')}.${b64u(JSON.stringify(payload))}.${"A".repeat(86)}`;
+const beacon = (extra = {}) => ({
+  room: "r", iat: Math.floor(Date.now() / 1000), exp: Math.floor(Date.now() / 1000) + 5, state: "open",
+  total_waiting: 1000, priority: 0, head: 11, tail: 1010, exact_through: 0, drawn_ahead: 0, near_head: 50,
+  buckets: [[11, 1], [12, 2], [20, 10], [1010, 1000]], ...extra,
+});
+
+test("beaconPlace places as verifier.Beacon.Place does, within its bound", () => {
+  const b = { priority: 2, drawn_ahead: 0, exact_through: 0, head: 11, tail: 110, buckets: [[11, 1], [12, 2], [20, 10], [50, 30], [110, 90]] };
+  assert.deepEqual(beaconPlace(b, 10), { ok: false, place: 0, maxErr: -1 });
+  assert.deepEqual(beaconPlace(b, 11), { ok: true, place: 3, maxErr: 0 });
+  assert.deepEqual(beaconPlace(b, 12), { ok: true, place: 4, maxErr: 0 });
+  assert.deepEqual(beaconPlace(b, 20), { ok: true, place: 12, maxErr: 0 });
+  assert.deepEqual(beaconPlace(b, 50), { ok: true, place: 32, maxErr: 10 });
+  assert.deepEqual(beaconPlace(b, 35), { ok: true, place: 22, maxErr: 10 });
+  assert.deepEqual(beaconPlace(b, 111), { ok: false, place: 93, maxErr: -1 });
+  assert.equal(beaconPlace({ ...b, exact_through: 40 }, 35).ok, false);
+});
+
+test("decodeBeacon reads the payload (UTF-8) and refuses what is not a beacon", () => {
+  assert.equal(decodeBeacon(jws(beacon({ page_message: "Bientôt ✓" }))).page_message, "Bientôt ✓");
+  assert.equal(decodeBeacon("a.b"), null);
+  assert.equal(decodeBeacon(`x.${b64u("{}")}.y`), null);
+  assert.equal(decodeBeacon(`x.${b64u("not json")}.y`), null);
+});
+
+/** beaconSetup: a fetch whose status answers come from a queue and whose beacon answers from beacons(). */
+function beaconSetup(statuses, beacons) {
+  const calls = [];
+  const fetch = async (url, init) => {
+    calls.push({ url, ...init });
+    if (url.endsWith("/beacon")) {
+      const b = beacons();
+      return new Response(b === null ? "{}" : jws(b), { status: b === null ? 503 : 200, headers: { "content-type": "application/jwt" } });
+    }
+    const a = statuses.shift();
+    if (!a) throw new Error("unexpected request " + url);
+    const [status, body, headers = {}] = a;
+    return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
+  };
+  const sleeps = [];
+  const client = createClient({ base: "https://q.example/", fetch, EventSource: null, sleep: async (ms) => void sleeps.push(ms), random: () => 0.5 });
+  return { client, calls, sleeps };
+}
+
+const hinted = { "Flashgate-Beacon": "/v1/rooms/r/beacon" };
+const far = (extra = {}) => ({ ...waiting(900), arrival: 910, total_waiting: 1000, estimated_wait_ms: 900_000, room_state: "open", ...extra });
+
+test("asked for the beacon, a far page polls it, places itself estimated, and asks its status near the head", async () => {
+  let head = 11;
+  const seq = [];
+  const { client, calls, sleeps } = beaconSetup(
+    [[200, far(), hinted], [200, { ...far(), position: 40, ahead: 39 }, hinted], [200, active]],
+    () => {
+      head += 400; // the line moves 400 a poll
+      return beacon({ head, buckets: [[head, 1], [1010, 1010 - head + 1]] });
+    },
+  );
+  const final = await client.updates("r", "fgw2_t", (e) => seq.push(e));
+  assert.equal(final.state, "ACTIVE");
+  const urls = calls.map((c) => c.url.replace("https://q.example/v1/rooms/r/", ""));
+  // status (the hint) → beacon (head 411: place 500) → beacon (head 811: place 100) → beacon (head 1211 > 910: ahead of the head) → status → …
+  assert.deepEqual(urls, ["status", "beacon", "beacon", "beacon", "status", "beacon", "status"]);
+  assert.deepEqual(seq.map((e) => [e.state, e.position, !!e.position_estimated]),
+    [["WAITING", 900, false], ["WAITING", 500, true], ["WAITING", 100, true], ["WAITING", 40, false], ["ACTIVE", undefined, false]]);
+  assert.equal(seq[1].estimated_wait_ms, 500_000, "the estimate scales with the place");
+  assert.equal(calls[1].credentials, "omit", "the beacon is one public URL: no cookie");
+  assert.equal(calls[1].headers, undefined, "nor a token");
+  assert.equal(sleeps[1], BEACON_POLL_MS);
+});
+
+test("a beacon showing a new room state, a stale or failed one, or a priority entry sends the page to its status", async () => {
+  // A pause the beacon shows: the status at once.
+  let n = 0;
+  let { client, calls } = beaconSetup([[200, far(), hinted], [200, far({ room_state: "paused" }), hinted], [200, active]],
+    () => (++n === 1 ? beacon({ state: "paused" }) : beacon({ state: "paused", head: 2000, buckets: [[2000, 1]] })));
+  await client.updates("r", "fgw2_t", () => {});
+  assert.deepEqual(calls.map((c) => c.url.split("/").pop()), ["status", "beacon", "status", "beacon", "status"]);
+
+  // Stale (past exp) or failing: the status.
+  for (const b of [beacon({ exp: Math.floor(Date.now() / 1000) - 10 }), null]) {
+    ({ client, calls } = beaconSetup([[200, far(), hinted], [200, active]], () => b));
+    await client.updates("r", "fgw2_t", () => {});
+    assert.deepEqual(calls.map((c) => c.url.split("/").pop()), ["status", "beacon", "status"]);
+  }
+
+  // A priority entry (its arrival number says nothing of its place): the status only.
+  ({ client, calls } = beaconSetup([[200, far({ lane: "priority" }), hinted], [200, active]], () => beacon()));
+  await client.updates("r", "fgw2_t", () => {});
+  assert.deepEqual(calls.map((c) => c.url.split("/").pop()), ["status", "status"]);
+
+  // Without the hint: no beacon.
+  ({ client, calls } = beaconSetup([[200, far()], [200, active]], () => beacon()));
+  await client.updates("r", "fgw2_t", () => {});
+  assert.deepEqual(calls.map((c) => c.url.split("/").pop()), ["status", "status"]);
+});
+
+test("asked for the beacon by enter (or updates' beacon option), updates holds no stream and polls the beacon", async () => {
+  for (const viaOption of [false, true]) {
+    const calls = [];
+    let streams = 0;
+    const fetch = async (url, init) => {
+      calls.push(url.split("/").pop());
+      if (url.endsWith("/beacon")) return new Response(jws(beacon({ head: 2000, buckets: [[2000, 1]] })), { status: 200 });
+      const body = url.endsWith("/enter") ? far() : calls.filter((c) => c === "status").length === 1 ? far({ poll_after_ms: 30000 }) : active;
+      return new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json", ...hinted } });
+    };
+    class ES {
+      constructor() {
+        streams++;
+      }
+      addEventListener() {}
+      close() {}
+    }
+    const sleeps = [];
+    const client = createClient({ base: "https://q.example", fetch, EventSource: ES, sleep: async (ms) => void sleeps.push(ms), random: () => 0.5 });
+    if (!viaOption) await client.enter("r");
+    const final = await client.updates("r", "fgw2_t", () => {}, { beacon: viaOption });
+    assert.equal(final.state, "ACTIVE");
+    assert.equal(streams, 0, "no event stream");
+    // (enter →) status (the arrival number) → beacon (the head passed it: ask) → status: ACTIVE
+    assert.deepEqual(calls, [...(viaOption ? [] : ["enter"]), "status", "beacon", "status"]);
+    assert.equal(sleeps[0], BEACON_POLL_MS, "on the beacon, the next poll is the beacon's, not poll_after (30 s)");
+  }
 });

@@ -73,7 +73,8 @@ const startKey = `flashgate:${room}:start`;
 let lastAnnounced = null;
 
 function place(e, quiet) {
-  $("position").textContent = numbers.format(e.position);
+  // An estimated place (the room beacon's, or the issuer's snapshot far back in line) reads "≈ n".
+  $("position").textContent = (e.position_estimated ? "≈ " : "") + numbers.format(e.position);
   $("ahead").textContent = numbers.format(e.ahead);
   if ("estimated_wait_ms" in e) $("eta").textContent = waitWords(e.estimated_wait_ms);
   let start = 0;
@@ -292,6 +293,7 @@ async function follow() {
     const e = await client.updates(room, token, render, {
       signal,
       onError: () => show("reconnecting"),
+      beacon: d.beacon === "1", // the issuer asks for the room beacon (FLASHGATE_BEACON)
     });
     if (e.state === "ACTIVE") proceed();
   } catch (err) {
