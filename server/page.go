@@ -169,6 +169,17 @@ type PageView struct {
 	// Beacon: the page polls the room beacon instead of its status or an
 	// event stream (Options.Beacon; roombeacon.go).
 	Beacon bool
+	// RefreshURL, when set, is where the meta refresh leads (the shared
+	// estimate page of a buyer far from the front on the beacon:
+	// pageestimate.go); "" reloads the page.
+	RefreshURL string
+	// Estimated: Position and Ahead are estimates (the estimate page shows
+	// them as ≈ n). EstimateArrival is the estimate page's arrival number
+	// (the language form keeps it), EstimateOf the buyer's own page, where
+	// wait.js goes at once (the estimate page is for pages without script).
+	Estimated       bool
+	EstimateArrival int64
+	EstimateOf      string
 	// OpensAtMs, OpensAtISO (RFC 3339) and OpensAt ("2006-01-02 15:04
 	// UTC"): when the event window opens (state opens).
 	OpensAtMs           int64
@@ -242,6 +253,12 @@ type PageView struct {
 	assets      pageAssets
 	imgOrigins  []string
 	template    string
+	// estimate is the arrival number of the estimate page the meta refresh
+	// leads to (0: none; beaconRefresh); shared marks a page every buyer
+	// gets the same bytes of (the estimate page): cacheable, no Vary on
+	// Accept-Language.
+	estimate int64
+	shared   bool
 }
 
 // PageLanguage is one entry of the page's language switcher.
@@ -519,6 +536,7 @@ func (s *Server) page(c *fiber.Ctx) error {
 	v.Name = v.Room
 	v.entry(e)
 	v.Beacon = e.State == flashgate.StateWaiting && s.beaconWanted()
+	s.beaconRefresh(c, v, e)
 	// The room's config: its branding, and the event window. A failed read
 	// only costs the branding (and the countdown): the entry stands.
 	cfg, err := s.is.Room(c.UserContext(), v.Room)
@@ -787,6 +805,9 @@ func (s *Server) renderPage(c *fiber.Ctx, v *PageView) error {
 		v.langs = s.langs
 	}
 	v.finish()
+	if v.estimate > 0 {
+		v.RefreshURL = estimateURL(v.Room, v.estimate, v.Lang, v.Return)
+	}
 	var buf bytes.Buffer
 	tmpl := s.pageTmpl
 	if t, ok := s.roomPages[v.template]; ok {
@@ -801,7 +822,11 @@ func (s *Server) renderPage(c *fiber.Ctx, v *PageView) error {
 	}
 	pageHeaders(c, v.Return, v)
 	c.Set(fiber.HeaderContentLanguage, v.Lang)
-	c.Vary(fiber.HeaderAcceptLanguage)
+	if v.shared {
+		c.Set(fiber.HeaderCacheControl, beaconCacheControl)
+	} else {
+		c.Vary(fiber.HeaderAcceptLanguage)
+	}
 	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
 	return c.Send(buf.Bytes())
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/url"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/flashgate/flashgate"
 )
 
 // The room beacon (docs/browser.md#the-room-beacon): GET
@@ -73,10 +76,11 @@ type beaconCache struct {
 // roomBeacon is one room's beacon: mu is held by the one request that
 // reads it from Redis; the others wait for its result.
 type roomBeacon struct {
-	mu  sync.Mutex
-	at  time.Time
-	tok []byte
-	err error // the read's error (an unknown room, Redis away), reused for as long as a beacon
+	mu     sync.Mutex
+	at     time.Time
+	tok    []byte
+	claims flashgate.BeaconClaims // tok's payload
+	err    error                  // the read's error (an unknown room, Redis away), reused for as long as a beacon
 }
 
 func (b *beaconCache) room(room string) *roomBeacon {
@@ -103,7 +107,19 @@ var beaconCacheControl = "public, max-age=" + strconv.Itoa(int(BeaconMaxAge/time
 // sets none: every buyer gets the same bytes. Errors (no-store): 404
 // unknown_room, 400 invalid_input, 503 unavailable.
 func (s *Server) roomBeacon(c *fiber.Ctx) error {
-	room := param(c, "room")
+	tok, _, err := s.beacon(c.UserContext(), param(c, "room"))
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, beaconCacheControl)
+	c.Set(fiber.HeaderContentType, beaconContentType)
+	return c.Send(tok)
+}
+
+// beacon is room's beacon, the signed document and its payload, read from
+// Redis at most once per BeaconMaxAge on this replica (tok is shared: not
+// to be modified). Errors: RoomBeacon's.
+func (s *Server) beacon(ctx context.Context, room string) (tok []byte, claims flashgate.BeaconClaims, err error) {
 	rb := s.beacons.room(room)
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
@@ -111,18 +127,13 @@ func (s *Server) roomBeacon(c *fiber.Ctx) error {
 	if (rb.tok == nil && rb.err == nil) || now.Sub(rb.at) >= BeaconMaxAge || now.Before(rb.at) {
 		// An error (an unknown room, Redis away) is kept as long as a beacon:
 		// the requests of the second after it get it without a Redis call each.
-		_, tok, err := s.is.RoomBeacon(c.UserContext(), room, BeaconLifetime, BeaconLifetime+BeaconPoll)
-		rb.tok, rb.err, rb.at = []byte(tok), err, now
+		c, tok, err := s.is.RoomBeacon(ctx, room, BeaconLifetime, BeaconLifetime+BeaconPoll)
+		rb.tok, rb.claims, rb.err, rb.at = []byte(tok), c, err, now
 		if err != nil {
-			rb.tok = nil
+			rb.tok, rb.claims = nil, flashgate.BeaconClaims{}
 		}
 	}
-	if rb.err != nil {
-		return rb.err
-	}
-	c.Set(fiber.HeaderCacheControl, beaconCacheControl)
-	c.Set(fiber.HeaderContentType, beaconContentType)
-	return c.Send(rb.tok)
+	return rb.tok, rb.claims, rb.err
 }
 
 // beaconWanted reports whether waiting pages should poll the beacon now

@@ -654,6 +654,8 @@ func (s *Server) routes(enterLimits []fiber.Handler, userLimits map[string]fiber
 	a.Get("/wait/:room", append([]fiber.Handler{api, zip, s.pageGuard}, append(slices.Clone(enters), s.page)...)...)
 	a.Post("/wait/:room", append([]fiber.Handler{api, zip, s.pageGuard}, append(slices.Clone(enters), s.pageInvite)...)...)
 	a.Post("/wait/:room/continue", api, zip, s.pageGuard, s.pageContinue)
+	// The shared estimate page (pageestimate.go): no user, no enter limits.
+	a.Get("/wait/:room/estimate", api, zip, s.pageGuard, s.pageEstimate)
 	a.Get("/wait/:room/brand.css", api, zip, s.brandStyle)
 	a.Get("/wait", api, s.pageGuard, s.pageByQuery)
 

@@ -46,6 +46,17 @@ func TestBrowserRoomBeacon(t *testing.T) {
 	br.newPage("buyer", "b")
 	status, _ := br.goTo("b", is.base+"/wait/"+room+"?lang=en")
 	require.Equal(t, 200, status)
+	// A buyer without JavaScript, behind it: its page's meta refresh leads
+	// to the shared estimate page (pageestimate.go), which places it from
+	// the beacon too.
+	br.newContext("nojs", false)
+	br.newPage("nojs", "n")
+	status, _ = br.goTo("n", is.base+"/wait/"+room+"?lang=en")
+	require.Equal(t, 200, status)
+	nv := waitForNoJS(t, br, "n", "the estimate page", 15*time.Second, func(v view) bool {
+		return strings.Contains(v.URL, "/wait/"+room+"/estimate?") && strings.HasPrefix(v.position(), "≈")
+	})
+	require.NotContains(t, nv.Body, "fgw", "the shared page carries no waiting token")
 	place := func(v view) int {
 		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(v.position(), "≈")))
 		if err != nil {
@@ -67,4 +78,17 @@ func TestBrowserRoomBeacon(t *testing.T) {
 		return strings.HasPrefix(v.position(), "≈") && place(v) < 120
 	})
 	require.InDelta(t, 80, place(v), 40, "within its bucket's leaves of the exact place (80)")
+
+	// 40 more leave: the page without JavaScript (exact place 41) is near
+	// the front, and its estimate page sends it back to its own page,
+	// which shows the exact place.
+	for _, b := range ahead[41:81] {
+		st, _, err := b.call(http.MethodPost, "/v1/rooms/"+room+"/leave", b.waiting)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusNoContent, st)
+	}
+	nv = waitForNoJS(t, br, "n", "back on its own page near the front", 20*time.Second, func(v view) bool {
+		return !strings.Contains(v.URL, "/estimate") && v.state() == "waiting" && v.position() == "41"
+	})
+	require.Contains(t, strings.Join(br.history("n"), " "), "/estimate?", "it went by the estimate page")
 }

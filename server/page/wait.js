@@ -9,6 +9,9 @@ import { createClient } from "/flashgate-client.js";
 const root = document.getElementById("fg");
 const $ = (id) => document.getElementById(id);
 const d = root.dataset;
+// The shared estimate page is for pages without script: with it, the
+// buyer's own page follows the line itself.
+if (d.estimateOf) location.replace(d.estimateOf);
 const room = d.room;
 let token = d.token;
 const client = createClient({ base: "" });
