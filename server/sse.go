@@ -203,14 +203,11 @@ func (s *Server) open(ctx *fasthttp.RequestCtx, st *sseStream, e *issuer.Entry) 
 	h.SetConnectionClose()
 	b := h.AppendBytes(nil)
 	b = st.frame(b, appendEvent(nil, "status", streamEvent(e, s.news.current(st.room)), s.streamWait(e)))
-	if e.State != flashgate.StateWaiting {
-		b = st.end(b)
-	}
 	now := time.Now()
 	st.due, st.beat, st.until = now.Add(s.streamWait(e)), now.Add(s.heartbeat()), now.Add(s.sseMax)
 	_ = st.conn.SetWriteDeadline(now.Add(5 * time.Second))
 	if _, err := st.conn.Write(b); err != nil || e.State != flashgate.StateWaiting {
-		s.finish(st, nil)
+		s.finish(st, nil) // the body's end
 		return
 	}
 	if !s.news.add(st) { // shutting down

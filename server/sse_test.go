@@ -383,3 +383,26 @@ func TestEventsStalledReader(t *testing.T) {
 		"the healthy stream keeps getting its events")
 	assert.Equal(t, 1.0, gaugeValue(e.srv.m.sseOpen), "only the stalled stream ended")
 }
+
+// TestEventsFinalFirstEventFraming: a stream whose first event is final
+// (here an admitted user's) is that event and the body's end, exactly: one
+// last chunk, nothing after it (it was written twice once).
+func TestEventsFinalFirstEventFraming(t *testing.T) {
+	e := newEnv(t)
+	base := e.listen()
+	room := e.room(issuer.RoomConfig{Capacity: 1})
+	tok := e.enter(room, "alice")["waiting_token"].(string) // admitted at once
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = fmt.Fprintf(conn, "GET /v1/rooms/%s/events?waiting_token=%s HTTP/1.1\r\nHost: x\r\nX-User-ID: alice\r\n\r\n", room, tok)
+	require.NoError(t, err)
+	raw, err := io.ReadAll(conn)
+	require.NoError(t, err)
+	body := string(raw)
+	require.Contains(t, body, "Transfer-Encoding: chunked")
+	require.Contains(t, body, `"state":"ACTIVE"`)
+	assert.True(t, strings.HasSuffix(body, "\n\n\r\n0\r\n\r\n"), "the event's chunk, then the last chunk, then nothing: %q", body[max(0, len(body)-40):])
+	assert.Equal(t, 1, strings.Count(body, "\r\n0\r\n\r\n"), "one last chunk")
+}
