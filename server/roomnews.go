@@ -199,22 +199,10 @@ func (h *newsHub) run(f *roomFeed) {
 
 // streamEntry is a stream's status event: the entry, and the room's
 // page_message while the room has news (wait.js replaces its message area
-// when it differs; "" clears it).
+// when it differs; "" clears it). appendStatusEvent writes it.
 type streamEntry struct {
 	Entry
 	PageMessage *string `json:"page_message,omitempty"`
-}
-
-// streamEvent is e's event for a stream of a room whose news is n (nil:
-// none yet).
-func streamEvent(e *issuer.Entry, n *issuer.RoomNews) any {
-	if n == nil {
-		return entryJSON(e)
-	}
-	out := streamEntry{Entry: entryJSON(e)}
-	msg := n.PageMessage
-	out.PageMessage = &msg
-	return out
 }
 
 // newsPoke (a handler of the admin routes that change a room's state or

@@ -90,7 +90,7 @@ func (s *Server) events(c *fiber.Ctx) error {
 	if !networkConn(conn) {
 		// An in-process connection (fiber's app.Test): the first event is
 		// the whole stream.
-		c.Response().SetBodyRaw(appendEvent(nil, "status", streamEvent(e, s.news.current(room)), s.streamWait(e)))
+		c.Response().SetBodyRaw(appendStatusEvent(nil, e, s.news.current(room), s.streamWait(e)))
 		return nil
 	}
 	// Only a verified (room, user, token) takes a place, so a bad token
@@ -202,7 +202,7 @@ func (s *Server) open(ctx *fasthttp.RequestCtx, st *sseStream, e *issuer.Entry) 
 	}
 	h.SetConnectionClose()
 	b := h.AppendBytes(nil)
-	b = st.frame(b, appendEvent(nil, "status", streamEvent(e, s.news.current(st.room)), s.streamWait(e)))
+	b = st.frame(b, appendStatusEvent(nil, e, s.news.current(st.room), s.streamWait(e)))
 	now := time.Now()
 	st.due, st.beat, st.until = now.Add(s.streamWait(e)), now.Add(s.heartbeat()), now.Add(s.sseMax)
 	_ = st.conn.SetWriteDeadline(now.Add(5 * time.Second))
@@ -371,7 +371,7 @@ func (s *Server) place(st *sseStream, n, msg *issuer.RoomNews, buf []byte) []byt
 		return buf
 	}
 	wait := s.streamWait(e)
-	ev := appendEvent(nil, "status", streamEvent(e, msg), wait)
+	ev := appendStatusEvent(nil, e, msg, wait)
 	if e.State != flashgate.StateWaiting {
 		s.finish(st, ev)
 		return buf
@@ -417,6 +417,29 @@ func (st *sseStream) end(dst []byte) []byte {
 		return dst
 	}
 	return append(dst, "0\r\n\r\n"...)
+}
+
+// appendStatusEvent appends the "status" event of e for a stream of a room
+// whose news is n (nil: none yet): appendEvent of streamEvent(e, n), byte
+// for byte, without encoding/json's reflection (jsonenc.go's encoder: a
+// stream's events are most of its CPU).
+func appendStatusEvent(dst []byte, e *issuer.Entry, n *issuer.RoomNews, retry time.Duration) []byte {
+	dst = append(dst, "event: status\n"...)
+	if retry > 0 {
+		dst = append(dst, "retry: "...)
+		dst = strconv.AppendInt(dst, retry.Milliseconds(), 10)
+		dst = append(dst, '\n')
+	}
+	dst = append(dst, "data: "...)
+	var ms [2]int64
+	ent := entryWith(e, &ms)
+	dst = ent.appendJSON(dst)
+	if n != nil { // streamEntry's page_message, after the Entry's members
+		dst = append(dst[:len(dst)-1], `,"page_message":`...)
+		dst = appendJSONString(dst, n.PageMessage)
+		dst = append(dst, '}')
+	}
+	return append(dst, "\n\n"...)
 }
 
 // appendEvent appends one SSE event: its name, retry: (when retry > 0, in

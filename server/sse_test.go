@@ -406,3 +406,62 @@ func TestEventsFinalFirstEventFraming(t *testing.T) {
 	assert.True(t, strings.HasSuffix(body, "\n\n\r\n0\r\n\r\n"), "the event's chunk, then the last chunk, then nothing: %q", body[max(0, len(body)-40):])
 	assert.Equal(t, 1, strings.Count(body, "\r\n0\r\n\r\n"), "one last chunk")
 }
+
+// streamEvent is the status event's value that appendStatusEvent writes
+// without reflection: the reference its bytes are held to.
+func streamEvent(e *issuer.Entry, n *issuer.RoomNews) any {
+	if n == nil {
+		return entryJSON(e)
+	}
+	msg := n.PageMessage
+	return streamEntry{Entry: entryJSON(e), PageMessage: &msg}
+}
+
+// TestAppendStatusEvent: the stream's status event is encoding/json's
+// bytes of streamEntry, for entries of every state and page messages that
+// JSON escapes.
+func TestAppendStatusEvent(t *testing.T) {
+	at := time.Now()
+	entries := []*issuer.Entry{
+		{Room: "r", User: "u", State: "WAITING", Arrival: 42, Position: 17, Ahead: 16, TotalWaiting: 300,
+			EstimatedWait: 90 * time.Second, PollAfter: 7 * time.Second, PositionEstimated: true, WaitingToken: "fgw2_x",
+			RoomState: issuer.RoomOpen, Lane: "public"},
+		{Room: "r", State: "WAITING", PreQueue: true, EstimatedWait: -1, PollAfter: time.Second, RoomState: issuer.RoomPaused,
+			OpensAt: at.Add(time.Hour), LotteryCommitment: "abc"},
+		{Room: "r", State: "ACTIVE", AdmissionID: "adm", AdmissionNumber: 3, AdmittedAt: at, ExpiresAt: at.Add(time.Minute)},
+		{Room: "r", State: "CLOSED", Reason: "sold_out", EndedAt: at, RoomState: issuer.RoomClosed},
+	}
+	msgs := []*issuer.RoomNews{nil, {PageMessage: ""}, {PageMessage: "back at <noon> & \u2028 \"soon\" \xff é"}}
+	for i, e := range entries {
+		for j, n := range msgs {
+			for _, retry := range []time.Duration{0, 7 * time.Second} {
+				want := appendEvent(nil, "status", streamEvent(e, n), retry)
+				got := appendStatusEvent(nil, e, n, retry)
+				assert.Equal(t, string(want), string(got), "entry %d, news %d, retry %v", i, j, retry)
+			}
+		}
+	}
+}
+
+// BenchmarkStatusEvent: a stream's status event by appendStatusEvent and,
+// in the same run, by encoding/json (appendEvent of streamEvent: how it was
+// written before).
+func BenchmarkStatusEvent(b *testing.B) {
+	e := &issuer.Entry{Room: "sku-1", User: "u", State: "WAITING", Arrival: 123456, Position: 120000, Ahead: 119999,
+		TotalWaiting: 985000, EstimatedWait: 40 * time.Minute, PollAfter: 30 * time.Second, PositionEstimated: true,
+		WaitingToken: "fgw2_Xy3z_hoeiiktxjt_123456_abcdefghijklmnop", RoomState: issuer.RoomOpen, Lane: "public"}
+	n := &issuer.RoomNews{PageMessage: "Restock at noon: stay on this page."}
+	var buf []byte
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			buf = appendStatusEvent(buf[:0], e, n, 30*time.Second)
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			buf = appendEvent(buf[:0], "status", streamEvent(e, n), 30*time.Second)
+		}
+	})
+}
